@@ -61,6 +61,7 @@ def _system_library_impl(rctx):
     for flag in _pkg_config(rctx, ["--cflags-only-other"] + modules, name).split(" "):
         if flag.startswith("-D"):
             defines.append(flag[2:])
+    defines += rctx.attr.extra_defines
     # extra_linkopts come first: they name libraries (like benchmark_main)
     # that depend on the pkg-config ones, and the linker reads left to right.
     linkopts = rctx.attr.extra_linkopts + [
@@ -94,6 +95,7 @@ system_library = repository_rule(
         "pkg_config": attr.string_list(mandatory = True, doc = "pkg-config module names"),
         "install_hint": attr.string(mandatory = True, doc = "Debian packages that provide it"),
         "extra_linkopts": attr.string_list(default = []),
+        "extra_defines": attr.string_list(default = []),
     },
     environ = ["PKG_CONFIG_PATH"],
     local = True,

@@ -1,0 +1,47 @@
+// Which rank this process is, as its launcher tells it through the
+// environment: torchrun, mpirun (OpenMPI) or Slurm's srun.
+//
+//   absl::StatusOr<std::optional<LaunchEnv>> env = DetectLaunchEnv();
+//   if (env.ok() && env->has_value()) {
+//     // e.g. {rank 3, local_rank 1, world_size 8, launcher "OpenMPI"}
+//   }
+//
+// Checked in this order, first complete set wins:
+//   torchrun:  RANK, LOCAL_RANK, WORLD_SIZE (LOCAL_WORLD_SIZE optional)
+//   OpenMPI:   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
+//              OMPI_COMM_WORLD_SIZE (OMPI_COMM_WORLD_LOCAL_SIZE optional)
+//   Slurm:     SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS
+// A launcher whose variables are present but malformed (not an integer, rank
+// outside [0, world_size)) is an error naming the variable and its value.
+// No launcher at all is std::nullopt: a plain single-process start.
+// Pure apart from reading the environment; thread-safe.
+#ifndef TANDEM_COMM_LAUNCH_ENV_H_
+#define TANDEM_COMM_LAUNCH_ENV_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace tandem::comm {
+
+struct LaunchEnv {
+  int rank = 0;
+  int local_rank = 0;
+  int world_size = 1;
+  int local_world_size = -1;  // -1 when the launcher does not say
+  std::string launcher;       // "torchrun", "OpenMPI" or "Slurm"
+};
+
+// Returns the value of an environment variable, or nullopt when unset.
+using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
+
+// Reads the process environment (getenv).
+absl::StatusOr<std::optional<LaunchEnv>> DetectLaunchEnv();
+// Same, through `lookup` (for tests).
+absl::StatusOr<std::optional<LaunchEnv>> DetectLaunchEnv(const EnvLookup& lookup);
+
+}  // namespace tandem::comm
+
+#endif  // TANDEM_COMM_LAUNCH_ENV_H_

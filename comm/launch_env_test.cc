@@ -1,0 +1,76 @@
+#include "comm/launch_env.h"
+
+#include <map>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::comm {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<std::optional<LaunchEnv>> Detect(
+    const std::map<std::string, std::string>& vars) {
+  return DetectLaunchEnv([&](const char* name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+TEST(LaunchEnvTest, NoLauncherIsNullopt) {
+  auto env = Detect({{"HOME", "/root"}, {"RANK", "1"}});  // incomplete set
+  ASSERT_TRUE(env.ok());
+  EXPECT_FALSE(env->has_value());
+}
+
+TEST(LaunchEnvTest, Torchrun) {
+  auto env = Detect({{"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"},
+                     {"LOCAL_WORLD_SIZE", "2"}});
+  ASSERT_TRUE(env.ok() && env->has_value());
+  EXPECT_EQ((*env)->launcher, "torchrun");
+  EXPECT_EQ((*env)->rank, 3);
+  EXPECT_EQ((*env)->local_rank, 1);
+  EXPECT_EQ((*env)->world_size, 8);
+  EXPECT_EQ((*env)->local_world_size, 2);
+}
+
+TEST(LaunchEnvTest, OpenMpiAndSlurm) {
+  auto mpi = Detect({{"OMPI_COMM_WORLD_RANK", "2"},
+                     {"OMPI_COMM_WORLD_LOCAL_RANK", "0"},
+                     {"OMPI_COMM_WORLD_SIZE", "4"}});
+  ASSERT_TRUE(mpi.ok() && mpi->has_value());
+  EXPECT_EQ((*mpi)->launcher, "OpenMPI");
+  EXPECT_EQ((*mpi)->rank, 2);
+  EXPECT_EQ((*mpi)->local_world_size, -1);
+  auto slurm = Detect({{"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"},
+                       {"SLURM_NTASKS", "6"}});
+  ASSERT_TRUE(slurm.ok() && slurm->has_value());
+  EXPECT_EQ((*slurm)->launcher, "Slurm");
+  EXPECT_EQ((*slurm)->rank, 5);
+  EXPECT_EQ((*slurm)->world_size, 6);
+}
+
+TEST(LaunchEnvTest, TorchrunWinsOverMpi) {
+  auto env = Detect({{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "2"},
+                     {"OMPI_COMM_WORLD_RANK", "1"},
+                     {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                     {"OMPI_COMM_WORLD_SIZE", "2"}});
+  ASSERT_TRUE(env.ok() && env->has_value());
+  EXPECT_EQ((*env)->launcher, "torchrun");
+}
+
+TEST(LaunchEnvTest, MalformedValuesAreErrors) {
+  auto word = Detect({{"RANK", "one"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "2"}});
+  EXPECT_THAT(word.status().message(),
+              HasSubstr("RANK='one' is not a non-negative integer"));
+  auto outside = Detect({{"SLURM_PROCID", "4"}, {"SLURM_LOCALID", "0"},
+                         {"SLURM_NTASKS", "4"}});
+  EXPECT_THAT(outside.status().message(),
+              HasSubstr("SLURM_PROCID=4 is outside [0, SLURM_NTASKS=4)"));
+}
+
+}  // namespace
+}  // namespace tandem::comm
