@@ -27,6 +27,11 @@ export OMPI_MCA_oob_tcp_if_include=lo
 if [[ -n "${TEST_TMPDIR:-}" ]]; then
   export TMPDIR="$TEST_TMPDIR"
   export OMPI_MCA_orte_tmpdir_base="$TEST_TMPDIR"
+  # Shared-memory segments are named after the job id too.
+  export OMPI_MCA_btl_vader_backing_directory="$TEST_TMPDIR"
 fi
+# Bazel's per-test files are one per test, not per rank: N gtest processes
+# would race to create and delete them.
+unset TEST_PREMATURE_EXIT_FILE XML_OUTPUT_FILE GTEST_OUTPUT
 exec timeout --signal=TERM --kill-after=10 "${MPIRUN_TIMEOUT:-240}" \
   mpirun "${flags[@]}" "$binary" "$@"
