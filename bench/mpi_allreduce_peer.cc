@@ -1,0 +1,102 @@
+// The OpenMPI peer of bench/comm_benchmark: plain MPI_Allreduce (blocking,
+// MPI_SUM, float32) timed the way nccl-tests times, printing the same table.
+// It is what a user of raw OpenMPI gets, to compare tandem's backends with.
+//
+//   mpirun --oversubscribe -np 2 bazel-bin/bench/mpi_allreduce_peer
+//       --min_bytes=8 --max_bytes=268435456
+//
+// Each size: warm-up iterations, then `iters` back-to-back all-reduces
+// between two barriers; the time of one operation is the slowest rank's
+// elapsed time / iters. The result is checked (every element must equal the
+// exact sum) and wrong elements are counted in #wrong.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "comm/bandwidth.h"
+
+ABSL_FLAG(int64_t, min_bytes, 8, "Smallest message, bytes (float32 elements x 4).");
+ABSL_FLAG(int64_t, max_bytes, int64_t{256} << 20, "Largest message, bytes.");
+ABSL_FLAG(double, target_seconds, 0.2,
+          "Aim for about this much timed work per size (sets the iterations).");
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Seconds per all-reduce over `iters` iterations, the slowest rank's.
+double TimeAllReduce(std::vector<float>& buf, int64_t count, int iters) {
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = Now();
+  for (int i = 0; i < iters; ++i) {
+    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), MPI_FLOAT,
+                  MPI_SUM, MPI_COMM_WORLD);
+  }
+  double elapsed = (Now() - start) / iters;
+  MPI_Allreduce(MPI_IN_PLACE, &elapsed, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return elapsed;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Times raw OpenMPI MPI_Allreduce (f32 sum) and prints the nccl-tests "
+      "table. Run under mpirun.");
+  absl::ParseCommandLine(argc, argv);
+  MPI_Init(&argc, &argv);
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  tandem::comm::BandwidthTable table(tandem::comm::OpKind::kAllReduce, size);
+  if (rank == 0) {
+    std::printf("# OpenMPI MPI_Allreduce, %d processes\n", size);
+    std::fputs(table.Header().c_str(), stdout);
+  }
+  const int64_t max_count = absl::GetFlag(FLAGS_max_bytes) / 4;
+  std::vector<float> buf(std::max<int64_t>(max_count, 1));
+  for (int64_t bytes = absl::GetFlag(FLAGS_min_bytes);
+       bytes <= absl::GetFlag(FLAGS_max_bytes); bytes *= 2) {
+    const int64_t count = std::max<int64_t>(bytes / 4, 1);
+    // Calibrate: a few iterations tell how many fit the target time.
+    std::fill(buf.begin(), buf.begin() + count, 1.0f);
+    double probe = TimeAllReduce(buf, count, 2);
+    int iters = static_cast<int>(std::clamp(
+        absl::GetFlag(FLAGS_target_seconds) / std::max(probe, 1e-9), 5.0,
+        100000.0));
+    MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    double seconds = TimeAllReduce(buf, count, iters);
+    // Check with exact values: rank r contributes r + 1.
+    std::fill(buf.begin(), buf.begin() + count, static_cast<float>(rank + 1));
+    MPI_Allreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count), MPI_FLOAT,
+                  MPI_SUM, MPI_COMM_WORLD);
+    const float want = static_cast<float>(size) * (size + 1) / 2;
+    int64_t wrong = std::count_if(buf.begin(), buf.begin() + count,
+                                  [want](float v) { return v != want; });
+    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    if (rank == 0) {
+      std::fputs(table.Row({.bytes = count * 4,
+                            .count = count,
+                            .dtype = tandem::comm::DType::kF32,
+                            .redop = tandem::comm::ReduceOp::kSum,
+                            .seconds = seconds,
+                            .wrong = wrong})
+                     .c_str(),
+                 stdout);
+      std::fflush(stdout);
+    }
+  }
+  MPI_Finalize();
+  return 0;
+}
