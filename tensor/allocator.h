@@ -1,0 +1,93 @@
+// Memory behind tensors: the Allocator interface, the per-device-type
+// registry, and Storage (one allocation shared by every tensor viewing it).
+//
+// The CPU allocator is built in. A CUDA caching allocator plugs in later by
+// implementing Allocator and registering it once at start-up:
+//
+//   class CudaCachingAllocator : public tandem::Allocator { ... };
+//   TANDEM_RETURN_IF_ERROR(tandem::RegisterAllocator(
+//       tandem::DeviceType::kCUDA, std::make_shared<CudaCachingAllocator>()));
+//
+// Until then, asking for CUDA memory is an error Status (FailedPrecondition),
+// never a crash.
+//
+// Thread-safety: the registry is guarded by a mutex; RegisterAllocator and
+// GetAllocator may be called from any thread. Allocator implementations
+// must be thread-safe (ranks simulated as threads allocate concurrently).
+// A Storage keeps its allocator alive until the memory is returned, so
+// replacing a registered allocator never strands live memory.
+#ifndef TANDEM_TENSOR_ALLOCATOR_H_
+#define TANDEM_TENSOR_ALLOCATOR_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tensor/device.h"
+
+namespace tandem {
+
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+
+  // Returns `nbytes` (>= 0) of uninitialised memory on `device`, aligned to
+  // at least 64 bytes, or an error (e.g. ResourceExhausted). nbytes == 0 may
+  // return nullptr.
+  virtual absl::StatusOr<void*> Allocate(Device device, int64_t nbytes) = 0;
+  // Returns memory obtained from Allocate(device, nbytes) on this allocator.
+  virtual void Deallocate(Device device, void* ptr, int64_t nbytes) = 0;
+  // Copies `nbytes` between two buffers, at least one of which belongs to
+  // this allocator's device type. Blocks until the copy is complete. The
+  // default says the transfer is not supported.
+  virtual absl::Status CopyBytes(void* dst, Device dst_device, const void* src,
+                                 Device src_device, int64_t nbytes);
+};
+
+// The built-in host allocator (aligned_alloc/free). Never null.
+std::shared_ptr<Allocator> CpuAllocator();
+
+// Installs `allocator` for every device of `type`, replacing any previous
+// one. kCPU may be replaced too (e.g. by a pinned-memory allocator).
+// InvalidArgument if `allocator` is null.
+absl::Status RegisterAllocator(DeviceType type,
+                               std::shared_ptr<Allocator> allocator);
+
+// The allocator registered for `device`'s type; FailedPrecondition naming
+// the device when none is (e.g. CUDA in a build without CUDA support).
+absl::StatusOr<std::shared_ptr<Allocator>> GetAllocator(Device device);
+
+// One allocation. Owned through shared_ptr by every tensor that views it;
+// returned to its allocator when the last owner goes away. Not copyable.
+class Storage {
+ public:
+  // Allocates `nbytes` (uninitialised) on `device`.
+  static absl::StatusOr<std::shared_ptr<Storage>> Allocate(Device device,
+                                                           int64_t nbytes);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  int64_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+  const std::shared_ptr<Allocator>& allocator() const { return allocator_; }
+
+ private:
+  Storage(std::shared_ptr<Allocator> allocator, Device device, void* data,
+          int64_t nbytes)
+      : allocator_(std::move(allocator)),
+        device_(device),
+        data_(data),
+        nbytes_(nbytes) {}
+
+  std::shared_ptr<Allocator> allocator_;
+  Device device_;
+  void* data_;
+  int64_t nbytes_;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_TENSOR_ALLOCATOR_H_

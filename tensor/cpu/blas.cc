@@ -1,0 +1,100 @@
+#include "tensor/cpu/blas.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+
+namespace tandem::cpu {
+namespace {
+
+// Applies tandem's default (one OpenBLAS thread) exactly once, before the
+// first GEMM or explicit setting.
+void EnsureDefaultThreads() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+template <typename T>
+void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+          T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
+          int ldc);
+
+template <>
+void Blas<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                 float alpha, const float* a, int lda, const float* b,
+                 int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
+}
+
+template <>
+void Blas<double>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
+                  int k, double alpha, const double* a, int lda,
+                  const double* b, int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+              ldc);
+}
+
+}  // namespace
+
+template <typename T>
+absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
+                  int64_t k, T alpha, const T* a, const T* b, T beta, T* c) {
+  if (m < 0 || n < 0 || k < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gemm: negative dimension M=", m, " N=", n, " K=", k));
+  }
+  if (m == 0 || n == 0) return absl::OkStatus();
+  if (k == 0) {
+    // op(A)·op(B) is zero; BLAS would still scale C, do it here.
+    const int64_t count = m * n;
+    if (beta == T(0)) {
+      std::fill(c, c + count, T(0));
+    } else if (beta != T(1)) {
+      for (int64_t i = 0; i < count; ++i) c[i] *= beta;
+    }
+    return absl::OkStatus();
+  }
+  if (std::max({m, n, k}) > INT_MAX) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Gemm: dimension too large for OpenBLAS's 32-bit int: M=", m,
+        " N=", n, " K=", k));
+  }
+  EnsureDefaultThreads();
+  const int lda = static_cast<int>(transpose_a ? m : k);
+  const int ldb = static_cast<int>(transpose_b ? k : n);
+  Blas<T>(transpose_a ? CblasTrans : CblasNoTrans,
+          transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+          static_cast<int>(n), static_cast<int>(k), alpha, a, lda, b, ldb,
+          beta, c, static_cast<int>(n));
+  return absl::OkStatus();
+}
+
+template absl::Status Gemm<float>(bool, bool, int64_t, int64_t, int64_t,
+                                  float, const float*, const float*, float,
+                                  float*);
+template absl::Status Gemm<double>(bool, bool, int64_t, int64_t, int64_t,
+                                   double, const double*, const double*,
+                                   double, double*);
+
+absl::Status SetBlasNumThreads(int num_threads) {
+  if (num_threads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SetBlasNumThreads: need at least 1 thread, got ", num_threads));
+  }
+  EnsureDefaultThreads();
+  openblas_set_num_threads(num_threads);
+  return absl::OkStatus();
+}
+
+int BlasNumThreads() {
+  EnsureDefaultThreads();
+  return openblas_get_num_threads();
+}
+
+}  // namespace tandem::cpu

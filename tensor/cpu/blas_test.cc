@@ -1,0 +1,105 @@
+#include "tensor/cpu/blas.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace tandem::cpu {
+namespace {
+
+// Reference row-major GEMM (test only).
+std::vector<double> Naive(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                          const std::vector<double>& a,
+                          const std::vector<double>& b) {
+  std::vector<double> c(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) {
+        const double av = ta ? a[p * m + i] : a[i * k + p];
+        const double bv = tb ? b[j * k + p] : b[p * n + j];
+        c[i * n + j] += av * bv;
+      }
+  return c;
+}
+
+TEST(BlasTest, DefaultsToOneThread) { EXPECT_EQ(BlasNumThreads(), 1); }
+
+TEST(BlasTest, AllTransposesAndBetas) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> d(-1, 1);
+  const int64_t m = 3, n = 4, k = 5;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      std::vector<double> a(m * k), b(k * n), c(m * n);
+      for (auto* v : {&a, &b, &c})
+        for (double& x : *v) x = d(rng);
+      const std::vector<double> ref = Naive(ta, tb, m, n, k, a, b);
+      std::vector<double> c0 = c;
+      ASSERT_TRUE(Gemm<double>(ta, tb, m, n, k, 1.0, a.data(), b.data(), 0.0,
+                               c0.data())
+                      .ok());
+      std::vector<double> c1 = c;
+      ASSERT_TRUE(Gemm<double>(ta, tb, m, n, k, 2.0, a.data(), b.data(), 1.0,
+                               c1.data())
+                      .ok());
+      for (int64_t i = 0; i < m * n; ++i) {
+        EXPECT_NEAR(c0[i], ref[i], 1e-12);
+        EXPECT_NEAR(c1[i], c[i] + 2 * ref[i], 1e-12);
+      }
+    }
+  }
+}
+
+TEST(BlasTest, FloatMatchesDouble) {
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {7, 8, 9, 10, 11, 12};
+  std::vector<float> c(4);
+  ASSERT_TRUE(
+      Gemm<float>(false, false, 2, 2, 3, 1.f, a.data(), b.data(), 0.f, c.data())
+          .ok());
+  EXPECT_EQ(c, (std::vector<float>{58, 64, 139, 154}));
+}
+
+TEST(BlasTest, ZeroDimensions) {
+  // K == 0: C = beta * C without reading A or B; beta 0 overwrites NaN.
+  std::vector<float> c = {std::numeric_limits<float>::quiet_NaN(), 1};
+  ASSERT_TRUE(Gemm<float>(false, false, 1, 2, 0, 1.f, nullptr, nullptr, 0.f,
+                          c.data())
+                  .ok());
+  EXPECT_EQ(c, (std::vector<float>{0, 0}));
+  c = {3, 4};
+  ASSERT_TRUE(Gemm<float>(false, false, 1, 2, 0, 1.f, nullptr, nullptr, 1.f,
+                          c.data())
+                  .ok());
+  EXPECT_EQ(c, (std::vector<float>{3, 4}));
+  ASSERT_TRUE(Gemm<float>(true, true, 2, 1, 0, 1.f, nullptr, nullptr, 2.f,
+                          c.data())
+                  .ok());
+  EXPECT_EQ(c, (std::vector<float>{6, 8}));
+  // M == 0 or N == 0: nothing to do, nothing touched.
+  EXPECT_TRUE(Gemm<float>(false, false, 0, 5, 5, 1.f, nullptr, nullptr, 0.f,
+                          nullptr)
+                  .ok());
+  EXPECT_TRUE(Gemm<float>(false, false, 5, 0, 5, 1.f, nullptr, nullptr, 0.f,
+                          nullptr)
+                  .ok());
+}
+
+TEST(BlasTest, Errors) {
+  EXPECT_FALSE(Gemm<float>(false, false, -1, 1, 1, 1.f, nullptr, nullptr, 0.f,
+                           nullptr)
+                   .ok());
+  absl::Status s = Gemm<float>(false, false, int64_t{1} << 32, 1, 1, 1.f,
+                               nullptr, nullptr, 0.f, nullptr);
+  EXPECT_FALSE(s.ok());
+  EXPECT_FALSE(SetBlasNumThreads(0).ok());
+  ASSERT_TRUE(SetBlasNumThreads(2).ok());
+  EXPECT_EQ(BlasNumThreads(), 2);
+  ASSERT_TRUE(SetBlasNumThreads(1).ok());
+}
+
+}  // namespace
+}  // namespace tandem::cpu

@@ -1,0 +1,59 @@
+#include "tensor/cpu/im2col.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace tandem::cpu {
+namespace {
+
+TEST(Im2ColTest, SmallExampleWithPadding) {
+  // One channel, 2x2 image, 2x2 kernel, padding 1, stride 1 -> 3x3 output.
+  ConvGeometry g{.channels = 1, .height = 2, .width = 2, .kernel_h = 2,
+                 .kernel_w = 2, .pad_h = 1, .pad_w = 1};
+  ASSERT_EQ(g.out_h(), 3);
+  ASSERT_EQ(g.col_rows(), 4);
+  ASSERT_EQ(g.col_cols(), 9);
+  const std::vector<double> x = {1, 2, 3, 4};
+  std::vector<double> col(36, -1);
+  Im2Col(g, x.data(), col.data());
+  // Row (i=0, j=0) sees x[oh-1, ow-1].
+  const std::vector<double> row00 = {0, 0, 0, 0, 1, 2, 0, 3, 4};
+  const std::vector<double> row11 = {1, 2, 0, 3, 4, 0, 0, 0, 0};
+  EXPECT_EQ(std::vector<double>(col.begin(), col.begin() + 9), row00);
+  EXPECT_EQ(std::vector<double>(col.begin() + 27, col.end()), row11);
+}
+
+TEST(Im2ColTest, StrideSkipsPositions) {
+  ConvGeometry g{.channels = 1, .height = 3, .width = 3, .kernel_h = 1,
+                 .kernel_w = 1, .stride_h = 2, .stride_w = 2};
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  std::vector<float> col(g.col_rows() * g.col_cols());
+  Im2Col(g, x.data(), col.data());
+  EXPECT_EQ(col, (std::vector<float>{1, 3, 7, 9}));
+}
+
+// col2im is the adjoint of im2col: <im2col(x), c> == <x, col2im(c)>.
+TEST(Im2ColTest, Col2ImIsTheAdjoint) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<double> d(-1, 1);
+  ConvGeometry g{.channels = 2, .height = 5, .width = 4, .kernel_h = 3,
+                 .kernel_w = 2, .stride_h = 2, .stride_w = 1, .pad_h = 1,
+                 .pad_w = 1};
+  std::vector<double> x(2 * 5 * 4), c(g.col_rows() * g.col_cols());
+  for (double& v : x) v = d(rng);
+  for (double& v : c) v = d(rng);
+  std::vector<double> col(c.size());
+  Im2Col(g, x.data(), col.data());
+  std::vector<double> back(x.size(), 0.0);
+  Col2ImAdd(g, c.data(), back.data());
+  double lhs = 0, rhs = 0;
+  for (size_t i = 0; i < c.size(); ++i) lhs += col[i] * c[i];
+  for (size_t i = 0; i < x.size(); ++i) rhs += x[i] * back[i];
+  EXPECT_NEAR(lhs, rhs, 1e-12);
+}
+
+}  // namespace
+}  // namespace tandem::cpu

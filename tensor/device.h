@@ -1,0 +1,55 @@
+// Where a tensor's memory lives: the host (CPU) or CUDA device k.
+//
+//   Device d = Device::CUDA(1);
+//   d.is_cuda();      // true
+//   d.index();        // 1
+//   d.ToString();     // "cuda:1"
+//   Device::CPU() == Device();  // true
+//
+// A plain value; thread-safe. Naming a CUDA device does not need CUDA: only
+// allocating memory there does (see tensor/allocator.h).
+#ifndef TANDEM_TENSOR_DEVICE_H_
+#define TANDEM_TENSOR_DEVICE_H_
+
+#include <cstdint>
+#include <string>
+
+namespace tandem {
+
+enum class DeviceType : int8_t { kCPU = 0, kCUDA = 1 };
+
+class Device {
+ public:
+  // The CPU.
+  constexpr Device() = default;
+  static constexpr Device CPU() { return Device(); }
+  // CUDA device `index` (>= 0; the ordinal after CUDA_VISIBLE_DEVICES).
+  static constexpr Device CUDA(int index) {
+    return Device(DeviceType::kCUDA, index);
+  }
+
+  constexpr DeviceType type() const { return type_; }
+  // 0 for the CPU.
+  constexpr int index() const { return index_; }
+  constexpr bool is_cpu() const { return type_ == DeviceType::kCPU; }
+  constexpr bool is_cuda() const { return type_ == DeviceType::kCUDA; }
+  // "cpu" or "cuda:<index>".
+  std::string ToString() const;
+
+  friend constexpr bool operator==(const Device& a, const Device& b) {
+    return a.type_ == b.type_ && a.index_ == b.index_;
+  }
+  friend constexpr bool operator!=(const Device& a, const Device& b) {
+    return !(a == b);
+  }
+
+ private:
+  constexpr Device(DeviceType type, int index) : type_(type), index_(index) {}
+
+  DeviceType type_ = DeviceType::kCPU;
+  int index_ = 0;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_TENSOR_DEVICE_H_

@@ -1,0 +1,102 @@
+// tandem::Generator — a random number generator that reproduces PyTorch's CPU
+// generator bit for bit (see shared/PYTORCH_COMPAT.md).
+//
+// PyTorch's CPU generator is a 32-bit Mersenne Twister seeded exactly like
+// std::mt19937(uint32_t(seed)); randperm, uniform_ and the weight initialisers
+// are thin recipes on top of its 32-bit outputs. Generator reproduces those
+// recipes, so the same seed gives the same shuffles and the same initial
+// weights as a PyTorch script:
+//
+//   tandem::Generator gen(/*seed=*/0);
+//   std::vector<int64_t> perm = gen.Randperm(10);
+//   // perm == {4, 1, 7, 5, 3, 9, 0, 8, 6, 2}, like
+//   // torch.manual_seed(0); torch.randperm(10)
+//
+//   std::vector<float> w(60);
+//   gen.ManualSeed(123);
+//   gen.Uniform(w.data(), 60, -0.5f, 0.5f);   // ==
+//   torch.empty(60).uniform_(-0.5, 0.5)
+//
+// There is deliberately no process-wide default generator: whoever needs
+// randomness (a module's initialiser, a sampler, a data loader) takes a
+// Generator& and draws from it, so the order of draws is visible in the code
+// and two ranks simulated as threads in one process never share state.
+//
+// Thread-safety: a Generator is a plain value. Concurrent calls on one
+// Generator race; give each thread its own (copies are independent and
+// continue the same stream from the copied state).
+#ifndef TANDEM_TENSOR_GENERATOR_H_
+#define TANDEM_TENSOR_GENERATOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace tandem {
+
+class Generator {
+ public:
+  // PyTorch's default seed (c10::default_rng_seed_val), the state of
+  // torch's global generator before any manual_seed call.
+  static constexpr uint64_t kDefaultSeed = 67280421310721ULL;
+
+  explicit Generator(uint64_t seed = kDefaultSeed);
+
+  // Copyable: a copy continues the same stream independently.
+  Generator(const Generator&) = default;
+  Generator& operator=(const Generator&) = default;
+
+  // Restarts the stream like torch.manual_seed(seed) (or
+  // torch.Generator().manual_seed(seed)): only the low 32 bits feed the
+  // Mersenne Twister; InitialSeed() reports the full value.
+  void ManualSeed(uint64_t seed);
+  uint64_t InitialSeed() const { return initial_seed_; }
+
+  // One 32-bit output of the Mersenne Twister (PyTorch's random()).
+  uint32_t Random();
+  // Two outputs: (first << 32) | second (PyTorch's random64()).
+  uint64_t Random64();
+
+  // A permutation of 0..n-1 identical to torch.randperm(n, generator=g) on
+  // CPU: starting from the identity, for i in [0, n-2] draw
+  // z = Random() % (n - i) (Random64() for n >= 2^32 / 20, as PyTorch does)
+  // and swap r[i] with r[i + z]. Consumes n - 1 draws. n <= 0 gives an empty
+  // vector and draws nothing.
+  std::vector<int64_t> Randperm(int64_t n);
+
+  // Fills out[0..n) like tensor.uniform_(from, to) on a contiguous float32
+  // tensor: each element takes one Random() output v, then
+  //   x = double(v & (2^24 - 1)) / 2^24,
+  //   out = float(fma(x, double(to - from), double(from))),
+  // where `to - from` is a float subtraction (as in ATen's uniform_real) and
+  // the multiply-add is fused, as in PyTorch's x86-64 (AVX2) kernels.
+  // Values lie in [from, to]. n <= 0 does nothing.
+  void Uniform(float* out, int64_t n, float from, float to);
+
+  // Fills out[0..n) like tensor.uniform_(from, to) on a float64 tensor: one
+  // Random64() per element: x = double(v & (2^53 - 1)) / 2^53, then
+  // fma(x, to - from, from).
+  void Uniform(double* out, int64_t n, double from, double to);
+
+  // Fills out[0..n) with normal samples N(mean, std^2) by Box-Muller, after
+  // PyTorch's CPU normal_ on a float32 tensor: for n >= 16 it draws n
+  // uniforms first and transforms them in blocks of 16 (redrawing the last
+  // 16 when n % 16 != 0); for n < 16 it uses the double-precision path with
+  // a cached second sample. Statistically equivalent to PyTorch; equal to it
+  // only up to float rounding (PyTorch may use vectorised log/sin/cos).
+  void Normal(float* out, int64_t n, float mean, float std);
+
+ private:
+  double NextDoubleNormal();
+
+  std::mt19937 engine_;
+  uint64_t initial_seed_;
+  // The second Box-Muller sample of the double path, like PyTorch's
+  // next_double_normal_sample_. Cleared by ManualSeed.
+  std::optional<double> next_double_normal_;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_TENSOR_GENERATOR_H_

@@ -1,0 +1,43 @@
+#include "tensor/nn/sequential.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace tandem::nn {
+
+absl::Status Sequential::Append(std::unique_ptr<Module> module) {
+  absl::StatusOr<Module*> added =
+      RegisterModule(std::to_string(layers_.size()), std::move(module));
+  if (!added.ok()) return added.status();
+  layers_.push_back(*added);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Sequential::Forward(const Tensor& input) {
+  Tensor x = input;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    absl::StatusOr<Tensor> y = layers_[i]->Forward(x);
+    if (!y.ok()) {
+      return absl::Status(y.status().code(),
+                          absl::StrCat("Sequential layer ", i, " (",
+                                       std::string(layers_[i]->type_name()),
+                                       "): ", y.status().message()));
+    }
+    x = *std::move(y);
+  }
+  return x;
+}
+
+Module* Sequential::at(int64_t i) const {
+  const int64_t n = size();
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) return nullptr;
+  return layers_[static_cast<size_t>(i)];
+}
+
+}  // namespace tandem::nn

@@ -1,0 +1,138 @@
+// Differentiable tensor ops (CPU kernels; f32 and f64 unless noted).
+//
+// Every op is a free function returning absl::StatusOr<Tensor>: bad input
+// (shape or dtype mismatch, undefined tensor, unsupported dtype or device)
+// comes back as InvalidArgument/Unimplemented with a message naming the
+// shapes and dtypes, never a crash. Outputs are new contiguous tensors,
+// except Reshape/Flatten, which are views. Each op records a backward node
+// when grad mode is on and an input requires grad (tensor/autograd.h).
+// Zero-sized dims are fine everywhere (BLAS calls with a zero dim are
+// skipped). There is no implicit dtype promotion: mixing f32 and f64 is an
+// error.
+//
+//   TANDEM_ASSIGN_OR_RETURN(Tensor h, Linear(x, w1, b1));   // x W1^T + b1
+//   TANDEM_ASSIGN_OR_RETURN(h, Relu(h));
+//   TANDEM_ASSIGN_OR_RETURN(Tensor logits, Linear(h, w2, b2));
+//   TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, labels));
+//   TANDEM_RETURN_IF_ERROR(loss.Backward());
+//
+// Matrix products use OpenBLAS with ONE thread per process by default
+// (simulated ranks share the cores); change it with SetBlasNumThreads in
+// tensor/cpu/blas.h.
+//
+// Thread-safety: ops are reentrant; they touch only their arguments.
+#ifndef TANDEM_TENSOR_OPS_H_
+#define TANDEM_TENSOR_OPS_H_
+
+#include <array>
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "tensor/tensor.h"
+
+namespace tandem {
+
+// ---- Matrix products (2-d).
+// op(a) · op(b), where op transposes when the flag is set: a is [M, K]
+// ([K, M] if transpose_a), b is [K, N] ([N, K] if transpose_b); result
+// [M, N]. Transposes are gemm flags, never copies.
+absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
+                              bool transpose_a = false,
+                              bool transpose_b = false);
+// PyTorch's nn.functional.linear: x [N, in] · weight[out, in]^T + bias[out]
+// -> [N, out]. `bias` may be undefined (no bias). Backward is exactly three
+// GEMMs plus a column sum for the bias, writing straight into existing
+// gradient buffers (beta = 1) or fresh ones (beta = 0).
+absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
+                              const Tensor& bias);
+
+// ---- Elementwise arithmetic with broadcasting. Allowed operand shapes:
+// equal; one shape a suffix of the other ([N, M] op [M], [N, C, H, W] op
+// [H, W], anything op a 0-d scalar); or one operand with a single element
+// whose dims are all 1 ([1], [1, 1]). The result has the larger shape.
+absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b);
+absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b);
+// With a Python-style scalar (converted to a's dtype).
+absl::StatusOr<Tensor> Add(const Tensor& a, double b);
+absl::StatusOr<Tensor> Sub(const Tensor& a, double b);
+absl::StatusOr<Tensor> Mul(const Tensor& a, double b);
+absl::StatusOr<Tensor> Div(const Tensor& a, double b);
+absl::StatusOr<Tensor> Neg(const Tensor& x);
+
+// ---- Elementwise functions.
+absl::StatusOr<Tensor> Relu(const Tensor& x);  // grad 0 at x == 0, as torch
+absl::StatusOr<Tensor> Sigmoid(const Tensor& x);
+absl::StatusOr<Tensor> Tanh(const Tensor& x);
+absl::StatusOr<Tensor> Exp(const Tensor& x);
+absl::StatusOr<Tensor> Log(const Tensor& x);
+
+// ---- Along a dim (negative counts from the end; default the last dim).
+// Numerically stable (max subtracted).
+absl::StatusOr<Tensor> Softmax(const Tensor& x, int64_t dim = -1);
+absl::StatusOr<Tensor> LogSoftmax(const Tensor& x, int64_t dim = -1);
+
+// ---- Reductions. Sum of no elements is 0; Mean of no elements is NaN.
+// Over all elements -> 0-d tensor.
+absl::StatusOr<Tensor> Sum(const Tensor& x);
+absl::StatusOr<Tensor> Mean(const Tensor& x);
+// Over one dim; keepdim keeps it with size 1.
+absl::StatusOr<Tensor> Sum(const Tensor& x, int64_t dim, bool keepdim = false);
+absl::StatusOr<Tensor> Mean(const Tensor& x, int64_t dim,
+                            bool keepdim = false);
+// Index of the largest element along `dim` (first one on ties; NaN counts
+// as largest), as an i64 tensor without that dim. Not differentiable. Any
+// dtype. InvalidArgument when that dim has size 0.
+absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim = -1);
+
+// ---- Shape (views: share storage, no copy). One dim of Reshape's shape
+// may be -1. Flatten merges dims start_dim..end_dim (inclusive; negative
+// counts from the end) like torch.flatten; nn.Flatten uses start_dim = 1.
+absl::StatusOr<Tensor> Reshape(const Tensor& x, Shape shape);
+absl::StatusOr<Tensor> Flatten(const Tensor& x, int64_t start_dim = 0,
+                               int64_t end_dim = -1);
+
+// ---- Convolution and pooling (NCHW).
+struct Conv2dOptions {
+  std::array<int64_t, 2> stride = {1, 1};   // (h, w), >= 1
+  std::array<int64_t, 2> padding = {0, 0};  // (h, w), zeros, >= 0
+};
+// x [N, C, H, W], weight [O, C, kh, kw], bias [O] or undefined ->
+// [N, O, (H + 2ph - kh) / sh + 1, (W + 2pw - kw) / sw + 1]. im2col + GEMM.
+absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
+                              const Tensor& bias,
+                              const Conv2dOptions& options = {});
+
+struct MaxPool2dOptions {
+  std::array<int64_t, 2> kernel = {2, 2};  // (h, w), >= 1
+  // (h, w); {0, 0} means "same as kernel", PyTorch's default.
+  std::array<int64_t, 2> stride = {0, 0};
+};
+// x [N, C, H, W] -> [N, C, (H - kh) / sh + 1, (W - kw) / sw + 1] (floor).
+// The gradient goes to the first maximum of each window.
+absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
+                                 const MaxPool2dOptions& options = {});
+
+// ---- Losses (mean reduction, 0-d result).
+// logits [N, C] (f32/f64), labels [N] of dtype i64 with values in [0, C).
+// Errors name the offending label's index and value. No ignore_index.
+// N == 0 gives NaN, as PyTorch does.
+absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
+                                    const Tensor& labels);
+// mean((prediction - target)^2); same shape and dtype. Both get gradients.
+absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target);
+
+// ---- In place, never recorded by autograd (optimizers, DDP, zero_grad).
+// Same dtype and element count (any shapes); CPU; f32/f64 except Fill.
+// dst += alpha * src
+absl::Status AddInPlace(const Tensor& dst, const Tensor& src,
+                        double alpha = 1.0);
+// dst *= factor
+absl::Status ScaleInPlace(const Tensor& dst, double factor);
+// Every element of dst = value (any dtype).
+absl::Status FillInPlace(const Tensor& dst, double value);
+
+}  // namespace tandem
+
+#endif  // TANDEM_TENSOR_OPS_H_

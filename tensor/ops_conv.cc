@@ -1,0 +1,195 @@
+// Conv2d: im2col + one GEMM per image (NCHW). A 1x1, stride-1, unpadded
+// convolution skips im2col (the image already is the column matrix).
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/autograd.h"
+#include "tensor/cpu/blas.h"
+#include "tensor/cpu/im2col.h"
+#include "tensor/ops.h"
+#include "tensor/ops_internal.h"
+
+namespace tandem {
+namespace {
+
+using internal::Describe;
+using internal::DispatchFloat;
+
+bool IsPointwise(const cpu::ConvGeometry& g) {
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 &&
+         g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+// Uninitialised scratch for one image's column matrix (none when
+// pointwise); every use overwrites it, so no zero-fill.
+template <typename T>
+std::unique_ptr<T[]> Scratch(const cpu::ConvGeometry& geo) {
+  if (IsPointwise(geo)) return nullptr;
+  return std::make_unique_for_overwrite<T[]>(geo.col_rows() * geo.col_cols());
+}
+
+// Column matrix of image `x_n`: `x_n` itself when pointwise, else
+// im2col into `scratch`.
+template <typename T>
+const T* Columns(const cpu::ConvGeometry& geo, const T* x_n, T* scratch) {
+  if (IsPointwise(geo)) return x_n;
+  cpu::Im2Col(geo, x_n, scratch);
+  return scratch;
+}
+
+template <typename T>
+absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
+                          int64_t out_channels, const Tensor& x,
+                          const Tensor& w, const Tensor& g, GradSink& sink) {
+  const int64_t rows = geo.col_rows(), cols = geo.col_cols();
+  const int64_t in_plane = geo.channels * geo.height * geo.width;
+  const int64_t out_plane = out_channels * cols;
+  const T* pg = g.data<T>();
+  std::unique_ptr<T[]> scratch = Scratch<T>(geo);
+
+  if (sink.needs(1)) {  // dW [O, rows] = sum_n g_n [O, cols] · col_n^T
+    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dw, sink.GetBuffer(1));
+    if (!dw.accumulate && batch == 0) {
+      TANDEM_RETURN_IF_ERROR(FillInPlace(dw.tensor, 0.0));
+    }
+    for (int64_t n = 0; n < batch; ++n) {
+      const T* col = Columns(geo, x.data<T>() + n * in_plane, scratch.get());
+      const T beta = (n == 0 && !dw.accumulate) ? T(0) : T(1);
+      TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(false, true, out_channels, rows,
+                                          cols, T(1), pg + n * out_plane, col,
+                                          beta, dw.tensor.data<T>()));
+    }
+  }
+  if (sink.needs(2)) {  // db [O] = sum over n, h, w of g
+    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db, sink.GetBuffer(2));
+    T* pdb = db.tensor.data<T>();
+    for (int64_t o = 0; o < out_channels; ++o) {
+      double acc = 0;
+      for (int64_t n = 0; n < batch; ++n) {
+        const T* p = pg + n * out_plane + o * cols;
+        for (int64_t i = 0; i < cols; ++i) acc += p[i];
+      }
+      pdb[o] = static_cast<T>((db.accumulate ? pdb[o] : T(0)) + acc);
+    }
+  }
+  if (sink.needs(0)) {  // dx_n = col2im(W^T [rows, O] · g_n [O, cols])
+    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dx, sink.GetBuffer(0));
+    T* pdx = dx.tensor.data<T>();
+    if (IsPointwise(geo)) {
+      for (int64_t n = 0; n < batch; ++n) {
+        TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(
+            true, false, rows, cols, out_channels, T(1), w.data<T>(),
+            pg + n * out_plane, dx.accumulate ? T(1) : T(0),
+            pdx + n * in_plane));
+      }
+    } else {
+      if (!dx.accumulate) {
+        TANDEM_RETURN_IF_ERROR(FillInPlace(dx.tensor, 0.0));
+      }
+      for (int64_t n = 0; n < batch; ++n) {
+        TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(true, false, rows, cols,
+                                            out_channels, T(1), w.data<T>(),
+                                            pg + n * out_plane, T(0),
+                                            scratch.get()));
+        cpu::Col2ImAdd(geo, scratch.get(), pdx + n * in_plane);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
+                              const Tensor& bias,
+                              const Conv2dOptions& options) {
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "Conv2d", "x"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(weight, "Conv2d", "weight"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Conv2d"));
+  if (x.ndim() != 4 || weight.ndim() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: x must be [N, C, H, W] and weight [O, C, kh, kw]; got x ",
+        Describe(x), " and weight ", Describe(weight)));
+  }
+  const auto [sh, sw] = options.stride;
+  const auto [ph, pw] = options.padding;
+  if (sh < 1 || sw < 1 || ph < 0 || pw < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: stride must be >= 1 and padding >= 0; got stride (", sh,
+        ", ", sw, ") padding (", ph, ", ", pw, ")"));
+  }
+  const int64_t batch = x.dim(0), out_channels = weight.dim(0);
+  cpu::ConvGeometry geo{.channels = x.dim(1),
+                        .height = x.dim(2),
+                        .width = x.dim(3),
+                        .kernel_h = weight.dim(2),
+                        .kernel_w = weight.dim(3),
+                        .stride_h = sh,
+                        .stride_w = sw,
+                        .pad_h = ph,
+                        .pad_w = pw};
+  if (weight.dim(1) != geo.channels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: x ", Describe(x), " has ", geo.channels,
+        " channels but weight ", Describe(weight), " expects ",
+        weight.dim(1)));
+  }
+  if (geo.kernel_h < 1 || geo.kernel_w < 1 ||
+      geo.height + 2 * ph < geo.kernel_h || geo.width + 2 * pw < geo.kernel_w) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: kernel ", geo.kernel_h, "x", geo.kernel_w,
+        " does not fit the padded input ", geo.height + 2 * ph, "x",
+        geo.width + 2 * pw, " (x ", Describe(x), ", weight ",
+        Describe(weight), ")"));
+  }
+  if (bias.defined()) {
+    TANDEM_RETURN_IF_ERROR(internal::CheckFloat(bias, "Conv2d", "bias"));
+    TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, bias, "Conv2d"));
+    if (bias.shape() != Shape{out_channels}) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Conv2d: bias ", Describe(bias), " must be [", out_channels,
+          "] to match weight ", Describe(weight)));
+    }
+  }
+  const int64_t rows = geo.col_rows(), cols = geo.col_cols();
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor y, internal::NewLike({batch, out_channels, geo.out_h(), geo.out_w()},
+                                  x.dtype()));
+  TANDEM_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto zero)
+                                                      -> absl::Status {
+    using T = decltype(zero);
+    std::unique_ptr<T[]> scratch = Scratch<T>(geo);
+    const int64_t in_plane = geo.channels * geo.height * geo.width;
+    for (int64_t n = 0; n < batch; ++n) {
+      T* out = y.data<T>() + n * out_channels * cols;
+      if (bias.defined()) {
+        for (int64_t o = 0; o < out_channels; ++o) {
+          std::fill(out + o * cols, out + (o + 1) * cols, bias.data<T>()[o]);
+        }
+      }
+      const T* col = Columns(geo, x.data<T>() + n * in_plane, scratch.get());
+      TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(false, false, out_channels, cols,
+                                          rows, T(1), weight.data<T>(), col,
+                                          bias.defined() ? T(1) : T(0), out));
+    }
+    return absl::OkStatus();
+  }));
+  if (ShouldRecord({x, weight, bias})) {
+    RecordOp("Conv2d", y, {x, weight, bias},
+             [geo, batch, out_channels, sx = x.Detach(),
+              sw = weight.Detach()](const Tensor& g, GradSink& sink) {
+               return DispatchFloat(g.dtype(), [&](auto zero) {
+                 using T = decltype(zero);
+                 return ConvBackward<T>(geo, batch, out_channels, sx, sw, g,
+                                        sink);
+               });
+             });
+  }
+  return y;
+}
+
+}  // namespace tandem

@@ -1,0 +1,56 @@
+// In-place updates outside autograd: AddInPlace, ScaleInPlace, FillInPlace.
+// The backward engine accumulates gradients with AddInPlace.
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/convert.h"
+#include "tensor/ops.h"
+#include "tensor/ops_internal.h"
+
+namespace tandem {
+
+using internal::Describe;
+
+absl::Status AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(dst, "AddInPlace", "dst"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(src, "AddInPlace", "src"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(dst, src, "AddInPlace"));
+  if (dst.numel() != src.numel()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AddInPlace: dst ", Describe(dst), " and src ", Describe(src),
+        " have different element counts"));
+  }
+  internal::DispatchFloat(dst.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    T* d = dst.data<T>();
+    const T* s = src.data<T>();
+    const int64_t n = dst.numel();
+    if (alpha == 1.0) {
+      for (int64_t i = 0; i < n; ++i) d[i] += s[i];
+    } else {
+      const T a = static_cast<T>(alpha);
+      for (int64_t i = 0; i < n; ++i) d[i] += a * s[i];
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status ScaleInPlace(const Tensor& dst, double factor) {
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(dst, "ScaleInPlace", "dst"));
+  internal::DispatchFloat(dst.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    T* d = dst.data<T>();
+    const T f = static_cast<T>(factor);
+    for (int64_t i = 0; i < dst.numel(); ++i) d[i] *= f;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status FillInPlace(const Tensor& dst, double value) {
+  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(dst, "FillInPlace", "dst"));
+  internal::FillElements(dst.raw_data(), dst.dtype(), dst.numel(), value);
+  return absl::OkStatus();
+}
+
+}  // namespace tandem

@@ -1,0 +1,53 @@
+// Internal helpers shared by the ops_*.cc files: argument checks with
+// uniform messages, float dispatch, and dim arithmetic.
+#ifndef TANDEM_TENSOR_OPS_INTERNAL_H_
+#define TANDEM_TENSOR_OPS_INTERNAL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tensor/tensor.h"
+
+namespace tandem::internal {
+
+// "f32[2, 3]" (or "undefined").
+std::string Describe(const Tensor& t);
+
+// Defined and on the CPU; otherwise an error naming `op` and `arg`.
+absl::Status CheckCpu(const Tensor& t, const char* op, const char* arg);
+// CheckCpu and dtype f32 or f64.
+absl::Status CheckFloat(const Tensor& t, const char* op, const char* arg);
+// Same dtype for both (after CheckFloat of each).
+absl::Status CheckSameDType(const Tensor& a, const Tensor& b, const char* op);
+
+// Maps dim (negative counts from the end) into [0, ndim); InvalidArgument
+// naming the op and shape otherwise.
+absl::StatusOr<int64_t> NormalizeDim(int64_t dim, const Tensor& t,
+                                     const char* op);
+
+// Splits t's shape around `dim` into (outer, size, inner) so that element
+// (o, s, i) sits at (o * size + s) * inner + i.
+struct DimSplit {
+  int64_t outer = 1;
+  int64_t size = 1;
+  int64_t inner = 1;
+};
+DimSplit SplitAt(const Shape& shape, int64_t dim);
+
+// Calls f(float{}) or f(double{}) for an f32/f64 dtype (checked earlier).
+template <typename F>
+decltype(auto) DispatchFloat(DType dtype, F&& f) {
+  if (dtype == DType::kF64) return f(double{});
+  return f(float{});
+}
+
+// An uninitialised CPU tensor of `shape`/`dtype`, or the allocation error.
+inline absl::StatusOr<Tensor> NewLike(const Shape& shape, DType dtype) {
+  return Tensor::Empty(shape, dtype, Device::CPU());
+}
+
+}  // namespace tandem::internal
+
+#endif  // TANDEM_TENSOR_OPS_INTERNAL_H_

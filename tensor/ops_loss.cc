@@ -1,0 +1,153 @@
+// Losses with mean reduction: CrossEntropy (from logits) and Mse.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+#include "tensor/ops_internal.h"
+
+namespace tandem {
+
+using internal::Describe;
+using internal::DispatchFloat;
+
+absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
+                                    const Tensor& labels) {
+  TANDEM_RETURN_IF_ERROR(
+      internal::CheckFloat(logits, "CrossEntropy", "logits"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(labels, "CrossEntropy", "labels"));
+  if (logits.ndim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CrossEntropy: logits must be [N, C], got ", Describe(logits)));
+  }
+  if (labels.dtype() != DType::kI64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CrossEntropy: labels must be i64 class indices, got ",
+        Describe(labels),
+        (IsFloatingPoint(labels.dtype())
+             ? "; float labels (probabilities or one-hot) are not supported, "
+               "pass class indices converted with To(DType::kI64)"
+             : "; convert with To(DType::kI64)")));
+  }
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  if (labels.shape() != Shape{n}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CrossEntropy: labels ", Describe(labels), " must be [", n,
+        "] to match logits ", Describe(logits)));
+  }
+  const int64_t* pl = labels.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (pl[i] < 0 || pl[i] >= c) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CrossEntropy: label at index ", i, " is ", pl[i], " but logits ",
+          Describe(logits), " have ", c, " classes (valid labels: 0 to ",
+          c - 1, ")"));
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor loss, internal::NewLike({}, logits.dtype()));
+  // softmax(logits) - onehot(labels), divided by N, is the gradient; the
+  // probabilities are kept for backward.
+  TANDEM_ASSIGN_OR_RETURN(Tensor probs,
+                          internal::NewLike(logits.shape(), logits.dtype()));
+  DispatchFloat(logits.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = logits.data<T>();
+    T* pp = probs.data<T>();
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T* row = px + i * c;
+      T* prow = pp + i * c;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t k = 0; k < c; ++k) mx = std::max(mx, row[k]);
+      T sum = 0;
+      for (int64_t k = 0; k < c; ++k) {
+        prow[k] = std::exp(row[k] - mx);
+        sum += prow[k];
+      }
+      for (int64_t k = 0; k < c; ++k) prow[k] /= sum;
+      // -log softmax[label] = logsumexp - x[label]
+      total += static_cast<double>(mx + std::log(sum) - row[pl[i]]);
+    }
+    loss.data<T>()[0] = static_cast<T>(total / static_cast<double>(n));
+  });
+  RecordOp("CrossEntropy", loss, {logits, labels},
+           [probs, labels, n, c](const Tensor& g,
+                                 GradSink& sink) -> absl::Status {
+             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+             DispatchFloat(g.dtype(), [&](auto zero) {
+               using T = decltype(zero);
+               const T scale = g.data<T>()[0] / static_cast<T>(n);
+               const T* pp = probs.data<T>();
+               const int64_t* pl = labels.data<int64_t>();
+               T* out = buf.tensor.data<T>();
+               for (int64_t i = 0; i < n; ++i) {
+                 for (int64_t k = 0; k < c; ++k) {
+                   const int64_t j = i * c + k;
+                   const T v =
+                       scale * (pp[j] - (k == pl[i] ? T(1) : T(0)));
+                   out[j] = buf.accumulate ? out[j] + v : v;
+                 }
+               }
+             });
+             return absl::OkStatus();
+           });
+  return loss;
+}
+
+absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target) {
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(prediction, "Mse", "prediction"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(target, "Mse", "target"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(prediction, target, "Mse"));
+  if (prediction.shape() != target.shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Mse: prediction ", Describe(prediction), " and target ",
+        Describe(target), " must have the same shape"));
+  }
+  const int64_t n = prediction.numel();
+  TANDEM_ASSIGN_OR_RETURN(Tensor loss,
+                          internal::NewLike({}, prediction.dtype()));
+  DispatchFloat(prediction.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* pp = prediction.data<T>();
+    const T* pt = target.data<T>();
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(pp[i]) - static_cast<double>(pt[i]);
+      total += d * d;
+    }
+    loss.data<T>()[0] = static_cast<T>(total / static_cast<double>(n));
+  });
+  if (ShouldRecord({prediction, target})) {
+    RecordOp("Mse", loss, {prediction, target},
+             [sp = prediction.Detach(), st = target.Detach(), n](
+                 const Tensor& g, GradSink& sink) -> absl::Status {
+               return DispatchFloat(g.dtype(), [&](auto zero) -> absl::Status {
+                 using T = decltype(zero);
+                 // d/dp = 2 (p - t) / n; d/dt = -that.
+                 const T scale = T(2) * g.data<T>()[0] / static_cast<T>(n);
+                 const T* pp = sp.data<T>();
+                 const T* pt = st.data<T>();
+                 for (int i = 0; i < 2; ++i) {
+                   if (!sink.needs(i)) continue;
+                   TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf,
+                                           sink.GetBuffer(i));
+                   const T sign = i == 0 ? T(1) : T(-1);
+                   T* out = buf.tensor.data<T>();
+                   for (int64_t k = 0; k < n; ++k) {
+                     const T v = sign * scale * (pp[k] - pt[k]);
+                     out[k] = buf.accumulate ? out[k] + v : v;
+                   }
+                 }
+                 return absl::OkStatus();
+               });
+             });
+  }
+  return loss;
+}
+
+}  // namespace tandem

@@ -1,0 +1,176 @@
+// MatMul and Linear on OpenBLAS GEMM. Transposes are GEMM flags; backward
+// GEMMs write straight into the gradient buffers (beta = 1 to accumulate,
+// 0 to overwrite), so Linear's backward is three GEMMs and a column sum.
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/autograd.h"
+#include "tensor/cpu/blas.h"
+#include "tensor/ops.h"
+#include "tensor/ops_internal.h"
+
+namespace tandem {
+namespace {
+
+using internal::Describe;
+using internal::DispatchFloat;
+
+absl::Status Check2d(const Tensor& t, const char* op, const char* arg) {
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(t, op, arg));
+  if (t.ndim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": `", arg, "` must be 2-d, got ", Describe(t)));
+  }
+  return absl::OkStatus();
+}
+
+// C (+)= op(A) op(B) into a gradient buffer.
+template <typename T>
+absl::Status GemmInto(const GradSink::Buffer& c, bool ta, bool tb, int64_t m,
+                      int64_t n, int64_t k, const Tensor& a, const Tensor& b) {
+  return cpu::Gemm<T>(ta, tb, m, n, k, T(1), a.data<T>(), b.data<T>(),
+                      c.accumulate ? T(1) : T(0), c.tensor.data<T>());
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
+                              bool transpose_a, bool transpose_b) {
+  TANDEM_RETURN_IF_ERROR(Check2d(a, "MatMul", "a"));
+  TANDEM_RETURN_IF_ERROR(Check2d(b, "MatMul", "b"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, "MatMul"));
+  const int64_t m = transpose_a ? a.dim(1) : a.dim(0);
+  const int64_t k = transpose_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = transpose_b ? b.dim(1) : b.dim(0);
+  const int64_t n = transpose_b ? b.dim(0) : b.dim(1);
+  if (k != kb) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatMul: inner dimensions differ: a ", Describe(a),
+        transpose_a ? " (transposed)" : "", " has ", k, " columns but b ",
+        Describe(b), transpose_b ? " (transposed)" : "", " has ", kb,
+        " rows"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor out, internal::NewLike({m, n}, a.dtype()));
+  TANDEM_RETURN_IF_ERROR(DispatchFloat(a.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return cpu::Gemm<T>(transpose_a, transpose_b, m, n, k, T(1), a.data<T>(),
+                        b.data<T>(), T(0), out.data<T>());
+  }));
+  if (ShouldRecord({a, b})) {
+    const bool ta = transpose_a, tb = transpose_b;
+    RecordOp("MatMul", out, {a, b},
+             [sa = a.Detach(), sb = b.Detach(), ta, tb, m, n, k](
+                 const Tensor& g, GradSink& sink) -> absl::Status {
+               return DispatchFloat(g.dtype(), [&](auto zero) -> absl::Status {
+                 using T = decltype(zero);
+                 // C = op(A) op(B), dC = g [m, n].
+                 if (sink.needs(0)) {
+                   TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer da,
+                                           sink.GetBuffer(0));
+                   if (!ta) {  // dA [m,k] = g op(B)^T
+                     TANDEM_RETURN_IF_ERROR(
+                         GemmInto<T>(da, false, !tb, m, k, n, g, sb));
+                   } else {  // dA [k,m] = op(B) g^T
+                     TANDEM_RETURN_IF_ERROR(
+                         GemmInto<T>(da, tb, true, k, m, n, sb, g));
+                   }
+                 }
+                 if (sink.needs(1)) {
+                   TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db,
+                                           sink.GetBuffer(1));
+                   if (!tb) {  // dB [k,n] = op(A)^T g
+                     TANDEM_RETURN_IF_ERROR(
+                         GemmInto<T>(db, !ta, false, k, n, m, sa, g));
+                   } else {  // dB [n,k] = g^T op(A)
+                     TANDEM_RETURN_IF_ERROR(
+                         GemmInto<T>(db, true, ta, n, k, m, g, sa));
+                   }
+                 }
+                 return absl::OkStatus();
+               });
+             });
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
+                              const Tensor& bias) {
+  TANDEM_RETURN_IF_ERROR(Check2d(x, "Linear", "x"));
+  TANDEM_RETURN_IF_ERROR(Check2d(weight, "Linear", "weight"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Linear"));
+  const int64_t batch = x.dim(0), in = x.dim(1), out_features = weight.dim(0);
+  if (weight.dim(1) != in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Linear: x ", Describe(x), " has ", in, " features but weight ",
+        Describe(weight), " expects ", weight.dim(1),
+        " (weight is [out_features, in_features])"));
+  }
+  if (bias.defined()) {
+    TANDEM_RETURN_IF_ERROR(internal::CheckFloat(bias, "Linear", "bias"));
+    TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, bias, "Linear"));
+    if (bias.shape() != Shape{out_features}) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Linear: bias ", Describe(bias), " must be [", out_features,
+          "] to match weight ", Describe(weight)));
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor y,
+                          internal::NewLike({batch, out_features}, x.dtype()));
+  TANDEM_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    T* py = y.data<T>();
+    // y = bias rows, then y += x W^T (beta = 1); or y = x W^T (beta = 0).
+    if (bias.defined()) {
+      const T* pb = bias.data<T>();
+      for (int64_t r = 0; r < batch; ++r) {
+        for (int64_t c = 0; c < out_features; ++c) {
+          py[r * out_features + c] = pb[c];
+        }
+      }
+    }
+    return cpu::Gemm<T>(false, true, batch, out_features, in, T(1),
+                        x.data<T>(), weight.data<T>(),
+                        bias.defined() ? T(1) : T(0), py);
+  }));
+  if (ShouldRecord({x, weight, bias})) {
+    // Only what backward reads: x for dW, W for dx.
+    Tensor sx = weight.requires_grad() ? x.Detach() : Tensor();
+    Tensor sw = x.requires_grad() ? weight.Detach() : Tensor();
+    RecordOp(
+        "Linear", y, {x, weight, bias},
+        [sx, sw, batch, in, out_features](const Tensor& g,
+                                          GradSink& sink) -> absl::Status {
+          return DispatchFloat(g.dtype(), [&](auto zero) -> absl::Status {
+            using T = decltype(zero);
+            if (sink.needs(1)) {  // dW [out, in] = g^T x
+              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dw, sink.GetBuffer(1));
+              TANDEM_RETURN_IF_ERROR(
+                  GemmInto<T>(dw, true, false, out_features, in, batch, g, sx));
+            }
+            if (sink.needs(2)) {  // db [out] = column sums of g
+              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db, sink.GetBuffer(2));
+              T* pdb = db.tensor.data<T>();
+              const T* pg = g.data<T>();
+              if (!db.accumulate) {
+                for (int64_t c = 0; c < out_features; ++c) pdb[c] = T(0);
+              }
+              for (int64_t r = 0; r < batch; ++r) {
+                const T* row = pg + r * out_features;
+                for (int64_t c = 0; c < out_features; ++c) pdb[c] += row[c];
+              }
+            }
+            if (sink.needs(0)) {  // dx [batch, in] = g W
+              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dx, sink.GetBuffer(0));
+              TANDEM_RETURN_IF_ERROR(
+                  GemmInto<T>(dx, false, false, batch, in, out_features, g, sw));
+            }
+            return absl::OkStatus();
+          });
+        });
+  }
+  return y;
+}
+
+}  // namespace tandem

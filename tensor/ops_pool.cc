@@ -1,0 +1,94 @@
+// MaxPool2d (NCHW, no padding, floor mode). Forward records the winning
+// input position of every window; backward scatters the gradient there.
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+#include "tensor/ops_internal.h"
+
+namespace tandem {
+
+using internal::Describe;
+using internal::DispatchFloat;
+
+absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
+                                 const MaxPool2dOptions& options) {
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "MaxPool2d", "x"));
+  if (x.ndim() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MaxPool2d: x must be [N, C, H, W], got ", Describe(x)));
+  }
+  const auto [kh, kw] = options.kernel;
+  const int64_t sh = options.stride[0] == 0 ? kh : options.stride[0];
+  const int64_t sw = options.stride[1] == 0 ? kw : options.stride[1];
+  const int64_t h = x.dim(2), w = x.dim(3);
+  if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || h < kh || w < kw) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MaxPool2d: kernel (", kh, ", ", kw, ") with stride (", sh, ", ", sw,
+        ") does not fit x ", Describe(x),
+        "; kernel and stride must be >= 1 and the kernel no larger than "
+        "the input"));
+  }
+  const int64_t oh = (h - kh) / sh + 1, ow = (w - kw) / sw + 1;
+  const int64_t planes = x.dim(0) * x.dim(1);
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor y, internal::NewLike({x.dim(0), x.dim(1), oh, ow}, x.dtype()));
+  // Index within its H*W plane of each output's maximum.
+  TANDEM_ASSIGN_OR_RETURN(Tensor argmax,
+                          internal::NewLike(y.shape(), DType::kI64));
+  DispatchFloat(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    int64_t* pi = argmax.data<int64_t>();
+    for (int64_t p = 0; p < planes; ++p) {
+      const T* plane = px + p * h * w;
+      for (int64_t i = 0; i < oh; ++i) {
+        for (int64_t j = 0; j < ow; ++j) {
+          int64_t best = i * sh * w + j * sw;
+          for (int64_t a = 0; a < kh; ++a) {
+            for (int64_t b = 0; b < kw; ++b) {
+              const int64_t idx = (i * sh + a) * w + (j * sw + b);
+              // The first maximum wins; NaN propagates like PyTorch.
+              if (!std::isnan(plane[best]) &&
+                  (std::isnan(plane[idx]) || plane[idx] > plane[best])) {
+                best = idx;
+              }
+            }
+          }
+          const int64_t o = (p * oh + i) * ow + j;
+          py[o] = plane[best];
+          pi[o] = best;
+        }
+      }
+    }
+  });
+  RecordOp("MaxPool2d", y, {x},
+           [argmax, planes, plane_in = h * w, plane_out = oh * ow](
+               const Tensor& g, GradSink& sink) -> absl::Status {
+             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+             if (!buf.accumulate) {
+               TANDEM_RETURN_IF_ERROR(FillInPlace(buf.tensor, 0.0));
+             }
+             DispatchFloat(g.dtype(), [&](auto zero) {
+               using T = decltype(zero);
+               const T* pg = g.data<T>();
+               const int64_t* pi = argmax.data<int64_t>();
+               T* px = buf.tensor.data<T>();
+               for (int64_t p = 0; p < planes; ++p) {
+                 for (int64_t o = 0; o < plane_out; ++o) {
+                   const int64_t k = p * plane_out + o;
+                   px[p * plane_in + pi[k]] += pg[k];
+                 }
+               }
+             });
+             return absl::OkStatus();
+           });
+  return y;
+}
+
+}  // namespace tandem

@@ -1,0 +1,257 @@
+// Reductions and along-dim ops: Sum, Mean, Argmax, Softmax, LogSoftmax.
+// A tensor is walked as [outer, size, inner] around the reduced dim.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+#include "tensor/ops_internal.h"
+
+namespace tandem {
+namespace {
+
+using internal::Describe;
+using internal::DimSplit;
+using internal::DispatchFloat;
+using internal::NewLike;
+
+// Sum over everything, accumulated in double. mean divides by numel.
+absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
+  const char* name = mean ? "Mean" : "Sum";
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
+  TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike({}, x.dtype()));
+  const int64_t n = x.numel();
+  DispatchFloat(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();
+    double acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += px[i];
+    // Mean of nothing is 0/0 = NaN, as in PyTorch.
+    out.data<T>()[0] =
+        static_cast<T>(mean ? acc / static_cast<double>(n) : acc);
+  });
+  RecordOp(name, out, {x},
+           [mean, n](const Tensor& g, GradSink& sink) -> absl::Status {
+             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+             DispatchFloat(g.dtype(), [&](auto zero) {
+               using T = decltype(zero);
+               const T v = mean ? static_cast<T>(g.data<T>()[0] /
+                                                 static_cast<T>(n))
+                                : g.data<T>()[0];
+               T* p = buf.tensor.data<T>();
+               for (int64_t i = 0; i < n; ++i) {
+                 p[i] = buf.accumulate ? p[i] + v : v;
+               }
+             });
+             return absl::OkStatus();
+           });
+  return out;
+}
+
+absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
+                                 bool mean) {
+  const char* name = mean ? "Mean" : "Sum";
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
+  TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
+  const DimSplit s = internal::SplitAt(x.shape(), d);
+  Shape out_shape = x.shape();
+  if (keepdim) {
+    out_shape[d] = 1;
+  } else {
+    out_shape.erase(out_shape.begin() + d);
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike(out_shape, x.dtype()));
+  DispatchFloat(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    std::vector<double> acc(s.inner);
+    for (int64_t o = 0; o < s.outer; ++o) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t k = 0; k < s.size; ++k) {
+        const T* row = px + (o * s.size + k) * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) acc[i] += row[i];
+      }
+      for (int64_t i = 0; i < s.inner; ++i) {
+        po[o * s.inner + i] = static_cast<T>(
+            mean ? acc[i] / static_cast<double>(s.size) : acc[i]);
+      }
+    }
+  });
+  RecordOp(name, out, {x},
+           [mean, s](const Tensor& g, GradSink& sink) -> absl::Status {
+             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+             DispatchFloat(g.dtype(), [&](auto zero) {
+               using T = decltype(zero);
+               const T* pg = g.data<T>();
+               T* p = buf.tensor.data<T>();
+               const T scale = mean ? T(1) / static_cast<T>(s.size) : T(1);
+               for (int64_t o = 0; o < s.outer; ++o) {
+                 for (int64_t k = 0; k < s.size; ++k) {
+                   T* row = p + (o * s.size + k) * s.inner;
+                   const T* grow = pg + o * s.inner;
+                   for (int64_t i = 0; i < s.inner; ++i) {
+                     const T v = mean ? grow[i] * scale : grow[i];
+                     row[i] = buf.accumulate ? row[i] + v : v;
+                   }
+                 }
+               }
+             });
+             return absl::OkStatus();
+           });
+  return out;
+}
+
+// Softmax (log = false) or LogSoftmax (log = true) along a dim.
+absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
+  const char* name = log ? "LogSoftmax" : "Softmax";
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
+  TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
+  const DimSplit s = internal::SplitAt(x.shape(), d);
+  TANDEM_ASSIGN_OR_RETURN(Tensor y, NewLike(x.shape(), x.dtype()));
+  DispatchFloat(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const int64_t base = o * s.size * s.inner + i;
+        auto at = [&](int64_t k) { return base + k * s.inner; };
+        T mx = -std::numeric_limits<T>::infinity();
+        for (int64_t k = 0; k < s.size; ++k) mx = std::max(mx, px[at(k)]);
+        // All -inf (or empty): use 0 so exp(x - mx) stays well defined.
+        if (!std::isfinite(mx)) mx = std::isnan(mx) ? mx : T(0);
+        T sum = 0;
+        for (int64_t k = 0; k < s.size; ++k) {
+          const T e = std::exp(px[at(k)] - mx);
+          if (!log) py[at(k)] = e;
+          sum += e;
+        }
+        if (log) {
+          const T lse = mx + std::log(sum);
+          for (int64_t k = 0; k < s.size; ++k) py[at(k)] = px[at(k)] - lse;
+        } else {
+          for (int64_t k = 0; k < s.size; ++k) py[at(k)] /= sum;
+        }
+      }
+    }
+  });
+  RecordOp(name, y, {x},
+           [log, s, sy = y.Detach()](const Tensor& g,
+                                     GradSink& sink) -> absl::Status {
+             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+             DispatchFloat(g.dtype(), [&](auto zero) {
+               using T = decltype(zero);
+               const T* py = sy.data<T>();
+               const T* pg = g.data<T>();
+               T* p = buf.tensor.data<T>();
+               for (int64_t o = 0; o < s.outer; ++o) {
+                 for (int64_t i = 0; i < s.inner; ++i) {
+                   const int64_t base = o * s.size * s.inner + i;
+                   auto at = [&](int64_t k) { return base + k * s.inner; };
+                   // softmax: gx = y (g - sum(g y)); log: gx = g - e^y sum(g)
+                   T dot = 0;
+                   for (int64_t k = 0; k < s.size; ++k) {
+                     dot += log ? pg[at(k)] : pg[at(k)] * py[at(k)];
+                   }
+                   for (int64_t k = 0; k < s.size; ++k) {
+                     const int64_t j = at(k);
+                     const T v = log ? pg[j] - std::exp(py[j]) * dot
+                                     : py[j] * (pg[j] - dot);
+                     p[j] = buf.accumulate ? p[j] + v : v;
+                   }
+                 }
+               }
+             });
+             return absl::OkStatus();
+           });
+  return y;
+}
+
+template <typename T>
+void ArgmaxTyped(const T* px, const DimSplit& s, int64_t* po) {
+  for (int64_t o = 0; o < s.outer; ++o) {
+    for (int64_t i = 0; i < s.inner; ++i) {
+      const T* p = px + o * s.size * s.inner + i;
+      int64_t best = 0;
+      T bv = p[0];
+      for (int64_t k = 1; k < s.size; ++k) {
+        const T v = p[k * s.inner];
+        bool better;
+        if constexpr (std::is_floating_point_v<T>) {
+          // NaN wins over everything and the first NaN is kept.
+          better = !std::isnan(bv) && (std::isnan(v) || v > bv);
+        } else {
+          better = v > bv;
+        }
+        if (better) {
+          best = k;
+          bv = v;
+        }
+      }
+      po[o * s.inner + i] = best;
+    }
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> Sum(const Tensor& x) { return ReduceAll(x, false); }
+absl::StatusOr<Tensor> Mean(const Tensor& x) { return ReduceAll(x, true); }
+absl::StatusOr<Tensor> Sum(const Tensor& x, int64_t dim, bool keepdim) {
+  return ReduceDim(x, dim, keepdim, false);
+}
+absl::StatusOr<Tensor> Mean(const Tensor& x, int64_t dim, bool keepdim) {
+  return ReduceDim(x, dim, keepdim, true);
+}
+
+absl::StatusOr<Tensor> Softmax(const Tensor& x, int64_t dim) {
+  return SoftmaxImpl(x, dim, false);
+}
+absl::StatusOr<Tensor> LogSoftmax(const Tensor& x, int64_t dim) {
+  return SoftmaxImpl(x, dim, true);
+}
+
+absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim) {
+  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(x, "Argmax", "x"));
+  TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, "Argmax"));
+  if (x.dim(d) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Argmax: dim ", dim, " of ", Describe(x),
+        " is empty, so it has no maximum"));
+  }
+  const DimSplit s = internal::SplitAt(x.shape(), d);
+  Shape out_shape = x.shape();
+  out_shape.erase(out_shape.begin() + d);
+  TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike(out_shape, DType::kI64));
+  int64_t* po = out.data<int64_t>();
+  switch (x.dtype()) {
+    case DType::kF32:
+      ArgmaxTyped(x.data<float>(), s, po);
+      break;
+    case DType::kF64:
+      ArgmaxTyped(x.data<double>(), s, po);
+      break;
+    case DType::kI64:
+      ArgmaxTyped(x.data<int64_t>(), s, po);
+      break;
+    case DType::kI32:
+      ArgmaxTyped(x.data<int32_t>(), s, po);
+      break;
+    case DType::kF16:
+    case DType::kBF16: {
+      TANDEM_ASSIGN_OR_RETURN(Tensor wide, x.Detach().To(DType::kF32));
+      ArgmaxTyped(wide.data<float>(), s, po);
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace tandem

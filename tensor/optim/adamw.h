@@ -1,0 +1,81 @@
+// tandem::optim::AdamW — Adam with decoupled weight decay, exactly
+// torch.optim.AdamW (defaults lr 1e-3, betas (0.9, 0.999), eps 1e-8,
+// weight_decay 0.01).
+//
+//   TANDEM_ASSIGN_OR_RETURN(tandem::optim::AdamW adam,
+//       tandem::optim::AdamW::Create(model->Parameters()));
+//   TANDEM_RETURN_IF_ERROR(adam.Step());
+//
+// For each parameter p with gradient g, at its step t = 1, 2, ...:
+//   g = -g                                   if maximize
+//   p = p * (1 - lr * weight_decay)          (decoupled decay)
+//   m = beta1 * m + (1 - beta1) * g
+//   v = beta2 * v + (1 - beta2) * g * g
+//   v_max = max(v_max, v)                    if amsgrad (then v_max below)
+//   denom = sqrt(v) / sqrt(1 - beta2^t) + eps
+//   p = p - (lr / (1 - beta1^t)) * m / denom
+// The scalar factors are computed in double, rounded to the parameter's
+// dtype, and applied in ATen's order (with its fused multiply-adds), so
+// results are bit-identical to PyTorch 1.13 on x86-64 (see adamw_test.cc).
+// m and v start at zero on a parameter's first step with a gradient; t
+// counts that parameter's own steps.
+#ifndef TANDEM_TENSOR_OPTIM_ADAMW_H_
+#define TANDEM_TENSOR_OPTIM_ADAMW_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tensor/optim/optimizer.h"
+#include "tensor/tensor.h"
+
+namespace tandem::optim {
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
+class AdamW : public Optimizer {
+ public:
+  // Errors (InvalidArgument): lr, eps or weight_decay negative; a beta
+  // outside [0, 1); a bad parameter list (see Optimizer).
+  static absl::StatusOr<AdamW> Create(std::vector<Tensor> params,
+                                      AdamWOptions options = {});
+
+  absl::Status Step() override;
+
+  const AdamWOptions& options() const { return options_; }
+  // Steps taken by parameter i (0 before its first).
+  int64_t step_count(size_t i) const { return state_.at(i).step; }
+  // Parameter i's first and second moment estimates; undefined before its
+  // first step.
+  const Tensor& exp_avg(size_t i) const { return state_.at(i).exp_avg; }
+  const Tensor& exp_avg_sq(size_t i) const { return state_.at(i).exp_avg_sq; }
+
+ private:
+  struct ParamState {
+    int64_t step = 0;
+    Tensor exp_avg;
+    Tensor exp_avg_sq;
+    Tensor max_exp_avg_sq;  // amsgrad only
+  };
+
+  AdamW(std::vector<Tensor> params, AdamWOptions options)
+      : Optimizer(std::move(params), options.lr),
+        options_(options),
+        state_(params_.size()) {}
+
+  AdamWOptions options_;  // options_.lr is the initial rate; lr() is current
+  std::vector<ParamState> state_;
+};
+
+}  // namespace tandem::optim
+
+#endif  // TANDEM_TENSOR_OPTIM_ADAMW_H_

@@ -1,0 +1,97 @@
+#include "tensor/optim/optimizer.h"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace tandem::optim {
+namespace {
+
+std::string Describe(const Tensor& t) {
+  return absl::StrCat(ShapeToString(t.shape()), " ",
+                      std::string(DTypeName(t.dtype())));
+}
+
+}  // namespace
+
+void Optimizer::ZeroGrad(bool set_to_none) {
+  for (const Tensor& p : params_) {
+    if (set_to_none) {
+      p.ClearGrad();
+    } else {
+      p.ZeroGrad();
+    }
+  }
+}
+
+absl::Status Optimizer::set_lr(double lr) {
+  if (!(lr >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Optimizer::set_lr: the learning rate must be >= 0, got ", lr));
+  }
+  lr_ = lr;
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::ValidateParams(std::string_view who,
+                                       const std::vector<Tensor>& params) {
+  const std::string name(who);
+  if (params.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        name,
+        ": got an empty parameter list; pass the model's Parameters() after "
+        "building it"));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    if (!p.defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": parameter ", i, " is an undefined tensor"));
+    }
+    if (p.dtype() != DType::kF32 && p.dtype() != DType::kF64) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": parameter ", i, " is ", Describe(p),
+                       "; only f32 and f64 parameters are supported"));
+    }
+    if (!p.is_leaf()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, ": can't optimize parameter ", i, " (", Describe(p),
+          "), which is not a leaf but the output of ", p.grad_fn_name(),
+          "; optimize the leaf tensors (e.g. a Module's Parameters())"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (params[j].impl() == p.impl()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            name, ": parameter ", i, " is the same tensor as parameter ", j,
+            "; list each parameter once"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::CheckStepable(std::string_view who, size_t i) const {
+  const Tensor& p = params_[i];
+  if (!p.device().is_cpu()) {
+    return absl::UnimplementedError(
+        absl::StrCat(std::string(who), "::Step: parameter ", i, " (",
+                     Describe(p), ") is on ", p.device().ToString(),
+                     "; only CPU parameters are supported"));
+  }
+  const Tensor g = p.grad();
+  if (g.dtype() != p.dtype() || g.numel() != p.numel() ||
+      !g.device().is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(who), "::Step: parameter ", i, " is ", Describe(p),
+        " but its gradient is ", Describe(g), " on ", g.device().ToString(),
+        "; a gradient must match its parameter"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::optim

@@ -1,0 +1,83 @@
+// tandem::optim::Optimizer — the base of Sgd and AdamW, after torch.optim.
+//
+// An optimizer holds handles to the parameters it updates (the same tensors
+// a Module's Parameters() returns) and, per parameter, its own state
+// (momentum buffers, moment estimates). Step() updates every parameter that
+// has a gradient, IN PLACE in its existing storage — never by swapping in a
+// new tensor — so views of the parameters (DDP's flat buffers, a
+// LoadStateDict'ed model) stay valid. Parameters without a gradient are
+// skipped and their state is left alone, as PyTorch does.
+//
+//   TANDEM_ASSIGN_OR_RETURN(tandem::optim::Sgd sgd,
+//       tandem::optim::Sgd::Create(model->Parameters(), /*lr=*/0.1));
+//   for (...) {
+//     sgd.ZeroGrad();
+//     TANDEM_ASSIGN_OR_RETURN(tandem::Tensor loss, ...forward...);
+//     TANDEM_RETURN_IF_ERROR(loss.Backward());
+//     TANDEM_RETURN_IF_ERROR(sgd.Step());
+//   }
+//
+// The arithmetic reproduces PyTorch 1.13's single-tensor CPU implementation
+// operation by operation (scalars rounded to the parameter's dtype, fused
+// multiply-adds where ATen's kernels fuse), so a run from the same weights
+// and gradients gives bit-identical parameters on x86-64.
+//
+// Supported parameters: CPU tensors of dtype f32 or f64 that are leaves.
+// Thread-safety: an optimizer and its parameters are used by one thread at a
+// time (each simulated rank owns its model and optimizer).
+#ifndef TANDEM_TENSOR_OPTIM_OPTIMIZER_H_
+#define TANDEM_TENSOR_OPTIM_OPTIMIZER_H_
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "tensor/tensor.h"
+
+namespace tandem::optim {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(Optimizer&&) = default;
+  Optimizer& operator=(Optimizer&&) = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient. Errors (a parameter
+  // moved off the CPU, a gradient whose dtype changed) leave the parameters
+  // after the failing one unchanged and name the parameter's index.
+  virtual absl::Status Step() = 0;
+
+  // Gradients of all parameters: zeroed in place by default (keeping
+  // gradients that alias DDP buckets; PyTorch 1.13's
+  // zero_grad(set_to_none=False)), or dropped with set_to_none.
+  void ZeroGrad(bool set_to_none = false);
+
+  const std::vector<Tensor>& params() const { return params_; }
+  double lr() const { return lr_; }
+  // For learning-rate schedules; takes effect at the next Step(). Negative
+  // values are InvalidArgument.
+  absl::Status set_lr(double lr);
+
+ protected:
+  Optimizer(std::vector<Tensor> params, double lr)
+      : params_(std::move(params)), lr_(lr) {}
+
+  // Checks what every optimizer needs of its parameter list: non-empty, each
+  // defined, a leaf, f32 or f64, no tensor listed twice. `who` prefixes the
+  // message ("Sgd", "AdamW").
+  static absl::Status ValidateParams(std::string_view who,
+                                     const std::vector<Tensor>& params);
+  // At Step() time: parameter i is on the CPU and its gradient matches it.
+  absl::Status CheckStepable(std::string_view who, size_t i) const;
+
+  std::vector<Tensor> params_;
+  double lr_;
+};
+
+}  // namespace tandem::optim
+
+#endif  // TANDEM_TENSOR_OPTIM_OPTIMIZER_H_

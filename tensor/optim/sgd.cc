@@ -1,0 +1,89 @@
+#include "tensor/optim/sgd.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/tensor.h"
+
+namespace tandem::optim {
+namespace {
+
+// One parameter's update; see sgd.h for the formula. `buf` is null without
+// momentum; `first` says the buffer must be initialised to the gradient.
+template <typename T>
+void SgdUpdate(T* p, const T* g, T* buf, bool first, int64_t n,
+               const SgdOptions& o, double lr) {
+  const T wd = static_cast<T>(o.weight_decay);
+  const T momentum = static_cast<T>(o.momentum);
+  const T keep = static_cast<T>(1 - o.dampening);
+  const T neg_lr = static_cast<T>(-lr);
+  const bool decay = o.weight_decay != 0;
+  for (int64_t i = 0; i < n; ++i) {
+    T d = o.maximize ? -g[i] : g[i];
+    if (decay) d = std::fma(p[i], wd, d);
+    if (buf != nullptr) {
+      buf[i] = first ? d : std::fma(d, keep, buf[i] * momentum);
+      d = o.nesterov ? std::fma(buf[i], momentum, d) : buf[i];
+    }
+    p[i] = std::fma(d, neg_lr, p[i]);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Sgd> Sgd::Create(std::vector<Tensor> params, double lr,
+                                SgdOptions options) {
+  if (!(lr >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Sgd: invalid learning rate ", lr, "; it must be >= 0"));
+  }
+  if (!(options.momentum >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Sgd: invalid momentum ", options.momentum, "; it must be >= 0"));
+  }
+  if (!(options.weight_decay >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("Sgd: invalid weight_decay ",
+                                                   options.weight_decay,
+                                                   "; it must be >= 0"));
+  }
+  if (options.nesterov && (options.momentum <= 0 || options.dampening != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Sgd: Nesterov momentum requires momentum > 0 and zero dampening, got "
+        "momentum ",
+        options.momentum, " and dampening ", options.dampening));
+  }
+  TANDEM_RETURN_IF_ERROR(ValidateParams("Sgd", params));
+  return Sgd(std::move(params), lr, options);
+}
+
+absl::Status Sgd::Step() {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const Tensor& p = params_[i];
+    if (!p.has_grad()) continue;
+    TANDEM_RETURN_IF_ERROR(CheckStepable("Sgd", i));
+    const Tensor g = p.grad();
+    bool first = false;
+    if (options_.momentum != 0 && !buffers_[i].defined()) {
+      TANDEM_ASSIGN_OR_RETURN(buffers_[i], Tensor::Empty(p.shape(), p.dtype()));
+      first = true;
+    }
+    const bool use_buffer = options_.momentum != 0;
+    if (p.dtype() == DType::kF32) {
+      SgdUpdate<float>(p.data<float>(), g.data<float>(),
+                       use_buffer ? buffers_[i].data<float>() : nullptr, first,
+                       p.numel(), options_, lr_);
+    } else {
+      SgdUpdate<double>(p.data<double>(), g.data<double>(),
+                        use_buffer ? buffers_[i].data<double>() : nullptr,
+                        first, p.numel(), options_, lr_);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::optim

@@ -1,0 +1,40 @@
+// Internal: the object a Tensor handle points to. Only tensor/ code (ops,
+// kernels, autograd) includes this header.
+//
+// Autograd state lives here, per tensor (there is no global tape). It is
+// read and written only by the thread that owns the tensor's graph.
+#ifndef TANDEM_TENSOR_TENSOR_IMPL_H_
+#define TANDEM_TENSOR_TENSOR_IMPL_H_
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "tensor/allocator.h"
+#include "tensor/autograd.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace tandem {
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;  // never null for a defined tensor
+  int64_t offset = 0;                // in elements
+  Shape shape;
+  int64_t numel = 0;
+  DType dtype = DType::kF32;
+
+  // ---- Autograd.
+  bool requires_grad = false;
+  // The op that produced this tensor; null for leaves.
+  std::shared_ptr<Node> grad_fn;
+  // Leaves only: the accumulated gradient (undefined when none).
+  Tensor grad;
+  std::vector<std::pair<HookHandle, PostAccumulateGradHook>> hooks;
+  HookHandle next_hook_handle = 0;
+};
+
+}  // namespace tandem
+
+#endif  // TANDEM_TENSOR_TENSOR_IMPL_H_
