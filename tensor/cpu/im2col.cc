@@ -1,28 +1,45 @@
 #include "tensor/cpu/im2col.h"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace tandem::cpu {
 namespace {
 
-// Calls f(col_index, x_index_or_minus_1) for every column-matrix entry, in
-// col order. x index -1 marks padding.
-template <typename F>
-void ForEachEntry(const ConvGeometry& g, F f) {
+// The output columns ow whose input column w = ow*stride_w - pad_w + j lies
+// inside [0, width): a contiguous range [lo, hi) (empty when lo >= hi).
+struct ValidRange {
+  int64_t lo, hi;
+};
+
+ValidRange ValidColumns(const ConvGeometry& g, int64_t j) {
+  const int64_t ow_n = g.out_w();
+  const int64_t first = g.pad_w - j;  // ow * stride_w >= first
+  int64_t lo = first <= 0 ? 0 : (first + g.stride_w - 1) / g.stride_w;
+  const int64_t last = g.width - 1 + g.pad_w - j;  // ow * stride_w <= last
+  int64_t hi = last < 0 ? 0 : std::min(ow_n, last / g.stride_w + 1);
+  lo = std::min(lo, ow_n);
+  return {lo, std::max(lo, hi)};
+}
+
+// Calls row(col_offset, inside, x_offset, valid) for every output row
+// of every (c, i, j) — one contiguous run of out_w column entries each — so
+// the per-element work below is a straight copy or add, without branches.
+template <typename RowFn>
+void ForEachRow(const ConvGeometry& g, RowFn row) {
   const int64_t oh_n = g.out_h(), ow_n = g.out_w();
-  int64_t col_index = 0;
+  int64_t col_offset = 0;
   for (int64_t c = 0; c < g.channels; ++c) {
     for (int64_t i = 0; i < g.kernel_h; ++i) {
       for (int64_t j = 0; j < g.kernel_w; ++j) {
-        for (int64_t oh = 0; oh < oh_n; ++oh) {
+        const ValidRange valid = ValidColumns(g, j);
+        for (int64_t oh = 0; oh < oh_n; ++oh, col_offset += ow_n) {
           const int64_t h = oh * g.stride_h - g.pad_h + i;
-          const bool row_ok = h >= 0 && h < g.height;
-          const int64_t row_base = (c * g.height + h) * g.width;
-          for (int64_t ow = 0; ow < ow_n; ++ow, ++col_index) {
-            const int64_t w = ow * g.stride_w - g.pad_w + j;
-            const bool ok = row_ok && w >= 0 && w < g.width;
-            f(col_index, ok ? row_base + w : int64_t{-1});
-          }
+          const bool inside = h >= 0 && h < g.height;
+          // x index of output column 0 (may lie outside the row, even be
+          // negative; only columns inside `valid` are used).
+          const int64_t x_offset = (c * g.height + h) * g.width - g.pad_w + j;
+          row(col_offset, inside, x_offset, valid);
         }
       }
     }
@@ -33,15 +50,35 @@ void ForEachEntry(const ConvGeometry& g, F f) {
 
 template <typename T>
 void Im2Col(const ConvGeometry& g, const T* x, T* col) {
-  ForEachEntry(g, [&](int64_t ci, int64_t xi) {
-    col[ci] = xi >= 0 ? x[xi] : T(0);
+  const int64_t ow_n = g.out_w(), sw = g.stride_w;
+  ForEachRow(g, [&](int64_t co, bool inside, int64_t xo, ValidRange valid) {
+    T* out = col + co;
+    if (!inside) {
+      std::fill(out, out + ow_n, T(0));
+      return;
+    }
+    std::fill(out, out + valid.lo, T(0));
+    if (sw == 1) {
+      std::copy(x + xo + valid.lo, x + xo + valid.hi, out + valid.lo);
+    } else {
+      for (int64_t ow = valid.lo; ow < valid.hi; ++ow) out[ow] = x[xo + ow * sw];
+    }
+    std::fill(out + valid.hi, out + ow_n, T(0));
   });
 }
 
 template <typename T>
 void Col2ImAdd(const ConvGeometry& g, const T* col, T* x) {
-  ForEachEntry(g, [&](int64_t ci, int64_t xi) {
-    if (xi >= 0) x[xi] += col[ci];
+  const int64_t sw = g.stride_w;
+  ForEachRow(g, [&](int64_t co, bool inside, int64_t xo, ValidRange valid) {
+    if (!inside) return;
+    const T* in = col + co;
+    if (sw == 1) {
+      T* dst = x + xo;
+      for (int64_t ow = valid.lo; ow < valid.hi; ++ow) dst[ow] += in[ow];
+    } else {
+      for (int64_t ow = valid.lo; ow < valid.hi; ++ow) x[xo + ow * sw] += in[ow];
+    }
   });
 }
 

@@ -55,5 +55,53 @@ TEST(Im2ColTest, Col2ImIsTheAdjoint) {
   EXPECT_NEAR(lhs, rhs, 1e-12);
 }
 
+
+// The definition, element by element: the reference the fast row-wise
+// implementation must match exactly for every geometry.
+TEST(Im2ColTest, MatchesTheDefinitionOnManyGeometries) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> dist(-1, 1);
+  int checked = 0;
+  for (int64_t stride = 1; stride <= 3; ++stride) {
+    for (int64_t pad = 0; pad <= 2; ++pad) {
+      for (int64_t k = 1; k <= 3; ++k) {
+        for (int64_t hw : {1, 4, 7}) {
+          ConvGeometry g{.channels = 2, .height = hw, .width = hw + 1,
+                         .kernel_h = k, .kernel_w = k + (stride == 2),
+                         .stride_h = stride, .stride_w = stride,
+                         .pad_h = pad, .pad_w = pad};
+          if (g.height + 2 * pad < g.kernel_h || g.width + 2 * pad < g.kernel_w) {
+            continue;
+          }
+          std::vector<double> x(g.channels * g.height * g.width);
+          for (double& v : x) v = dist(rng);
+          std::vector<double> col(g.col_rows() * g.col_cols(), 99);
+          Im2Col(g, x.data(), col.data());
+          std::vector<double> back(x.size(), 0), want_back(x.size(), 0);
+          Col2ImAdd(g, col.data(), back.data());
+          int64_t index = 0;
+          for (int64_t c = 0; c < g.channels; ++c)
+            for (int64_t i = 0; i < g.kernel_h; ++i)
+              for (int64_t j = 0; j < g.kernel_w; ++j)
+                for (int64_t oh = 0; oh < g.out_h(); ++oh)
+                  for (int64_t ow = 0; ow < g.out_w(); ++ow, ++index) {
+                    const int64_t h = oh * stride - pad + i;
+                    const int64_t w = ow * stride - pad + j;
+                    const bool in = h >= 0 && h < g.height && w >= 0 && w < g.width;
+                    const int64_t xi = (c * g.height + h) * g.width + w;
+                    ASSERT_EQ(col[index], in ? x[xi] : 0.0)
+                        << "stride " << stride << " pad " << pad << " k " << k
+                        << " hw " << hw << " entry " << index;
+                    if (in) want_back[xi] += col[index];
+                  }
+          ASSERT_EQ(back, want_back);
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 60);
+}
+
 }  // namespace
 }  // namespace tandem::cpu
