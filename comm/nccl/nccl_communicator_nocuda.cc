@@ -1,0 +1,92 @@
+// NcclCommunicator when tandem was built without CUDA (no toolkit with NCCL
+// found, or TANDEM_NO_CUDA=1): the API exists so callers compile everywhere;
+// every factory fails with a message saying how to get the real thing.
+// No NcclCommunicator object can exist in this build.
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "comm/nccl/nccl_communicator.h"
+
+namespace tandem::comm {
+namespace {
+
+absl::Status NoCuda(absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      what,
+      ": tandem was built without CUDA (no CUDA toolkit with NCCL was found "
+      "at build time, or TANDEM_NO_CUDA=1 was set), so the NCCL backend is "
+      "unavailable; install a CUDA toolkit with NCCL and rebuild, or use the "
+      "sim or mpi backend"));
+}
+
+}  // namespace
+
+// The state of a communicator that cannot be created in this build.
+struct NcclCommunicator::State {
+  int rank = 0;
+  int size = 1;
+  int device = -1;
+};
+
+absl::StatusOr<NcclUniqueId> NcclCommunicator::NewUniqueId() {
+  return NoCuda("NcclCommunicator::NewUniqueId");
+}
+
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
+    const NcclUniqueId&, int rank, int size, int device, const NcclOptions&) {
+  return NoCuda(absl::StrCat("NcclCommunicator::Create(rank ", rank, " of ",
+                             size, ", device ", device, ")"));
+}
+
+// Unreachable (Create never succeeds), but defined so the class links.
+NcclCommunicator::NcclCommunicator(std::shared_ptr<State> state)
+    : state_(std::move(state)) {}
+NcclCommunicator::~NcclCommunicator() = default;
+int NcclCommunicator::rank() const { return state_->rank; }
+int NcclCommunicator::size() const { return state_->size; }
+int NcclCommunicator::device() const { return state_->device; }
+void NcclCommunicator::set_compute_stream(void*) {}
+void* NcclCommunicator::compute_stream() const { return nullptr; }
+void* NcclCommunicator::communication_stream() const { return nullptr; }
+void NcclCommunicator::set_abort_signal(std::shared_ptr<AbortSignal>) {}
+absl::Status NcclCommunicator::MakeDeviceCurrent() const {
+  return NoCuda("NcclCommunicator::MakeDeviceCurrent");
+}
+absl::Status NcclCommunicator::Synchronize() {
+  return NoCuda("NcclCommunicator::Synchronize");
+}
+void NcclCommunicator::Abort(const absl::Status&) {}
+bool NcclCommunicator::aborted() const { return false; }
+absl::Status NcclCommunicator::abort_cause() const { return absl::OkStatus(); }
+
+std::unique_ptr<Work> NcclCommunicator::AllReduce(BufferView, ReduceOp) {
+  return MakeCompletedWork(NoCuda("NCCL AllReduce"));
+}
+std::unique_ptr<Work> NcclCommunicator::Broadcast(BufferView, int) {
+  return MakeCompletedWork(NoCuda("NCCL Broadcast"));
+}
+std::unique_ptr<Work> NcclCommunicator::AllGather(BufferView, BufferView) {
+  return MakeCompletedWork(NoCuda("NCCL AllGather"));
+}
+std::unique_ptr<Work> NcclCommunicator::ReduceScatter(BufferView, BufferView,
+                                                      ReduceOp) {
+  return MakeCompletedWork(NoCuda("NCCL ReduceScatter"));
+}
+std::unique_ptr<Work> NcclCommunicator::Send(BufferView, int) {
+  return MakeCompletedWork(NoCuda("NCCL Send"));
+}
+std::unique_ptr<Work> NcclCommunicator::Recv(BufferView, int) {
+  return MakeCompletedWork(NoCuda("NCCL Recv"));
+}
+absl::Status NcclCommunicator::Barrier() { return NoCuda("NCCL Barrier"); }
+
+absl::Status StreamWaitForWork(Work& work, void*) {
+  if (work.IsCompleted()) return work.Wait(absl::ZeroDuration());
+  return NoCuda("StreamWaitForWork");
+}
+
+}  // namespace tandem::comm
