@@ -448,6 +448,7 @@ void DistributedDataParallel::OnGradReady(int64_t index) {
   }
   s = MarkReady(index);
   if (!s.ok() && hook_error_.ok()) hook_error_ = Annotate(s, rank_, p.name);
+  PollInFlight();
 }
 
 absl::Status DistributedDataParallel::EnsureGradIsView(ParamState& p) {
@@ -487,6 +488,19 @@ void DistributedDataParallel::LaunchCompleteBuckets() {
                     : comm::MakeCompletedWork(view.status());
     }
     ++next_launch_;
+  }
+}
+
+void DistributedDataParallel::PollInFlight() {
+  // Backends without a progress thread (MPI) advance a nonblocking
+  // collective only inside calls such as IsCompleted(); polling the oldest
+  // unfinished bucket from every hook lets its reduction proceed while
+  // backward computes the next gradients. One cheap call per hook.
+  while (first_unfinished_ < next_launch_) {
+    const std::unique_ptr<comm::Work>& work =
+        bucket_states_[first_unfinished_].work;
+    if (work != nullptr && !work->IsCompleted()) return;
+    ++first_unfinished_;
   }
 }
 
@@ -576,6 +590,7 @@ void DistributedDataParallel::ResetIteration() {
     b.work.reset();
   }
   next_launch_ = 0;
+  first_unfinished_ = 0;
   armed_ = false;
   sync_this_iteration_ = false;
   backward_started_ = false;

@@ -244,6 +244,7 @@ class DistributedDataParallel {
   absl::Status EnsureGradIsView(ParamState& p);
   absl::Status MarkReady(int64_t index);
   void LaunchCompleteBuckets();
+  void PollInFlight();
   // Waits for every launched bucket before `deadline`; the first error.
   absl::Status WaitLaunched(absl::Time deadline);
   void ResetIteration();
@@ -265,6 +266,7 @@ class DistributedDataParallel {
   bool sync_this_iteration_ = false;  // the armed Forward was synchronised
   bool backward_started_ = false;     // a hook fired in this synced step
   int64_t next_launch_ = 0;
+  int64_t first_unfinished_ = 0;  // buckets before it have completed
   absl::Status hook_error_;  // first error found inside a hook
 };
 
