@@ -42,7 +42,8 @@ bool IsUniquelyOwned(const Tensor& t) {
 }
 
 absl::StatusOr<Tensor> CopyOf(const Tensor& t) {
-  TANDEM_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(t.shape(), t.dtype()));
+  TANDEM_ASSIGN_OR_RETURN(Tensor out,
+                          Tensor::Empty(t.shape(), t.dtype(), t.device()));
   TANDEM_RETURN_IF_ERROR(out.CopyFrom(t));
   return out;
 }
@@ -372,7 +373,9 @@ void Tensor::ClearGrad() const {
 
 void Tensor::ZeroGrad() const {
   if (impl_ && impl_->grad.defined()) {
-    FillInPlace(impl_->grad, 0.0).IgnoreError();  // CPU grads always succeed
+    // CPU grads always succeed; a device fill fails only on a broken
+    // device, which the next synchronising call reports.
+    FillInPlace(impl_->grad, 0.0).IgnoreError();
   }
 }
 

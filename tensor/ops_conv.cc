@@ -10,6 +10,7 @@
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/cpu/im2col.h"
+#include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -107,6 +108,9 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
 absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
                               const Tensor& bias,
                               const Conv2dOptions& options) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev,
+                          internal::DeviceOpsFor({x, weight, bias}));
+  if (dev != nullptr) return dev->Conv2d(x, weight, bias, options);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "Conv2d", "x"));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(weight, "Conv2d", "weight"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Conv2d"));

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
+#include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -17,77 +18,10 @@ namespace {
 using internal::Describe;
 using internal::DispatchFloat;
 using internal::NewLike;
-
-// How each operand is indexed while walking the output as [outer, inner]:
-// element (o, i) of operand X is X[o * outer_stride + i * inner_stride].
-// Strides are 0 (broadcast) or the natural ones.
-struct Operand {
-  int64_t outer_stride = 0;
-  int64_t inner_stride = 1;
-  bool broadcast = false;  // X has fewer elements than the output
-};
-
-struct Plan {
-  Shape out_shape;
-  int64_t outer = 1;
-  int64_t inner = 0;
-  Operand a, b;
-};
-
-bool AllOnes(const Shape& s) {
-  return std::all_of(s.begin(), s.end(), [](int64_t d) { return d == 1; });
-}
-
-// True when `small` equals the last small.size() dims of `big`.
-bool IsSuffix(const Shape& small, const Shape& big) {
-  return small.size() <= big.size() &&
-         std::equal(small.begin(), small.end(),
-                    big.end() - static_cast<int64_t>(small.size()));
-}
-
-absl::StatusOr<Plan> MakePlan(const Tensor& a, const Tensor& b,
-                              const char* op) {
-  Plan p;
-  const Shape& sa = a.shape();
-  const Shape& sb = b.shape();
-  if (sa == sb) {
-    p.out_shape = sa;
-    p.inner = a.numel();
-    return p;
-  }
-  // Scalar-like operand (one element, all dims 1, not more dims).
-  if (b.numel() == 1 && AllOnes(sb) && sb.size() <= sa.size()) {
-    p.out_shape = sa;
-    p.inner = a.numel();
-    p.b = {0, 0, true};
-    return p;
-  }
-  if (a.numel() == 1 && AllOnes(sa) && sa.size() <= sb.size()) {
-    p.out_shape = sb;
-    p.inner = b.numel();
-    p.a = {0, 0, true};
-    return p;
-  }
-  // Row broadcasting: the smaller shape is a suffix of the larger.
-  const bool b_small = IsSuffix(sb, sa);
-  const bool a_small = !b_small && IsSuffix(sa, sb);
-  if (!a_small && !b_small) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": shapes ", ShapeToString(sa), " and ", ShapeToString(sb),
-        " are not broadcastable; tandem broadcasts equal shapes, a "
-        "trailing-dims suffix ([N, M] with [M]) or a one-element tensor"));
-  }
-  const Tensor& big = b_small ? a : b;
-  const Tensor& small = b_small ? b : a;
-  p.out_shape = big.shape();
-  p.inner = small.numel();
-  p.outer = p.inner == 0 ? 0 : big.numel() / p.inner;
-  Operand full{p.inner, 1, false};
-  Operand row{0, 1, true};
-  p.a = b_small ? full : row;
-  p.b = b_small ? row : full;
-  return p;
-}
+// The broadcasting rules are shared with the device kernels (ops_internal.h).
+using Operand = internal::BroadcastOperand;
+using Plan = internal::BroadcastPlan;
+using internal::MakeBroadcastPlan;
 
 // out[o, i] = f(a[o, i], b[o, i]).
 template <typename T, typename F>
@@ -224,13 +158,29 @@ absl::Status BinaryBackward(BinaryKind kind, const Plan& p, const Tensor& a,
   return absl::OkStatus();
 }
 
+BinaryOp ToBinaryOp(BinaryKind k) {
+  switch (k) {
+    case BinaryKind::kAdd:
+      return BinaryOp::kAdd;
+    case BinaryKind::kSub:
+      return BinaryOp::kSub;
+    case BinaryKind::kMul:
+      return BinaryOp::kMul;
+    case BinaryKind::kDiv:
+      return BinaryOp::kDiv;
+  }
+  return BinaryOp::kAdd;
+}
+
 absl::StatusOr<Tensor> Binary(BinaryKind kind, const Tensor& a,
                               const Tensor& b) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({a, b}));
+  if (dev != nullptr) return dev->Binary(ToBinaryOp(kind), a, b);
   const char* name = BinaryName(kind);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(a, name, "a"));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(b, name, "b"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, name));
-  TANDEM_ASSIGN_OR_RETURN(Plan plan, MakePlan(a, b, name));
+  TANDEM_ASSIGN_OR_RETURN(Plan plan, MakeBroadcastPlan(a, b, name));
   TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike(plan.out_shape, a.dtype()));
   DispatchFloat(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -265,9 +215,13 @@ absl::StatusOr<Tensor> Binary(BinaryKind kind, const Tensor& a,
 }
 
 // y = f(x) elementwise; gx = df(x, y) * g.
+// `op` and `scalar` name the same function for the device kernels.
 template <typename F, typename DF>
-absl::StatusOr<Tensor> Unary(const char* name, const Tensor& x, F f, DF df,
-                             bool needs_x, bool needs_y) {
+absl::StatusOr<Tensor> Unary(const char* name, UnaryOp op, double scalar,
+                             const Tensor& x, F f, DF df, bool needs_x,
+                             bool needs_y) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  if (dev != nullptr) return dev->Unary(op, x, scalar);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(Tensor y, NewLike(x.shape(), x.dtype()));
   DispatchFloat(x.dtype(), [&](auto zero) {
@@ -317,43 +271,48 @@ absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) {
 
 absl::StatusOr<Tensor> Add(const Tensor& a, double s) {
   return Unary(
-      "AddScalar", a, [s](auto x) { return x + static_cast<decltype(x)>(s); },
+      "AddScalar", UnaryOp::kAddScalar, s, a,
+      [s](auto x) { return x + static_cast<decltype(x)>(s); },
       [](auto, auto, auto g) { return g; }, false, false);
 }
 absl::StatusOr<Tensor> Sub(const Tensor& a, double s) {
   return Unary(
-      "SubScalar", a, [s](auto x) { return x - static_cast<decltype(x)>(s); },
+      "SubScalar", UnaryOp::kSubScalar, s, a,
+      [s](auto x) { return x - static_cast<decltype(x)>(s); },
       [](auto, auto, auto g) { return g; }, false, false);
 }
 absl::StatusOr<Tensor> Mul(const Tensor& a, double s) {
   return Unary(
-      "MulScalar", a, [s](auto x) { return x * static_cast<decltype(x)>(s); },
+      "MulScalar", UnaryOp::kMulScalar, s, a,
+      [s](auto x) { return x * static_cast<decltype(x)>(s); },
       [s](auto, auto, auto g) { return g * static_cast<decltype(g)>(s); },
       false, false);
 }
 absl::StatusOr<Tensor> Div(const Tensor& a, double s) {
   return Unary(
-      "DivScalar", a, [s](auto x) { return x / static_cast<decltype(x)>(s); },
+      "DivScalar", UnaryOp::kDivScalar, s, a,
+      [s](auto x) { return x / static_cast<decltype(x)>(s); },
       [s](auto, auto, auto g) { return g / static_cast<decltype(g)>(s); },
       false, false);
 }
 absl::StatusOr<Tensor> Neg(const Tensor& x) {
   return Unary(
-      "Neg", x, [](auto v) { return -v; },
+      "Neg", UnaryOp::kNeg, 0, x, [](auto v) { return -v; },
       [](auto, auto, auto g) { return -g; }, false, false);
 }
 
 absl::StatusOr<Tensor> Relu(const Tensor& x) {
   // NaN stays NaN (v < 0 is false), as torch.relu.
   return Unary(
-      "Relu", x, [](auto v) { return v < 0 ? decltype(v)(0) : v; },
+      "Relu", UnaryOp::kRelu, 0, x,
+      [](auto v) { return v < 0 ? decltype(v)(0) : v; },
       [](auto xv, auto, auto g) { return xv > 0 ? g : decltype(g)(0); }, true,
       false);
 }
 
 absl::StatusOr<Tensor> Sigmoid(const Tensor& x) {
   return Unary(
-      "Sigmoid", x,
+      "Sigmoid", UnaryOp::kSigmoid, 0, x,
       [](auto v) {
         using T = decltype(v);
         // Never exponentiates a large positive number.
@@ -367,20 +326,20 @@ absl::StatusOr<Tensor> Sigmoid(const Tensor& x) {
 
 absl::StatusOr<Tensor> Tanh(const Tensor& x) {
   return Unary(
-      "Tanh", x, [](auto v) { return std::tanh(v); },
+      "Tanh", UnaryOp::kTanh, 0, x, [](auto v) { return std::tanh(v); },
       [](auto, auto yv, auto g) { return g * (decltype(g)(1) - yv * yv); },
       false, true);
 }
 
 absl::StatusOr<Tensor> Exp(const Tensor& x) {
   return Unary(
-      "Exp", x, [](auto v) { return std::exp(v); },
+      "Exp", UnaryOp::kExp, 0, x, [](auto v) { return std::exp(v); },
       [](auto, auto yv, auto g) { return g * yv; }, false, true);
 }
 
 absl::StatusOr<Tensor> Log(const Tensor& x) {
   return Unary(
-      "Log", x, [](auto v) { return std::log(v); },
+      "Log", UnaryOp::kLog, 0, x, [](auto v) { return std::log(v); },
       [](auto xv, auto, auto g) { return g / xv; }, true, false);
 }
 

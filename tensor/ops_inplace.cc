@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/convert.h"
+#include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -13,6 +14,8 @@ namespace tandem {
 using internal::Describe;
 
 absl::Status AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({dst, src}));
+  if (dev != nullptr) return dev->AddInPlace(dst, src, alpha);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(dst, "AddInPlace", "dst"));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(src, "AddInPlace", "src"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(dst, src, "AddInPlace"));
@@ -37,6 +40,8 @@ absl::Status AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
 }
 
 absl::Status ScaleInPlace(const Tensor& dst, double factor) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({dst}));
+  if (dev != nullptr) return dev->ScaleInPlace(dst, factor);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(dst, "ScaleInPlace", "dst"));
   internal::DispatchFloat(dst.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -48,6 +53,8 @@ absl::Status ScaleInPlace(const Tensor& dst, double factor) {
 }
 
 absl::Status FillInPlace(const Tensor& dst, double value) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({dst}));
+  if (dev != nullptr) return dev->FillInPlace(dst, value);
   TANDEM_RETURN_IF_ERROR(internal::CheckCpu(dst, "FillInPlace", "dst"));
   internal::FillElements(dst.raw_data(), dst.dtype(), dst.numel(), value);
   return absl::OkStatus();

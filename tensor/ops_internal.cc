@@ -1,5 +1,6 @@
 #include "tensor/ops_internal.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -55,6 +56,66 @@ absl::StatusOr<int64_t> NormalizeDim(int64_t dim, const Tensor& t,
         " (valid: ", -n, " to ", n - 1, ")"));
   }
   return d;
+}
+
+namespace {
+
+bool AllOnes(const Shape& s) {
+  return std::all_of(s.begin(), s.end(), [](int64_t d) { return d == 1; });
+}
+
+// True when `small` equals the last small.size() dims of `big`.
+bool IsSuffix(const Shape& small, const Shape& big) {
+  return small.size() <= big.size() &&
+         std::equal(small.begin(), small.end(),
+                    big.end() - static_cast<int64_t>(small.size()));
+}
+
+}  // namespace
+
+absl::StatusOr<BroadcastPlan> MakeBroadcastPlan(const Tensor& a,
+                                                const Tensor& b,
+                                                const char* op) {
+  BroadcastPlan p;
+  const Shape& sa = a.shape();
+  const Shape& sb = b.shape();
+  if (sa == sb) {
+    p.out_shape = sa;
+    p.inner = a.numel();
+    return p;
+  }
+  // Scalar-like operand (one element, all dims 1, not more dims).
+  if (b.numel() == 1 && AllOnes(sb) && sb.size() <= sa.size()) {
+    p.out_shape = sa;
+    p.inner = a.numel();
+    p.b = {0, 0, true};
+    return p;
+  }
+  if (a.numel() == 1 && AllOnes(sa) && sa.size() <= sb.size()) {
+    p.out_shape = sb;
+    p.inner = b.numel();
+    p.a = {0, 0, true};
+    return p;
+  }
+  // Row broadcasting: the smaller shape is a suffix of the larger.
+  const bool b_small = IsSuffix(sb, sa);
+  const bool a_small = !b_small && IsSuffix(sa, sb);
+  if (!a_small && !b_small) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": shapes ", ShapeToString(sa), " and ", ShapeToString(sb),
+        " are not broadcastable; tandem broadcasts equal shapes, a "
+        "trailing-dims suffix ([N, M] with [M]) or a one-element tensor"));
+  }
+  const Tensor& big = b_small ? a : b;
+  const Tensor& small = b_small ? b : a;
+  p.out_shape = big.shape();
+  p.inner = small.numel();
+  p.outer = p.inner == 0 ? 0 : big.numel() / p.inner;
+  BroadcastOperand full{p.inner, 1, false};
+  BroadcastOperand row{0, 1, true};
+  p.a = b_small ? full : row;
+  p.b = b_small ? row : full;
+  return p;
 }
 
 DimSplit SplitAt(const Shape& shape, int64_t dim) {

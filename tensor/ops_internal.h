@@ -43,6 +43,30 @@ decltype(auto) DispatchFloat(DType dtype, F&& f) {
   return f(float{});
 }
 
+// Broadcasting of the binary ops (Add, Sub, Mul, Div), shared by the CPU
+// and device kernels. The output is walked as [outer, inner]; element
+// (o, i) of operand X is X[o * outer_stride + i * inner_stride]. Strides
+// are 0 (broadcast) or the natural ones.
+struct BroadcastOperand {
+  int64_t outer_stride = 0;
+  int64_t inner_stride = 1;
+  bool broadcast = false;  // X has fewer elements than the output
+};
+
+struct BroadcastPlan {
+  Shape out_shape;
+  int64_t outer = 1;
+  int64_t inner = 0;
+  BroadcastOperand a, b;
+};
+
+// The plan for `a op b` under the rules of tensor/ops.h (equal shapes, a
+// trailing-dims suffix, or a one-element operand); InvalidArgument naming
+// `op` and both shapes otherwise. Checks shapes only.
+absl::StatusOr<BroadcastPlan> MakeBroadcastPlan(const Tensor& a,
+                                                const Tensor& b,
+                                                const char* op);
+
 // An uninitialised CPU tensor of `shape`/`dtype`, or the allocation error.
 inline absl::StatusOr<Tensor> NewLike(const Shape& shape, DType dtype) {
   return Tensor::Empty(shape, dtype, Device::CPU());

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
+#include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -18,6 +19,9 @@ using internal::DispatchFloat;
 
 absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
                                     const Tensor& labels) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev,
+                          internal::DeviceOpsFor({logits, labels}));
+  if (dev != nullptr) return dev->CrossEntropy(logits, labels);
   TANDEM_RETURN_IF_ERROR(
       internal::CheckFloat(logits, "CrossEntropy", "logits"));
   TANDEM_RETURN_IF_ERROR(internal::CheckCpu(labels, "CrossEntropy", "labels"));
@@ -100,6 +104,9 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
 }
 
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev,
+                          internal::DeviceOpsFor({prediction, target}));
+  if (dev != nullptr) return dev->Mse(prediction, target);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(prediction, "Mse", "prediction"));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(target, "Mse", "target"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(prediction, target, "Mse"));

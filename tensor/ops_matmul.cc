@@ -8,6 +8,7 @@
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
+#include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -38,6 +39,8 @@ absl::Status GemmInto(const GradSink::Buffer& c, bool ta, bool tb, int64_t m,
 
 absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
                               bool transpose_a, bool transpose_b) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({a, b}));
+  if (dev != nullptr) return dev->MatMul(a, b, transpose_a, transpose_b);
   TANDEM_RETURN_IF_ERROR(Check2d(a, "MatMul", "a"));
   TANDEM_RETURN_IF_ERROR(Check2d(b, "MatMul", "b"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, "MatMul"));
@@ -97,6 +100,9 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
 
 absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
                               const Tensor& bias) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev,
+                          internal::DeviceOpsFor({x, weight, bias}));
+  if (dev != nullptr) return dev->Linear(x, weight, bias);
   TANDEM_RETURN_IF_ERROR(Check2d(x, "Linear", "x"));
   TANDEM_RETURN_IF_ERROR(Check2d(weight, "Linear", "weight"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Linear"));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
+#include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -17,6 +18,8 @@ using internal::DispatchFloat;
 
 absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
                                  const MaxPool2dOptions& options) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  if (dev != nullptr) return dev->MaxPool2d(x, options);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "MaxPool2d", "x"));
   if (x.ndim() != 4) {
     return absl::InvalidArgumentError(absl::StrCat(

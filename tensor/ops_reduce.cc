@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
+#include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -23,6 +24,8 @@ using internal::NewLike;
 
 // Sum over everything, accumulated in double. mean divides by numel.
 absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  if (dev != nullptr) return dev->SumAll(x, mean);
   const char* name = mean ? "Mean" : "Sum";
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike({}, x.dtype()));
@@ -56,6 +59,8 @@ absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
 
 absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
                                  bool mean) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  if (dev != nullptr) return dev->SumDim(x, dim, keepdim, mean);
   const char* name = mean ? "Mean" : "Sum";
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
@@ -110,6 +115,8 @@ absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
 
 // Softmax (log = false) or LogSoftmax (log = true) along a dim.
 absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  if (dev != nullptr) return dev->Softmax(x, dim, log);
   const char* name = log ? "LogSoftmax" : "Softmax";
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
@@ -219,6 +226,8 @@ absl::StatusOr<Tensor> LogSoftmax(const Tensor& x, int64_t dim) {
 }
 
 absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim) {
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  if (dev != nullptr) return dev->Argmax(x, dim);
   TANDEM_RETURN_IF_ERROR(internal::CheckCpu(x, "Argmax", "x"));
   TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, "Argmax"));
   if (x.dim(d) == 0) {

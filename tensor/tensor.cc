@@ -16,6 +16,8 @@
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/convert.h"
+#include "tensor/device_ops.h"
+#include "tensor/ops.h"
 #include "tensor/tensor_impl.h"
 
 namespace tandem {
@@ -104,12 +106,11 @@ absl::StatusOr<Tensor> Tensor::Empty(Shape shape, DType dtype, Device device) {
 
 absl::StatusOr<Tensor> Tensor::Full(Shape shape, double value, DType dtype,
                                     Device device) {
-  if (!device.is_cpu()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "Tensor::Full on ", device.ToString(),
-        " has no kernel yet; create it on the CPU and copy with To(device)"));
-  }
   TANDEM_ASSIGN_OR_RETURN(Tensor t, Empty(std::move(shape), dtype, device));
+  if (!device.is_cpu()) {
+    TANDEM_RETURN_IF_ERROR(FillInPlace(t, value));  // the device's kernel
+    return t;
+  }
   internal::FillElements(t.raw_data(), dtype, t.numel(), value);
   return t;
 }
@@ -198,6 +199,11 @@ absl::Status Tensor::CheckAccess(DType dtype, bool need_cpu) const {
 }
 
 absl::StatusOr<double> Tensor::Item() const {
+  if (defined() && !device().is_cpu() && numel() == 1) {
+    // One element copied to the host (waits for the device's queued work).
+    TANDEM_ASSIGN_OR_RETURN(Tensor host, To(Device::CPU()));
+    return host.Item();
+  }
   TANDEM_RETURN_IF_ERROR(CheckAccess(dtype(), /*need_cpu=*/true));
   if (numel() != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -221,10 +227,15 @@ Tensor Tensor::Detach() const {
 }
 
 absl::StatusOr<Tensor> Tensor::To(DType dtype) const {
-  TANDEM_RETURN_IF_ERROR(CheckAccess(this->dtype(), /*need_cpu=*/true));
-  TANDEM_ASSIGN_OR_RETURN(Tensor out, Empty(shape(), dtype));
-  internal::ConvertElements(raw_data(), this->dtype(), out.raw_data(), dtype,
-                            numel());
+  TANDEM_RETURN_IF_ERROR(CheckAccess(this->dtype(), /*need_cpu=*/false));
+  TANDEM_ASSIGN_OR_RETURN(Tensor out, Empty(shape(), dtype, device()));
+  if (device().is_cpu()) {
+    internal::ConvertElements(raw_data(), this->dtype(), out.raw_data(), dtype,
+                              numel());
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, GetDeviceOps(device()));
+    TANDEM_RETURN_IF_ERROR(dev->Convert(*this, out));
+  }
   if (IsFloatingPoint(dtype) && ShouldRecord({*this})) {
     const DType from = this->dtype();
     RecordOp(dtype == from ? "Clone" : "To", out, {*this},
@@ -236,10 +247,7 @@ absl::StatusOr<Tensor> Tensor::To(DType dtype) const {
   return out;
 }
 
-absl::StatusOr<Tensor> Tensor::Clone() const {
-  if (impl_ && !device().is_cpu()) return To(device());
-  return To(dtype());
-}
+absl::StatusOr<Tensor> Tensor::Clone() const { return To(dtype()); }
 
 absl::StatusOr<Tensor> Tensor::To(Device device) const {
   TANDEM_RETURN_IF_ERROR(CheckAccess(dtype(), /*need_cpu=*/false));
@@ -255,7 +263,7 @@ absl::StatusOr<Tensor> Tensor::To(Device device) const {
 }
 
 absl::Status Tensor::CopyFrom(const Tensor& src) const {
-  TANDEM_RETURN_IF_ERROR(CheckAccess(dtype(), /*need_cpu=*/true));
+  TANDEM_RETURN_IF_ERROR(CheckAccess(dtype(), /*need_cpu=*/false));
   if (!src.defined()) {
     return absl::InvalidArgumentError("CopyFrom: the source is undefined");
   }
@@ -266,10 +274,13 @@ absl::Status Tensor::CopyFrom(const Tensor& src) const {
         ShapeToString(src.shape()),
         "; shapes and dtypes must match (Reshape or To(DType) first)"));
   }
-  if (!src.device().is_cpu()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "CopyFrom: source on ", src.device().ToString(),
-        " is not supported; copy it to the CPU with To(Device::CPU())"));
+  if (!src.device().is_cpu() || !device().is_cpu()) {
+    // The non-CPU side's allocator moves the bytes (and waits for them).
+    const Device owner = device().is_cpu() ? src.device() : device();
+    TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Allocator> allocator,
+                            GetAllocator(owner));
+    return allocator->CopyBytes(raw_data(), device(), src.raw_data(),
+                                src.device(), nbytes());
   }
   // memmove: a view may overlap its source.
   if (nbytes() > 0) std::memmove(raw_data(), src.raw_data(), nbytes());

@@ -153,7 +153,8 @@ class Tensor {
     const T* p = static_cast<const T*>(raw_data());
     return std::vector<T>(p, p + numel());
   }
-  // The single element of a numel()==1 CPU tensor, as a double.
+  // The single element of a numel()==1 tensor, as a double. On a device it
+  // is copied to the host first (waiting for the device's queued work).
   absl::StatusOr<double> Item() const;
 
   // ---- Views: share storage, never copy. Differentiable.
@@ -169,17 +170,18 @@ class Tensor {
   absl::StatusOr<Tensor> Clone() const;
   // Shares storage, drops autograd: a leaf with requires_grad() == false.
   Tensor Detach() const;
-  // A copy converted to `dtype` (Clone() when already `dtype`).
-  // Differentiable between floating dtypes. Float -> f16/bf16 rounds to
-  // nearest even (tensor/half.h); float -> int truncates toward zero, NaN
-  // becomes 0 and out-of-range values saturate.
+  // A copy converted to `dtype` (Clone() when already `dtype`), on this
+  // tensor's device. Differentiable between floating dtypes. Float -> f16/bf16
+  // rounds to nearest even (tensor/half.h); float -> int truncates toward zero,
+  // NaN becomes 0 and out-of-range values saturate.
   absl::StatusOr<Tensor> To(DType dtype) const;
   // A copy on `device` (needs the registered allocators to support the
   // transfer). Not differentiable.
   absl::StatusOr<Tensor> To(Device device) const;
   // Copies src's values into this tensor in place (through aliases too).
-  // Shapes must have the same element count and equal dims, dtypes equal,
-  // both on the CPU. Not recorded by autograd.
+  // Shapes and dtypes must be equal; the devices may differ (the device's
+  // allocator copies and waits for the copy). Not recorded by autograd.
+  // On the CPU a view may overlap its source; on a device it must not.
   absl::Status CopyFrom(const Tensor& src) const;
 
   // "Tensor(shape=[2, 2], dtype=f32, device=cpu, data=[[1, 2], [3, 4]])";

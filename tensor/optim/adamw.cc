@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -86,12 +87,13 @@ absl::Status AdamW::Step() {
     TANDEM_RETURN_IF_ERROR(CheckStepable("AdamW", i));
     ParamState& st = state_[i];
     if (st.step == 0) {
-      TANDEM_ASSIGN_OR_RETURN(st.exp_avg, Tensor::Zeros(p.shape(), p.dtype()));
+      TANDEM_ASSIGN_OR_RETURN(st.exp_avg,
+                              Tensor::Zeros(p.shape(), p.dtype(), p.device()));
       TANDEM_ASSIGN_OR_RETURN(st.exp_avg_sq,
-                              Tensor::Zeros(p.shape(), p.dtype()));
+                              Tensor::Zeros(p.shape(), p.dtype(), p.device()));
       if (options_.amsgrad) {
-        TANDEM_ASSIGN_OR_RETURN(st.max_exp_avg_sq,
-                                Tensor::Zeros(p.shape(), p.dtype()));
+        TANDEM_ASSIGN_OR_RETURN(
+            st.max_exp_avg_sq, Tensor::Zeros(p.shape(), p.dtype(), p.device()));
       }
     }
     ++st.step;
@@ -101,6 +103,21 @@ absl::Status AdamW::Step() {
     s.step_size = lr_ / (1 - std::pow(options_.beta1, t));
     s.bias2_sqrt = std::sqrt(1 - std::pow(options_.beta2, t));
     const Tensor g = p.grad();
+    if (!p.device().is_cpu()) {
+      TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, GetDeviceOps(p.device()));
+      AdamWStepArgs args;
+      args.beta1 = options_.beta1;
+      args.beta2 = options_.beta2;
+      args.eps = options_.eps;
+      args.decay = s.decay;
+      args.step_size = s.step_size;
+      args.bias2_sqrt = s.bias2_sqrt;
+      args.amsgrad = options_.amsgrad;
+      args.maximize = options_.maximize;
+      TANDEM_RETURN_IF_ERROR(dev->AdamWStep(p, g, st.exp_avg, st.exp_avg_sq,
+                                            st.max_exp_avg_sq, args));
+      continue;
+    }
     if (p.dtype() == DType::kF32) {
       AdamWUpdate<float>(
           p.data<float>(), g.data<float>(), st.exp_avg.data<float>(),

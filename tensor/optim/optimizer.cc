@@ -77,15 +77,9 @@ absl::Status Optimizer::ValidateParams(std::string_view who,
 
 absl::Status Optimizer::CheckStepable(std::string_view who, size_t i) const {
   const Tensor& p = params_[i];
-  if (!p.device().is_cpu()) {
-    return absl::UnimplementedError(
-        absl::StrCat(std::string(who), "::Step: parameter ", i, " (",
-                     Describe(p), ") is on ", p.device().ToString(),
-                     "; only CPU parameters are supported"));
-  }
   const Tensor g = p.grad();
   if (g.dtype() != p.dtype() || g.numel() != p.numel() ||
-      !g.device().is_cpu()) {
+      g.device() != p.device()) {
     return absl::InvalidArgumentError(absl::StrCat(
         std::string(who), "::Step: parameter ", i, " is ", Describe(p),
         " but its gradient is ", Describe(g), " on ", g.device().ToString(),

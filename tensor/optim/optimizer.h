@@ -22,7 +22,11 @@
 // multiply-adds where ATen's kernels fuse), so a run from the same weights
 // and gradients gives bit-identical parameters on x86-64.
 //
-// Supported parameters: CPU tensors of dtype f32 or f64 that are leaves.
+// Supported parameters: leaves of dtype f32 or f64, on the CPU or on a CUDA
+// device (state tensors are created on the parameter's device). On CUDA the
+// fused update kernels do the same operations in the same order without
+// contracting multiply-adds the CPU does not fuse, so they match the CPU
+// update bit for bit (checked on a GPU by tensor/cuda/training_cuda_test.cc).
 // Thread-safety: an optimizer and its parameters are used by one thread at a
 // time (each simulated rank owns its model and optimizer).
 #ifndef TANDEM_TENSOR_OPTIM_OPTIMIZER_H_
@@ -46,8 +50,10 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // One update of every parameter that has a gradient. Errors (a parameter
-  // moved off the CPU, a gradient whose dtype changed) leave the parameters
+  // One update of every parameter that has a gradient, on the parameter's
+  // device (CUDA parameters use fused device kernels, queued on the calling
+  // thread's current stream: see tensor/cuda/cuda.h). Errors (a gradient
+  // whose dtype or device differs from its parameter's) leave the parameters
   // after the failing one unchanged and name the parameter's index.
   virtual absl::Status Step() = 0;
 
@@ -71,7 +77,8 @@ class Optimizer {
   // message ("Sgd", "AdamW").
   static absl::Status ValidateParams(std::string_view who,
                                      const std::vector<Tensor>& params);
-  // At Step() time: parameter i is on the CPU and its gradient matches it.
+  // At Step() time: parameter i's gradient matches it (dtype, element
+  // count, device).
   absl::Status CheckStepable(std::string_view who, size_t i) const;
 
   std::vector<Tensor> params_;

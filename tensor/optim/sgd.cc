@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/device_ops.h"
 #include "tensor/tensor.h"
 
 namespace tandem::optim {
@@ -69,10 +70,25 @@ absl::Status Sgd::Step() {
     const Tensor g = p.grad();
     bool first = false;
     if (options_.momentum != 0 && !buffers_[i].defined()) {
-      TANDEM_ASSIGN_OR_RETURN(buffers_[i], Tensor::Empty(p.shape(), p.dtype()));
+      TANDEM_ASSIGN_OR_RETURN(buffers_[i],
+                              Tensor::Empty(p.shape(), p.dtype(), p.device()));
       first = true;
     }
     const bool use_buffer = options_.momentum != 0;
+    if (!p.device().is_cpu()) {
+      TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, GetDeviceOps(p.device()));
+      SgdStepArgs args;
+      args.lr = lr_;
+      args.momentum = options_.momentum;
+      args.dampening = options_.dampening;
+      args.weight_decay = options_.weight_decay;
+      args.nesterov = options_.nesterov;
+      args.maximize = options_.maximize;
+      args.first = first;
+      TANDEM_RETURN_IF_ERROR(
+          dev->SgdStep(p, g, use_buffer ? buffers_[i] : Tensor(), args));
+      continue;
+    }
     if (p.dtype() == DType::kF32) {
       SgdUpdate<float>(p.data<float>(), g.data<float>(),
                        use_buffer ? buffers_[i].data<float>() : nullptr, first,

@@ -1,0 +1,287 @@
+// CUDA ops: Conv2d (im2col + cuBLAS; a 1x1, stride-1, unpadded convolution
+// uses the image itself as the column matrix) and MaxPool2d, NCHW.
+//
+// Images are processed in chunks whose column matrices fit a fixed scratch
+// budget: one im2col kernel and one strided-batched GEMM per chunk for the
+// forward pass and for dx (then a gathering col2im); dW is one GEMM per
+// image accumulating into the same buffer (beta = 1), in image order.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/autograd.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/gemm.h"
+#include "tensor/cuda/kernels.h"
+#include "tensor/cuda/runtime_internal.h"
+#include "tensor/cuda/status.h"
+#include "tensor/ops_internal.h"
+
+namespace tandem::cuda::internal {
+namespace {
+
+using ::tandem::internal::Describe;
+
+// Column-matrix elements per chunk (64 MiB of f32).
+constexpr int64_t kColumnBudget = int64_t{1} << 24;
+
+bool IsPointwise(const kernels::ConvGeometry& g) {
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 &&
+         g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+int64_t Rows(const kernels::ConvGeometry& g) {
+  return g.channels * g.kernel_h * g.kernel_w;
+}
+int64_t Cols(const kernels::ConvGeometry& g) { return g.out_h * g.out_w; }
+
+// Images per chunk, and the scratch for that many column matrices
+// (undefined when pointwise: the images are the columns).
+struct Chunking {
+  int64_t images = 1;
+  Tensor columns;
+};
+
+absl::StatusOr<Chunking> MakeChunking(const kernels::ConvGeometry& geo,
+                                      int64_t batch, DType dtype,
+                                      Device device) {
+  Chunking c;
+  if (IsPointwise(geo)) {
+    c.images = std::max<int64_t>(batch, 1);
+    return c;
+  }
+  const int64_t per_image = std::max<int64_t>(Rows(geo) * Cols(geo), 1);
+  c.images = std::clamp<int64_t>(kColumnBudget / per_image, 1,
+                                 std::max<int64_t>(batch, 1));
+  TANDEM_ASSIGN_OR_RETURN(c.columns,
+                          Tensor::Empty({c.images * per_image}, dtype, device));
+  return c;
+}
+
+absl::Status ConvBackward(const kernels::ConvGeometry& geo, int64_t batch,
+                          int64_t out_channels, Device device, const Tensor& x,
+                          const Tensor& w, const Tensor& g, GradSink& sink) {
+  TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "Conv2d"));
+  const int d = device.index();
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(d));
+  const DType dtype = g.dtype();
+  const int64_t rows = Rows(geo), cols = Cols(geo);
+  const int64_t in_plane = geo.channels * geo.height * geo.width;
+  const int64_t out_plane = out_channels * cols;
+  const bool pointwise = IsPointwise(geo);
+  Chunking chunks;  // column scratch, only when dW or dx needs it
+  if (sink.needs(0) || sink.needs(1)) {
+    TANDEM_ASSIGN_OR_RETURN(chunks, MakeChunking(geo, batch, dtype, device));
+  }
+
+  if (sink.needs(1)) {  // dW [O, rows] = sum_n g_n [O, cols] · col_n^T
+    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dw, sink.GetBuffer(1));
+    if (!dw.accumulate && batch == 0) {
+      TANDEM_RETURN_IF_ERROR(::tandem::FillInPlace(dw.tensor, 0.0));
+    }
+    for (int64_t n0 = 0; n0 < batch; n0 += chunks.images) {
+      const int64_t nb = std::min(chunks.images, batch - n0);
+      if (!pointwise) {
+        TANDEM_CUDA_RETURN_IF_ERROR(
+            kernels::Im2Col(dtype, geo, ElementPtr(x, n0 * in_plane), nb,
+                            chunks.columns.raw_data(), stream));
+      }
+      for (int64_t j = 0; j < nb; ++j) {
+        const int64_t n = n0 + j;
+        const void* col = pointwise
+                              ? ElementPtr(x, n * in_plane)
+                              : ElementPtr(chunks.columns, j * rows * cols);
+        const double beta = (n == 0 && !dw.accumulate) ? 0.0 : 1.0;
+        TANDEM_RETURN_IF_ERROR(Gemm(
+            d, stream, dtype, false, true, out_channels, rows, cols, 1.0,
+            ElementPtr(g, n * out_plane), col, beta, dw.tensor.raw_data()));
+      }
+    }
+  }
+  if (sink.needs(2)) {  // db [O] = sum over n, h, w of g
+    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db, sink.GetBuffer(2));
+    TANDEM_CUDA_RETURN_IF_ERROR(
+        kernels::SumOuterInner(dtype, g.raw_data(), batch, out_channels, cols,
+                               db.tensor.raw_data(), db.accumulate, stream));
+  }
+  if (sink.needs(0)) {  // dx_n = col2im(W^T [rows, O] · g_n [O, cols])
+    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dx, sink.GetBuffer(0));
+    if (pointwise) {
+      TANDEM_RETURN_IF_ERROR(GemmStridedBatched(
+          d, stream, dtype, true, false, rows, cols, out_channels, 1.0,
+          w.raw_data(), 0, g.raw_data(), out_plane, dx.accumulate ? 1.0 : 0.0,
+          dx.tensor.raw_data(), in_plane, batch));
+    } else {
+      for (int64_t n0 = 0; n0 < batch; n0 += chunks.images) {
+        const int64_t nb = std::min(chunks.images, batch - n0);
+        TANDEM_RETURN_IF_ERROR(GemmStridedBatched(
+            d, stream, dtype, true, false, rows, cols, out_channels, 1.0,
+            w.raw_data(), 0, ElementPtr(g, n0 * out_plane), out_plane, 0.0,
+            chunks.columns.raw_data(), rows * cols, nb));
+        TANDEM_CUDA_RETURN_IF_ERROR(kernels::Col2Im(
+            dtype, geo, chunks.columns.raw_data(), nb,
+            ElementPtr(dx.tensor, n0 * in_plane), dx.accumulate, stream));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> CudaOps::Conv2d(const Tensor& x, const Tensor& weight,
+                                       const Tensor& bias,
+                                       const Conv2dOptions& options) {
+  const Device device = x.defined() ? x.device() : weight.device();
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(x, device, "Conv2d", "x"));
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(weight, device, "Conv2d", "weight"));
+  TANDEM_RETURN_IF_ERROR(
+      ::tandem::internal::CheckSameDType(x, weight, "Conv2d"));
+  if (x.ndim() != 4 || weight.ndim() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: x must be [N, C, H, W] and weight [O, C, kh, kw]; got x ",
+        Describe(x), " and weight ", Describe(weight)));
+  }
+  const auto [sh, sw] = options.stride;
+  const auto [ph, pw] = options.padding;
+  if (sh < 1 || sw < 1 || ph < 0 || pw < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: stride must be >= 1 and padding >= 0; got stride (", sh, ", ",
+        sw, ") padding (", ph, ", ", pw, ")"));
+  }
+  const int64_t batch = x.dim(0), out_channels = weight.dim(0);
+  kernels::ConvGeometry geo;
+  geo.channels = x.dim(1);
+  geo.height = x.dim(2);
+  geo.width = x.dim(3);
+  geo.kernel_h = weight.dim(2);
+  geo.kernel_w = weight.dim(3);
+  geo.stride_h = sh;
+  geo.stride_w = sw;
+  geo.pad_h = ph;
+  geo.pad_w = pw;
+  if (weight.dim(1) != geo.channels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: x ", Describe(x), " has ", geo.channels,
+        " channels but weight ", Describe(weight), " expects ", weight.dim(1)));
+  }
+  if (geo.kernel_h < 1 || geo.kernel_w < 1 ||
+      geo.height + 2 * ph < geo.kernel_h || geo.width + 2 * pw < geo.kernel_w) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Conv2d: kernel ", geo.kernel_h, "x", geo.kernel_w,
+                     " does not fit the padded input ", geo.height + 2 * ph,
+                     "x", geo.width + 2 * pw, " (x ", Describe(x), ", weight ",
+                     Describe(weight), ")"));
+  }
+  if (bias.defined()) {
+    TANDEM_RETURN_IF_ERROR(CheckFloatOn(bias, device, "Conv2d", "bias"));
+    TANDEM_RETURN_IF_ERROR(
+        ::tandem::internal::CheckSameDType(x, bias, "Conv2d"));
+    if (bias.shape() != Shape{out_channels}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Conv2d: bias ", Describe(bias), " must be [",
+                       out_channels, "] to match weight ", Describe(weight)));
+    }
+  }
+  geo.out_h = (geo.height + 2 * ph - geo.kernel_h) / sh + 1;
+  geo.out_w = (geo.width + 2 * pw - geo.kernel_w) / sw + 1;
+  const int64_t rows = Rows(geo), cols = Cols(geo);
+  const int64_t in_plane = geo.channels * geo.height * geo.width;
+  const int64_t out_plane = out_channels * cols;
+  const DType dtype = x.dtype();
+  const int d = device.index();
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(d));
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor y, Tensor::Empty({batch, out_channels, geo.out_h, geo.out_w},
+                              dtype, device));
+  if (bias.defined()) {
+    TANDEM_CUDA_RETURN_IF_ERROR(
+        kernels::BroadcastMiddle(dtype, bias.raw_data(), batch, out_channels,
+                                 cols, y.raw_data(), stream));
+  }
+  TANDEM_ASSIGN_OR_RETURN(Chunking chunks,
+                          MakeChunking(geo, batch, dtype, device));
+  const bool pointwise = IsPointwise(geo);
+  for (int64_t n0 = 0; n0 < batch; n0 += chunks.images) {
+    const int64_t nb = std::min(chunks.images, batch - n0);
+    const void* col = ElementPtr(x, n0 * in_plane);
+    if (!pointwise) {
+      TANDEM_CUDA_RETURN_IF_ERROR(kernels::Im2Col(
+          dtype, geo, col, nb, chunks.columns.raw_data(), stream));
+      col = chunks.columns.raw_data();
+    }
+    // y_n [O, cols] (+)= W [O, rows] · col_n [rows, cols]
+    TANDEM_RETURN_IF_ERROR(GemmStridedBatched(
+        d, stream, dtype, false, false, out_channels, cols, rows, 1.0,
+        weight.raw_data(), 0, col, pointwise ? in_plane : rows * cols,
+        bias.defined() ? 1.0 : 0.0, ElementPtr(y, n0 * out_plane), out_plane,
+        nb));
+  }
+  if (ShouldRecord({x, weight, bias})) {
+    RecordOp("Conv2d", y, {x, weight, bias},
+             [geo, batch, out_channels, device, sx = x.Detach(),
+              sw = weight.Detach()](const Tensor& g, GradSink& sink) {
+               return ConvBackward(geo, batch, out_channels, device, sx, sw, g,
+                                   sink);
+             });
+  }
+  return y;
+}
+
+absl::StatusOr<Tensor> CudaOps::MaxPool2d(const Tensor& x,
+                                          const MaxPool2dOptions& options) {
+  const Device device = x.device();
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(x, device, "MaxPool2d", "x"));
+  if (x.ndim() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MaxPool2d: x must be [N, C, H, W], got ", Describe(x)));
+  }
+  const auto [kh, kw] = options.kernel;
+  const int64_t sh = options.stride[0] == 0 ? kh : options.stride[0];
+  const int64_t sw = options.stride[1] == 0 ? kw : options.stride[1];
+  const int64_t h = x.dim(2), w = x.dim(3);
+  if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || h < kh || w < kw) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MaxPool2d: kernel (", kh, ", ", kw, ") with stride (", sh, ", ", sw,
+        ") does not fit x ", Describe(x),
+        "; kernel and stride must be >= 1 and the kernel no larger than "
+        "the input"));
+  }
+  kernels::PoolGeometry geo;
+  geo.planes = x.dim(0) * x.dim(1);
+  geo.height = h;
+  geo.width = w;
+  geo.kernel_h = kh;
+  geo.kernel_w = kw;
+  geo.stride_h = sh;
+  geo.stride_w = sw;
+  geo.out_h = (h - kh) / sh + 1;
+  geo.out_w = (w - kw) / sw + 1;
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+  const Shape out_shape{x.dim(0), x.dim(1), geo.out_h, geo.out_w};
+  TANDEM_ASSIGN_OR_RETURN(Tensor y,
+                          Tensor::Empty(out_shape, x.dtype(), device));
+  // Index within its H*W plane of each output's maximum.
+  TANDEM_ASSIGN_OR_RETURN(Tensor argmax,
+                          Tensor::Empty(out_shape, DType::kI64, device));
+  TANDEM_CUDA_RETURN_IF_ERROR(
+      kernels::MaxPoolForward(x.dtype(), geo, x.raw_data(), y.raw_data(),
+                              argmax.data<int64_t>(), stream));
+  RecordOp(
+      "MaxPool2d", y, {x},
+      [geo, argmax, device](const Tensor& g, GradSink& sink) -> absl::Status {
+        TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "MaxPool2d"));
+        TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+        TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+        TANDEM_CUDA_RETURN_IF_ERROR(kernels::MaxPoolBackward(
+            g.dtype(), geo, g.raw_data(), argmax.data<int64_t>(),
+            buf.tensor.raw_data(), buf.accumulate, stream));
+        return absl::OkStatus();
+      });
+  return y;
+}
+
+}  // namespace tandem::cuda::internal

@@ -1,0 +1,254 @@
+// CUDA ops: Add/Sub/Mul/Div with broadcasting, unary functions, in-place
+// updates, fill and dtype conversion.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/autograd.h"
+#include "tensor/convert.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/kernels.h"
+#include "tensor/cuda/runtime_internal.h"
+#include "tensor/cuda/status.h"
+#include "tensor/ops_internal.h"
+
+namespace tandem::cuda::internal {
+namespace {
+
+using ::tandem::internal::BroadcastOperand;
+using ::tandem::internal::BroadcastPlan;
+using ::tandem::internal::Describe;
+
+// kernels.h repeats the op enums (it is compiled by nvcc without absl).
+#define TANDEM_SAME_ENUM(a, b) \
+  static_assert(static_cast<int>(a) == static_cast<int>(b), #a)
+TANDEM_SAME_ENUM(BinaryOp::kAdd, kernels::Binary::kAdd);
+TANDEM_SAME_ENUM(BinaryOp::kSub, kernels::Binary::kSub);
+TANDEM_SAME_ENUM(BinaryOp::kMul, kernels::Binary::kMul);
+TANDEM_SAME_ENUM(BinaryOp::kDiv, kernels::Binary::kDiv);
+TANDEM_SAME_ENUM(UnaryOp::kNeg, kernels::Unary::kNeg);
+TANDEM_SAME_ENUM(UnaryOp::kRelu, kernels::Unary::kRelu);
+TANDEM_SAME_ENUM(UnaryOp::kSigmoid, kernels::Unary::kSigmoid);
+TANDEM_SAME_ENUM(UnaryOp::kTanh, kernels::Unary::kTanh);
+TANDEM_SAME_ENUM(UnaryOp::kExp, kernels::Unary::kExp);
+TANDEM_SAME_ENUM(UnaryOp::kLog, kernels::Unary::kLog);
+TANDEM_SAME_ENUM(UnaryOp::kAddScalar, kernels::Unary::kAddScalar);
+TANDEM_SAME_ENUM(UnaryOp::kSubScalar, kernels::Unary::kSubScalar);
+TANDEM_SAME_ENUM(UnaryOp::kMulScalar, kernels::Unary::kMulScalar);
+TANDEM_SAME_ENUM(UnaryOp::kDivScalar, kernels::Unary::kDivScalar);
+#undef TANDEM_SAME_ENUM
+
+const char* BinaryName(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return "Add";
+    case BinaryOp::kSub:
+      return "Sub";
+    case BinaryOp::kMul:
+      return "Mul";
+    case BinaryOp::kDiv:
+      return "Div";
+  }
+  return "?";
+}
+
+const char* UnaryName(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kNeg:
+      return "Neg";
+    case UnaryOp::kRelu:
+      return "Relu";
+    case UnaryOp::kSigmoid:
+      return "Sigmoid";
+    case UnaryOp::kTanh:
+      return "Tanh";
+    case UnaryOp::kExp:
+      return "Exp";
+    case UnaryOp::kLog:
+      return "Log";
+    case UnaryOp::kAddScalar:
+      return "AddScalar";
+    case UnaryOp::kSubScalar:
+      return "SubScalar";
+    case UnaryOp::kMulScalar:
+      return "MulScalar";
+    case UnaryOp::kDivScalar:
+      return "DivScalar";
+  }
+  return "?";
+}
+
+kernels::Broadcast ToKernel(const BroadcastPlan& p) {
+  kernels::Broadcast k;
+  k.outer = p.outer;
+  k.inner = p.inner;
+  k.a_outer = p.a.outer_stride;
+  k.a_inner = p.a.inner_stride;
+  k.b_outer = p.b.outer_stride;
+  k.b_inner = p.b.inner_stride;
+  return k;
+}
+
+absl::Status BinaryBackward(BinaryOp op, const BroadcastPlan& plan,
+                            Device device, const Tensor& a, const Tensor& b,
+                            const Tensor& g, GradSink& sink) {
+  const char* name = BinaryName(op);
+  TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, name));
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+  const kernels::Broadcast kp = ToKernel(plan);
+  for (int i = 0; i < 2; ++i) {
+    if (!sink.needs(i)) continue;
+    const BroadcastOperand& x = i == 0 ? plan.a : plan.b;
+    // Pass-through gradients of equal-shape operands, without a copy.
+    if (!x.broadcast &&
+        ((i == 0 && (op == BinaryOp::kAdd || op == BinaryOp::kSub)) ||
+         (i == 1 && op == BinaryOp::kAdd))) {
+      TANDEM_RETURN_IF_ERROR(sink.Add(i, g));
+      continue;
+    }
+    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(i));
+    Tensor scratch;
+    if (x.outer_stride == 0 && x.inner_stride == 0) {
+      TANDEM_ASSIGN_OR_RETURN(scratch, ReduceScratch(device));
+    }
+    TANDEM_CUDA_RETURN_IF_ERROR(kernels::BinaryBackward(
+        static_cast<kernels::Binary>(op), i, g.dtype(), kp,
+        a.defined() ? a.raw_data() : nullptr,
+        b.defined() ? b.raw_data() : nullptr, g.raw_data(),
+        buf.tensor.raw_data(), buf.accumulate,
+        scratch.defined() ? scratch.data<double>() : nullptr, stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> CudaOps::Binary(BinaryOp op, const Tensor& a,
+                                       const Tensor& b) {
+  const char* name = BinaryName(op);
+  const Device device = a.defined() ? a.device() : b.device();
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(a, device, name, "a"));
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(b, device, name, "b"));
+  TANDEM_RETURN_IF_ERROR(::tandem::internal::CheckSameDType(a, b, name));
+  TANDEM_ASSIGN_OR_RETURN(BroadcastPlan plan,
+                          ::tandem::internal::MakeBroadcastPlan(a, b, name));
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+  TANDEM_ASSIGN_OR_RETURN(Tensor out,
+                          Tensor::Empty(plan.out_shape, a.dtype(), device));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::BinaryForward(
+      static_cast<kernels::Binary>(op), a.dtype(), ToKernel(plan), a.raw_data(),
+      b.raw_data(), out.raw_data(), stream));
+  if (ShouldRecord({a, b})) {
+    // Only Mul and Div read the operands in backward.
+    const bool saves = op == BinaryOp::kMul || op == BinaryOp::kDiv;
+    RecordOp(
+        name, out, {a, b},
+        [op, plan, device, sa = saves ? a.Detach() : Tensor(),
+         sb = saves ? b.Detach() : Tensor()](const Tensor& g, GradSink& sink) {
+          return BinaryBackward(op, plan, device, sa, sb, g, sink);
+        });
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> CudaOps::Unary(UnaryOp op, const Tensor& x,
+                                      double scalar) {
+  const char* name = UnaryName(op);
+  const Device device = x.device();
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(x, device, name, "x"));
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+  TANDEM_ASSIGN_OR_RETURN(Tensor y,
+                          Tensor::Empty(x.shape(), x.dtype(), device));
+  const auto kop = static_cast<kernels::Unary>(op);
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::UnaryForward(
+      kop, x.dtype(), scalar, x.raw_data(), y.raw_data(), x.numel(), stream));
+  if (ShouldRecord({x})) {
+    const bool needs_x = op == UnaryOp::kRelu || op == UnaryOp::kLog;
+    const bool needs_y =
+        op == UnaryOp::kSigmoid || op == UnaryOp::kTanh || op == UnaryOp::kExp;
+    RecordOp(
+        name, y, {x},
+        [name, kop, scalar, device, sx = needs_x ? x.Detach() : Tensor(),
+         sy = needs_y ? y.Detach() : Tensor()](const Tensor& g,
+                                               GradSink& sink) -> absl::Status {
+          TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, name));
+          TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+          TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+          TANDEM_CUDA_RETURN_IF_ERROR(kernels::UnaryBackward(
+              kop, g.dtype(), scalar, sx.defined() ? sx.raw_data() : nullptr,
+              sy.defined() ? sy.raw_data() : nullptr, g.raw_data(),
+              buf.tensor.raw_data(), g.numel(), buf.accumulate, stream));
+          return absl::OkStatus();
+        });
+  }
+  return y;
+}
+
+absl::Status CudaOps::AddInPlace(const Tensor& dst, const Tensor& src,
+                                 double alpha) {
+  const Device device = dst.defined() ? dst.device() : src.device();
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(dst, device, "AddInPlace", "dst"));
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(src, device, "AddInPlace", "src"));
+  TANDEM_RETURN_IF_ERROR(
+      ::tandem::internal::CheckSameDType(dst, src, "AddInPlace"));
+  if (dst.numel() != src.numel()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddInPlace: dst ", Describe(dst), " and src ",
+                     Describe(src), " have different element counts"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::AddInPlace(
+      dst.dtype(), dst.raw_data(), src.raw_data(), alpha, dst.numel(), stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaOps::ScaleInPlace(const Tensor& dst, double factor) {
+  TANDEM_RETURN_IF_ERROR(
+      CheckFloatOn(dst, dst.device(), "ScaleInPlace", "dst"));
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(dst.device().index()));
+  TANDEM_CUDA_RETURN_IF_ERROR(
+      kernels::Scale(dst.dtype(), dst.raw_data(), factor, dst.numel(), stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaOps::FillInPlace(const Tensor& dst, double value) {
+  TANDEM_RETURN_IF_ERROR(CheckOn(dst, dst.device(), "FillInPlace", "dst"));
+  // The element's bytes, converted on the host by the CPU's rules.
+  uint64_t pattern = 0;
+  ::tandem::internal::FillElements(&pattern, dst.dtype(), 1, value);
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(dst.device().index()));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::Fill(
+      dst.raw_data(), dst.numel(), DTypeSize(dst.dtype()), pattern, stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaOps::Convert(const Tensor& src, const Tensor& dst) {
+  const Device device = src.device();
+  TANDEM_RETURN_IF_ERROR(CheckOn(src, device, "To(DType)", "src"));
+  TANDEM_RETURN_IF_ERROR(CheckOn(dst, device, "To(DType)", "dst"));
+  if (src.numel() != dst.numel()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("To(DType): ", Describe(src), " and ", Describe(dst),
+                     " have different element counts"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+  if (src.dtype() == dst.dtype()) {
+    if (src.raw_data() == dst.raw_data() || src.numel() == 0) {
+      return absl::OkStatus();
+    }
+    TANDEM_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        dst.raw_data(), src.raw_data(), static_cast<size_t>(src.nbytes()),
+        cudaMemcpyDeviceToDevice, stream));
+    return absl::OkStatus();
+  }
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::Convert(src.raw_data(), src.dtype(),
+                                               dst.raw_data(), dst.dtype(),
+                                               src.numel(), stream));
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::cuda::internal

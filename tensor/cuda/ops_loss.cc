@@ -1,0 +1,153 @@
+// CUDA ops: CrossEntropy (from logits) and Mse, mean reduction.
+//
+// CrossEntropy checks its labels on the device: the forward kernel records
+// the first row whose label is outside [0, C) (and never reads out of
+// bounds), and the op copies that one index back before returning — the
+// only host synchronisation in the CUDA ops, so a bad label is an
+// InvalidArgument naming its index and value, exactly as on the CPU.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/autograd.h"
+#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/kernels.h"
+#include "tensor/cuda/runtime_internal.h"
+#include "tensor/cuda/status.h"
+#include "tensor/ops_internal.h"
+
+namespace tandem::cuda::internal {
+namespace {
+
+using ::tandem::internal::Describe;
+
+// The label at `index`, copied to the host (for the error message).
+absl::StatusOr<int64_t> LabelAt(const Tensor& labels, int64_t index) {
+  TANDEM_ASSIGN_OR_RETURN(Tensor one, labels.Detach().View(index, {1}));
+  TANDEM_ASSIGN_OR_RETURN(Tensor host, one.To(Device::CPU()));
+  return host.data<int64_t>()[0];
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> CudaOps::CrossEntropy(const Tensor& logits,
+                                             const Tensor& labels) {
+  const Device device = logits.defined() ? logits.device() : labels.device();
+  TANDEM_RETURN_IF_ERROR(
+      CheckFloatOn(logits, device, "CrossEntropy", "logits"));
+  TANDEM_RETURN_IF_ERROR(CheckOn(labels, device, "CrossEntropy", "labels"));
+  if (logits.ndim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CrossEntropy: logits must be [N, C], got ", Describe(logits)));
+  }
+  if (labels.dtype() != DType::kI64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CrossEntropy: labels must be i64 class indices, got ",
+        Describe(labels),
+        (IsFloatingPoint(labels.dtype())
+             ? "; float labels (probabilities or one-hot) are not supported, "
+               "pass class indices converted with To(DType::kI64)"
+             : "; convert with To(DType::kI64)")));
+  }
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  if (labels.shape() != Shape{n}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CrossEntropy: labels ", Describe(labels), " must be [", n,
+                     "] to match logits ", Describe(logits)));
+  }
+  const DType dtype = logits.dtype();
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+  TANDEM_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({}, dtype, device));
+  // softmax(logits) - onehot(labels), divided by N, is the gradient; the
+  // probabilities are kept for backward.
+  TANDEM_ASSIGN_OR_RETURN(Tensor probs,
+                          Tensor::Empty(logits.shape(), dtype, device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor row_loss,
+                          Tensor::Empty({n}, DType::kF64, device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor first_bad,
+                          Tensor::Empty({1}, DType::kI64, device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor scratch, ReduceScratch(device));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::Fill(first_bad.raw_data(), 1, 8,
+                                            static_cast<uint64_t>(n), stream));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::CrossEntropyForward(
+      dtype, logits.raw_data(), labels.data<int64_t>(), n, c, probs.raw_data(),
+      row_loss.data<double>(), first_bad.data<int64_t>(), stream));
+  // loss = (sum of row losses in double) / N; N == 0 gives NaN.
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::SumAll(
+      DType::kF64, row_loss.raw_data(), n, static_cast<double>(n), dtype,
+      loss.raw_data(), /*accumulate=*/false, scratch.data<double>(), stream));
+  // The label check: one int64 back to the host (waits for the kernels).
+  TANDEM_ASSIGN_OR_RETURN(Tensor bad_host, first_bad.To(Device::CPU()));
+  const int64_t bad = bad_host.data<int64_t>()[0];
+  if (bad < n) {
+    TANDEM_ASSIGN_OR_RETURN(int64_t label, LabelAt(labels, bad));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CrossEntropy: label at index ", bad, " is ", label,
+                     " but logits ", Describe(logits), " have ", c,
+                     " classes (valid labels: 0 to ", c - 1, ")"));
+  }
+  RecordOp(
+      "CrossEntropy", loss, {logits, labels},
+      [probs, labels = labels.Detach(), n, c, device](
+          const Tensor& g, GradSink& sink) -> absl::Status {
+        TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "CrossEntropy"));
+        TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+        TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+        TANDEM_CUDA_RETURN_IF_ERROR(kernels::CrossEntropyBackward(
+            g.dtype(), probs.raw_data(), labels.data<int64_t>(), g.raw_data(),
+            n, c, buf.tensor.raw_data(), buf.accumulate, stream));
+        return absl::OkStatus();
+      });
+  return loss;
+}
+
+absl::StatusOr<Tensor> CudaOps::Mse(const Tensor& prediction,
+                                    const Tensor& target) {
+  const Device device =
+      prediction.defined() ? prediction.device() : target.device();
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(prediction, device, "Mse", "prediction"));
+  TANDEM_RETURN_IF_ERROR(CheckFloatOn(target, device, "Mse", "target"));
+  TANDEM_RETURN_IF_ERROR(
+      ::tandem::internal::CheckSameDType(prediction, target, "Mse"));
+  if (prediction.shape() != target.shape()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Mse: prediction ", Describe(prediction), " and target ",
+                     Describe(target), " must have the same shape"));
+  }
+  const int64_t n = prediction.numel();
+  const DType dtype = prediction.dtype();
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+  TANDEM_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({}, dtype, device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor sq, Tensor::Empty({n}, DType::kF64, device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor scratch, ReduceScratch(device));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::SquaredDiff(dtype, prediction.raw_data(),
+                                                   target.raw_data(), n,
+                                                   sq.data<double>(), stream));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::SumAll(
+      DType::kF64, sq.raw_data(), n, static_cast<double>(n), dtype,
+      loss.raw_data(), /*accumulate=*/false, scratch.data<double>(), stream));
+  if (ShouldRecord({prediction, target})) {
+    RecordOp(
+        "Mse", loss, {prediction, target},
+        [sp = prediction.Detach(), st = target.Detach(), n, device](
+            const Tensor& g, GradSink& sink) -> absl::Status {
+          TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "Mse"));
+          TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
+          for (int i = 0; i < 2; ++i) {
+            if (!sink.needs(i)) continue;
+            TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(i));
+            TANDEM_CUDA_RETURN_IF_ERROR(kernels::MseBackward(
+                g.dtype(), sp.raw_data(), st.raw_data(), g.raw_data(), n,
+                /*negate=*/i == 1, buf.tensor.raw_data(), buf.accumulate,
+                stream));
+          }
+          return absl::OkStatus();
+        });
+  }
+  return loss;
+}
+
+}  // namespace tandem::cuda::internal
