@@ -1,0 +1,95 @@
+// Communicator: the contract every backend (sim, mpi, nccl) implements.
+//
+// One Communicator per rank. Every operation is issued asynchronously and
+// returns a Work (comm/work.h); errors come back through Work::Wait() only.
+//
+//   absl::Status Step(comm::Communicator& comm, std::vector<float>& grads) {
+//     auto work = comm.AllReduce(comm::HostView(absl::MakeSpan(grads)),
+//                                comm::ReduceOp::kAvg);
+//     return work->Wait();
+//   }
+//
+// Ordering contract (as NCCL and MPI):
+//   * Every rank issues the same collectives (AllReduce, Broadcast,
+//     AllGather, ReduceScatter, Barrier) in the same order, with matching
+//     arguments: dtype, count, root and reduce op. A backend may check this
+//     (sim does, and fails every rank with both fingerprints on a mismatch).
+//   * Send/Recv pairs match in issue order per (sender, receiver) pair, with
+//     equal dtype and count. They are not ordered against collectives.
+//   * Several operations may be outstanding at once, and their Works may be
+//     waited in any order. A Work completes only after every participant has
+//     issued the operation.
+//   * An argument error (null or short buffer, root or peer out of range...)
+//     returns an already-failed Work and does not count as an issued
+//     operation; the communicator stays usable.
+//
+// Buffers: every buffer passed in stays valid and untouched by the caller
+// until the operation's Work completes (or fails). Input buffers are only
+// read. Backends say which memory spaces they accept (sim and mpi: host).
+//
+// Thread-safety: a Communicator belongs to its rank; call it from one thread
+// at a time.
+#ifndef TANDEM_COMM_COMMUNICATOR_H_
+#define TANDEM_COMM_COMMUNICATOR_H_
+
+#include <memory>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "comm/line_sink.h"
+#include "comm/types.h"
+#include "comm/work.h"
+
+namespace tandem::comm {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "sim", "mpi", "nccl".
+  virtual std::string_view backend() const = 0;
+
+  // In place: every rank's `buf` ends up holding the elementwise reduction of
+  // all ranks' `buf`. Avg on an integer dtype is an argument error.
+  [[nodiscard]] virtual std::unique_ptr<Work> AllReduce(BufferView buf,
+                                                        ReduceOp op) = 0;
+
+  // Every rank's `buf` ends up holding `root`'s `buf`.
+  [[nodiscard]] virtual std::unique_ptr<Work> Broadcast(BufferView buf,
+                                                        int root) = 0;
+
+  // recv (size() * send.count elements) ends up holding every rank's `send`
+  // in rank order: rank r's at [r * send.count, (r + 1) * send.count).
+  // In place is allowed when send is exactly that slice of recv.
+  [[nodiscard]] virtual std::unique_ptr<Work> AllGather(BufferView send,
+                                                        BufferView recv) = 0;
+
+  // send has size() * recv.count elements; rank r's recv ends up holding the
+  // reduction over all ranks of send[r * recv.count, (r + 1) * recv.count).
+  // In place is allowed when recv is exactly that slice of send.
+  [[nodiscard]] virtual std::unique_ptr<Work> ReduceScatter(BufferView send,
+                                                            BufferView recv,
+                                                            ReduceOp op) = 0;
+
+  // Point to point. `peer` is the other rank (not this one); the matching
+  // Recv/Send on the peer has the same dtype and count.
+  [[nodiscard]] virtual std::unique_ptr<Work> Send(BufferView buf,
+                                                   int peer) = 0;
+  [[nodiscard]] virtual std::unique_ptr<Work> Recv(BufferView buf,
+                                                   int peer) = 0;
+
+  // Blocks until every rank has called Barrier (a collective; it counts in
+  // the collective order). Returns what the underlying Work returns.
+  virtual absl::Status Barrier() = 0;
+
+  // Where this rank's printed lines go (see comm/rank_printer.h): stdout for
+  // real backends, a per-rank capture in the simulated cluster when asked.
+  // The sink outlives the Communicator's use by its rank.
+  virtual LineSink& output() const { return StdoutLineSink(); }
+};
+
+}  // namespace tandem::comm
+
+#endif  // TANDEM_COMM_COMMUNICATOR_H_

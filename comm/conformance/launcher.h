@@ -1,0 +1,56 @@
+// Launcher: how the conformance suite starts a world of ranks on one backend.
+//
+// The suite (comm/conformance/conformance.h) is written against this
+// interface only, so every backend runs the same tests: sim starts N threads
+// in-process; MPI runs under mpirun, each process one rank; NCCL one thread
+// per GPU. A backend joins by implementing Launcher and instantiating the
+// suite with it (TANDEM_INSTANTIATE_COMM_CONFORMANCE).
+//
+//   class SimLauncher : public comm::conformance::Launcher {
+//    public:
+//     std::string name() const override { return "sim"; }
+//     bool SupportsWorldSize(int n) const override { return n >= 1; }
+//     std::vector<RankStatus> Run(int n, const RankFn& fn) override { ... }
+//   };
+#ifndef TANDEM_COMM_CONFORMANCE_LAUNCHER_H_
+#define TANDEM_COMM_CONFORMANCE_LAUNCHER_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "comm/communicator.h"
+
+namespace tandem::comm::conformance {
+
+// What each rank runs; returns an error describing the first wrong result.
+using RankFn = std::function<absl::Status(int rank, Communicator& comm)>;
+
+struct RankStatus {
+  int rank = 0;
+  absl::Status status;
+};
+
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+
+  // Short name for messages ("sim", "mpi").
+  virtual std::string name() const = 0;
+
+  // Whether Run() can start `world_size` ranks here (sim: any size it
+  // supports; MPI: exactly the size mpirun started). Tests for other sizes
+  // are skipped.
+  virtual bool SupportsWorldSize(int world_size) const = 0;
+
+  // Runs fn(rank, comm) on every rank of a fresh world of `world_size` ranks
+  // and returns the status of each rank this process hosts (sim: all of
+  // them; MPI: its own). Blocks until those ranks return. Must not hang: the
+  // backend's own timeouts bound every wait.
+  virtual std::vector<RankStatus> Run(int world_size, const RankFn& fn) = 0;
+};
+
+}  // namespace tandem::comm::conformance
+
+#endif  // TANDEM_COMM_CONFORMANCE_LAUNCHER_H_

@@ -1,0 +1,129 @@
+// The vocabulary every communication backend shares: element types, reduce
+// operations, memory spaces, the kinds of operation, and `BufferView`, the
+// typed, non-owning description of a buffer that a collective moves.
+//
+// comm never includes tensor headers: a tensor hands its storage to a
+// collective as a BufferView (pointer, element count, dtype, memory space).
+//
+//   std::vector<float> grads(1024);
+//   comm::BufferView buf = comm::HostView(absl::MakeSpan(grads));
+//   auto work = communicator.AllReduce(buf, comm::ReduceOp::kAvg);
+//
+// A BufferView does not own memory; whoever issues a collective keeps the
+// memory alive and untouched until the collective's Work completes.
+#ifndef TANDEM_COMM_TYPES_H_
+#define TANDEM_COMM_TYPES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/types/span.h"
+
+namespace tandem::comm {
+
+// Element types a collective can move. f16 is IEEE binary16, bf16 is bfloat16;
+// both are stored as 16-bit patterns (see comm/half.h).
+enum class DType : int8_t { kF32, kF64, kF16, kBF16, kI32, kI64, kU8 };
+
+inline constexpr DType kAllDTypes[] = {DType::kF32,  DType::kF64, DType::kF16,
+                                       DType::kBF16, DType::kI32, DType::kI64,
+                                       DType::kU8};
+
+// Size of one element in bytes; 0 for a value outside the enum.
+int64_t DTypeSize(DType dtype);
+// "f32", "f64", "f16", "bf16", "i32", "i64", "u8"; "dtype(<n>)" when invalid.
+std::string DTypeName(DType dtype);
+bool IsValidDType(DType dtype);
+bool IsFloatingPoint(DType dtype);
+
+// The DType of a C++ element type (float, double, int32_t, int64_t, uint8_t).
+// f16/bf16 have no native C++ type here; build their views with an explicit
+// dtype over uint16_t storage.
+template <typename T>
+constexpr DType DTypeOf();
+template <>
+constexpr DType DTypeOf<float>() {
+  return DType::kF32;
+}
+template <>
+constexpr DType DTypeOf<double>() {
+  return DType::kF64;
+}
+template <>
+constexpr DType DTypeOf<int32_t>() {
+  return DType::kI32;
+}
+template <>
+constexpr DType DTypeOf<int64_t>() {
+  return DType::kI64;
+}
+template <>
+constexpr DType DTypeOf<uint8_t>() {
+  return DType::kU8;
+}
+
+// How AllReduce and ReduceScatter combine the ranks' elements.
+//   kAvg is Sum divided by the world size; it is an error on integer dtypes.
+//   f16 and bf16 are combined in f32 and rounded once at the end.
+//   Integer Sum and Prod wrap around (two's complement), as in NCCL.
+enum class ReduceOp : int8_t { kSum, kAvg, kMax, kMin, kProd };
+
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAvg,
+                                             ReduceOp::kMax, ReduceOp::kMin,
+                                             ReduceOp::kProd};
+
+// "sum", "avg", "max", "min", "prod"; "reduce_op(<n>)" when invalid.
+std::string ReduceOpName(ReduceOp op);
+bool IsValidReduceOp(ReduceOp op);
+
+// Where a buffer lives. The sim and MPI backends move host memory; NCCL moves
+// CUDA device memory.
+enum class MemorySpace : int8_t { kHost, kCuda };
+
+// The operations of the Communicator contract, for fingerprints, messages and
+// the bandwidth table.
+enum class OpKind : int8_t {
+  kAllReduce,
+  kBroadcast,
+  kAllGather,
+  kReduceScatter,
+  kSend,
+  kRecv,
+  kBarrier,
+};
+
+// "AllReduce", "Broadcast", ...
+std::string OpKindName(OpKind op);
+
+// A typed, non-owning view of `count` contiguous elements.
+// A null `data` is allowed only with count == 0.
+struct BufferView {
+  void* data = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::kF32;
+  MemorySpace space = MemorySpace::kHost;
+  int device = -1;  // CUDA ordinal when space == kCuda; -1 for host.
+
+  // count * DTypeSize(dtype).
+  int64_t bytes() const;
+  // "f32[1024] host" or "bf16[8] cuda:1" (no pointer value: messages stay
+  // comparable between runs).
+  std::string DebugString() const;
+};
+
+// A host view over `count` elements of `dtype` at `data`.
+inline BufferView HostView(void* data, int64_t count, DType dtype) {
+  return BufferView{data, count, dtype, MemorySpace::kHost, -1};
+}
+
+// A host view over a span of a native element type.
+template <typename T>
+BufferView HostView(absl::Span<T> span) {
+  return HostView(static_cast<void*>(span.data()),
+                  static_cast<int64_t>(span.size()), DTypeOf<T>());
+}
+
+}  // namespace tandem::comm
+
+#endif  // TANDEM_COMM_TYPES_H_

@@ -1,0 +1,537 @@
+#include "sim/group.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "comm/reduce.h"
+#include "comm/types.h"
+#include "sim/cpu_relax.h"
+#include "sim/fingerprint.h"
+
+namespace tandem::sim::internal {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool IsPointToPoint(comm::OpKind op) {
+  return op == comm::OpKind::kSend || op == comm::OpKind::kRecv;
+}
+
+// Spinning only pays while every rank can have a core of its own.
+absl::Duration EffectiveSpin(int world_size, absl::Duration spin) {
+  const unsigned hw = std::thread::hardware_concurrency();
+  if (hw == 0 || static_cast<unsigned>(world_size) > hw) {
+    return absl::ZeroDuration();
+  }
+  return std::max(spin, absl::ZeroDuration());
+}
+
+}  // namespace
+
+Deadline DeadlineAfter(absl::Duration d) {
+  const Deadline now = Clock::now();
+  if (d <= absl::ZeroDuration()) return now;
+  // Beyond ~100 years is "never" (and would overflow the clock).
+  if (d > absl::Hours(24 * 365 * 100)) return Deadline::max();
+  return now + absl::ToChronoNanoseconds(d);
+}
+
+// ----------------------------------------------------------------- Slot ---
+
+Slot::Slot(const Fingerprint& reference, std::vector<int> participant_ranks,
+           int world_size)
+    : reference_(reference),
+      participant_ranks_(std::move(participant_ranks)),
+      world_size_(world_size),
+      elem_size_(std::max<int64_t>(1, comm::DTypeSize(reference.dtype))),
+      endpoints_(participant_ranks_.size()),
+      posted_(participant_ranks_.size()),
+      has_posted_(participant_ranks_.size(), 0) {
+  Plan();
+}
+
+void Slot::Plan() {
+  const int n = world_size_;
+  const int64_t count = reference_.count;
+  chunk_elems_ = std::max<int64_t>(1, kChunkBytes / elem_size_);
+  // Slice boundaries on 64-byte multiples, so no two ranks write one cache
+  // line of the same buffer.
+  const int64_t align = std::max<int64_t>(1, 64 / elem_size_);
+  switch (reference_.op) {
+    case comm::OpKind::kAllReduce: {
+      group_begin_.resize(n + 1);
+      for (int g = 0; g < n; ++g) {
+        const int64_t even =
+            static_cast<int64_t>(static_cast<__int128>(count) * g / n);
+        group_begin_[g] = even / align * align;
+      }
+      group_begin_[n] = count;
+      tasks_per_group_.resize(n);
+      for (int g = 0; g < n; ++g) {
+        tasks_per_group_[g] =
+            CeilDiv(group_begin_[g + 1] - group_begin_[g], chunk_elems_);
+      }
+      break;
+    }
+    case comm::OpKind::kReduceScatter:
+      tasks_per_group_.assign(n, CeilDiv(count, chunk_elems_));
+      break;
+    case comm::OpKind::kAllGather:
+      tasks_per_group_.assign(n, n * CeilDiv(count, chunk_elems_));
+      break;
+    case comm::OpKind::kBroadcast:
+      tasks_per_group_.assign(n, CeilDiv(count, chunk_elems_));
+      tasks_per_group_[reference_.root] = 0;
+      break;
+    case comm::OpKind::kBarrier:
+      tasks_per_group_.assign(1, 0);
+      break;
+    case comm::OpKind::kSend:
+    case comm::OpKind::kRecv:
+      tasks_per_group_.assign(1, CeilDiv(count, chunk_elems_));
+      break;
+  }
+  total_tasks_ = 0;
+  for (int64_t t : tasks_per_group_) total_tasks_ += t;
+  claim_ = std::make_unique<Counter[]>(tasks_per_group_.size());
+}
+
+absl::Status Slot::RunTask(int g, int64_t t) {
+  const int n = world_size_;
+  const int64_t es = elem_size_;
+  const int64_t c = reference_.count;
+  auto at = [es](const void* base, int64_t index) {
+    return static_cast<const char*>(base) + index * es;
+  };
+  auto at_mut = [es](void* base, int64_t index) {
+    return static_cast<char*>(base) + index * es;
+  };
+  switch (reference_.op) {
+    case comm::OpKind::kAllReduce: {
+      const int64_t off = group_begin_[g] + t * chunk_elems_;
+      const int64_t m = std::min(chunk_elems_, group_begin_[g + 1] - off);
+      absl::InlinedVector<const void*, 16> srcs(n);
+      absl::InlinedVector<void*, 16> dsts(n);
+      for (int r = 0; r < n; ++r) {
+        dsts[r] = at_mut(endpoints_[r].recv, off);
+        srcs[r] = dsts[r];
+      }
+      return comm::ReduceInto(reference_.dtype, *reference_.reduce_op, m, srcs,
+                              dsts, n);
+    }
+    case comm::OpKind::kReduceScatter: {
+      const int64_t off = t * chunk_elems_;
+      const int64_t m = std::min(chunk_elems_, c - off);
+      absl::InlinedVector<const void*, 16> srcs(n);
+      for (int s = 0; s < n; ++s) {
+        srcs[s] = at(endpoints_[s].send, static_cast<int64_t>(g) * c + off);
+      }
+      void* dst[1] = {at_mut(endpoints_[g].recv, off)};
+      return comm::ReduceInto(reference_.dtype, *reference_.reduce_op, m, srcs,
+                              dst, n);
+    }
+    case comm::OpKind::kAllGather: {
+      const int64_t per_source = CeilDiv(c, chunk_elems_);
+      const int s = static_cast<int>(t / per_source);
+      const int64_t off = (t % per_source) * chunk_elems_;
+      const int64_t m = std::min(chunk_elems_, c - off);
+      const void* src = at(endpoints_[s].send, off);
+      void* dst = at_mut(endpoints_[g].recv, static_cast<int64_t>(s) * c + off);
+      if (src != dst) std::memcpy(dst, src, m * es);  // in place: nothing to do
+      return absl::OkStatus();
+    }
+    case comm::OpKind::kBroadcast: {
+      const int64_t off = t * chunk_elems_;
+      const int64_t m = std::min(chunk_elems_, c - off);
+      std::memcpy(at_mut(endpoints_[g].recv, off),
+                  at(endpoints_[reference_.root].send, off), m * es);
+      return absl::OkStatus();
+    }
+    case comm::OpKind::kSend:
+    case comm::OpKind::kRecv: {
+      const int64_t off = t * chunk_elems_;
+      const int64_t m = std::min(chunk_elems_, c - off);
+      std::memcpy(at_mut(endpoints_[1].recv, off), at(endpoints_[0].send, off),
+                  m * es);
+      return absl::OkStatus();
+    }
+    case comm::OpKind::kBarrier:
+      break;
+  }
+  return absl::OkStatus();
+}
+
+int64_t Slot::Help(int home, Group& group, int64_t max_tasks) {
+  active_.fetch_add(1, std::memory_order_seq_cst);
+  int64_t ran = 0;
+  bool finished_last = false;
+  bool stop = false;
+  const int num_groups = static_cast<int>(tasks_per_group_.size());
+  for (int k = 0; k < num_groups && ran < max_tasks && !stop; ++k) {
+    const int g = (home + k) % num_groups;
+    const int64_t limit = tasks_per_group_[g];
+    std::atomic<int64_t>& next = claim_[g].next;
+    while (ran < max_tasks && next.load(std::memory_order_relaxed) < limit) {
+      // Checked before every claim: after an abort no new task starts, so a
+      // failing Work only has to wait for the tasks already running.
+      if (group.aborted()) {
+        stop = true;
+        break;
+      }
+      const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
+      if (t >= limit) break;
+      absl::Status status = RunTask(g, t);
+      if (!status.ok()) {
+        group.Abort(absl::InternalError(absl::StrCat(
+            "sim: task ", t, " of group ", g, " of ", reference_.DebugString(),
+            " failed: ", status.message())));
+      }
+      ++ran;
+      if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == total_tasks_) {
+        finished_last = true;
+      }
+    }
+  }
+  const bool last_active = active_.fetch_sub(1, std::memory_order_seq_cst) == 1;
+  if (finished_last || (last_active && group.aborted())) group.Wake(*this);
+  return ran;
+}
+
+// ---------------------------------------------------------------- Group ---
+
+Group::Group(int world_size, const Options& options)
+    : world_size_(world_size),
+      options_(options),
+      spin_(EffectiveSpin(world_size, options.spin)),
+      cvs_(std::make_unique<std::condition_variable[]>(world_size)),
+      collectives_issued_(world_size, 0),
+      exited_(world_size, 0) {}
+
+absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
+    int rank, const Fingerprint& fp, Endpoint endpoint) {
+  std::shared_ptr<Slot> slot;
+  bool became_ready = false;
+  {
+    std::unique_lock<std::mutex> lock = Lock();
+    if (aborted()) return abort_reason_;
+    collectives_issued_[rank] = fp.seq + 1;
+    auto it = open_collectives_.find(fp.seq);
+    if (it == open_collectives_.end()) {
+      std::vector<int> ranks(world_size_);
+      for (int r = 0; r < world_size_; ++r) ranks[r] = r;
+      slot = std::make_shared<Slot>(fp, std::move(ranks), world_size_);
+      open_collectives_.emplace(fp.seq, slot);
+    } else {
+      slot = it->second;
+      if (!SameCollective(slot->reference_, fp)) {
+        absl::Status mismatch = MismatchLocked(*slot, rank, fp);
+        AbortLocked(mismatch);
+        return mismatch;
+      }
+    }
+    slot->endpoints_[rank] = endpoint;
+    slot->posted_[rank] = fp;
+    slot->has_posted_[rank] = 1;
+    if (++slot->arrived_ == slot->num_participants()) {
+      open_collectives_.erase(fp.seq);
+      slot->ready_.store(true, std::memory_order_seq_cst);
+      became_ready = true;
+    }
+  }
+  if (became_ready) Wake(*slot);
+  return slot;
+}
+
+absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
+    int rank, int src, int dst, const Fingerprint& fp, Endpoint endpoint) {
+  std::shared_ptr<Slot> slot;
+  bool became_ready = false;
+  const int index = rank == src ? 0 : 1;
+  {
+    std::unique_lock<std::mutex> lock = Lock();
+    if (aborted()) return abort_reason_;
+    (index == 0 ? sends_issued_ : recvs_issued_)[{src, dst}] = fp.seq + 1;
+    const auto key = std::make_tuple(src, dst, fp.seq);
+    auto it = open_p2p_.find(key);
+    if (it == open_p2p_.end()) {
+      slot =
+          std::make_shared<Slot>(fp, std::vector<int>{src, dst}, world_size_);
+      open_p2p_.emplace(key, slot);
+    } else {
+      slot = it->second;
+      const Fingerprint& other = slot->reference_;
+      const Fingerprint& send = index == 0 ? fp : other;
+      const Fingerprint& recv = index == 0 ? other : fp;
+      if (!MatchingPointToPoint(send, recv)) {
+        absl::Status mismatch = absl::FailedPreconditionError(absl::StrCat(
+            "sim: point-to-point mismatch on message #", fp.seq, " from rank ",
+            src, " to rank ", dst, ": rank ", src, " issued ",
+            send.DebugString(), " but rank ", dst, " issued ",
+            recv.DebugString(),
+            ". A Send and its matching Recv must have the same dtype and "
+            "count"));
+        AbortLocked(mismatch);
+        return mismatch;
+      }
+    }
+    slot->endpoints_[index] = endpoint;
+    slot->posted_[index] = fp;
+    slot->has_posted_[index] = 1;
+    if (++slot->arrived_ == slot->num_participants()) {
+      open_p2p_.erase(key);
+      slot->ready_.store(true, std::memory_order_seq_cst);
+      became_ready = true;
+    }
+  }
+  if (became_ready) Wake(*slot);
+  return slot;
+}
+
+AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
+                         Deadline wait_deadline, Deadline op_deadline) {
+  auto reached = [&] {
+    return phase == Phase::kReady ? slot.ready() : slot.tasks_done();
+  };
+  if (reached()) return {};
+  // Bounded spin: cheap checks, a clock read every 64 rounds.
+  const Deadline spin_until =
+      spin_ > absl::ZeroDuration()
+          ? std::min(DeadlineAfter(spin_), std::min(wait_deadline, op_deadline))
+          : Deadline::min();
+  if (spin_until > Clock::now()) {
+    for (uint32_t i = 1;; ++i) {
+      if (reached()) return {};
+      if (aborted()) break;
+      if ((i & 63) == 0 && Clock::now() >= spin_until) break;
+      CpuRelax();
+    }
+  }
+  std::unique_lock<std::mutex> lock = Lock();
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  AwaitResult result;
+  for (;;) {
+    if (reached()) break;
+    if (aborted()) {
+      result = {AwaitResult::Kind::kFailed, abort_reason_};
+      break;
+    }
+    if (phase == Phase::kReady) {
+      if (std::optional<absl::Status> stuck = ExitedMissingLocked(slot)) {
+        AbortLocked(*stuck);
+        result = {AwaitResult::Kind::kFailed, *stuck};
+        break;
+      }
+    }
+    const Deadline now = Clock::now();
+    if (now >= op_deadline) {
+      absl::Status timeout = TimeoutLocked(slot);
+      AbortLocked(timeout);
+      result = {AwaitResult::Kind::kFailed, timeout};
+      break;
+    }
+    if (now >= wait_deadline) {
+      result = {AwaitResult::Kind::kWaitTimeout, absl::OkStatus()};
+      break;
+    }
+    // Wake up at least hourly even for "infinite" deadlines.
+    const Deadline until =
+        std::min({op_deadline, wait_deadline, now + std::chrono::hours(1)});
+    cvs_[rank].wait_until(lock, until);
+  }
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  return result;
+}
+
+std::string Group::PendingDescription(const Slot& slot) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slot.ready()) return "every participant has issued it";
+  return absl::StrCat("not yet issued by ", MissingRanksLocked(slot));
+}
+
+void Group::AwaitQuiescent(int rank, const Slot& slot) {
+  if (slot.active() == 0) return;
+  for (int i = 0; i < 1000 && slot.active() != 0; ++i) CpuRelax();
+  std::unique_lock<std::mutex> lock(mu_);
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  // A running task is a bounded memcpy or reduction; the short timed wait is
+  // a safety net, not the wake-up path (Slot::Help wakes us).
+  while (slot.active() != 0) {
+    cvs_[rank].wait_for(lock, std::chrono::milliseconds(10));
+  }
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+std::unique_lock<std::mutex> Group::Lock() {
+  // The critical sections are short (a map lookup, a few stores). A blocked
+  // std::mutex sleeps in the kernel, and waking it costs tens of
+  // microseconds: while ranks have cores of their own, try a little first.
+  if (spin_ > absl::ZeroDuration()) {
+    for (int i = 0; i < 512; ++i) {
+      if (mu_.try_lock())
+        return std::unique_lock<std::mutex>(mu_, std::adopt_lock);
+      CpuRelax();
+    }
+  }
+  return std::unique_lock<std::mutex>(mu_);
+}
+
+void Group::Abort(const absl::Status& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  AbortLocked(reason);
+}
+
+void Group::AbortLocked(const absl::Status& reason) {
+  if (aborted()) return;
+  abort_reason_ = reason.ok() ? absl::AbortedError("sim: run aborted") : reason;
+  aborted_.store(true, std::memory_order_seq_cst);
+  for (int r = 0; r < world_size_; ++r) cvs_[r].notify_all();
+}
+
+absl::Status Group::abort_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abort_reason_;
+}
+
+void Group::MarkExited(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  exited_[rank] = 1;
+  for (int r = 0; r < world_size_; ++r) cvs_[r].notify_all();
+}
+
+void Group::SleepUnlessAborted(int rank, absl::Duration d) {
+  const Deadline until = DeadlineAfter(d);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!aborted()) {
+    const Deadline now = Clock::now();
+    if (now >= until) return;
+    cvs_[rank].wait_until(lock, std::min(until, now + std::chrono::hours(1)));
+  }
+}
+
+void Group::Wake(const Slot& slot) {
+  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
+  // Taking the mutex orders this wake-up after a waiter's last check of its
+  // condition (it holds the mutex from that check until it sleeps).
+  { std::unique_lock<std::mutex> lock = Lock(); }
+  for (int r : slot.participant_ranks()) cvs_[r].notify_all();
+}
+
+std::string Group::Describe(const Slot& slot) {
+  const Fingerprint& fp = slot.reference_;
+  if (IsPointToPoint(fp.op)) {
+    return absl::StrCat("message #", fp.seq, " from rank ",
+                        slot.participant_ranks_[0], " to rank ",
+                        slot.participant_ranks_[1], " (",
+                        comm::DTypeName(fp.dtype), " x ", fp.count, ")");
+  }
+  return absl::StrCat("collective ", fp.DebugString());
+}
+
+absl::Status Group::MismatchLocked(const Slot& slot, int rank,
+                                   const Fingerprint& fp) {
+  // Name the lower rank first so two-rank messages read the same every run.
+  int first_rank = -1;
+  for (int p = 0; p < slot.num_participants(); ++p) {
+    if (slot.has_posted_[p]) {
+      first_rank = slot.participant_ranks_[p];
+      break;
+    }
+  }
+  const Fingerprint& first = slot.posted_[first_rank];
+  const bool swap = rank < first_rank;
+  const int a = swap ? rank : first_rank;
+  const int b = swap ? first_rank : rank;
+  const Fingerprint& fa = swap ? fp : first;
+  const Fingerprint& fb = swap ? first : fp;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "sim: collective mismatch at collective #", fp.seq, ": rank ", a,
+      " issued ", fa.DebugString(), " but rank ", b, " issued ",
+      fb.DebugString(),
+      ". Every rank must issue the same collectives in the same order, with "
+      "the same dtype, count, root and reduce op"));
+}
+
+std::string Group::MissingRanksLocked(const Slot& slot) const {
+  std::vector<std::string> parts;
+  const Fingerprint& fp = slot.reference_;
+  for (int p = 0; p < slot.num_participants(); ++p) {
+    if (slot.has_posted_[p]) continue;
+    const int r = slot.participant_ranks_[p];
+    std::string state;
+    if (IsPointToPoint(fp.op)) {
+      const int src = slot.participant_ranks_[0];
+      const int dst = slot.participant_ranks_[1];
+      if (p == 0) {
+        auto it = sends_issued_.find({src, dst});
+        state = absl::StrCat("the matching Send; it has issued ",
+                             it == sends_issued_.end() ? 0 : it->second,
+                             " Sends to rank ", dst);
+      } else {
+        auto it = recvs_issued_.find({src, dst});
+        state = absl::StrCat("the matching Recv; it has issued ",
+                             it == recvs_issued_.end() ? 0 : it->second,
+                             " Recvs from rank ", src);
+      }
+    } else {
+      state = absl::StrCat("it has issued ", collectives_issued_[r],
+                           " collectives");
+    }
+    if (exited_[r]) absl::StrAppend(&state, " and returned from its function");
+    parts.push_back(absl::StrCat("rank ", r, " (", state, ")"));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+std::optional<absl::Status> Group::ExitedMissingLocked(const Slot& slot) const {
+  std::vector<std::string> gone;
+  for (int p = 0; p < slot.num_participants(); ++p) {
+    const int r = slot.participant_ranks_[p];
+    if (slot.has_posted_[p] || !exited_[r]) continue;
+    if (IsPointToPoint(slot.reference_.op)) {
+      gone.push_back(absl::StrCat("rank ", r));
+    } else {
+      gone.push_back(absl::StrCat("rank ", r, " (after issuing ",
+                                  collectives_issued_[r], " collectives)"));
+    }
+  }
+  if (gone.empty()) return std::nullopt;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "sim: ", Describe(slot),
+      " can never complete: ", absl::StrJoin(gone, ", "),
+      " returned from its function without issuing it. Every rank must issue "
+      "the same operations"));
+}
+
+absl::Status Group::TimeoutLocked(const Slot& slot) const {
+  if (!slot.ready()) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "sim: ", Describe(slot), " did not complete within ",
+        absl::FormatDuration(options_.timeout), ": ", MissingRanksLocked(slot),
+        " never issued it. Check that every rank issues the same operations; "
+        "raise sim::Options::timeout if a rank is legitimately that slow"));
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "sim: ", Describe(slot), " did not complete within ",
+      absl::FormatDuration(options_.timeout),
+      ": every participant issued it but its data movement did not finish "
+      "(the machine may be heavily oversubscribed; raise "
+      "sim::Options::timeout)"));
+}
+
+}  // namespace tandem::sim::internal

@@ -1,0 +1,239 @@
+// The shared state of one simulated cluster: the rendezvous of every
+// operation (Slot) and the group that owns them (Group). Internal to sim;
+// users see sim::Run and comm::Communicator.
+//
+// Protocol of one operation (a collective, or one Send/Recv pair):
+//   1. Post. Each participant, when it issues the operation, publishes its
+//      buffers and fingerprint in the operation's Slot (under the group
+//      mutex). The first poster creates the slot; every later poster's
+//      fingerprint is compared with the first one's. The last poster marks
+//      the slot ready.
+//   2. Move. Once ready, the data movement is a fixed set of tasks (chunks of
+//      at most kChunkBytes per buffer), split into one group of tasks per
+//      "home" participant: for an all-reduce, group r is rank r's slice of
+//      the elements, reduced reading every rank's buffer directly and
+//      written straight into every rank's buffer (reduce-scatter and
+//      all-gather in one pass, no staging copy). Any participant that waits
+//      claims tasks, its own group first, then the others' (so an operation
+//      completes even while some participant is busy elsewhere). A task is
+//      claimed once (atomic counter per group) and does the same arithmetic
+//      whoever runs it: results do not depend on the schedule.
+//   3. Complete. When the last task is done, every participant's Work is
+//      complete. Waiters spin briefly (only when ranks <= hardware threads),
+//      then block on the group condition variable.
+// Failure: Group::Abort() records the first reason, stops task claiming, and
+// wakes every waiter; a failed Work returns only once no task touches its
+// buffers any more.
+#ifndef TANDEM_SIM_GROUP_H_
+#define TANDEM_SIM_GROUP_H_
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/types.h"
+#include "sim/fingerprint.h"
+#include "sim/options.h"
+
+namespace tandem::sim::internal {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+
+// Now + d, saturating (an infinite or huge duration gives Deadline::max()).
+Deadline DeadlineAfter(absl::Duration d);
+
+// One participant's buffers. AllReduce/Broadcast: send == recv == the buffer.
+// Send: only `send`. Recv: only `recv`. Barrier: neither.
+struct Endpoint {
+  const void* send = nullptr;
+  void* recv = nullptr;
+};
+
+class Group;
+
+// The rendezvous and the data movement of one operation.
+class Slot {
+ public:
+  // The most bytes of one buffer a task touches.
+  static constexpr int64_t kChunkBytes = 128 << 10;
+
+  // `participant_ranks`: who takes part, by participant index (all ranks for
+  // a collective; {sender, receiver} for a Send/Recv pair).
+  Slot(const Fingerprint& reference, std::vector<int> participant_ranks,
+       int world_size);
+
+  // The first poster's fingerprint.
+  const Fingerprint& reference() const { return reference_; }
+  const std::vector<int>& participant_ranks() const {
+    return participant_ranks_;
+  }
+  int num_participants() const {
+    return static_cast<int>(participant_ranks_.size());
+  }
+
+  // Every participant has posted; buffers are published.
+  bool ready() const { return ready_.load(std::memory_order_seq_cst); }
+  // Every task has run: the results are in place.
+  bool tasks_done() const {
+    return ready() && done_.load(std::memory_order_seq_cst) == total_tasks_;
+  }
+  // Threads currently running tasks (or about to claim one).
+  int active() const { return active_.load(std::memory_order_seq_cst); }
+
+  // Runs unclaimed tasks, group `home` first, until none is left, `max_tasks`
+  // have run, or the group aborts. Wakes the group's waiters when it finishes
+  // the last task, or when it is the last active worker of an aborted group.
+  // Requires ready(). Returns the number of tasks run.
+  int64_t Help(int home, Group& group, int64_t max_tasks);
+
+ private:
+  friend class Group;
+
+  void Plan();
+  absl::Status RunTask(int g, int64_t t);
+  int64_t TasksOfGroup(int g) const { return tasks_per_group_[g]; }
+
+  const Fingerprint reference_;
+  const std::vector<int> participant_ranks_;
+  const int world_size_;
+  const int64_t elem_size_;
+  int64_t chunk_elems_ = 1;
+
+  // Written under Group::mu_ while posting; read-only once ready.
+  std::vector<Endpoint> endpoints_;
+  std::vector<Fingerprint> posted_;
+  std::vector<char> has_posted_;
+  int arrived_ = 0;
+  std::atomic<bool> ready_{false};
+
+  // Task plan (fixed at construction from the fingerprint).
+  std::vector<int64_t> group_begin_;  // AllReduce: element partition, n + 1.
+  std::vector<int64_t> tasks_per_group_;
+  int64_t total_tasks_ = 0;
+
+  struct alignas(64) Counter {
+    std::atomic<int64_t> next{0};
+  };
+  std::unique_ptr<Counter[]> claim_;  // one per task group
+  alignas(64) std::atomic<int64_t> done_{0};
+  alignas(64) std::atomic<int> active_{0};
+};
+
+// Outcome of waiting for a slot.
+struct AwaitResult {
+  enum class Kind {
+    kReached,      // the condition holds
+    kFailed,       // the run aborted (status says why); the op has failed
+    kWaitTimeout,  // the caller's own timeout passed; the op is still live
+                   // (status is OK: the caller describes it if it wants)
+  };
+  Kind kind = Kind::kReached;
+  absl::Status status;
+};
+
+class Group {
+ public:
+  Group(int world_size, const Options& options);
+
+  int world_size() const { return world_size_; }
+  const Options& options() const { return options_; }
+
+  // Posts `rank`'s part of its collective `fp.seq`. Returns the slot, or the
+  // abort reason if the run has aborted (or aborts now, on a mismatch).
+  absl::StatusOr<std::shared_ptr<Slot>> PostCollective(int rank,
+                                                       const Fingerprint& fp,
+                                                       Endpoint endpoint);
+  // Posts a Send (rank == src) or Recv (rank == dst) of message `fp.seq` on
+  // the (src, dst) pair.
+  absl::StatusOr<std::shared_ptr<Slot>> PostPointToPoint(int rank, int src,
+                                                         int dst,
+                                                         const Fingerprint& fp,
+                                                         Endpoint endpoint);
+
+  enum class Phase { kReady, kTasksDone };
+  // Rank `rank` waits until `slot` reaches `phase`. Fails (and aborts the
+  // run) when the op's deadline passes or when a participant that never
+  // posted has exited; returns kWaitTimeout when `wait_deadline` passes
+  // first. At most one thread per rank waits at a time.
+  AwaitResult Await(int rank, const Slot& slot, Phase phase,
+                    Deadline wait_deadline, Deadline op_deadline);
+  // "not yet issued by rank 1 (it has issued 0 collectives)", for messages.
+  std::string PendingDescription(const Slot& slot) const;
+  // Waits until no thread runs tasks of `slot`. Only called after an abort
+  // (task claiming has stopped), so it ends quickly.
+  void AwaitQuiescent(int rank, const Slot& slot);
+
+  // Fails the run: the first reason is kept and returned by every wait.
+  void Abort(const absl::Status& reason);
+  bool aborted() const { return aborted_.load(std::memory_order_seq_cst); }
+  // The abort reason (OK if not aborted).
+  absl::Status abort_reason() const;
+
+  // `rank`'s function has returned; waits that need it fail at once.
+  void MarkExited(int rank);
+
+  // Rank `rank` sleeps `d` unless the run aborts first.
+  void SleepUnlessAborted(int rank, absl::Duration d);
+
+  // Wakes the blocked participants of `slot` after a change of its state
+  // (cheap when nobody sleeps). Only they are woken: with many ranks on few
+  // cores, waking everyone on every change would cost more than the change.
+  void Wake(const Slot& slot);
+
+ private:
+  // Locks mu_, spinning on try_lock first while spinning is allowed.
+  std::unique_lock<std::mutex> Lock() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+
+  absl::Status MismatchLocked(const Slot& slot, int rank, const Fingerprint& fp)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AbortLocked(const absl::Status& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<absl::Status> ExitedMissingLocked(const Slot& slot) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status TimeoutLocked(const Slot& slot) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string MissingRanksLocked(const Slot& slot) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "collective #3 AllReduce(f32 x 8, sum)" or "Send #0 from rank 1 to rank 0".
+  static std::string Describe(const Slot& slot);
+
+  const int world_size_;
+  const Options options_;
+  const absl::Duration spin_;  // zero when ranks > hardware threads
+
+  mutable std::mutex mu_;
+  // One per rank, all used with mu_; a rank's thread waits on its own.
+  std::unique_ptr<std::condition_variable[]> cvs_;
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> aborted_{false};
+  absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);
+
+  // Slots some participant has posted and some has not, by stream.
+  std::map<int64_t, std::shared_ptr<Slot>> open_collectives_
+      ABSL_GUARDED_BY(mu_);
+  std::map<std::tuple<int, int, int64_t>, std::shared_ptr<Slot>> open_p2p_
+      ABSL_GUARDED_BY(mu_);
+  // Diagnostics: collectives issued and exit state per rank; messages issued
+  // per (src, dst) by the sender and by the receiver.
+  std::vector<int64_t> collectives_issued_ ABSL_GUARDED_BY(mu_);
+  std::vector<char> exited_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, int>, int64_t> sends_issued_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<int, int>, int64_t> recvs_issued_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace tandem::sim::internal
+
+#endif  // TANDEM_SIM_GROUP_H_

@@ -1,0 +1,70 @@
+// Options of a simulated cluster run (sim::Run): timeouts, waiting policy,
+// injected faults and output capture.
+//
+//   sim::Options options;
+//   options.timeout = absl::Seconds(5);
+//   options.faults = {sim::Fault::FailAt(/*rank=*/1, /*collective=*/3),
+//                     sim::Fault::DelayAt(/*rank=*/2, /*collective=*/0,
+//                                         absl::Milliseconds(50))};
+//   sim::OutputCapture capture;
+//   options.capture = &capture;
+#ifndef TANDEM_SIM_OPTIONS_H_
+#define TANDEM_SIM_OPTIONS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace tandem::sim {
+
+class OutputCapture;
+
+// A fault injected into one rank at one of its collectives. Collectives are
+// numbered per rank from 0 in issue order (the `#k` of fingerprints);
+// Send/Recv and argument errors do not count.
+struct Fault {
+  enum class Kind { kFail, kDelay };
+
+  // Rank `rank` fails at its collective `collective`: that Work fails with
+  // kUnavailable ("injected fault ...") and every other rank's pending and
+  // future operations fail with kAborted naming `rank`, as if it crashed.
+  static Fault FailAt(int rank, int64_t collective);
+  // Rank `rank` sleeps `delay` before issuing its collective `collective`
+  // (a straggler). The sleep ends early if the run aborts.
+  static Fault DelayAt(int rank, int64_t collective, absl::Duration delay);
+
+  Kind kind = Kind::kFail;
+  int rank = 0;
+  int64_t collective = 0;
+  absl::Duration delay = absl::ZeroDuration();
+};
+
+struct Options {
+  // Every operation must complete within `timeout` of being issued; if it
+  // does not, it fails on every rank with kDeadlineExceeded naming the ranks
+  // that never issued it, and the run aborts. Must be positive; may be
+  // absl::InfiniteDuration() (rank failures and exits still end every wait).
+  absl::Duration timeout = absl::Minutes(5);
+
+  // A waiting rank first spins for up to `spin` (checking, not sleeping) and
+  // then blocks on a condition variable. Spinning is used only while the
+  // world size is at most the number of hardware threads; with more ranks
+  // than cores every wait blocks at once. Zero disables spinning.
+  // Why 100 us: a blocked thread takes tens of microseconds to run again
+  // after its wake-up (more in a VM). With a spin shorter than that, two
+  // ranks can settle into taking turns to sleep, each missing the other by
+  // a few microseconds, and a 2 us all-reduce takes 30 us from then on.
+  absl::Duration spin = absl::Microseconds(100);
+
+  std::vector<Fault> faults;
+
+  // When set, rank r's Communicator::output() is capture->sink(r) (lines are
+  // kept per rank, see sim/output_capture.h); otherwise ranks print to stdout.
+  // Must outlive the run.
+  OutputCapture* capture = nullptr;
+};
+
+}  // namespace tandem::sim
+
+#endif  // TANDEM_SIM_OPTIONS_H_

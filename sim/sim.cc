@@ -1,0 +1,157 @@
+#include "sim/sim.h"
+
+#include <exception>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "base/status_macros.h"
+#include "comm/line_sink.h"
+#include "comm/rank_printer.h"
+#include "comm/validate.h"
+#include "sim/group.h"
+#include "sim/options.h"
+#include "sim/sim_communicator.h"
+#include "sim/thread_name.h"
+
+namespace tandem::sim {
+namespace {
+
+absl::Status ValidateOptions(int world_size, const Options& options) {
+  TANDEM_RETURN_IF_ERROR(comm::ValidateWorldSize(world_size));
+  if (world_size > kMaxWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sim::Run: world size must be at most ", kMaxWorldSize,
+                     "; found ", world_size));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sim::Run: Options::timeout must be positive; found ",
+                     absl::FormatDuration(options.timeout)));
+  }
+  if (options.spin < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sim::Run: Options::spin must be >= 0; found ",
+                     absl::FormatDuration(options.spin)));
+  }
+  for (const Fault& fault : options.faults) {
+    if (fault.rank < 0 || fault.rank >= world_size || fault.collective < 0 ||
+        fault.delay < absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sim::Run: a fault needs 0 <= rank < world size ", world_size,
+          ", collective >= 0 and delay >= 0; found rank ", fault.rank,
+          ", collective ", fault.collective, ", delay ",
+          absl::FormatDuration(fault.delay)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunRank(const RankFn& fn, int rank, comm::Communicator& comm) {
+  try {
+    return fn(rank, comm);
+  } catch (const std::exception& e) {
+    return absl::InternalError(
+        absl::StrCat("sim: rank ", rank, " threw an exception: ", e.what()));
+  } catch (...) {
+    return absl::InternalError(
+        absl::StrCat("sim: rank ", rank,
+                     " threw an exception not derived from "
+                     "std::exception"));
+  }
+}
+
+}  // namespace
+
+Fault Fault::FailAt(int rank, int64_t collective) {
+  Fault f;
+  f.kind = Kind::kFail;
+  f.rank = rank;
+  f.collective = collective;
+  return f;
+}
+
+Fault Fault::DelayAt(int rank, int64_t collective, absl::Duration delay) {
+  Fault f;
+  f.kind = Kind::kDelay;
+  f.rank = rank;
+  f.collective = collective;
+  f.delay = delay;
+  return f;
+}
+
+bool RunResult::ok() const { return status().ok(); }
+
+absl::Status RunResult::status() const {
+  if (!launch.ok()) return launch;
+  const absl::Status* first = nullptr;
+  int first_rank = -1;
+  for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
+    const absl::Status& s = ranks[r];
+    if (s.ok()) continue;
+    if (s.code() != absl::StatusCode::kAborted) {
+      return absl::Status(s.code(),
+                          absl::StrCat("rank ", r, ": ", s.message()));
+    }
+    if (first == nullptr) {
+      first = &s;
+      first_rank = r;
+    }
+  }
+  if (first == nullptr) return absl::OkStatus();
+  return absl::Status(
+      first->code(), absl::StrCat("rank ", first_rank, ": ", first->message()));
+}
+
+RunResult Run(int world_size, const RankFn& fn, const Options& options) {
+  RunResult result;
+  result.launch = ValidateOptions(world_size, options);
+  if (!result.launch.ok()) return result;
+
+  internal::Group group(world_size, options);
+  if (options.capture != nullptr) options.capture->Reset(world_size);
+  std::vector<std::unique_ptr<internal::SimCommunicator>> comms;
+  comms.reserve(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    comm::LineSink& sink = options.capture != nullptr ? options.capture->sink(r)
+                                                      : comm::StdoutLineSink();
+    comms.push_back(
+        std::make_unique<internal::SimCommunicator>(group, r, sink));
+  }
+
+  result.ranks.assign(world_size, absl::OkStatus());
+  std::vector<std::thread> threads;
+  threads.reserve(world_size);
+  for (int r = 0; r < world_size; ++r) {
+    try {
+      threads.emplace_back([&, r] {
+        internal::SetCurrentThreadName(comm::RankName(r));
+        absl::Status status = RunRank(fn, r, *comms[r]);
+        if (!status.ok()) {
+          group.Abort(absl::AbortedError(
+              absl::StrCat("sim: rank ", r, " failed: ", status.ToString())));
+        }
+        group.MarkExited(r);
+        result.ranks[r] = std::move(status);
+      });
+    } catch (const std::system_error& e) {
+      // Could not start a thread: stop the ranks that did start.
+      result.launch = absl::ResourceExhaustedError(
+          absl::StrCat("sim::Run: could not start the thread of rank ", r,
+                       " of ", world_size, ": ", e.what()));
+      group.Abort(absl::AbortedError(result.launch.ToString()));
+      for (int q = r; q < world_size; ++q) group.MarkExited(q);
+      break;
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  return result;
+}
+
+}  // namespace tandem::sim

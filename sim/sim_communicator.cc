@@ -1,0 +1,340 @@
+#include "sim/sim_communicator.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "comm/types.h"
+#include "comm/validate.h"
+#include "comm/work.h"
+#include "sim/fingerprint.h"
+#include "sim/group.h"
+
+namespace tandem::sim::internal {
+namespace {
+
+using comm::BufferView;
+using comm::MemorySpace;
+using comm::OpKind;
+
+absl::Status Host(OpKind op, absl::string_view name, const BufferView& buf,
+                  int rank) {
+  return comm::ValidateMemorySpace(op, name, buf, MemorySpace::kHost, "sim",
+                                   rank);
+}
+
+Fingerprint MakeFingerprint(OpKind op, comm::DType dtype, int64_t count) {
+  Fingerprint fp;
+  fp.op = op;
+  fp.dtype = dtype;
+  fp.count = count;
+  return fp;
+}
+
+}  // namespace
+
+// -------------------------------------------------------------- SimWork ---
+
+SimWork::SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
+                 const Fingerprint& fp, Deadline op_deadline,
+                 std::shared_ptr<std::atomic<bool>> released)
+    : group_(group),
+      slot_(std::move(slot)),
+      home_(home),
+      rank_(rank),
+      fp_(fp),
+      op_deadline_(op_deadline),
+      released_(std::move(released)) {}
+
+SimWork::~SimWork() {
+  if (finished_) return;
+  if (std::uncaught_exceptions() > 0) {
+    // The rank is going down: its buffers may be gone as soon as the stack
+    // unwinds, so nobody may finish this operation. Fail everyone now.
+    group_.Abort(absl::AbortedError(
+        absl::StrCat("sim: rank ", rank_, " threw an exception while ",
+                     fp_.DebugString(), " was in flight")));
+  }
+  // Bounded by the operation timeout; ends at once if the run aborted.
+  (void)Wait(absl::InfiniteDuration());
+  released_->store(true);
+}
+
+bool SimWork::IsCompleted() {
+  if (finished_) return true;
+  if (group_.aborted()) {
+    if (slot_->ready() && slot_->active() != 0) return false;
+    (void)Fail(group_.abort_reason());
+    return true;
+  }
+  if (!slot_->ready()) {
+    // Non-blocking check (wait deadline = now) that still enforces the
+    // operation timeout and notices ranks that exited without issuing it.
+    AwaitResult r = group_.Await(rank_, *slot_, Group::Phase::kReady,
+                                 Clock::now(), op_deadline_);
+    if (r.kind == AwaitResult::Kind::kFailed) {
+      (void)Fail(r.status);
+      return true;
+    }
+    if (r.kind == AwaitResult::Kind::kWaitTimeout) return false;
+  }
+  if (!slot_->tasks_done()) slot_->Help(home_, group_, /*max_tasks=*/1);
+  if (slot_->tasks_done()) {
+    Finish(absl::OkStatus());
+    return true;
+  }
+  return false;
+}
+
+absl::Status SimWork::Wait(absl::Duration timeout) {
+  if (finished_) return status_;
+  const Deadline wait_deadline = DeadlineAfter(timeout);
+  auto still_in_flight = [&] {
+    return absl::DeadlineExceededError(
+        absl::StrCat("rank ", rank_, ": ", fp_.DebugString(),
+                     " has not completed after ", absl::FormatDuration(timeout),
+                     " (the Wait timeout; the operation is still in flight): ",
+                     group_.PendingDescription(*slot_)));
+  };
+  AwaitResult r = group_.Await(rank_, *slot_, Group::Phase::kReady,
+                               wait_deadline, op_deadline_);
+  if (r.kind == AwaitResult::Kind::kWaitTimeout) return still_in_flight();
+  if (r.kind == AwaitResult::Kind::kFailed) return Fail(r.status);
+  slot_->Help(home_, group_, std::numeric_limits<int64_t>::max());
+  r = group_.Await(rank_, *slot_, Group::Phase::kTasksDone, wait_deadline,
+                   op_deadline_);
+  if (r.kind == AwaitResult::Kind::kWaitTimeout) return still_in_flight();
+  if (r.kind == AwaitResult::Kind::kFailed) return Fail(r.status);
+  Finish(absl::OkStatus());
+  return status_;
+}
+
+void SimWork::Finish(absl::Status status) {
+  finished_ = true;
+  status_ = std::move(status);
+  released_->store(true);
+}
+
+absl::Status SimWork::Fail(const absl::Status& reason) {
+  // Tasks of other threads may still be writing into this rank's buffers;
+  // the abort stopped new claims, so this wait is short.
+  group_.AwaitQuiescent(rank_, *slot_);
+  Finish(absl::Status(reason.code(),
+                      absl::StrCat("rank ", rank_, ": ", fp_.DebugString(),
+                                   " failed: ", reason.message())));
+  return status_;
+}
+
+// ------------------------------------------------------ SimCommunicator ---
+
+SimCommunicator::SimCommunicator(Group& group, int rank, comm::LineSink& sink)
+    : group_(group),
+      rank_(rank),
+      sink_(sink),
+      sends_to_(group.world_size(), 0),
+      recvs_from_(group.world_size(), 0) {}
+
+SimCommunicator::Range SimCommunicator::RangeOf(const BufferView& buf) {
+  const auto begin = reinterpret_cast<uintptr_t>(buf.data);
+  return Range{begin, begin + static_cast<uintptr_t>(buf.bytes())};
+}
+
+std::unique_ptr<comm::Work> SimCommunicator::AllReduce(BufferView buf,
+                                                       comm::ReduceOp op) {
+  for (const absl::Status& s : {comm::ValidateAllReduce(buf, op, rank_, size()),
+                                Host(OpKind::kAllReduce, "buf", buf, rank_)}) {
+    if (!s.ok()) return comm::MakeCompletedWork(s);
+  }
+  Fingerprint fp = MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count);
+  fp.reduce_op = op;
+  Access access;
+  access.writes.push_back(RangeOf(buf));
+  return IssueCollective(fp, Endpoint{buf.data, buf.data}, std::move(access));
+}
+
+std::unique_ptr<comm::Work> SimCommunicator::Broadcast(BufferView buf,
+                                                       int root) {
+  for (const absl::Status& s :
+       {comm::ValidateBroadcast(buf, root, rank_, size()),
+        Host(OpKind::kBroadcast, "buf", buf, rank_)}) {
+    if (!s.ok()) return comm::MakeCompletedWork(s);
+  }
+  Fingerprint fp = MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count);
+  fp.root = root;
+  Access access;
+  (rank_ == root ? access.reads : access.writes).push_back(RangeOf(buf));
+  return IssueCollective(fp, Endpoint{buf.data, buf.data}, std::move(access));
+}
+
+std::unique_ptr<comm::Work> SimCommunicator::AllGather(BufferView send,
+                                                       BufferView recv) {
+  for (const absl::Status& s :
+       {comm::ValidateAllGather(send, recv, rank_, size()),
+        Host(OpKind::kAllGather, "send", send, rank_),
+        Host(OpKind::kAllGather, "recv", recv, rank_)}) {
+    if (!s.ok()) return comm::MakeCompletedWork(s);
+  }
+  Fingerprint fp = MakeFingerprint(OpKind::kAllGather, send.dtype, send.count);
+  Access access;
+  access.reads.push_back(RangeOf(send));
+  access.writes.push_back(RangeOf(recv));
+  return IssueCollective(fp, Endpoint{send.data, recv.data}, std::move(access));
+}
+
+std::unique_ptr<comm::Work> SimCommunicator::ReduceScatter(BufferView send,
+                                                           BufferView recv,
+                                                           comm::ReduceOp op) {
+  for (const absl::Status& s :
+       {comm::ValidateReduceScatter(send, recv, op, rank_, size()),
+        Host(OpKind::kReduceScatter, "send", send, rank_),
+        Host(OpKind::kReduceScatter, "recv", recv, rank_)}) {
+    if (!s.ok()) return comm::MakeCompletedWork(s);
+  }
+  Fingerprint fp =
+      MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count);
+  fp.reduce_op = op;
+  Access access;
+  access.reads.push_back(RangeOf(send));
+  access.writes.push_back(RangeOf(recv));
+  return IssueCollective(fp, Endpoint{send.data, recv.data}, std::move(access));
+}
+
+std::unique_ptr<comm::Work> SimCommunicator::Send(BufferView buf, int peer) {
+  for (const absl::Status& s :
+       {comm::ValidatePointToPoint(OpKind::kSend, buf, peer, rank_, size()),
+        Host(OpKind::kSend, "buf", buf, rank_)}) {
+    if (!s.ok()) return comm::MakeCompletedWork(s);
+  }
+  Fingerprint fp = MakeFingerprint(OpKind::kSend, buf.dtype, buf.count);
+  fp.peer = peer;
+  Access access;
+  access.reads.push_back(RangeOf(buf));
+  return IssuePointToPoint(peer, fp, Endpoint{buf.data, nullptr},
+                           std::move(access));
+}
+
+std::unique_ptr<comm::Work> SimCommunicator::Recv(BufferView buf, int peer) {
+  for (const absl::Status& s :
+       {comm::ValidatePointToPoint(OpKind::kRecv, buf, peer, rank_, size()),
+        Host(OpKind::kRecv, "buf", buf, rank_)}) {
+    if (!s.ok()) return comm::MakeCompletedWork(s);
+  }
+  Fingerprint fp = MakeFingerprint(OpKind::kRecv, buf.dtype, buf.count);
+  fp.peer = peer;
+  Access access;
+  access.writes.push_back(RangeOf(buf));
+  return IssuePointToPoint(peer, fp, Endpoint{nullptr, buf.data},
+                           std::move(access));
+}
+
+absl::Status SimCommunicator::Barrier() {
+  Fingerprint fp = MakeFingerprint(OpKind::kBarrier, comm::DType::kF32, 0);
+  return IssueCollective(fp, Endpoint{}, Access{})->Wait();
+}
+
+std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(Fingerprint fp,
+                                                             Endpoint endpoint,
+                                                             Access access) {
+  fp.seq = next_collective_;
+  if (group_.aborted()) {
+    return comm::MakeCompletedWork(Annotate(fp, group_.abort_reason()));
+  }
+  if (absl::Status s = CheckNoConflict(fp, access); !s.ok()) {
+    return comm::MakeCompletedWork(s);
+  }
+  for (const Fault& fault : group_.options().faults) {
+    if (fault.rank != rank_ || fault.collective != fp.seq) continue;
+    if (fault.kind == Fault::Kind::kDelay) {
+      group_.SleepUnlessAborted(rank_, fault.delay);
+    } else {
+      absl::Status injected = absl::UnavailableError(
+          absl::StrCat("sim: injected fault: rank ", rank_, " fails at ",
+                       fp.DebugString(), " (sim::Fault::FailAt)"));
+      group_.Abort(absl::AbortedError(
+          absl::StrCat("sim: rank ", rank_, " failed: ", injected.message())));
+      ++next_collective_;
+      return comm::MakeCompletedWork(Annotate(fp, injected));
+    }
+  }
+  absl::StatusOr<std::shared_ptr<Slot>> slot =
+      group_.PostCollective(rank_, fp, endpoint);
+  ++next_collective_;
+  if (!slot.ok()) return comm::MakeCompletedWork(Annotate(fp, slot.status()));
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  in_flight_.push_back(InFlight{released, fp, std::move(access)});
+  return std::make_unique<SimWork>(
+      group_, *std::move(slot), /*home=*/rank_, rank_, fp,
+      DeadlineAfter(group_.options().timeout), std::move(released));
+}
+
+std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
+    int peer, Fingerprint fp, Endpoint endpoint, Access access) {
+  const bool is_send = fp.op == OpKind::kSend;
+  int64_t& counter = is_send ? sends_to_[peer] : recvs_from_[peer];
+  fp.seq = counter;
+  if (group_.aborted()) {
+    return comm::MakeCompletedWork(Annotate(fp, group_.abort_reason()));
+  }
+  if (absl::Status s = CheckNoConflict(fp, access); !s.ok()) {
+    return comm::MakeCompletedWork(s);
+  }
+  const int src = is_send ? rank_ : peer;
+  const int dst = is_send ? peer : rank_;
+  absl::StatusOr<std::shared_ptr<Slot>> slot =
+      group_.PostPointToPoint(rank_, src, dst, fp, endpoint);
+  ++counter;
+  if (!slot.ok()) return comm::MakeCompletedWork(Annotate(fp, slot.status()));
+  auto released = std::make_shared<std::atomic<bool>>(false);
+  in_flight_.push_back(InFlight{released, fp, std::move(access)});
+  return std::make_unique<SimWork>(group_, *std::move(slot), /*home=*/0, rank_,
+                                   fp, DeadlineAfter(group_.options().timeout),
+                                   std::move(released));
+}
+
+absl::Status SimCommunicator::CheckNoConflict(const Fingerprint& fp,
+                                              const Access& access) {
+  // Forget operations this rank has seen complete (or dropped).
+  in_flight_.erase(
+      std::remove_if(in_flight_.begin(), in_flight_.end(),
+                     [](const InFlight& f) { return f.released->load(); }),
+      in_flight_.end());
+  auto overlaps = [](const std::vector<Range>& a, const std::vector<Range>& b) {
+    for (const Range& x : a) {
+      for (const Range& y : b) {
+        if (x.begin < y.end && y.begin < x.end) return true;
+      }
+    }
+    return false;
+  };
+  for (const InFlight& f : in_flight_) {
+    if (overlaps(access.writes, f.access.reads) ||
+        overlaps(access.writes, f.access.writes) ||
+        overlaps(access.reads, f.access.writes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          comm::OpKindName(fp.op), " on rank ", rank_,
+          ": its buffers overlap those of ", f.fp.DebugString(),
+          ", which is still in flight (not yet waited), and one of the two "
+          "writes them. Wait for that operation before reusing its buffers, "
+          "or use separate buffers"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SimCommunicator::Annotate(const Fingerprint& fp,
+                                       const absl::Status& reason) const {
+  return absl::Status(reason.code(),
+                      absl::StrCat("rank ", rank_, ": ", fp.DebugString(),
+                                   " failed: ", reason.message()));
+}
+
+}  // namespace tandem::sim::internal

@@ -1,0 +1,133 @@
+// SimCommunicator: one rank's Communicator in the simulated cluster, and
+// SimWork, its Work. Internal to sim; sim::Run creates one per rank.
+//
+// Contract beyond comm::Communicator:
+//   * Host memory only (a CUDA BufferView is an argument error).
+//   * Data moves on the ranks' own threads: a Work makes progress while some
+//     participant Waits on it (or polls IsCompleted(), one chunk per call).
+//     Any participant can finish the whole operation, so an operation
+//     completes as soon as every participant has issued it and one of them
+//     waits; Works may be waited in any order.
+//   * Outstanding operations of one rank must not share buffers where one of
+//     them writes (concurrent reads are fine, e.g. the same buffer sent to two
+//     peers). A violation is an argument error naming both operations, not
+//     silent corruption. An operation is outstanding from its issue until
+//     this rank has seen its Work complete (Wait returned, IsCompleted
+//     returned true) or destroyed it, so the check depends only on the rank's
+//     own program order, never on timing.
+//   * Destroying a Work that has not completed waits for it (bounded by the
+//     operation timeout), except while an exception unwinds: then the run
+//     aborts at once, as a crashing rank would.
+#ifndef TANDEM_SIM_SIM_COMMUNICATOR_H_
+#define TANDEM_SIM_SIM_COMMUNICATOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "comm/communicator.h"
+#include "comm/line_sink.h"
+#include "comm/types.h"
+#include "comm/work.h"
+#include "sim/fingerprint.h"
+#include "sim/group.h"
+
+namespace tandem::sim::internal {
+
+class SimWork : public comm::Work {
+ public:
+  // `home`: the task group this participant runs first (its rank for
+  // collectives, 0 for Send/Recv).
+  // `released` is set once this rank has seen the Work complete or dropped
+  // it (SimCommunicator's overlap check reads it).
+  SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
+          const Fingerprint& fp, Deadline op_deadline,
+          std::shared_ptr<std::atomic<bool>> released);
+  ~SimWork() override;
+
+  bool IsCompleted() override;
+  absl::Status Wait(absl::Duration timeout) override;
+
+ private:
+  // Records `reason` (prefixed with this rank and op) as the final status,
+  // once no task touches this rank's buffers any more.
+  absl::Status Fail(const absl::Status& reason);
+  // Records the final status.
+  void Finish(absl::Status status);
+
+  Group& group_;
+  const std::shared_ptr<Slot> slot_;
+  const int home_;
+  const int rank_;
+  const Fingerprint fp_;
+  const Deadline op_deadline_;
+  const std::shared_ptr<std::atomic<bool>> released_;
+  bool finished_ = false;
+  absl::Status status_;
+};
+
+class SimCommunicator : public comm::Communicator {
+ public:
+  // `group` and `sink` outlive this.
+  SimCommunicator(Group& group, int rank, comm::LineSink& sink);
+
+  int rank() const override { return rank_; }
+  int size() const override { return group_.world_size(); }
+  std::string_view backend() const override { return "sim"; }
+
+  std::unique_ptr<comm::Work> AllReduce(comm::BufferView buf,
+                                        comm::ReduceOp op) override;
+  std::unique_ptr<comm::Work> Broadcast(comm::BufferView buf,
+                                        int root) override;
+  std::unique_ptr<comm::Work> AllGather(comm::BufferView send,
+                                        comm::BufferView recv) override;
+  std::unique_ptr<comm::Work> ReduceScatter(comm::BufferView send,
+                                            comm::BufferView recv,
+                                            comm::ReduceOp op) override;
+  std::unique_ptr<comm::Work> Send(comm::BufferView buf, int peer) override;
+  std::unique_ptr<comm::Work> Recv(comm::BufferView buf, int peer) override;
+  absl::Status Barrier() override;
+
+  comm::LineSink& output() const override { return sink_; }
+
+ private:
+  // Byte ranges an operation reads and writes, for the overlap check.
+  struct Range {
+    uintptr_t begin = 0;
+    uintptr_t end = 0;
+  };
+  struct Access {
+    std::vector<Range> reads;
+    std::vector<Range> writes;
+  };
+  struct InFlight {
+    std::shared_ptr<const std::atomic<bool>> released;
+    Fingerprint fp;
+    Access access;
+  };
+
+  static Range RangeOf(const comm::BufferView& buf);
+  std::unique_ptr<comm::Work> IssueCollective(Fingerprint fp, Endpoint endpoint,
+                                              Access access);
+  std::unique_ptr<comm::Work> IssuePointToPoint(int peer, Fingerprint fp,
+                                                Endpoint endpoint,
+                                                Access access);
+  absl::Status CheckNoConflict(const Fingerprint& fp, const Access& access);
+  absl::Status Annotate(const Fingerprint& fp,
+                        const absl::Status& reason) const;
+
+  Group& group_;
+  const int rank_;
+  comm::LineSink& sink_;
+  int64_t next_collective_ = 0;
+  std::vector<int64_t> sends_to_;    // messages issued to each peer
+  std::vector<int64_t> recvs_from_;  // messages issued from each peer
+  std::vector<InFlight> in_flight_;
+};
+
+}  // namespace tandem::sim::internal
+
+#endif  // TANDEM_SIM_SIM_COMMUNICATOR_H_

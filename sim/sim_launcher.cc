@@ -1,0 +1,38 @@
+#include "sim/sim_launcher.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "sim/sim.h"
+
+namespace tandem::sim {
+
+SimLauncher::SimLauncher(Options options) : options_(std::move(options)) {}
+
+Options SimLauncher::DefaultOptions() {
+  Options options;
+  options.timeout = absl::Minutes(1);
+  return options;
+}
+
+bool SimLauncher::SupportsWorldSize(int world_size) const {
+  return world_size >= 1 && world_size <= kMaxWorldSize;
+}
+
+std::vector<comm::conformance::RankStatus> SimLauncher::Run(
+    int world_size, const comm::conformance::RankFn& fn) {
+  RunResult result = sim::Run(world_size, fn, options_);
+  std::vector<comm::conformance::RankStatus> out;
+  if (!result.launch.ok()) {
+    out.push_back({0, result.launch});
+    return out;
+  }
+  for (int r = 0; r < static_cast<int>(result.ranks.size()); ++r) {
+    out.push_back({r, result.ranks[r]});
+  }
+  return out;
+}
+
+}  // namespace tandem::sim

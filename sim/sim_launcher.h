@@ -1,0 +1,38 @@
+// SimLauncher: runs the conformance suite (comm/conformance) on the simulated
+// cluster, every rank a thread of this process.
+//
+//   TANDEM_INSTANTIATE_COMM_CONFORMANCE(
+//       Sim, std::make_shared<tandem::sim::SimLauncher>(),
+//       tandem::comm::conformance::SuiteOptions());
+#ifndef TANDEM_SIM_SIM_LAUNCHER_H_
+#define TANDEM_SIM_SIM_LAUNCHER_H_
+
+#include <string>
+#include <vector>
+
+#include "comm/conformance/launcher.h"
+#include "sim/sim.h"
+
+namespace tandem::sim {
+
+class SimLauncher : public comm::conformance::Launcher {
+ public:
+  // `options` for every run; its timeout bounds each operation.
+  explicit SimLauncher(Options options = DefaultOptions());
+
+  std::string name() const override { return "sim"; }
+  bool SupportsWorldSize(int world_size) const override;
+  std::vector<comm::conformance::RankStatus> Run(
+      int world_size, const comm::conformance::RankFn& fn) override;
+
+  // One minute per operation: generous for 16 MiB under ThreadSanitizer,
+  // far below the test watchdog.
+  static Options DefaultOptions();
+
+ private:
+  Options options_;
+};
+
+}  // namespace tandem::sim
+
+#endif  // TANDEM_SIM_SIM_LAUNCHER_H_

@@ -1,0 +1,243 @@
+// sim::Run basics: launching, results, determinism, scale, output, naming.
+#include "sim/sim.h"
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "comm/rank_printer.h"
+#include "comm/types.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/output_capture.h"
+#include "sim/test_util.h"
+#include "sim/thread_name.h"
+
+namespace tandem::sim {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+using SimRunTest = testing::WatchdogTest;
+
+absl::Status AllReduceSum(comm::Communicator& comm, std::vector<float>& v) {
+  return comm
+      .AllReduce(comm::HostView(absl::MakeSpan(v)), comm::ReduceOp::kSum)
+      ->Wait();
+}
+
+TEST_F(SimRunTest, RejectsWorldSizeBelowOne) {
+  for (int n : {0, -3}) {
+    RunResult result =
+        sim::Run(n, [](int, comm::Communicator&) { return absl::OkStatus(); });
+    EXPECT_EQ(result.launch.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(
+        std::string(result.launch.message()),
+        HasSubstr(absl::StrCat("world size must be at least 1; found ", n)));
+    EXPECT_FALSE(result.ok());
+    EXPECT_TRUE(result.ranks.empty());
+  }
+  RunResult big = sim::Run(kMaxWorldSize + 1, [](int, comm::Communicator&) {
+    return absl::OkStatus();
+  });
+  EXPECT_THAT(std::string(big.launch.message()),
+              HasSubstr(absl::StrCat("at most ", kMaxWorldSize)));
+}
+
+TEST_F(SimRunTest, RejectsBadOptions) {
+  auto noop = [](int, comm::Communicator&) { return absl::OkStatus(); };
+  Options zero_timeout;
+  zero_timeout.timeout = absl::ZeroDuration();
+  EXPECT_THAT(std::string(sim::Run(2, noop, zero_timeout).launch.message()),
+              HasSubstr("Options::timeout must be positive; found 0"));
+  Options bad_fault;
+  bad_fault.faults = {Fault::FailAt(2, 0)};
+  EXPECT_THAT(std::string(sim::Run(2, noop, bad_fault).launch.message()),
+              HasSubstr("0 <= rank < world size 2"));
+}
+
+TEST_F(SimRunTest, EveryRankRunsOnceWithItsRankAndTheWorldSize) {
+  std::vector<std::atomic<int>> seen(5);
+  RunResult result = sim::Run(5, [&](int rank, comm::Communicator& comm) {
+    if (comm.rank() != rank || comm.size() != 5 || comm.backend() != "sim") {
+      return absl::InternalError("wrong identity");
+    }
+    seen[rank].fetch_add(1);
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result.ranks.size(), 5u);
+  for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
+TEST_F(SimRunTest, StatusPrefersTheCauseOverAbortedRanks) {
+  RunResult result;
+  result.ranks = {absl::AbortedError("follow-on"), absl::OkStatus(),
+                  absl::NotFoundError("root cause")};
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(result.status().message(), "rank 2: root cause");
+  result.ranks[2] = absl::OkStatus();
+  EXPECT_EQ(result.status().message(), "rank 0: follow-on");
+}
+
+TEST_F(SimRunTest, ThreadsAreNamedAfterTheirGpu) {
+  if (internal::CurrentThreadName().empty()) {
+    GTEST_SKIP() << "thread names are not supported here";
+  }
+  RunResult result = sim::Run(4, [](int rank, comm::Communicator&) {
+    const std::string name = internal::CurrentThreadName();
+    if (name != absl::StrCat("GPU", rank)) {
+      return absl::InternalError(absl::StrCat("thread named ", name));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(result.ok()) << result.status();
+}
+
+// 256 ranks on however few cores: waits block instead of spinning.
+TEST_F(SimRunTest, TwoHundredFiftySixRanks) {
+  const int n = 256;
+  RunResult result = sim::Run(n, [&](int rank, comm::Communicator& comm) {
+    std::vector<float> v(1000);
+    for (int i = 0; i < 1000; ++i) v[i] = static_cast<float>(rank + i);
+    if (absl::Status s = AllReduceSum(comm, v); !s.ok()) return s;
+    for (int i = 0; i < 1000; ++i) {
+      // sum over ranks of (rank + i) = n(n-1)/2 + n*i, exact in f32.
+      const float want = static_cast<float>(n * (n - 1) / 2 + n * i);
+      if (v[i] != want) {
+        return absl::InternalError(
+            absl::StrCat("v[", i, "] = ", v[i], ", expected ", want));
+      }
+    }
+    std::vector<int64_t> b(3, rank == 200 ? 42 : -1);
+    if (absl::Status s =
+            comm.Broadcast(comm::HostView(absl::MakeSpan(b)), 200)->Wait();
+        !s.ok()) {
+      return s;
+    }
+    if (b[2] != 42) return absl::InternalError("broadcast");
+    return comm.Barrier();
+  });
+  EXPECT_TRUE(result.ok()) << result.status();
+}
+
+// Rounding makes float sums order-dependent; sim must combine in rank order
+// at every element (equal to the serial loop) on every run.
+TEST_F(SimRunTest, AllReduceIsBitwiseTheSerialLoopOnEveryRun) {
+  const int n = 5;
+  const int64_t count = 300001;  // several chunks per rank
+  std::vector<std::vector<float>> inputs(n, std::vector<float>(count));
+  std::mt19937 gen(123);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto& in : inputs) {
+    for (float& x : in) x = dist(gen) * static_cast<float>(1 << (gen() % 20));
+  }
+  std::vector<float> serial = inputs[0];
+  for (int r = 1; r < n; ++r) {
+    for (int64_t i = 0; i < count; ++i) serial[i] += inputs[r][i];
+  }
+  for (int run = 0; run < 3; ++run) {
+    std::vector<std::vector<float>> out = inputs;
+    RunResult result = sim::Run(n, [&](int rank, comm::Communicator& comm) {
+      return AllReduceSum(comm, out[rank]);
+    });
+    ASSERT_TRUE(result.ok()) << result.status();
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(std::memcmp(out[r].data(), serial.data(), count * 4), 0)
+          << "run " << run << " rank " << r;
+    }
+  }
+}
+
+TEST_F(SimRunTest, BarrierWaitsForEveryRank) {
+  const int n = 6;
+  std::atomic<int> arrived{0};
+  RunResult result = sim::Run(n, [&](int, comm::Communicator& comm) {
+    arrived.fetch_add(1);
+    if (absl::Status s = comm.Barrier(); !s.ok()) return s;
+    if (arrived.load() != n)
+      return absl::InternalError("left the barrier early");
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(result.ok()) << result.status();
+}
+
+TEST_F(SimRunTest, MessagesOnOnePairArriveInOrder) {
+  RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) {
+    std::vector<std::vector<int32_t>> msgs(4, std::vector<int32_t>(10));
+    std::vector<std::unique_ptr<comm::Work>> works;
+    for (int m = 0; m < 4; ++m) {
+      if (rank == 0) {
+        std::fill(msgs[m].begin(), msgs[m].end(), 100 + m);
+        works.push_back(comm.Send(comm::HostView(absl::MakeSpan(msgs[m])), 1));
+      } else {
+        works.push_back(comm.Recv(comm::HostView(absl::MakeSpan(msgs[m])), 0));
+      }
+    }
+    for (int m = 3; m >= 0; --m) {
+      if (absl::Status s = works[m]->Wait(); !s.ok()) return s;
+    }
+    for (int m = 0; m < 4; ++m) {
+      if (msgs[m][9] != 100 + m) return absl::InternalError("out of order");
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(result.ok()) << result.status();
+}
+
+TEST_F(SimRunTest, OutputIsCapturedPerRank) {
+  OutputCapture capture;
+  Options options;
+  options.capture = &capture;
+  RunResult result = sim::Run(
+      3,
+      [](int, comm::Communicator& comm) {
+        comm::RankPrinter out(comm);
+        out.PrintOnRank0("epoch 0 loss 1.5");
+        if (absl::Status s = comm.Barrier(); !s.ok()) return s;
+        out.PrintOnAllRanks("done\nbye");
+        return absl::OkStatus();
+      },
+      options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_THAT(capture.Lines(0),
+              ElementsAre("epoch 0 loss 1.5", "[GPU0] done", "[GPU0] bye"));
+  EXPECT_THAT(capture.Lines(1), ElementsAre("[GPU1] done", "[GPU1] bye"));
+  EXPECT_THAT(capture.Lines(2), ElementsAre("[GPU2] done", "[GPU2] bye"));
+  EXPECT_THAT(capture.Lines(3), IsEmpty());
+  const std::vector<OutputCapture::Line> all = capture.AllLines();
+  ASSERT_EQ(all.size(), 7u);
+  // Rank 0's first line was printed before the barrier, so it comes first.
+  EXPECT_EQ(all[0].rank, 0);
+  EXPECT_EQ(all[0].text, "epoch 0 loss 1.5");
+}
+
+TEST_F(SimRunTest, EmptyBuffersStillSynchronise) {
+  RunResult result = sim::Run(3, [](int, comm::Communicator& comm) {
+    for (int i = 0; i < 3; ++i) {
+      if (absl::Status s =
+              comm.AllReduce(comm::HostView(nullptr, 0, comm::DType::kF16),
+                             comm::ReduceOp::kMax)
+                  ->Wait();
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(result.ok()) << result.status();
+}
+
+}  // namespace
+}  // namespace tandem::sim
