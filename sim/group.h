@@ -20,7 +20,8 @@
 //      whoever runs it: results do not depend on the schedule.
 //   3. Complete. When the last task is done, every participant's Work is
 //      complete. Waiters spin briefly (only when ranks <= hardware threads),
-//      then block on the group condition variable.
+//      then block on their rank's condition variable (all share the group
+//      mutex); a change to a slot wakes only that slot's participants.
 // Failure: Group::Abort() records the first reason, stops task claiming, and
 // wakes every waiter; a failed Work returns only once no task touches its
 // buffers any more.
