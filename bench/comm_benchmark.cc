@@ -1,0 +1,489 @@
+// comm_benchmark: the nccl-tests table for the simulated cluster (ranks are
+// threads of this process), every op, sizes 8 B to 256 MiB, world sizes 2, 4
+// and 8; and, in the same run, a STREAM-like copy and add over buffers of the
+// same size with the all-reduce's share of that bound.
+//
+//   ./bazelw run -c opt //bench:comm_benchmark
+//   ./bazelw run -c opt //bench:comm_benchmark -- --world_sizes=2
+//       --ops=all_reduce --min_bytes=4096 --max_bytes=67108864   (one line)
+//
+// Timing follows nccl-tests: per size, warm-up, then `iters` back-to-back
+// operations (issue + Wait) between barriers; the time of one operation is
+// the slowest rank's elapsed time / iters. Then the result is checked with
+// exact values and wrong elements are counted in #wrong (summed over ranks).
+//
+// The STREAM bound (all-reduce only). An in-place all-reduce of S bytes on n
+// ranks in shared memory must at least read every rank's buffer once and
+// write it once: 2 n S bytes of memory traffic (the writes go to lines just
+// read, so there is no write-allocate traffic). STREAM-like kernels run on the
+// same n threads, each over its own S-byte arrays: copy (c = a) and add
+// (c = a + b). Their bandwidth is counted with the write-allocate read of c,
+// i.e. the traffic memory really serves: copy 3S, add 4S (STREAM itself
+// reports 2S and 3S, which would understate the bound by a third). The bound
+// is 2 n S / max(copy, add bandwidth); the all-reduce's share is bound time /
+// all-reduce time.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/types/span.h"
+#include "comm/bandwidth.h"
+#include "comm/communicator.h"
+#include "comm/types.h"
+#include "sim/sim.h"
+
+ABSL_FLAG(std::string, world_sizes, "2,4,8", "Comma-separated world sizes.");
+ABSL_FLAG(std::string, ops,
+          "all_reduce,reduce_scatter,all_gather,broadcast,sendrecv",
+          "Comma-separated ops: all_reduce, reduce_scatter, all_gather, "
+          "broadcast, sendrecv.");
+ABSL_FLAG(int64_t, min_bytes, 8, "Smallest size S, bytes.");
+ABSL_FLAG(int64_t, max_bytes, int64_t{256} << 20, "Largest size S, bytes.");
+ABSL_FLAG(int64_t, step_factor, 2, "Multiply the size by this each row.");
+ABSL_FLAG(double, target_seconds, 0.02,
+          "Aim for about this much timed work per row (sets the iterations).");
+ABSL_FLAG(double, spin_us, -1,
+          "sim::Options::spin in microseconds; negative keeps the default.");
+ABSL_FLAG(bool, stream, true,
+          "Also run the STREAM-like bound for all_reduce sizes >= 1 MiB.");
+
+namespace tandem {
+namespace {
+
+using comm::BufferView;
+using comm::DType;
+using comm::OpKind;
+using comm::ReduceOp;
+
+double Now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct OpSpec {
+  std::string flag;
+  OpKind op;
+};
+
+const std::vector<OpSpec>& AllOps() {
+  static const auto* ops = new std::vector<OpSpec>{
+      {"all_reduce", OpKind::kAllReduce},
+      {"reduce_scatter", OpKind::kReduceScatter},
+      {"all_gather", OpKind::kAllGather},
+      {"broadcast", OpKind::kBroadcast},
+      {"sendrecv", OpKind::kSend},
+  };
+  return *ops;
+}
+
+// One row measured by the ranks; rank 0 fills it.
+struct Row {
+  int64_t bytes = 0;
+  int64_t count = 0;
+  double seconds = 0;
+  int64_t wrong = 0;
+  double copy_gbps = 0;  // STREAM, all-reduce only
+  double add_gbps = 0;
+};
+
+// Elements each rank contributes for total size S (nccl-tests' "count").
+int64_t CountFor(OpKind op, int64_t bytes, int n) {
+  const int64_t elems = bytes / 4;
+  if (op == OpKind::kAllGather || op == OpKind::kReduceScatter)
+    return elems / n;
+  return elems;
+}
+
+// Buffers of one rank for one op at the largest size.
+struct Buffers {
+  std::vector<float> a;  // AllReduce/Broadcast buf; AG/RS send; Send
+  std::vector<float> b;  // AG/RS recv; Recv
+};
+
+absl::Status Issue(comm::Communicator& comm, OpKind op, Buffers& buf,
+                   int64_t count) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  auto view = [](std::vector<float>& v, int64_t c) {
+    return comm::HostView(v.data(), c, DType::kF32);
+  };
+  switch (op) {
+    case OpKind::kAllReduce:
+      return comm.AllReduce(view(buf.a, count), ReduceOp::kSum)->Wait();
+    case OpKind::kReduceScatter:
+      return comm
+          .ReduceScatter(view(buf.a, n * count), view(buf.b, count),
+                         ReduceOp::kSum)
+          ->Wait();
+    case OpKind::kAllGather:
+      return comm.AllGather(view(buf.a, count), view(buf.b, n * count))->Wait();
+    case OpKind::kBroadcast:
+      return comm.Broadcast(view(buf.a, count), 0)->Wait();
+    default: {
+      // Ring exchange: send to r + 1 while receiving from r - 1.
+      auto send = comm.Send(view(buf.a, count), (r + 1) % n);
+      auto recv = comm.Recv(view(buf.b, count), (r + n - 1) % n);
+      absl::Status s = send->Wait();
+      absl::Status t = recv->Wait();
+      return s.ok() ? t : s;
+    }
+  }
+}
+
+// Fills with exact values, runs the op once, and counts wrong elements.
+int64_t CountWrong(comm::Communicator& comm, OpKind op, Buffers& buf,
+                   int64_t count, absl::Status& status) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  auto value = [](int rank, int64_t i) {
+    return static_cast<float>(rank * 8 + i % 7);
+  };
+  const int64_t send_count = op == OpKind::kReduceScatter ? n * count : count;
+  for (int64_t i = 0; i < send_count; ++i) buf.a[i] = value(r, i);
+  status = Issue(comm, op, buf, count);
+  if (!status.ok()) return -1;
+  int64_t wrong = 0;
+  switch (op) {
+    case OpKind::kAllReduce:
+    case OpKind::kReduceScatter: {
+      const int64_t base = op == OpKind::kReduceScatter ? r * count : 0;
+      const float* out =
+          op == OpKind::kReduceScatter ? buf.b.data() : buf.a.data();
+      for (int64_t i = 0; i < count; ++i) {
+        float want = 0;
+        for (int q = 0; q < n; ++q) want += value(q, base + i);
+        wrong += out[i] != want;
+      }
+      break;
+    }
+    case OpKind::kAllGather:
+      for (int q = 0; q < n; ++q) {
+        for (int64_t i = 0; i < count; ++i) {
+          wrong += buf.b[q * count + i] != value(q, i);
+        }
+      }
+      break;
+    case OpKind::kBroadcast:
+      for (int64_t i = 0; i < count; ++i) wrong += buf.a[i] != value(0, i);
+      break;
+    default:
+      for (int64_t i = 0; i < count; ++i) {
+        wrong += buf.b[i] != value((r + n - 1) % n, i);
+      }
+      break;
+  }
+  return wrong;
+}
+
+// Max over ranks of a double (through the communicator being measured).
+absl::Status MaxOverRanks(comm::Communicator& comm, double& v) {
+  return comm.AllReduce(comm::HostView(&v, 1, DType::kF64), ReduceOp::kMax)
+      ->Wait();
+}
+
+// Times `body` run `iters` times on every rank: the slowest rank's seconds.
+template <typename Body>
+absl::Status TimeIt(comm::Communicator& comm, int64_t iters, Body body,
+                    double& seconds) {
+  if (absl::Status s = comm.Barrier(); !s.ok()) return s;
+  const double start = Now();
+  for (int64_t i = 0; i < iters; ++i) {
+    if (absl::Status s = body(); !s.ok()) return s;
+  }
+  seconds = Now() - start;
+  return MaxOverRanks(comm, seconds);
+}
+
+// Every rank computes the same count from the same (all-reduced) probe.
+template <typename Body>
+absl::Status Measure(comm::Communicator& comm, Body body, double& per_op) {
+  double probe = 0;
+  if (absl::Status s = TimeIt(comm, 1, body, probe); !s.ok()) return s;  // warm
+  if (absl::Status s = TimeIt(comm, 2, body, probe); !s.ok()) return s;
+  const int64_t iters = static_cast<int64_t>(std::clamp(
+      absl::GetFlag(FLAGS_target_seconds) / std::max(probe / 2, 1e-9), 2.0,
+      200000.0));
+  double total = 0;
+  if (absl::Status s = TimeIt(comm, iters, body, total); !s.ok()) return s;
+  per_op = total / static_cast<double>(iters);
+  return absl::OkStatus();
+}
+
+// The STREAM kernels as plain loops: GCC would otherwise turn the copy into
+// a memcpy call, whose non-temporal stores skip the write-allocate read the
+// bound accounts for.
+#if defined(__GNUC__) && !defined(__clang__)
+#define TANDEM_PLAIN_LOOP \
+  __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define TANDEM_PLAIN_LOOP
+#endif
+
+TANDEM_PLAIN_LOOP void CopyKernel(const float* __restrict a,
+                                  float* __restrict c, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) c[i] = a[i];
+}
+
+TANDEM_PLAIN_LOOP void AddKernel(const float* __restrict a,
+                                 const float* __restrict b, float* __restrict c,
+                                 int64_t n) {
+  for (int64_t i = 0; i < n; ++i) c[i] = a[i] + b[i];
+}
+
+// STREAM copy and add on this rank's own arrays of `count` floats.
+absl::Status Stream(comm::Communicator& comm, int64_t count, double& copy_gbps,
+                    double& add_gbps) {
+  std::vector<float> a(count, 1.0f), b(count, 2.0f), c(count, 0.0f);
+  double t = 0;
+  if (absl::Status s = Measure(
+          comm,
+          [&] {
+            CopyKernel(a.data(), c.data(), count);
+            return absl::OkStatus();
+          },
+          t);
+      !s.ok()) {
+    return s;
+  }
+  const double n = comm.size();
+  copy_gbps = n * 3.0 * count * 4 / t / 1e9;  // read a, allocate c, write c
+  if (absl::Status s = Measure(
+          comm,
+          [&] {
+            AddKernel(a.data(), b.data(), c.data(), count);
+            return absl::OkStatus();
+          },
+          t);
+      !s.ok()) {
+    return s;
+  }
+  // read a and b, allocate c, write c
+  add_gbps = n * 4.0 * count * 4 / t / 1e9;
+  return absl::OkStatus();
+}
+
+std::vector<int64_t> Sizes() {
+  std::vector<int64_t> sizes;
+  const int64_t factor = std::max<int64_t>(2, absl::GetFlag(FLAGS_step_factor));
+  for (int64_t s = std::max<int64_t>(4, absl::GetFlag(FLAGS_min_bytes));
+       s <= absl::GetFlag(FLAGS_max_bytes); s *= factor) {
+    sizes.push_back(s);
+  }
+  return sizes;
+}
+
+std::string HumanBytes(int64_t b) {
+  if (b >= (int64_t{1} << 20) && b % (int64_t{1} << 20) == 0) {
+    return absl::StrCat(b >> 20, " MiB");
+  }
+  if (b >= 1024 && b % 1024 == 0) return absl::StrCat(b >> 10, " KiB");
+  return absl::StrCat(b, " B");
+}
+
+struct Targets {
+  std::optional<double> share_64mib;  // 2 ranks
+  std::optional<double> us_4kib;      // 2 ranks
+};
+
+absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
+  const std::vector<int64_t> sizes = Sizes();
+  const OpKind op = spec.op;
+  const comm::BandwidthTable table(op, n);
+  std::printf(
+      "\n# %s, %d ranks (sim), f32%s\n",
+      op == OpKind::kSend ? "SendRecv (ring)" : comm::OpKindName(op).c_str(), n,
+      op == OpKind::kAllReduce || op == OpKind::kReduceScatter ? ", sum" : "");
+  std::fputs(table.Header().c_str(), stdout);
+  std::fflush(stdout);
+  std::map<int64_t, Row> rows;
+  sim::Options options;
+  if (absl::GetFlag(FLAGS_spin_us) >= 0) {
+    options.spin = absl::Microseconds(absl::GetFlag(FLAGS_spin_us));
+  }
+  sim::RunResult result = sim::Run(
+      n,
+      [&](int rank, comm::Communicator& comm) {
+        const int64_t max_count = CountFor(op, sizes.back(), n);
+        Buffers buf;
+        const bool gathers =
+            op == OpKind::kAllGather || op == OpKind::kReduceScatter;
+        buf.a.assign(op == OpKind::kReduceScatter ? n * max_count : max_count,
+                     0.0f);
+        if (gathers || op == OpKind::kSend) {
+          buf.b.assign(op == OpKind::kAllGather ? n * max_count : max_count,
+                       0.0f);
+        }
+        for (int64_t bytes : sizes) {
+          const int64_t count = CountFor(op, bytes, n);
+          if (count == 0) continue;
+          Row row;
+          row.count = count;
+          row.bytes = (gathers ? n * count : count) * 4;
+          std::fill(buf.a.begin(), buf.a.end(), 0.0f);
+          if (absl::Status s = Measure(
+                  comm, [&] { return Issue(comm, op, buf, count); },
+                  row.seconds);
+              !s.ok()) {
+            return s;
+          }
+          absl::Status status;
+          int64_t wrong = CountWrong(comm, op, buf, count, status);
+          if (!status.ok()) return status;
+          if (absl::Status s =
+                  comm.AllReduce(comm::HostView(&wrong, 1, DType::kI64),
+                                 ReduceOp::kSum)
+                      ->Wait();
+              !s.ok()) {
+            return s;
+          }
+          row.wrong = wrong;
+          if (op == OpKind::kAllReduce && absl::GetFlag(FLAGS_stream) &&
+              bytes >= (int64_t{1} << 20)) {
+            if (absl::Status s =
+                    Stream(comm, count, row.copy_gbps, row.add_gbps);
+                !s.ok()) {
+              return s;
+            }
+          }
+          if (rank == 0) {
+            std::fputs(
+                table
+                    .Row({.bytes = row.bytes,
+                          .count = row.count,
+                          .dtype = DType::kF32,
+                          .redop = op == OpKind::kAllReduce ||
+                                           op == OpKind::kReduceScatter
+                                       ? std::optional<ReduceOp>(ReduceOp::kSum)
+                                       : std::nullopt,
+                          .seconds = row.seconds,
+                          .wrong = row.wrong})
+                    .c_str(),
+                stdout);
+            std::fflush(stdout);
+            rows[bytes] = row;
+          }
+        }
+        return absl::OkStatus();
+      },
+      options);
+  if (!result.ok()) return result.status();
+
+  if (op == OpKind::kAllReduce && n == 2) {
+    if (auto it = rows.find(4096); it != rows.end()) {
+      targets.us_4kib = it->second.seconds * 1e6;
+    }
+  }
+  if (op == OpKind::kAllReduce && absl::GetFlag(FLAGS_stream)) {
+    std::printf(
+        "\n# STREAM-like bound for the AllReduce above, %d threads, each on "
+        "its "
+        "own S-byte arrays\n# (copy and add counted with write-allocate: 3S "
+        "and 4S per thread). AllReduce memory\n# traffic: every buffer read "
+        "and written once, 2 x %d x S bytes. share = bound / AllReduce time.\n",
+        n, n);
+    std::printf("# %12s | %9s  %9s | %9s  %11s  %12s  %6s\n", "size", "copy",
+                "add", "bound", "AllReduce", "AllReduce", "share");
+    std::printf("# %12s | %9s  %9s | %9s  %11s  %12s  %6s\n", "(B)", "(GB/s)",
+                "(GB/s)", "(us)", "(us)", "mem (GB/s)", "");
+    for (const auto& [bytes, row] : rows) {
+      if (row.copy_gbps <= 0) continue;
+      const double traffic = 2.0 * n * row.bytes;
+      const double bound_gbps = std::max(row.copy_gbps, row.add_gbps);
+      const double bound_s = traffic / (bound_gbps * 1e9);
+      const double share = bound_s / row.seconds;
+      std::printf("  %12lld | %9.2f  %9.2f | %9.1f  %11.1f  %12.2f  %5.1f%%\n",
+                  static_cast<long long>(row.bytes), row.copy_gbps,
+                  row.add_gbps, bound_s * 1e6, row.seconds * 1e6,
+                  traffic / row.seconds / 1e9, share * 100);
+      if (n == 2 && bytes == (int64_t{64} << 20)) targets.share_64mib = share;
+    }
+  }
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
+int Main() {
+  std::vector<int> worlds;
+  for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_world_sizes),
+                                            ',', absl::SkipEmpty())) {
+    int n = 0;
+    if (!absl::SimpleAtoi(w, &n) || n < 1 || n > sim::kMaxWorldSize) {
+      std::fprintf(stderr, "comm_benchmark: bad world size '%s'\n",
+                   std::string(w).c_str());
+      return 2;
+    }
+    worlds.push_back(n);
+  }
+  std::vector<OpSpec> ops;
+  for (absl::string_view o :
+       absl::StrSplit(absl::GetFlag(FLAGS_ops), ',', absl::SkipEmpty())) {
+    auto it = std::find_if(AllOps().begin(), AllOps().end(),
+                           [&](const OpSpec& s) { return s.flag == o; });
+    if (it == AllOps().end()) {
+      std::fprintf(stderr,
+                   "comm_benchmark: unknown op '%s'; expected all_reduce, "
+                   "reduce_scatter, all_gather, broadcast or sendrecv\n",
+                   std::string(o).c_str());
+      return 2;
+    }
+    ops.push_back(*it);
+  }
+  std::printf(
+      "# tandem comm_benchmark: sim backend (ranks are threads of one "
+      "process), %u hardware threads\n# sizes %s to %s; size S and busbw as in "
+      "nccl-tests (AllGather/ReduceScatter: S = n x count x 4)\n",
+      std::thread::hardware_concurrency(),
+      HumanBytes(absl::GetFlag(FLAGS_min_bytes)).c_str(),
+      HumanBytes(absl::GetFlag(FLAGS_max_bytes)).c_str());
+  Targets targets;
+  for (int n : worlds) {
+    for (const OpSpec& spec : ops) {
+      if (spec.op == OpKind::kSend && n < 2) continue;
+      if (absl::Status s = RunOp(n, spec, targets); !s.ok()) {
+        std::fprintf(stderr, "comm_benchmark: %s\n", s.ToString().c_str());
+        return 1;
+      }
+    }
+  }
+  std::printf("\n");
+  if (targets.share_64mib.has_value()) {
+    std::printf(
+        "# target: 64 MiB f32 all-reduce at 2 ranks reaches %.1f %% of the "
+        "STREAM bound (target >= 70 %%)\n",
+        *targets.share_64mib * 100);
+  }
+  if (targets.us_4kib.has_value()) {
+    std::printf(
+        "# target: 4 KiB f32 all-reduce at 2 ranks takes %.2f us (target <= "
+        "5 us)\n",
+        *targets.us_4kib);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Times the sim backend's collectives and prints the nccl-tests table.");
+  absl::ParseCommandLine(argc, argv);
+  return tandem::Main();
+}
