@@ -8,7 +8,10 @@
 #include "comm/launch_env.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/nccl/cuda_probe.h"
+#include "comm/nccl/local_gpus.h"
+#include "comm/nccl/nccl_communicator.h"
 #include "sim/sim.h"
+#include "tensor/cuda/cuda.h"
 
 namespace tandem::train {
 namespace {
@@ -108,11 +111,26 @@ absl::Status RunOnBackend(
     return absl::OkStatus();
   }
   if (backend.backend == "nccl") {
-    return absl::UnimplementedError(
-        "--backend=nccl: the NCCL launcher is not wired into the examples yet");
+    // Each rank's thread has its device current. Its tensor ops go to its
+    // current stream there; its collectives must start after them.
+    auto rank_fn = [&fn](int, comm::NcclCommunicator& comm) -> absl::Status {
+      absl::StatusOr<void*> stream = cuda::CurrentStream(comm.device());
+      if (!stream.ok()) return stream.status();
+      comm.set_compute_stream(*stream);
+      return fn(comm);
+    };
+    return comm::RunOnLocalGpus(backend.world_size, rank_fn).status();
   }
   return absl::InvalidArgumentError(
       absl::StrCat("RunOnBackend: unknown backend '", backend.backend, "'"));
+}
+
+Device DeviceFor(const comm::Communicator& comm) {
+  if (comm.backend() != "nccl") return Device::CPU();
+  if (const auto* nccl = dynamic_cast<const comm::NcclCommunicator*>(&comm)) {
+    return Device::CUDA(nccl->device());
+  }
+  return Device::CUDA(comm.rank());  // another NCCL wrapper: rank r on GPU r
 }
 
 }  // namespace tandem::train

@@ -11,7 +11,10 @@
 //   sim   N ranks as threads of this process (sim::Run).
 //   mpi   this process is one rank of a job started by mpirun or srun
 //         (comm/mpi); the world size is the job's.
-//   nccl  one thread per local GPU (comm/nccl); needs a CUDA device.
+//   nccl  one thread per local GPU (comm/nccl); needs a CUDA device. Rank r
+//         drives CUDA device r; its thread has that device current and its
+//         communicator ordered after the thread's tensor stream (below).
+//         Rank functions place their model and batches with DeviceFor(comm).
 //   auto  mpi when this process was started by mpirun/srun with more than
 //         one rank, nccl when a CUDA device is present, else sim.
 // World size 0 means: the job's size (mpi), the number of GPUs (nccl), or,
@@ -25,6 +28,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "tensor/device.h"
 
 namespace tandem::train {
 
@@ -50,9 +54,22 @@ absl::StatusOr<ResolvedBackend> ResolveBackend(const BackendChoice& choice);
 // rank whose `fn` fails prints its error to stderr and ends the whole job
 // with MPI_Abort, as mpirun users expect (the other processes would
 // otherwise wait for it until their timeout).
+//
+// On nccl, before calling `fn` on a rank's thread, it makes the
+// communicator's collectives wait (on the GPU, with an event) for the work
+// that thread queues on its current tensor stream (tensor/cuda/cuda.h
+// CurrentStream): what DistributedDataParallel needs to reduce gradients
+// that backward just computed, without a host synchronisation.
 absl::Status RunOnBackend(
     const ResolvedBackend& backend,
     const std::function<absl::Status(comm::Communicator&)>& fn);
+
+// Where a rank of `comm` keeps its model and data: CUDA:<the communicator's
+// device> for nccl, the CPU for every other backend.
+//
+//   const Device device = train::DeviceFor(comm);
+//   TANDEM_RETURN_IF_ERROR(model->To(device));  // before wrapping in DDP
+Device DeviceFor(const comm::Communicator& comm);
 
 }  // namespace tandem::train
 

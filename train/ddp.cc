@@ -14,9 +14,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "comm/types.h"
 #include "tensor/autograd.h"
+#include "tensor/device.h"
 #include "tensor/ops.h"
 
 namespace tandem::train {
@@ -67,6 +69,36 @@ absl::Status Annotate(const absl::Status& status, int rank,
 
 absl::Duration Remaining(absl::Time deadline) {
   return std::max(deadline - absl::Now(), absl::ZeroDuration());
+}
+
+// AllGather of host int64 values (`recv` holds size() * send.size()). When
+// `device` is not the CPU the values travel through staging tensors on it:
+// a backend that trains CUDA parameters may accept device memory only (NCCL
+// does), and the parameters' device is memory every backend that moves them
+// accepts. The staging copies block, so the host values are final on return.
+absl::Status AllGatherHostI64(comm::Communicator& comm, Device device,
+                              absl::Span<int64_t> send,
+                              absl::Span<int64_t> recv, absl::Time deadline) {
+  if (device.is_cpu()) {
+    return comm.AllGather(comm::HostView(send), comm::HostView(recv))
+        ->Wait(Remaining(deadline));
+  }
+  const int64_t n = static_cast<int64_t>(send.size());
+  const int64_t m = static_cast<int64_t>(recv.size());
+  TANDEM_ASSIGN_OR_RETURN(Tensor host_send,
+                          Tensor::FromBuffer(send.data(), n, DType::kI64, {n}));
+  TANDEM_ASSIGN_OR_RETURN(Tensor device_send, host_send.To(device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor device_recv,
+                          Tensor::Empty({m}, DType::kI64, device));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send_view, ViewOf(device_send));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv_view, ViewOf(device_recv));
+  TANDEM_RETURN_IF_ERROR(
+      comm.AllGather(send_view, recv_view)->Wait(Remaining(deadline)));
+  TANDEM_ASSIGN_OR_RETURN(Tensor host_recv, device_recv.To(Device::CPU()));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> values,
+                          host_recv.ToVector<int64_t>());
+  std::copy(values.begin(), values.end(), recv.begin());
+  return absl::OkStatus();
 }
 
 // ---- The description of a model that Create() compares across ranks.
@@ -210,6 +242,17 @@ DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
       ddp->params_.push_back(std::move(state));
     }
   }
+  for (const nn::NamedTensor& b : module.NamedBuffers()) {
+    if (!params.empty() && b.tensor.device() != params.front().tensor.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributedDataParallel on rank ", ddp->rank_, ": buffer \"",
+          b.name, "\" is on ", b.tensor.device().ToString(), " but parameter \"",
+          params.front().name, "\" is on ",
+          params.front().tensor.device().ToString(),
+          "; move the whole module to one device (Module::To) before "
+          "wrapping it"));
+    }
+  }
   if (ddp->params_.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DistributedDataParallel on rank ", ddp->rank_, ": the module (",
@@ -234,22 +277,21 @@ absl::Status DistributedDataParallel::VerifyAcrossRanks() {
   const absl::Time deadline = absl::Now() + options_.timeout;
 
   // 1. Everyone's description length, 2. everyone's description (padded).
+  // Staged through the parameters' device when they are not on the CPU.
+  const Device device = params_.front().param.device();
   int64_t length = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lengths(world_size_);
-  std::unique_ptr<comm::Work> work = comm_->AllGather(
-      comm::HostView(&length, 1, comm::DType::kI64),
-      comm::HostView(lengths.data(), world_size_, comm::DType::kI64));
-  TANDEM_RETURN_IF_ERROR(Annotate(work->Wait(Remaining(deadline)), rank_,
-                                  "exchanging model descriptions"));
+  TANDEM_RETURN_IF_ERROR(
+      Annotate(AllGatherHostI64(*comm_, device, absl::MakeSpan(&length, 1),
+                                absl::MakeSpan(lengths), deadline),
+               rank_, "exchanging model descriptions"));
   const int64_t max_length = *std::max_element(lengths.begin(), lengths.end());
   mine.resize(max_length, 0);
   std::vector<int64_t> all(static_cast<size_t>(max_length) * world_size_);
-  work = comm_->AllGather(
-      comm::HostView(mine.data(), max_length, comm::DType::kI64),
-      comm::HostView(all.data(), static_cast<int64_t>(all.size()),
-                     comm::DType::kI64));
-  TANDEM_RETURN_IF_ERROR(Annotate(work->Wait(Remaining(deadline)), rank_,
-                                  "exchanging model descriptions"));
+  TANDEM_RETURN_IF_ERROR(
+      Annotate(AllGatherHostI64(*comm_, device, absl::MakeSpan(mine),
+                                absl::MakeSpan(all), deadline),
+               rank_, "exchanging model descriptions"));
 
   std::vector<std::vector<EntryDesc>> params(world_size_);
   std::vector<std::vector<EntryDesc>> buffers(world_size_);
@@ -390,6 +432,16 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
         "ddp.FinishGradientSync(), or use ddp.Backward(loss), which does "
         "both; to accumulate gradients over several backward passes without "
         "reducing, run them inside ddp.NoSync()"));
+  }
+  const Device device = params_.front().param.device();
+  if (device != buckets_.front().flat.device()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DistributedDataParallel on rank ", rank_, ": the module's "
+        "parameters are on ", device.ToString(),
+        " but its gradient buckets were made on ",
+        buckets_.front().flat.device().ToString(),
+        ": the module was moved (Module::To) after it was wrapped. Move it "
+        "first, then create the DistributedDataParallel"));
   }
   if (options_.broadcast_buffers && world_size_ > 1) {
     const std::vector<nn::NamedTensor> buffers = module_->NamedBuffers();

@@ -96,9 +96,37 @@
 // (PyTorch closes them just after); a missing gradient is reported by
 // FinishGradientSync rather than at the next forward. Gradients are scaled
 // in place with ScaleInPlace, so parameters must be f32 or f64 when the
-// world size is above 1. The cross-rank check of the model moves small host
-// (int64) buffers; a backend that takes only device memory (NCCL) will need
-// them staged on the device.
+// world size is above 1.
+//
+// On GPUs (the nccl backend), as in PyTorch: move the model to the rank's
+// device first, then wrap it:
+//
+//   TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(local_rank)));
+//   TANDEM_ASSIGN_OR_RETURN(auto ddp,
+//                           train::DistributedDataParallel::Create(*model, comm));
+//
+//   * Every parameter and buffer must be on one device (InvalidArgument
+//     otherwise); moving the module after wrapping it is reported by the
+//     next Forward (FailedPrecondition), since the buckets would stay behind.
+//   * Memory follows the parameters: the buckets are made on their device,
+//     the broadcasts and bucket all-reduces move the device tensors directly,
+//     and the small int64 model descriptions that Create() exchanges are
+//     staged through device tensors when the parameters are not on the CPU
+//     (NCCL moves device memory only). So the communicator must accept the
+//     parameters' memory.
+//   * The 1/world_size scaling is ScaleInPlace on the bucket views, a kernel
+//     queued on the rank's current stream; nothing in the grad hooks blocks
+//     the host: launching a bucket enqueues the collective, polling it is an
+//     event query (NCCL). FinishGradientSync waits on the host for each
+//     bucket's Work (the end of the step: the optimizer reads the gradients
+//     next, on the compute stream, after the reductions completed).
+//   * Ordering: a communicator with its own stream must order each
+//     collective after the stream that computed the gradients. DDP does not
+//     know streams; whoever creates the communicator sets it up. For NCCL
+//     that is comm.set_compute_stream(cuda::CurrentStream(device)) on the
+//     rank's thread before Create (train::RunOnBackend does it for the
+//     examples); every collective then waits, on the GPU, for the kernels
+//     the rank queued before it (an event, not a host synchronisation).
 //
 // Thread-safety: a DistributedDataParallel belongs to its rank's thread, like
 // its module and communicator; the hooks run on that thread inside Backward.
@@ -153,7 +181,8 @@ class DistributedDataParallel {
  public:
   // Wraps `module` for `comm`'s rank; every rank calls it (collective). Both
   // must outlive the result. Errors: bad options; a module without
-  // parameters that require grad; parameters on different devices; ranks
+  // parameters that require grad; parameters or buffers on different
+  // devices; ranks
   // whose parameters differ (every rank fails, naming the rank and the
   // parameter); a failed collective.
   static absl::StatusOr<std::unique_ptr<DistributedDataParallel>> Create(
@@ -169,7 +198,8 @@ class DistributedDataParallel {
 
   // Runs the module (see the header comment for what it arms). Fails with
   // FailedPrecondition when the previous iteration's backward ran but its
-  // reduction was not finished.
+  // reduction was not finished, or when the module was moved to another
+  // device after it was wrapped.
   absl::StatusOr<Tensor> Forward(const Tensor& input);
   absl::StatusOr<Tensor> operator()(const Tensor& input) {
     return Forward(input);

@@ -10,7 +10,9 @@
 #include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
+#include "comm/types.h"
 #include "tensor/autograd.h"
+#include "tensor/device.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/linear.h"
@@ -75,10 +77,29 @@ absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(const DigitsConfig& c
   return model;
 }
 
-// Sums `values` over every rank, in place.
-absl::Status AllReduceSum(comm::Communicator& comm, std::vector<double>& values) {
-  return comm.AllReduce(comm::HostView(absl::MakeSpan(values)), comm::ReduceOp::kSum)
-      ->Wait();
+// Sums `values` over every rank, in place. Off the CPU the values travel
+// through a staging tensor on `device` (NCCL takes device memory only).
+absl::Status AllReduceSum(comm::Communicator& comm, std::vector<double>& values,
+                          Device device) {
+  if (device.is_cpu()) {
+    return comm
+        .AllReduce(comm::HostView(absl::MakeSpan(values)), comm::ReduceOp::kSum)
+        ->Wait();
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor host, Tensor::FromVector(values));
+  TANDEM_ASSIGN_OR_RETURN(Tensor staged, host.To(device));
+  comm::BufferView view{staged.raw_data(), staged.numel(), comm::DType::kF64,
+                        comm::MemorySpace::kCuda, device.index()};
+  TANDEM_RETURN_IF_ERROR(comm.AllReduce(view, comm::ReduceOp::kSum)->Wait());
+  TANDEM_ASSIGN_OR_RETURN(host, staged.To(Device::CPU()));
+  TANDEM_ASSIGN_OR_RETURN(values, host.ToVector<double>());
+  return absl::OkStatus();
+}
+
+// `t` on `device` (itself, no copy, when it is there already).
+absl::StatusOr<Tensor> OnDevice(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  return t.To(device);
 }
 
 absl::Status CheckConfig(const DigitsConfig& c) {
@@ -97,11 +118,13 @@ absl::Status CheckConfig(const DigitsConfig& c) {
 }  // namespace
 
 absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
-                                          const DigitsConfig& config) {
+                                          const DigitsConfig& config,
+                                          Device device) {
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
   const comm::RankPrinter out(comm);
   TANDEM_ASSIGN_OR_RETURN(Split split, LoadAndSplit(config));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model, BuildModel(config));
+  TANDEM_RETURN_IF_ERROR(model->To(device));
   TANDEM_ASSIGN_OR_RETURN(
       optim::Sgd sgd,
       optim::Sgd::Create(model->Parameters(), config.lr,
@@ -131,8 +154,10 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
     std::vector<double> loss_sum_and_count = {0, 0};
     for (int64_t b = 0; b < loader.num_batches(); ++b) {
       TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(batch.features));
-      TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, batch.labels));
+      TANDEM_ASSIGN_OR_RETURN(Tensor features, OnDevice(batch.features, device));
+      TANDEM_ASSIGN_OR_RETURN(Tensor labels, OnDevice(batch.labels, device));
+      TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(features));
+      TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, labels));
       model->ZeroGrad();
       TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
       TANDEM_RETURN_IF_ERROR(sgd.Step());
@@ -140,7 +165,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       loss_sum_and_count[0] += value * batch.labels.numel();
       loss_sum_and_count[1] += batch.labels.numel();
     }
-    TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, loss_sum_and_count));
+    TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, loss_sum_and_count, device));
     result.final_train_loss = loss_sum_and_count[0] / loss_sum_and_count[1];
     out.PrintOnRank0(absl::StrFormat("Epoch: %03d/%03d | Train loss: %.4f",
                                      epoch + 1, config.epochs,
@@ -161,13 +186,15 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
         DataLoader::Create(split.test, mine, static_cast<int64_t>(mine.size()),
                            /*drop_last=*/false));
     TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(0));
-    TANDEM_ASSIGN_OR_RETURN(Tensor logits, model->Forward(batch.features));
+    TANDEM_ASSIGN_OR_RETURN(Tensor features, OnDevice(batch.features, device));
+    TANDEM_ASSIGN_OR_RETURN(Tensor logits, model->Forward(features));
     TANDEM_ASSIGN_OR_RETURN(Tensor predicted, Argmax(logits, -1));
+    TANDEM_ASSIGN_OR_RETURN(predicted, OnDevice(predicted, Device::CPU()));
     const int64_t* p = predicted.data<int64_t>();
     const int64_t* y = batch.labels.data<int64_t>();
     for (int64_t i = 0; i < batch.labels.numel(); ++i) correct_and_total[0] += p[i] == y[i];
   }
-  TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, correct_and_total));
+  TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, correct_and_total, device));
   result.test_correct = static_cast<int64_t>(correct_and_total[0]);
   result.test_total = static_cast<int64_t>(correct_and_total[1]);
   out.PrintOnRank0(absl::StrFormat("Test accuracy: %.4f (%d/%d, all ranks)",

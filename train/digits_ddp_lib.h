@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "tensor/device.h"
 
 namespace tandem::train {
 
@@ -52,8 +53,15 @@ struct DigitsResult {
 };
 
 // Collective: every rank calls it. Prints through comm::RankPrinter on rank 0.
+// `device` is where this rank trains: the model is moved there before DDP
+// wraps it and every batch is copied there; the loss and the predictions
+// come back to the host, and the global sums (loss, correct/total) travel
+// through `device` memory when it is not the CPU (NCCL moves device memory
+// only). The CPU path makes no copies. On a GPU the printed values may
+// differ from the CPU's in their last digits.
 absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
-                                          const DigitsConfig& config);
+                                          const DigitsConfig& config,
+                                          Device device = Device::CPU());
 
 }  // namespace tandem::train
 

@@ -2,10 +2,13 @@
 //
 //   ./bazelw run //train:digits_ddp -- --world_size=4
 //   mpirun -np 4 bazel-bin/train/digits_ddp --backend=mpi
+//   bazel-bin/train/digits_ddp --backend=nccl   # every visible GPU
 //
 // Rank 0 prints the global training loss after every epoch and, at the end,
-// the global test accuracy (see train/digits_ddp_lib.h). Exits 0 on success,
-// 1 when training fails, 2 on a bad flag.
+// the global test accuracy (see train/digits_ddp_lib.h); on nccl each rank
+// trains on its own GPU. Exits 0 on success, 1 when training fails, 2 on a
+// bad flag or a backend that cannot run here (--backend=nccl without a CUDA
+// device says what to run instead).
 #include <cstdio>
 #include <string>
 
@@ -54,7 +57,10 @@ int main(int argc, char** argv) {
   config.seed = absl::GetFlag(FLAGS_seed);
   absl::Status status = tandem::train::RunOnBackend(
       *backend, [&config](tandem::comm::Communicator& comm) {
-        return tandem::train::RunDigitsDdp(comm, config).status();
+        // The rank's GPU on nccl, else the CPU.
+        return tandem::train::RunDigitsDdp(comm, config,
+                                           tandem::train::DeviceFor(comm))
+            .status();
       });
   if (!status.ok()) {
     std::fprintf(stderr, "digits_ddp: %s\n", status.ToString().c_str());

@@ -22,9 +22,16 @@ want_ws2='[GPU0] Epoch: 001/003 | Batchsize 002 | Train/Val Loss: 0.66
 [GPU1] Training accuracy 1.0
 [GPU1] Test accuracy 1.0'
 
-got=$("$bin" --world_size=2 | per_rank)
-[[ "$got" == "$want_ws2" ]] || fail "--world_size=2 printed:
+got=$("$bin" --backend=sim --world_size=2 | per_rank)
+[[ "$got" == "$want_ws2" ]] || fail "--backend=sim --world_size=2 printed:
 $got"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  # Without a GPU (and without mpirun) the default backend is sim. With GPUs
+  # it is nccl: train/nccl_examples_test.sh covers that.
+  got=$("$bin" --world_size=2 | per_rank)
+  [[ "$got" == "$want_ws2" ]] || fail "--world_size=2 (auto) printed:
+$got"
+fi
 
 got=$("$bin" --backend=sim --world_size=2 --log_ranks=0)
 want_rank0=$(grep '^\[GPU0\]' <<<"$want_ws2")
@@ -50,8 +57,8 @@ expect_error 2 "unknown --backend=gloo" --backend=gloo
 expect_error 2 "--log_ranks=1; expected all or 0" --log_ranks=1
 expect_error 2 "--world_size=-3; expected 0 (default) or more" --world_size=-3
 expect_error 2 "the simulated cluster runs 1 to 1024 ranks" --backend=sim --world_size=5000
-expect_error 1 "batch_size = 0" --world_size=1 --batch_size=0
-expect_error 1 "lower --batch_size or --world_size" --world_size=4 --batch_size=3
+expect_error 1 "batch_size = 0" --backend=sim --world_size=1 --batch_size=0
+expect_error 1 "lower --batch_size or --world_size" --backend=sim --world_size=4 --batch_size=3
 
 if [[ $fails -ne 0 ]]; then echo "$fails failure(s)"; exit 1; fi
 echo "all toy_ddp CLI checks passed"

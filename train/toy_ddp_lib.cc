@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -16,6 +17,7 @@
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "tensor/autograd.h"
+#include "tensor/device.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/linear.h"
@@ -50,24 +52,40 @@ absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(Generator& gen) {
   return model;
 }
 
+// `batch` with its features and labels on `device` (unchanged on the CPU).
+absl::StatusOr<Batch> OnDevice(Batch batch, Device device) {
+  if (device.is_cpu()) return batch;
+  TANDEM_ASSIGN_OR_RETURN(batch.features, batch.features.To(device));
+  TANDEM_ASSIGN_OR_RETURN(batch.labels, batch.labels.To(device));
+  return batch;
+}
+
 // The tutorial's compute_accuracy: correct predictions over the loader's
 // batches, through the DDP model in eval mode without grad. PyTorch
 // accumulates `correct` in a float32 tensor and divides it by the int count
 // in float32; .item() widens that to a Python float. Same here.
 absl::StatusOr<float> ComputeAccuracy(DistributedDataParallel& model,
                                       const DataLoader& loader,
-                                      const char* which, int rank) {
+                                      const char* which, int rank,
+                                      Device device) {
   model.module().Eval();
   float correct = 0.f;
   int64_t total_examples = 0;
   for (int64_t b = 0; b < loader.num_batches(); ++b) {
     TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
+    Tensor features = batch.features;
+    if (!device.is_cpu()) {
+      TANDEM_ASSIGN_OR_RETURN(features, features.To(device));
+    }
     Tensor logits;
     {
       NoGradGuard no_grad;
-      TANDEM_ASSIGN_OR_RETURN(logits, model.Forward(batch.features));
+      TANDEM_ASSIGN_OR_RETURN(logits, model.Forward(features));
     }
     TANDEM_ASSIGN_OR_RETURN(Tensor predictions, Argmax(logits, 1));
+    if (!device.is_cpu()) {
+      TANDEM_ASSIGN_OR_RETURN(predictions, predictions.To(Device::CPU()));
+    }
     TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> p,
                             predictions.ToVector<int64_t>());
     TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> y,
@@ -89,7 +107,8 @@ absl::StatusOr<float> ComputeAccuracy(DistributedDataParallel& model,
 
 }  // namespace
 
-absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config) {
+absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
+                       Device device) {
   if (config.epochs < 0 || config.batch_size < 1 || !(config.lr >= 0) ||
       config.loss_precision < 0 || config.loss_precision > 17) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -130,6 +149,7 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config) {
   Generator gen(config.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
                           BuildModel(gen));
+  TANDEM_RETURN_IF_ERROR(model->To(device));  // model.to(rank)
   TANDEM_ASSIGN_OR_RETURN(optim::Sgd optimizer,
                           optim::Sgd::Create(model->Parameters(), config.lr));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
@@ -145,6 +165,7 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config) {
     TANDEM_ASSIGN_OR_RETURN(DataLoader loader, train_loader());
     for (int64_t b = 0; b < loader.num_batches(); ++b) {
       TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
+      TANDEM_ASSIGN_OR_RETURN(batch, OnDevice(std::move(batch), device));
       TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(batch.features));
       TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, batch.labels));
       optimizer.ZeroGrad();
@@ -161,11 +182,13 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config) {
   model->Eval();
   // The train loader still iterates the last epoch's order.
   TANDEM_ASSIGN_OR_RETURN(DataLoader loader, train_loader());
-  TANDEM_ASSIGN_OR_RETURN(float train_acc,
-                          ComputeAccuracy(*ddp, loader, "training", rank));
+  TANDEM_ASSIGN_OR_RETURN(
+      float train_acc,
+      ComputeAccuracy(*ddp, loader, "training", rank, device));
   log(absl::StrCat("Training accuracy ", PythonFloatStr(train_acc)));
-  TANDEM_ASSIGN_OR_RETURN(float test_acc,
-                          ComputeAccuracy(*ddp, test_loader, "test", rank));
+  TANDEM_ASSIGN_OR_RETURN(
+      float test_acc,
+      ComputeAccuracy(*ddp, test_loader, "test", rank, device));
   log(absl::StrCat("Test accuracy ", PythonFloatStr(test_acc)));
   return absl::OkStatus();
 }

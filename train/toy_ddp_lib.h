@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
+#include "tensor/device.h"
 
 namespace tandem::train {
 
@@ -46,10 +47,16 @@ struct ToyDdpConfig {
 };
 
 // Runs the tutorial on `comm`'s rank (collective: every rank calls it).
-// Errors: a bad config (named), an empty shard (the tutorial divides by zero
-// there: the message says to lower --batch_size or the world size), or a
-// failure of DDP or the communicator.
-absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config);
+// `device` is where this rank trains: the model is moved there before DDP
+// wraps it (model.to(rank) in the tutorial) and every batch is copied there;
+// predictions and losses come back to the host for printing. The CPU path
+// makes no copies. On a GPU the printed values may differ from the CPU's in
+// their last digits. Errors: a bad config (named), an empty shard (the
+// tutorial divides by zero there: the message says to lower --batch_size or
+// the world size), a device that cannot be used, or a failure of DDP or the
+// communicator.
+absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
+                       Device device = Device::CPU());
 
 // Python's str(float) (== repr): the shortest digits that round-trip, in
 // fixed notation for 1e-4 <= |x| < 1e16 with ".0" added to integral values

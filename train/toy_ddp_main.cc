@@ -3,11 +3,14 @@
 //   ./bazelw run //train:toy_ddp                      # 2 simulated ranks
 //   ./bazelw run //train:toy_ddp -- --world_size=4 --log_ranks=0
 //   mpirun -np 3 bazel-bin/train/toy_ddp --backend=mpi  # 3 processes
+//   bazel-bin/train/toy_ddp --backend=nccl               # every visible GPU
 //
 // Prints what the tutorial's PyTorch script prints (see train/toy_ddp_lib.h);
 // bench/peers/compare_toy_ddp.py checks that line for line against PyTorch.
-// Exits 0 on success, 1 when a rank fails (the error goes to stderr), 2 on a
-// bad flag.
+// On nccl each rank trains on its own GPU (same lines; the last digits of
+// the losses may differ from the CPU's). Exits 0 on success, 1 when a rank
+// fails (the error goes to stderr), 2 on a bad flag or a backend that cannot
+// run here (--backend=nccl without a CUDA device says what to run instead).
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -72,7 +75,9 @@ int main(int argc, char** argv) {
 
   const absl::Status status = tandem::train::RunOnBackend(
       *backend, [&config](tandem::comm::Communicator& comm) {
-        return tandem::train::RunToyDdp(comm, config);
+        // The rank's GPU on nccl, else the CPU.
+        return tandem::train::RunToyDdp(comm, config,
+                                        tandem::train::DeviceFor(comm));
       });
   if (!status.ok()) {
     std::fprintf(stderr, "toy_ddp: %s\n", status.ToString().c_str());

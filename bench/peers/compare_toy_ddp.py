@@ -95,7 +95,8 @@ def main():
     for ws in args.world_sizes:
         torch_lines = sorted_lines(run([sys.executable, PEER] +
                                        flags(args, ws, args.loss_precision)))
-        tandem_lines = sorted_lines(run([args.binary] +
+        # The CPU reference: on a GPU machine the default backend is nccl.
+        tandem_lines = sorted_lines(run([args.binary, "--backend=sim"] +
                                         flags(args, ws, args.loss_precision)))
         if torch_lines == tandem_lines:
             print(f"world_size={ws}: OK, {len(tandem_lines)} lines identical "
@@ -110,7 +111,7 @@ def main():
                 fromfile="pytorch", tofile="tandem"))
         if args.margin:
             t = losses(run([sys.executable, PEER] + flags(args, ws, 9)))
-            d = losses(run([args.binary] + flags(args, ws, 9)))
+            d = losses(run([args.binary, "--backend=sim"] + flags(args, ws, 9)))
             if len(t) != len(d):
                 print(f"  margin: {len(t)} PyTorch losses vs {len(d)} tandem")
                 failed = True

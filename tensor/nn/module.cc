@@ -13,8 +13,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "tensor/allocator.h"
+#include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
+#include "tensor/tensor_impl.h"
 
 namespace tandem::nn {
 namespace {
@@ -29,6 +32,23 @@ std::string Quoted(const std::vector<std::string>& names) {
   return absl::StrJoin(names, ", ", [](std::string* out, const std::string& n) {
     absl::StrAppend(out, "\"", n, "\"");
   });
+}
+
+// A copy of `from`'s bytes in a new allocation on `to`. Blocks until the
+// copy is complete. The non-CPU side's allocator moves the bytes, as in
+// Tensor::To(Device).
+absl::StatusOr<std::shared_ptr<Storage>> CopyStorage(const Storage& from,
+                                                     Device to) {
+  absl::StatusOr<std::shared_ptr<Storage>> moved =
+      Storage::Allocate(to, from.nbytes());
+  if (!moved.ok() || from.nbytes() == 0) return moved;
+  const Device owner = to.is_cpu() ? from.device() : to;
+  absl::StatusOr<std::shared_ptr<Allocator>> allocator = GetAllocator(owner);
+  if (!allocator.ok()) return allocator.status();
+  absl::Status s = (*allocator)->CopyBytes((*moved)->data(), to, from.data(),
+                                           from.device(), from.nbytes());
+  if (!s.ok()) return s;
+  return moved;
 }
 
 }  // namespace
@@ -288,6 +308,59 @@ void Module::ZeroGrad(bool set_to_none) {
       p.ZeroGrad();
     }
   }
+}
+
+absl::Status Module::To(Device device) {
+  // Every tensor that moves: parameters, their gradients, buffers.
+  struct Entry {
+    std::string what;  // for errors: parameter "fc.weight", ...
+    std::shared_ptr<TensorImpl> impl;
+  };
+  std::vector<Entry> entries;
+  for (const NamedTensor& p : NamedParameters()) {
+    entries.push_back({absl::StrCat("parameter \"", p.name, "\""),
+                       p.tensor.impl()});
+    // grad() is a handle on the stored gradient's own TensorImpl.
+    const Tensor grad = p.tensor.grad();
+    if (grad.defined()) {
+      entries.push_back(
+          {absl::StrCat("the gradient of \"", p.name, "\""), grad.impl()});
+    }
+  }
+  for (const NamedTensor& b : NamedBuffers()) {
+    entries.push_back({absl::StrCat("buffer \"", b.name, "\""),
+                       b.tensor.impl()});
+  }
+
+  // 1. Copy each distinct allocation once (shared ones stay shared), before
+  // touching any tensor: an error leaves the module as it was.
+  // Keyed by the old allocation, which the map also keeps alive until every
+  // tensor has been re-pointed (so no key can be freed and reused).
+  absl::flat_hash_map<const Storage*,
+                      std::pair<std::shared_ptr<Storage>, std::shared_ptr<Storage>>>
+      moved;
+  for (const Entry& e : entries) {
+    const Storage& from = *e.impl->storage;
+    if (from.device() == device || moved.contains(&from)) continue;
+    absl::StatusOr<std::shared_ptr<Storage>> copy = CopyStorage(from, device);
+    if (!copy.ok()) {
+      return absl::Status(
+          copy.status().code(),
+          absl::StrCat(std::string(type_name()), ".To(", device.ToString(),
+                       "): moving ", e.what, " (",
+                       Describe(Tensor(e.impl)), " on ",
+                       from.device().ToString(),
+                       "): ", copy.status().message(),
+                       ". Nothing was moved"));
+    }
+    moved.emplace(&from, std::make_pair(e.impl->storage, *std::move(copy)));
+  }
+  // 2. Point every tensor at its new allocation (same offset, shape, dtype).
+  for (const Entry& e : entries) {
+    auto it = moved.find(e.impl->storage.get());
+    if (it != moved.end()) e.impl->storage = it->second.second;
+  }
+  return absl::OkStatus();
 }
 
 void Module::AppendRepr(std::string& out) const {

@@ -55,6 +55,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tensor/device.h"
 #include "tensor/tensor.h"
 
 namespace tandem::nn {
@@ -137,6 +138,34 @@ class Module {
   // aliases such as DDP bucket views: PyTorch 1.13's
   // zero_grad(set_to_none=False)); with set_to_none, dropped.
   void ZeroGrad(bool set_to_none = false);
+
+  // ---- Placement.
+  // Moves every parameter and buffer of this module and its descendants,
+  // and the parameters' gradients, to `device` IN PLACE, like PyTorch's
+  // module.to(device):
+  //
+  //   TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(rank)));
+  //
+  // Each tensor keeps its identity (its TensorImpl) and only the memory
+  // behind it is replaced, so every handle to a parameter follows: an
+  // optimizer created before or after, Parameters() results held elsewhere,
+  // registered hooks. Tensors that share one allocation (views of one flat
+  // buffer, a gradient viewing a bucket) still share one allocation
+  // afterwards, at the same offsets. Tensors already on `device` are left
+  // alone. Blocks until the copies are complete.
+  //
+  // All or nothing: every allocation and copy is made before any tensor is
+  // changed, so an error (no allocator for the device, e.g. CUDA without a
+  // GPU or in a build without CUDA; out of memory) leaves the module as it
+  // was; the message names the device and the first tensor that could not
+  // move.
+  //
+  // What does NOT follow: other tensors that view the same memory through
+  // their own handle (a Detach()ed alias, a View taken earlier, the flat
+  // buckets of a DistributedDataParallel) and optimizer state that already
+  // exists (momentum buffers are made at the first Step()). So move the model
+  // first, then wrap it in DDP and step the optimizer, as in PyTorch.
+  absl::Status To(Device device);
 
  protected:
   // Registers a trainable parameter under `name` and makes it a leaf that

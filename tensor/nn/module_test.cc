@@ -305,5 +305,23 @@ TEST(ModuleTest, ZeroGradKeepsOrDropsGradients) {
   EXPECT_FALSE(w.has_grad());
 }
 
+// This test links no device library: CUDA has no allocator, so To fails
+// with a message that says so and leaves the module on the CPU. The moves
+// themselves are tested in module_to_test.cc on the fake device.
+TEST(ModuleTest, ToAnUnavailableDeviceFailsAndMovesNothing) {
+  Generator gen(0);
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Net> net, Net::Create(gen));
+  const std::vector<float> weight = Floats(net->fc()->weight());
+  const absl::Status s = net->To(Device::CUDA(0));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(),
+              AllOf(HasSubstr("Net.To(cuda:0): moving parameter \"scale\""),
+                    HasSubstr("no allocator is registered for cuda:0"),
+                    HasSubstr("Nothing was moved")));
+  for (const Tensor& p : net->Parameters()) EXPECT_EQ(p.device(), Device::CPU());
+  EXPECT_EQ(Floats(net->fc()->weight()), weight);
+  TANDEM_NN_ASSERT_OK(net->To(Device::CPU()));  // already there: a no-op
+}
+
 }  // namespace
 }  // namespace tandem::nn
