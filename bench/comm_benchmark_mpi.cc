@@ -1,0 +1,168 @@
+// comm_benchmark_mpi: the nccl-tests all-reduce table for tandem's MPI
+// backend (comm::MpiCommunicator), one process per rank under mpirun; the
+// counterpart of //bench:comm_benchmark (sim backend) and of the raw-OpenMPI
+// peer //bench:mpi_allreduce_peer, timed the same way so the three tables
+// line up.
+//
+//   mpirun --oversubscribe -np 2 bazel-bin/bench/comm_benchmark_mpi
+//       --min_bytes=8 --max_bytes=268435456
+//
+// (In containers without ptrace rights export
+// OMPI_MCA_btl_vader_single_copy_mechanism=none first; bench/compare does.)
+//
+// Timing, as nccl-tests and the peers: per size, one warm-up operation, a
+// two-operation probe that sets the iteration count for about
+// --target_seconds of work (the same count on every rank: the probe is
+// max-reduced), then `iters` back-to-back operations (issue + Wait) between
+// barriers; the time of one operation is the slowest rank's elapsed / iters.
+// The result is then checked with exact values (rank r contributes
+// r * 8 + i % 7 at element i) and wrong elements, summed over ranks, are
+// printed in #wrong.
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/bandwidth.h"
+#include "comm/communicator.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/types.h"
+
+ABSL_FLAG(int64_t, min_bytes, 8, "Smallest size S, bytes (f32 elements x 4).");
+ABSL_FLAG(int64_t, max_bytes, int64_t{256} << 20, "Largest size S, bytes.");
+ABSL_FLAG(double, target_seconds, 0.2,
+          "Aim for about this much timed work per size (sets the iterations).");
+
+namespace tandem {
+namespace {
+
+using comm::DType;
+using comm::ReduceOp;
+
+double Now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::Status AllReduceOnce(comm::Communicator& comm, std::vector<float>& buf,
+                           int64_t count) {
+  return comm
+      .AllReduce(comm::HostView(buf.data(), count, DType::kF32), ReduceOp::kSum)
+      ->Wait();
+}
+
+// The slowest rank's value of `v`.
+absl::Status MaxOverRanks(comm::Communicator& comm, double& v) {
+  return comm.AllReduce(comm::HostView(&v, 1, DType::kF64), ReduceOp::kMax)
+      ->Wait();
+}
+
+// Seconds per all-reduce over `iters` operations, the slowest rank's.
+absl::StatusOr<double> TimeAllReduce(comm::Communicator& comm,
+                                     std::vector<float>& buf, int64_t count,
+                                     int64_t iters) {
+  if (absl::Status s = comm.Barrier(); !s.ok()) return s;
+  const double start = Now();
+  for (int64_t i = 0; i < iters; ++i) {
+    if (absl::Status s = AllReduceOnce(comm, buf, count); !s.ok()) return s;
+  }
+  double per_op = (Now() - start) / static_cast<double>(iters);
+  if (absl::Status s = MaxOverRanks(comm, per_op); !s.ok()) return s;
+  return per_op;
+}
+
+absl::StatusOr<int64_t> CountWrong(comm::Communicator& comm,
+                                   std::vector<float>& buf, int64_t count) {
+  const int n = comm.size();
+  auto value = [](int rank, int64_t i) {
+    return static_cast<float>(rank * 8 + i % 7);
+  };
+  for (int64_t i = 0; i < count; ++i) buf[i] = value(comm.rank(), i);
+  if (absl::Status s = AllReduceOnce(comm, buf, count); !s.ok()) return s;
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int q = 0; q < n; ++q) want += value(q, i);
+    wrong += buf[i] != want;
+  }
+  if (absl::Status s = comm.AllReduce(comm::HostView(&wrong, 1, DType::kI64),
+                                      ReduceOp::kSum)
+                           ->Wait();
+      !s.ok()) {
+    return s;
+  }
+  return wrong;
+}
+
+absl::Status Run(comm::Communicator& comm) {
+  const int n = comm.size();
+  const comm::BandwidthTable table(comm::OpKind::kAllReduce, n);
+  if (comm.rank() == 0) {
+    std::printf("# tandem MpiCommunicator AllReduce, %d processes, f32, sum\n",
+                n);
+    std::fputs(table.Header().c_str(), stdout);
+    std::fflush(stdout);
+  }
+  const int64_t max_count =
+      std::max<int64_t>(absl::GetFlag(FLAGS_max_bytes) / 4, 1);
+  std::vector<float> buf(max_count, 0.0f);
+  for (int64_t bytes = std::max<int64_t>(4, absl::GetFlag(FLAGS_min_bytes));
+       bytes <= absl::GetFlag(FLAGS_max_bytes); bytes *= 2) {
+    const int64_t count = bytes / 4;
+    std::fill(buf.begin(), buf.begin() + count, 1.0f);
+    absl::StatusOr<double> probe = TimeAllReduce(comm, buf, count, 1);  // warm
+    if (probe.ok()) probe = TimeAllReduce(comm, buf, count, 2);
+    if (!probe.ok()) return probe.status();
+    const int64_t iters = static_cast<int64_t>(std::clamp(
+        absl::GetFlag(FLAGS_target_seconds) / std::max(*probe, 1e-9), 5.0,
+        100000.0));
+    absl::StatusOr<double> seconds = TimeAllReduce(comm, buf, count, iters);
+    if (!seconds.ok()) return seconds.status();
+    absl::StatusOr<int64_t> wrong = CountWrong(comm, buf, count);
+    if (!wrong.ok()) return wrong.status();
+    if (comm.rank() == 0) {
+      std::fputs(table.Row({.bytes = count * 4,
+                            .count = count,
+                            .dtype = DType::kF32,
+                            .redop = ReduceOp::kSum,
+                            .seconds = *seconds,
+                            .wrong = *wrong})
+                     .c_str(),
+                 stdout);
+      std::fflush(stdout);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace tandem
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Times tandem's MPI backend all-reduce (f32 sum) and prints the "
+      "nccl-tests table. Run under mpirun.");
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<std::unique_ptr<tandem::comm::MpiCommunicator>> comm =
+      tandem::comm::MpiCommunicator::Create();
+  if (!comm.ok()) {
+    std::fprintf(stderr, "comm_benchmark_mpi: %s\n",
+                 comm.status().ToString().c_str());
+    return 1;
+  }
+  if (absl::Status s = tandem::Run(**comm); !s.ok()) {
+    std::fprintf(stderr, "comm_benchmark_mpi on rank %d: %s\n", (*comm)->rank(),
+                 s.ToString().c_str());
+    tandem::comm::MpiAbort(1);
+    return 1;
+  }
+  return 0;
+}
