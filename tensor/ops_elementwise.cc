@@ -228,7 +228,8 @@ absl::StatusOr<Tensor> Unary(const char* name, UnaryOp op, double scalar,
     using T = decltype(zero);
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    for (int64_t i = 0; i < x.numel(); ++i) py[i] = f(px[i]);
+    const int64_t n = x.numel();  // hoisted: lets the loop vectorise
+    for (int64_t i = 0; i < n; ++i) py[i] = f(px[i]);
   });
   if (ShouldRecord({x})) {
     Tensor sx = needs_x ? x.Detach() : Tensor();
