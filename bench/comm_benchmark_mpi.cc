@@ -8,7 +8,8 @@
 //       --min_bytes=8 --max_bytes=268435456
 //
 // (In containers without ptrace rights export
-// OMPI_MCA_btl_vader_single_copy_mechanism=none first; bench/compare does.)
+// OMPI_MCA_btl_vader_single_copy_mechanism=none first; bench/compare probes
+// whether CMA single-copy works and falls back to that when it does not.)
 //
 // Timing, as nccl-tests and the peers: per size, one warm-up operation, a
 // two-operation probe that sets the iteration count for about
@@ -18,11 +19,19 @@
 // The result is then checked with exact values (rank r contributes
 // r * 8 + i % 7 at element i) and wrong elements, summed over ranks, are
 // printed in #wrong.
+//
+// --engine=iallreduce_wait / iallreduce_spin bypass MpiCommunicator (plain
+// MPI_Iallreduce, then MPI_Wait or an MPI_Test loop) to tell the backend's
+// waiting policy apart from OpenMPI's nonblocking algorithms (libnbc; try
+// OMPI_MCA_coll_libnbc_iallreduce_algorithm=1 for ring).
+#include <mpi.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -30,6 +39,7 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "comm/bandwidth.h"
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_communicator.h"
@@ -39,6 +49,12 @@ ABSL_FLAG(int64_t, min_bytes, 8, "Smallest size S, bytes (f32 elements x 4).");
 ABSL_FLAG(int64_t, max_bytes, int64_t{256} << 20, "Largest size S, bytes.");
 ABSL_FLAG(double, target_seconds, 0.2,
           "Aim for about this much timed work per size (sets the iterations).");
+ABSL_FLAG(std::string, engine, "tandem",
+          "tandem: comm::MpiCommunicator (issue + Work::Wait). Diagnostics "
+          "that bypass it, to tell its waiting policy from OpenMPI's "
+          "nonblocking algorithms: iallreduce_wait (MPI_Iallreduce + "
+          "MPI_Wait), iallreduce_spin (MPI_Iallreduce + MPI_Test in a busy "
+          "loop).");
 
 namespace tandem {
 namespace {
@@ -54,9 +70,26 @@ double Now() {
 
 absl::Status AllReduceOnce(comm::Communicator& comm, std::vector<float>& buf,
                            int64_t count) {
-  return comm
-      .AllReduce(comm::HostView(buf.data(), count, DType::kF32), ReduceOp::kSum)
-      ->Wait();
+  const std::string& engine = absl::GetFlag(FLAGS_engine);
+  if (engine == "tandem") {
+    return comm
+        .AllReduce(comm::HostView(buf.data(), count, DType::kF32),
+                   ReduceOp::kSum)
+        ->Wait();
+  }
+  MPI_Request request;
+  if (MPI_Iallreduce(MPI_IN_PLACE, buf.data(), static_cast<int>(count),
+                     MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                     &request) != MPI_SUCCESS) {
+    return absl::InternalError("MPI_Iallreduce failed");
+  }
+  if (engine == "iallreduce_wait") {
+    MPI_Wait(&request, MPI_STATUS_IGNORE);
+    return absl::OkStatus();
+  }
+  int done = 0;
+  while (!done) MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  return absl::OkStatus();
 }
 
 // The slowest rank's value of `v`.
@@ -106,8 +139,13 @@ absl::Status Run(comm::Communicator& comm) {
   const int n = comm.size();
   const comm::BandwidthTable table(comm::OpKind::kAllReduce, n);
   if (comm.rank() == 0) {
-    std::printf("# tandem MpiCommunicator AllReduce, %d processes, f32, sum\n",
-                n);
+    std::printf("# tandem MpiCommunicator AllReduce, %d processes, f32, sum%s\n",
+                n,
+                absl::GetFlag(FLAGS_engine) == "tandem"
+                    ? ""
+                    : absl::StrCat(" (engine ", absl::GetFlag(FLAGS_engine),
+                                   ": bypasses MpiCommunicator)")
+                          .c_str());
     std::fputs(table.Header().c_str(), stdout);
     std::fflush(stdout);
   }
@@ -151,6 +189,15 @@ int main(int argc, char** argv) {
       "Times tandem's MPI backend all-reduce (f32 sum) and prints the "
       "nccl-tests table. Run under mpirun.");
   absl::ParseCommandLine(argc, argv);
+  const std::string engine = absl::GetFlag(FLAGS_engine);
+  if (engine != "tandem" && engine != "iallreduce_wait" &&
+      engine != "iallreduce_spin") {
+    std::fprintf(stderr,
+                 "comm_benchmark_mpi: --engine must be tandem, "
+                 "iallreduce_wait or iallreduce_spin, found '%s'\n",
+                 engine.c_str());
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<tandem::comm::MpiCommunicator>> comm =
       tandem::comm::MpiCommunicator::Create();
   if (!comm.ok()) {
