@@ -72,7 +72,14 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
       double acc = 0;
       for (int64_t n = 0; n < batch; ++n) {
         const T* p = pg + n * out_plane + o * cols;
-        for (int64_t i = 0; i < cols; ++i) acc += p[i];
+        // 8 independent lanes: no serial dependency chain.
+        double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        int64_t i = 0;
+        for (; i + 8 <= cols; i += 8) {
+          for (int l = 0; l < 8; ++l) lane[l] += p[i + l];
+        }
+        for (; i < cols; ++i) lane[0] += p[i];
+        for (int l = 0; l < 8; ++l) acc += lane[l];
       }
       pdb[o] = static_cast<T>((db.accumulate ? pdb[o] : T(0)) + acc);
     }
@@ -171,8 +178,12 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
     for (int64_t n = 0; n < batch; ++n) {
       T* out = y.data<T>() + n * out_channels * cols;
       if (bias.defined()) {
+        const T* pb = bias.data<T>();
+        T* const o_begin = out;
         for (int64_t o = 0; o < out_channels; ++o) {
-          std::fill(out + o * cols, out + (o + 1) * cols, bias.data<T>()[o]);
+          const T b = pb[o];
+          T* row = o_begin + o * cols;
+          for (int64_t i = 0; i < cols; ++i) row[i] = b;
         }
       }
       const T* col = Columns(geo, x.data<T>() + n * in_plane, scratch.get());

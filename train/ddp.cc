@@ -189,6 +189,13 @@ std::string FirstDifference(const std::vector<EntryDesc>& ref,
   return "";
 }
 
+// The 1/world_size scaling can ride on the reduction (ReduceOp::kAvg: sum,
+// then divide) without changing a bit of PyTorch's result exactly when the
+// world size is a power of two: multiplying by 2^-k is exact (short of
+// underflow to subnormals), so sum_r(g_r * 2^-k) == (sum_r g_r) * 2^-k in
+// floating point, for the same summation order.
+bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
 }  // namespace
 
 // ---- Construction.
@@ -200,7 +207,8 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module,
       comm_(&comm),
       options_(options),
       rank_(comm.rank()),
-      world_size_(comm.size()) {}
+      world_size_(comm.size()),
+      average_in_reduction_(IsPowerOfTwo(comm.size())) {}
 
 absl::StatusOr<std::unique_ptr<DistributedDataParallel>>
 DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
@@ -521,22 +529,26 @@ absl::Status DistributedDataParallel::EnsureGradIsView(ParamState& p) {
 absl::Status DistributedDataParallel::MarkReady(int64_t index) {
   ParamState& p = params_[index];
   p.ready = true;
-  if (world_size_ > 1) {
+  if (world_size_ > 1 && !average_in_reduction_) {
     // PyTorch multiplies by 1 / world_size, then sums across ranks.
     TANDEM_RETURN_IF_ERROR(
         ScaleInPlace(p.view, 1.0 / static_cast<double>(world_size_)));
   }
-  if (--bucket_states_[p.bucket].pending == 0) LaunchCompleteBuckets();
+  if (--bucket_states_[p.bucket].pending == 0 && options_.overlap) {
+    LaunchCompleteBuckets();
+  }
   return absl::OkStatus();
 }
 
 void DistributedDataParallel::LaunchCompleteBuckets() {
   const int64_t n = static_cast<int64_t>(buckets_.size());
+  const comm::ReduceOp op =
+      average_in_reduction_ ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum;
   while (next_launch_ < n && bucket_states_[next_launch_].pending == 0) {
     if (world_size_ > 1) {
       absl::StatusOr<comm::BufferView> view = ViewOf(buckets_[next_launch_].flat);
       bucket_states_[next_launch_].work =
-          view.ok() ? comm_->AllReduce(*view, comm::ReduceOp::kSum)
+          view.ok() ? comm_->AllReduce(*view, op)
                     : comm::MakeCompletedWork(view.status());
     }
     ++next_launch_;
@@ -612,6 +624,10 @@ absl::Status DistributedDataParallel::FinishGradientSync() {
       }
     }
   }
+  // Without overlap nothing was launched during backward; with it, this
+  // launches what the unused parameters completed. Either way exactly the
+  // complete buckets go out, in bucket order, the same on every rank.
+  LaunchCompleteBuckets();
   absl::Status waited = WaitLaunched(absl::Now() + options_.timeout);
   if (status.ok()) status = waited;
   ResetIteration();

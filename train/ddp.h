@@ -43,10 +43,16 @@
 //     module's buffers from rank 0 first when there are any (PyTorch's
 //     broadcast_buffers=True).
 //   * During loss.Backward(), as each parameter's gradient becomes final its
-//     hook multiplies it by 1/world_size (in its bucket view; PyTorch's
-//     arithmetic) and, when that completes a bucket and every earlier bucket
-//     has been launched, launches the bucket's in-place AllReduce(Sum) — in
-//     bucket order, the same order on every rank, while backward continues.
+//     hook marks it ready and, when that completes a bucket and every earlier
+//     bucket has been launched, launches the bucket's in-place all-reduce —
+//     in bucket order, the same order on every rank, while backward
+//     continues (DdpOptions::overlap = false defers the launches to
+//     FinishGradientSync). The average is PyTorch's arithmetic, bit for bit:
+//     PyTorch multiplies each gradient by 1/world_size and sums. When the
+//     world size is a power of two that equals summing and then dividing
+//     (scaling by 2^-k is exact), so the bucket is all-reduced with
+//     ReduceOp::kAvg and no scaling pass runs; otherwise the hook scales the
+//     gradient in its bucket view and the bucket is all-reduced with Sum.
 //   * FinishGradientSync() marks unused parameters ready (with
 //     find_unused_parameters), waits for every bucket's AllReduce (bounded by
 //     `timeout`) and leaves the averaged gradients in the parameters' grad().
@@ -94,9 +100,9 @@
 // find_unused_parameters) ends with a zero gradient where PyTorch leaves its
 // .grad untouched; buckets are closed before they would exceed their cap
 // (PyTorch closes them just after); a missing gradient is reported by
-// FinishGradientSync rather than at the next forward. Gradients are scaled
-// in place with ScaleInPlace, so parameters must be f32 or f64 when the
-// world size is above 1.
+// FinishGradientSync rather than at the next forward. At world sizes that
+// are not a power of two gradients are scaled in place with ScaleInPlace,
+// so parameters must then be f32 or f64.
 //
 // On GPUs (the nccl backend), as in PyTorch: move the model to the rank's
 // device first, then wrap it:
@@ -114,8 +120,8 @@
 //     staged through device tensors when the parameters are not on the CPU
 //     (NCCL moves device memory only). So the communicator must accept the
 //     parameters' memory.
-//   * The 1/world_size scaling is ScaleInPlace on the bucket views, a kernel
-//     queued on the rank's current stream; nothing in the grad hooks blocks
+//   * The 1/world_size scaling (kAvg's division, or ScaleInPlace on the
+//     bucket views) is a kernel queued on a stream; nothing in the grad hooks blocks
 //     the host: launching a bucket enqueues the collective, polling it is an
 //     event query (NCCL). FinishGradientSync waits on the host for each
 //     bucket's Work (the end of the step: the optimizer reads the gradients
@@ -161,6 +167,13 @@ struct DdpOptions {
   bool find_unused_parameters = false;
   // Broadcast the module's buffers from rank 0 at every Forward.
   bool broadcast_buffers = true;
+  // Launch each bucket's all-reduce from the gradient hooks as soon as the
+  // bucket is complete, overlapping communication with the rest of backward
+  // (PyTorch's behaviour). False: launch them all in FinishGradientSync,
+  // after backward — the same collectives in the same order, for measuring
+  // what overlap buys (bench/ddp_benchmark's ddp_nooverlap) or for backends
+  // where concurrent communication slows compute down.
+  bool overlap = true;
   // Bound of every wait on a collective (Create's checks and broadcasts, the
   // buffer broadcast, FinishGradientSync). Must be positive.
   absl::Duration timeout = absl::Minutes(30);
@@ -285,6 +298,10 @@ class DistributedDataParallel {
   DdpOptions options_;
   int rank_;
   int world_size_;
+  // Average with ReduceOp::kAvg instead of scaling every gradient first:
+  // bit-identical to PyTorch's arithmetic for power-of-two world sizes, and
+  // it saves a pass over the gradients (see IsPowerOfTwo in ddp.cc).
+  bool average_in_reduction_;
 
   std::vector<ParamState> params_;  // managed parameters, registration order
   std::vector<DdpBucket> buckets_;

@@ -207,6 +207,7 @@ class DeviceMemoryCommunicator : public comm::Communicator {
                                         comm::ReduceOp op) override {
     TANDEM_TEST_RELABEL(buf);
     ++all_reduces;
+    all_reduce_ops.push_back(op);
     return inner_.AllReduce(buf, op);
   }
   std::unique_ptr<comm::Work> Broadcast(comm::BufferView buf,
@@ -240,6 +241,7 @@ class DeviceMemoryCommunicator : public comm::Communicator {
   absl::Status Barrier() override { return inner_.Barrier(); }
 
   int64_t all_reduces = 0;
+  std::vector<comm::ReduceOp> all_reduce_ops;
   int64_t broadcasts = 0;
   int64_t all_gathers = 0;
 
@@ -371,9 +373,16 @@ TEST(DdpDeviceTest, TheStagedCheckStillFindsDifferentModels) {
   }
 }
 
-TEST(DdpDeviceTest, GradientsAreScaledOnTheDeviceAndBucketsLaunchDuringBackward) {
+class DdpDeviceAverageTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(DdpDeviceAverageTest, AveragesOnTheDeviceAndBucketsLaunchDuringBackward) {
+  // World 2: the average rides on the all-reduce (kAvg, no scaling kernel);
+  // world 3: a ScaleInPlace kernel per parameter, then a Sum. Either way
+  // PyTorch's arithmetic: sum over ranks of g_r * float(1 / world).
+  const int world = GetParam();
+  const bool pow2 = world == 2;
   Kernels().Reset();
-  sim::RunResult run = sim::Run(2, [&](int rank, comm::Communicator& sim_comm)
+  sim::RunResult run = sim::Run(world, [&](int rank, comm::Communicator& sim_comm)
                                        -> absl::Status {
     const Device device = Device::CUDA(rank);
     DeviceMemoryCommunicator comm(sim_comm, rank);
@@ -399,22 +408,29 @@ TEST(DdpDeviceTest, GradientsAreScaledOnTheDeviceAndBucketsLaunchDuringBackward)
       EXPECT_EQ(ddp->num_buckets_launched(), 3 - i) << "after parameter " << i;
     }
     EXPECT_EQ(comm.all_reduces, 3);
+    EXPECT_EQ(comm.all_reduce_ops,
+              std::vector<comm::ReduceOp>(3, pow2 ? comm::ReduceOp::kAvg
+                                                  : comm::ReduceOp::kSum));
     TANDEM_RETURN_IF_ERROR(ddp->FinishGradientSync());
-    // (1 * (i + 1) + 2 * (i + 1)) / 2, exact in f32.
+    const float scale = static_cast<float>(1.0 / world);
     for (int i = 0; i < 3; ++i) {
+      float expected = 0;
+      for (int r = 0; r < world; ++r) {
+        expected += static_cast<float>((r + 1) * (i + 1)) * scale;
+      }
       const Tensor g = params[i].grad();
       EXPECT_EQ(g.device(), device);
-      EXPECT_EQ(HostFloats(g),
-                std::vector<float>(g.numel(), 1.5f * static_cast<float>(i + 1)))
+      EXPECT_EQ(HostFloats(g), std::vector<float>(g.numel(), expected))
           << "rank " << rank << " parameter " << i;
     }
     return absl::OkStatus();
   });
   ASSERT_OK(run.status());
-  // The 1/world_size scaling ran as a device kernel: once per parameter per
-  // rank.
-  EXPECT_EQ(Kernels().count("ScaleInPlace"), 6);
+  // Any scaling ran as a device kernel: once per parameter per rank.
+  EXPECT_EQ(Kernels().count("ScaleInPlace"), pow2 ? 0 : 3 * world);
 }
+
+INSTANTIATE_TEST_SUITE_P(Worlds, DdpDeviceAverageTest, ::testing::Values(2, 3));
 
 TEST(DdpDeviceTest, MovingTheModuleAfterWrappingIsReported) {
   Kernels().Reset();

@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "comm/communicator.h"
@@ -364,27 +366,41 @@ TEST(DdpCreateTest, CountMismatchNamesRankAndParameter) {
 
 // ---- Gradient averaging and overlap.
 
-TEST(DdpSyncTest, TwoRanksAverageExactly) {
-  // Rank r trains on its own batch; the averaged gradient equals
-  // (g0 + g1) / 2 computed locally, bit for bit (scaling by 0.5 is exact).
-  std::vector<std::vector<std::vector<float>>> grads(2);
+// World size x overlap on/off.
+class DdpAverageTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+
+TEST_P(DdpAverageTest, EqualsPyTorchArithmeticBitForBit) {
+  // Rank r trains on its own batch; the averaged gradient equals PyTorch's
+  // arithmetic computed locally, bit for bit: every rank's gradient times
+  // float(1 / world), summed in rank order. At world sizes 2 and 4 DDP gets
+  // there by summing and dividing (ReduceOp::kAvg), at 3 by scaling first;
+  // with overlap off nothing is launched before FinishGradientSync.
+  const auto [world, overlap] = GetParam();
+  std::vector<std::vector<std::vector<float>>> grads(world);
   DdpOptions options;
   options.first_bucket_cap_bytes = 64;
   options.bucket_cap_bytes = 64;
-  sim::RunResult result = sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+  options.overlap = overlap;
+  sim::RunResult result = sim::Run(world, [&](int rank, comm::Communicator& comm) -> absl::Status {
     TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(4, 8, 3, 5));
     TANDEM_ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(*model, comm, options));
     TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(3, 4, 20 + rank));
     TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
     TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
-    TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+    TANDEM_RETURN_IF_ERROR(loss.Backward());
+    const int64_t launched = ddp->num_buckets_launched();
+    if (overlap ? launched != static_cast<int64_t>(ddp->buckets().size()) : launched != 0) {
+      return absl::InternalError(absl::StrCat(launched, " of ", ddp->buckets().size(),
+                                              " buckets launched when backward ended"));
+    }
+    TANDEM_RETURN_IF_ERROR(ddp->FinishGradientSync());
     for (const Tensor& p : model->Parameters()) grads[rank].push_back(Values(p.grad()));
     return absl::OkStatus();
   });
   ASSERT_OK(result.status());
 
-  std::vector<std::vector<std::vector<float>>> local(2);
-  for (int r = 0; r < 2; ++r) {
+  std::vector<std::vector<std::vector<float>>> local(world);
+  for (int r = 0; r < world; ++r) {
     absl::StatusOr<std::unique_ptr<nn::Sequential>> model = Mlp(4, 8, 3, 5);
     ASSERT_OK(model.status());
     absl::StatusOr<Tensor> x = Features(3, 4, 20 + r);
@@ -396,15 +412,23 @@ TEST(DdpSyncTest, TwoRanksAverageExactly) {
     ASSERT_OK(loss->Backward());
     for (const Tensor& p : (*model)->Parameters()) local[r].push_back(Values(p.grad()));
   }
+  const float scale = static_cast<float>(1.0 / world);
   for (size_t i = 0; i < local[0].size(); ++i) {
     std::vector<float> expected(local[0][i].size());
     for (size_t k = 0; k < expected.size(); ++k) {
-      expected[k] = local[0][i][k] * 0.5f + local[1][i][k] * 0.5f;
+      float sum = local[0][i][k] * scale;
+      for (int r = 1; r < world; ++r) sum += local[r][i][k] * scale;
+      expected[k] = sum;
     }
-    EXPECT_EQ(grads[0][i], expected) << "parameter " << i;
-    EXPECT_EQ(grads[1][i], expected) << "parameter " << i;
+    for (int r = 0; r < world; ++r) {
+      EXPECT_EQ(grads[r][i], expected) << "parameter " << i << ", rank " << r;
+    }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(WorldsAndOverlap, DdpAverageTest,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Bool()));
 
 TEST(DdpSyncTest, BucketsLaunchWhileBackwardRuns) {
   // One bucket per parameter: 2.bias, 2.weight, 0.bias, 0.weight. When the

@@ -2,7 +2,10 @@
 """The PyTorch peer of bench/ddp_benchmark: the same models, batches and
 training step under torch.nn.parallel.DistributedDataParallel on the gloo
 backend (PyTorch 1.13, CPU), one process per rank via mp.spawn, one thread
-per process (torch.set_num_threads(1)):
+per process (torch.set_num_threads(1) and OPENBLAS_NUM_THREADS=1: Debian's
+PyTorch does its float GEMMs in OpenBLAS's pthread build, which
+set_num_threads does not reach; without the variable each process ran its
+GEMMs on every core, 2 cores' worth of FLOP/s for "one" rank):
 
     bench/peers/torch_ddp.py --world_sizes 1,2,4 --models small,large,conv
 
@@ -26,6 +29,11 @@ in the fastest segment. Prints a table and one
 """
 import argparse
 import os
+
+# Before torch loads OpenBLAS (it reads these once, at load time); mp.spawn's
+# children inherit them. One thread per process, like tandem's ranks.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
 import socket
 import sys
 import time

@@ -15,7 +15,9 @@
 // MPI_COMM_WORLD. There is no progress thread: OpenMPI advances nonblocking
 // collectives inside MPI calls, so progress happens when the rank calls
 // Work::IsCompleted() (one MPI_Test) or Work::Wait() (MPI_Test in a loop that
-// yields, then naps, until done). Overlap of communication with computation
+// yields for up to 20 ms — OpenMPI's own MPI_Wait polls without pause, and
+// libnbc advances only inside those polls — then naps 50 µs between polls,
+// so a rank stuck on a slow peer leaves its core to others). Overlap of communication with computation
 // is therefore only as good as how often the caller polls; DDP polls its
 // in-flight buckets from its gradient hooks. We chose this over a progress
 // thread because it needs only MPI_THREAD_SERIALIZED, adds no thread per rank
@@ -56,6 +58,15 @@ namespace tandem::comm {
 struct MpiOptions {
   // Per-operation limit, from issue to completion.
   absl::Duration timeout = absl::Minutes(5);
+  // OpenMPI only: make its nonblocking all-reduce (libnbc) use the ring
+  // algorithm, through the MPI_T control variable
+  // coll_libnbc_iallreduce_algorithm. libnbc's own choice for fewer than 4
+  // ranks is a binomial tree that, at 2 ranks, took 2x MPI_Allreduce's time
+  // from 1 MiB up (bench/PERFORMANCE.md); ring matches MPI_Allreduce there.
+  // Skipped when the user set OMPI_MCA_coll_libnbc_iallreduce_algorithm
+  // (their choice wins) and on MPIs without that variable. The variable is
+  // process-wide: it affects the application's own MPI_Iallreduce calls too.
+  bool ring_iallreduce = true;
 };
 
 class MpiCommunicator final : public Communicator {

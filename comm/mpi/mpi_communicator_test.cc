@@ -2,7 +2,10 @@
 // the same tests; collective results are checked exactly on every rank.
 #include "comm/mpi/mpi_communicator.h"
 
+#include <mpi.h>
+
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -177,6 +180,31 @@ TEST(MpiCommunicatorTest, ManyOutstandingWaitedInReverse) {
     EXPECT_EQ(bufs[b][17], static_cast<float>(b * n + n * (n - 1) / 2));
   }
   EXPECT_TRUE(comm->Barrier().ok());
+}
+
+// Reads an OpenMPI control variable through MPI_T; -1 when it is missing.
+int ReadIntCvar(const char* name) {
+  int provided = 0;
+  if (MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) return -1;
+  int value = -1;
+  int index = -1;
+  if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS) {
+    MPI_T_cvar_handle handle;
+    int count = 0;
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+      if (count == 1) MPI_T_cvar_read(handle, &value);
+      MPI_T_cvar_handle_free(&handle);
+    }
+  }
+  MPI_T_finalize();
+  return value;
+}
+
+TEST(MpiCommunicatorTest, NonblockingAllReduceUsesRing) {
+  // MpiOptions::ring_iallreduce (on by default) selects libnbc's ring unless
+  // the user set the MCA variable; mpirun_test.sh does not.
+  ASSERT_EQ(std::getenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm"), nullptr);
+  EXPECT_EQ(ReadIntCvar("coll_libnbc_iallreduce_algorithm"), 1);
 }
 
 TEST(MpiCommunicatorTest, ArgumentErrorsComeBackAsFailedWork) {

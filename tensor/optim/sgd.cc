@@ -24,6 +24,10 @@ void SgdUpdate(T* p, const T* g, T* buf, bool first, int64_t n,
   const T keep = static_cast<T>(1 - o.dampening);
   const T neg_lr = static_cast<T>(-lr);
   const bool decay = o.weight_decay != 0;
+  if (buf == nullptr && !decay && !o.maximize) {  // plain SGD: p -= lr g
+    for (int64_t i = 0; i < n; ++i) p[i] = std::fma(g[i], neg_lr, p[i]);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     T d = o.maximize ? -g[i] : g[i];
     if (decay) d = std::fma(p[i], wd, d);
