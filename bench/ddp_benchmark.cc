@@ -20,12 +20,9 @@
 // Modes of a case:
 //   ddp         DDP as shipped: buckets launched from the gradient hooks
 //               during backward ("overlap on"), waited in FinishGradientSync.
-//   ddp_nooverlap  "overlap off". DdpOptions has no such switch, so it is
-//               emulated here: the module is called directly (DDP not
-//               armed, gradients stay local, in DDP's own bucket views),
-//               loss.Backward() runs to the end, then every bucket's flat
-//               gradient is all-reduced (ReduceOp::kAvg) in bucket order and
-//               all are waited for, then sgd.Step(). Same buckets, same
+//   ddp_nooverlap  "overlap off": DdpOptions::overlap = false, so every
+//               bucket is launched in FinishGradientSync after backward
+//               ended, in bucket order, and waited for. Same buckets, same
 //               bytes, no communication issued before backward ends.
 //   local       the same model and step without DDP: no communication at
 //               all, but the same number of ranks running at once, so they
@@ -275,6 +272,7 @@ absl::StatusOr<CaseResult> RunCase(comm::Communicator& comm, const Case& c) {
   if (c.mode != Mode::kLocal) {
     train::DdpOptions options;
     options.bucket_cap_bytes = c.bucket_cap_bytes;
+    options.overlap = c.mode != Mode::kDdpNoOverlap;
     TANDEM_ASSIGN_OR_RETURN(
         ddp, train::DistributedDataParallel::Create(*model, comm, options));
   }
@@ -282,27 +280,17 @@ absl::StatusOr<CaseResult> RunCase(comm::Communicator& comm, const Case& c) {
   Tensor loss;
   auto step = [&]() -> absl::Status {
     Tensor logits;
-    if (c.mode == Mode::kDdp) {
+    if (ddp != nullptr) {
       TANDEM_ASSIGN_OR_RETURN(logits, ddp->Forward(x));
     } else {
       TANDEM_ASSIGN_OR_RETURN(logits, model->Forward(x));
     }
     TANDEM_ASSIGN_OR_RETURN(loss, CrossEntropy(logits, y));
     model->ZeroGrad();
-    if (c.mode == Mode::kDdp) {
+    if (ddp != nullptr) {
       TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
     } else {
       TANDEM_RETURN_IF_ERROR(loss.Backward());
-    }
-    if (c.mode == Mode::kDdpNoOverlap && comm.size() > 1) {
-      std::vector<std::unique_ptr<comm::Work>> works;
-      for (const train::DdpBucket& b : ddp->buckets()) {
-        works.push_back(comm.AllReduce(
-            comm::HostView(b.flat.data<float>(), b.flat.numel(),
-                           comm::DType::kF32),
-            comm::ReduceOp::kAvg));
-      }
-      for (auto& w : works) TANDEM_RETURN_IF_ERROR(w->Wait());
     }
     return sgd.Step();
   };

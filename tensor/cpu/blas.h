@@ -1,4 +1,9 @@
-// Row-major GEMM on host memory through OpenBLAS, with tandem's defaults.
+// Row-major GEMM on host memory, with tandem's defaults: f32 A·B (neither
+// operand transposed) goes to oneDNN's dnnl_sgemm, everything else (the
+// transposed f32 layouts, all f64) to OpenBLAS — the faster library for each
+// layout on the shapes training uses (measurements in blas.cc and
+// bench/PERFORMANCE.md). Results may differ from another library's in the
+// last bits, as between any two BLAS builds; they are deterministic.
 //
 //   // C[M,N] = alpha * op(A) * op(B) + beta * C
 //   TANDEM_RETURN_IF_ERROR(tandem::cpu::Gemm<float>(
@@ -11,9 +16,11 @@
 // never special-case empty tensors.
 //
 // Threads: the first Gemm (or SetBlasNumThreads) sets OpenBLAS to ONE thread
-// because several simulated ranks share the cores. OpenBLAS's thread count
-// is process-wide; SetBlasNumThreads changes it for everyone. Gemm itself
-// is reentrant (OpenBLAS serialises its own thread pool).
+// because several simulated ranks share the cores. The thread count is
+// process-wide; SetBlasNumThreads changes it for everyone (OpenBLAS at once;
+// oneDNN's OpenMP teams at each thread's next Gemm). Gemm itself is
+// reentrant (OpenBLAS serialises its own thread pool; oneDNN's sgemm keeps
+// no shared state).
 #ifndef TANDEM_TENSOR_CPU_BLAS_H_
 #define TANDEM_TENSOR_CPU_BLAS_H_
 

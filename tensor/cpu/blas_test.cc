@@ -1,11 +1,14 @@
 #include "tensor/cpu/blas.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace tandem::cpu {
@@ -99,6 +102,64 @@ TEST(BlasTest, Errors) {
   ASSERT_TRUE(SetBlasNumThreads(2).ok());
   EXPECT_EQ(BlasNumThreads(), 2);
   ASSERT_TRUE(SetBlasNumThreads(1).ok());
+}
+
+// The A·B layout runs on oneDNN (OpenMP): every calling thread must get the
+// process-wide thread count, or each rank would run machine-wide teams.
+TEST(BlasTest, OneDnnFollowsTheThreadCountInEveryCallingThread) {
+  const std::vector<float> a = {1, 2, 3, 4}, b = {5, 6, 7, 8};
+  std::vector<float> c(4);
+  int seen_three = 0, seen_one = 0;
+  bool ok = true;
+  ASSERT_TRUE(SetBlasNumThreads(3).ok());
+  std::thread rank([&] {
+    ok = ok && Gemm<float>(false, false, 2, 2, 2, 1.f, a.data(), b.data(), 0.f,
+                           c.data()).ok();
+    seen_three = omp_get_max_threads();
+    ASSERT_TRUE(SetBlasNumThreads(1).ok());
+    ok = ok && Gemm<float>(false, false, 2, 2, 2, 1.f, a.data(), b.data(), 0.f,
+                           c.data()).ok();
+    seen_one = omp_get_max_threads();
+  });
+  rank.join();
+  ASSERT_TRUE(SetBlasNumThreads(1).ok());
+  EXPECT_TRUE(ok);
+  EXPECT_EQ(seen_three, 3);
+  EXPECT_EQ(seen_one, 1);
+  EXPECT_EQ(c, (std::vector<float>{19, 22, 43, 50}));
+}
+
+TEST(BlasTest, ConcurrentCallersGetTheirOwnResults) {
+  // Like simulated ranks: several threads multiply at once, every layout.
+  constexpr int kThreads = 4;
+  constexpr int64_t m = 33, n = 65, k = 47;
+  std::vector<bool> good(kThreads, false);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      std::uniform_int_distribution<int> d(-4, 4);
+      std::vector<double> ad(m * k), bd(k * n);
+      for (double& v : ad) v = d(rng);
+      for (double& v : bd) v = d(rng);
+      const std::vector<float> af(ad.begin(), ad.end()), bf(bd.begin(), bd.end());
+      bool all = true;
+      for (int layout = 0; layout < 4; ++layout) {
+        const bool ta = layout & 1, tb = layout & 2;
+        // Small integers: every product and sum is exact in f32.
+        const std::vector<double> want = Naive(ta, tb, m, n, k, ad, bd);
+        std::vector<float> c(m * n, -1.f);
+        for (int rep = 0; rep < 20; ++rep) {
+          all = all && Gemm<float>(ta, tb, m, n, k, 1.f, af.data(), bf.data(),
+                                   0.f, c.data()).ok();
+          all = all && std::equal(c.begin(), c.end(), want.begin());
+        }
+      }
+      good[t] = all;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(good[t]) << "thread " << t;
 }
 
 }  // namespace
