@@ -42,7 +42,8 @@
 // cblas_sgemm (row-major, 2048 x 2048 x 2048, one OpenBLAS thread per
 // caller, like tandem's ranks); the per-thread GFLOP/s is the bound a rank
 // can reach. It also times the large model's own GEMM shapes back to back
-// (the shape-limited bound).
+// (the shape-limited bound), once straight through cblas_sgemm and once
+// through tandem's cpu::Gemm, which sends the A·B layout to oneDNN.
 //
 // Output: a table per model for people, and one `RESULT key=value ...` line
 // per case and `GEMM key=value ...` lines for bench/compare.
@@ -329,8 +330,13 @@ absl::StatusOr<CaseResult> RunCase(comm::Communicator& comm, const Case& c) {
 
 // ------------------------------------------------------------------ GEMM ---
 
-// GFLOP/s of one thread running `shapes` back to back for ~`seconds`.
-double TimeGemms(const std::vector<GemmShape>& shapes, double seconds) {
+// Which library runs TimeGemms' multiplications.
+enum class GemmPath { kOpenBlas, kTandem };
+
+// GFLOP/s of one thread running `shapes` back to back for ~`seconds`:
+// straight cblas_sgemm, or tandem's cpu::Gemm (which sends A·B to oneDNN).
+double TimeGemms(const std::vector<GemmShape>& shapes, double seconds,
+                 GemmPath path = GemmPath::kOpenBlas) {
   int64_t max_a = 0, max_b = 0, max_c = 0;
   for (const GemmShape& g : shapes) {
     max_a = std::max(max_a, g.m * g.k);
@@ -345,6 +351,12 @@ double TimeGemms(const std::vector<GemmShape>& shapes, double seconds) {
       const int lda = static_cast<int>(g.ta ? g.m : g.k);
       const int ldb = static_cast<int>(g.tb ? g.k : g.n);
       for (int64_t t = 0; t < g.times; ++t) {
+        if (path == GemmPath::kTandem) {
+          cpu::Gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.f, a.data(), b.data(),
+                           g.beta, c.data())
+              .IgnoreError();  // valid shapes by construction
+          continue;
+        }
         cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans,
                     g.tb ? CblasTrans : CblasNoTrans, static_cast<int>(g.m),
                     static_cast<int>(g.n), static_cast<int>(g.k), 1.f,
@@ -368,11 +380,11 @@ double TimeGemms(const std::vector<GemmShape>& shapes, double seconds) {
 
 // Mean per-thread GFLOP/s of `threads` threads timing `shapes` at once.
 double ConcurrentGemm(int threads, const std::vector<GemmShape>& shapes,
-                      double seconds) {
+                      double seconds, GemmPath path = GemmPath::kOpenBlas) {
   std::vector<double> rates(threads, 0);
   std::vector<std::thread> pool;
   for (int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] { rates[t] = TimeGemms(shapes, seconds); });
+    pool.emplace_back([&, t] { rates[t] = TimeGemms(shapes, seconds, path); });
   }
   for (std::thread& th : pool) th.join();
   double sum = 0;
@@ -399,6 +411,13 @@ void GemmPeak(int threads) {
     std::printf("  %-26s %8d  %14.1f\n", "large MLP step's GEMMs", n, shaped);
     std::printf("GEMM kind=large_step threads=%d gflops_per_thread=%.3f\n", n,
                 shaped);
+    const double dispatched =
+        ConcurrentGemm(n, large->gemms, 1.0, GemmPath::kTandem);
+    std::printf("  %-26s %8d  %14.1f\n", "  the same via cpu::Gemm", n,
+                dispatched);
+    std::printf(
+        "GEMM kind=large_step_tandem threads=%d gflops_per_thread=%.3f\n", n,
+        dispatched);
     if (threads == 1) break;
   }
   std::fflush(stdout);
