@@ -8,7 +8,9 @@
 //   - values too large for f16 (|x| >= 65520) become +-inf; inf stays inf;
 //   - NaN becomes a quiet NaN: f16 keeps the sign (0x7E00 / 0xFE00), bf16
 //     is always 0x7FC0 (as c10 does);
-//   - f16 and bf16 -> float are exact (every 16-bit value is a float).
+//   - f16 and bf16 -> float are exact (every 16-bit value is a float; an
+//     f16 NaN comes back as a quiet NaN of the same sign, as in c10).
+// The implementation is base/half.h, shared with comm.
 // A double is converted by rounding it to float first (as c10 does), so
 // double -> f16 can round twice; tandem reproduces PyTorch rather than
 // rounding once.

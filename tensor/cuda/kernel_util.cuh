@@ -2,9 +2,12 @@
 // conversions, dtype dispatch, launch helpers and a deterministic
 // two-pass sum.
 //
-// f16 and bf16 are handled as raw bits (F16, BF16) with conversions ported
-// from tensor/half.cc, so device results round exactly like the CPU's
-// (cuda_fp16's intrinsics would give other NaN encodings).
+// f16 and bf16 are handled as raw bits (F16, BF16) with integer-only
+// conversions (the reference algorithm of base/half_test.cc), exact whatever
+// the device's denormal mode, so device results round exactly like the
+// host's base/half.h (cuda_fp16's intrinsics would give other NaN encodings).
+// One difference, in NaN payloads only: an f16 signalling NaN read as f32
+// stays signalling here and is quieted on the host.
 #ifndef TANDEM_TENSOR_CUDA_KERNEL_UTIL_CUH_
 #define TANDEM_TENSOR_CUDA_KERNEL_UTIL_CUH_
 
@@ -25,7 +28,7 @@ struct BF16 {
   uint16_t bits;
 };
 
-// ---- Bit-exact conversions (tensor/half.cc).
+// ---- Bit-exact conversions (see the header comment).
 
 __device__ inline uint32_t ShiftRightRoundEven(uint32_t m, int shift) {
   const uint32_t kept = m >> shift;

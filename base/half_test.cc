@@ -1,0 +1,153 @@
+// base/half.h against an independent, branchy reference written from the
+// IEEE definitions (integer rounding, no float tricks): every f16 and bf16
+// value, every f32 near an f16 rounding boundary, and a stride over all f32.
+#include "base/half.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "gtest/gtest.h"
+
+namespace tandem::half {
+namespace {
+
+uint32_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof(u));
+  return u;
+}
+
+float BitsFloat(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+// Shifts `m` right by `shift` (1..31), rounding to nearest, ties to even.
+uint32_t ShiftRightRoundEven(uint32_t m, int shift) {
+  const uint32_t kept = m >> shift;
+  const uint32_t rest = m & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1);
+  if (rest > half || (rest == half && (kept & 1u))) return kept + 1u;
+  return kept;
+}
+
+
+uint16_t RefF16FromF32(float value) {
+  const uint32_t x = FloatBits(value);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t a = x & 0x7FFFFFFFu;
+  if (a >= 0x7F800000u) {  // inf or NaN
+    return sign | (a > 0x7F800000u ? 0x7E00u : 0x7C00u);
+  }
+  // 65520 = 0x477FF000 is halfway between 65504 (max f16) and 65536; the
+  // tie goes to the even neighbour, 65536, which is inf.
+  if (a >= 0x477FF000u) return sign | 0x7C00u;
+  if (a >= 0x38800000u) {  // >= 2^-14: a normal f16 (or rounds up into one)
+    const uint32_t exp = (a >> 23) - 127 + 15;
+    const uint32_t mant = a & 0x7FFFFFu;
+    // Rounding carries into the exponent naturally (0x3FF + 1 -> next exp).
+    const uint32_t r = ShiftRightRoundEven((exp << 23) | mant, 13);
+    return sign | static_cast<uint16_t>(r);
+  }
+  // Subnormal f16: value = m * 2^-24 with m in [0, 1024].
+  // 2^-25 (0x33000000) is the tie between 0 and 2^-24; it goes to 0.
+  if (a <= 0x33000000u) return sign;
+  const uint32_t exp = a >> 23;                      // 102..112
+  const uint32_t mant = (a & 0x7FFFFFu) | 0x800000u;  // implicit 1
+  const int shift = static_cast<int>(126 - exp);      // 14..24
+  return sign | static_cast<uint16_t>(ShiftRightRoundEven(mant, shift));
+}
+
+float RefF32FromF16(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exp = (bits >> 10) & 0x1Fu;
+  const uint32_t mant = bits & 0x3FFu;
+  if (exp == 0x1Fu) {  // inf / NaN (payload kept)
+    return BitsFloat(sign | 0x7F800000u | (mant << 13));
+  }
+  if (exp == 0) {
+    // Zero or subnormal: mant * 2^-24, exact in float.
+    const float magnitude = static_cast<float>(mant) * 0x1p-24f;
+    return sign ? -magnitude : magnitude;
+  }
+  return BitsFloat(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+}
+
+uint16_t RefBF16FromF32(float value) {
+  const uint32_t x = FloatBits(value);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0u;
+  const uint32_t kept = x >> 16, rest = x & 0xFFFFu;
+  if (rest > 0x8000u || (rest == 0x8000u && (kept & 1u))) return kept + 1u;
+  return static_cast<uint16_t>(kept);
+}
+
+bool IsNan(float f) { return std::isnan(f); }
+
+TEST(HalfTest, EveryF16ToF32MatchesTheReference) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float got = F32FromF16(static_cast<uint16_t>(h));
+    const float want = RefF32FromF16(static_cast<uint16_t>(h));
+    if (IsNan(want)) {
+      // c10 (and we) return a quiet NaN; the reference keeps a signalling
+      // payload. Sign and NaN-ness must agree.
+      ASSERT_TRUE(IsNan(got)) << h;
+      ASSERT_EQ(FloatBits(got) >> 31, FloatBits(want) >> 31) << h;
+      continue;
+    }
+    ASSERT_EQ(FloatBits(got), FloatBits(want)) << "f16 0x" << std::hex << h;
+  }
+}
+
+TEST(HalfTest, F32ToF16MatchesTheReferenceAtEveryRoundingBoundary) {
+  // For every pair of neighbouring f16 values, the f32 values around their
+  // midpoint (the tie and 8 ulps either side), both signs.
+  for (uint32_t h = 0; h < 0x7C00; ++h) {
+    const float lo = RefF32FromF16(static_cast<uint16_t>(h));
+    const float hi = h + 1 == 0x7C00 ? 65536.0f
+                                     : RefF32FromF16(static_cast<uint16_t>(h + 1));
+    const uint32_t mid = FloatBits((lo + hi) / 2);  // exact: one more bit
+    for (int d = -8; d <= 8; ++d) {
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        const float f = BitsFloat((mid + static_cast<uint32_t>(d)) | sign);
+        ASSERT_EQ(F16FromF32(f), RefF16FromF32(f)) << "f32 0x" << std::hex
+                                                   << FloatBits(f);
+      }
+    }
+  }
+}
+
+TEST(HalfTest, F32ToF16AndBF16MatchTheReferenceOverAllF32) {
+  // A stride that is odd and not a power of two visits every exponent and
+  // a spread of mantissas: 2^32 / 977 ~ 4.4 M values.
+  for (uint64_t x = 0; x < (uint64_t{1} << 32); x += 977) {
+    const float f = BitsFloat(static_cast<uint32_t>(x));
+    ASSERT_EQ(BF16FromF32(f), RefBF16FromF32(f)) << "f32 0x" << std::hex << x;
+    ASSERT_EQ(F16FromF32(f), RefF16FromF32(f)) << "f32 0x" << std::hex << x;
+  }
+}
+
+TEST(HalfTest, SpecialValues) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(F16FromF32(inf), 0x7C00);
+  EXPECT_EQ(F16FromF32(-inf), 0xFC00);
+  EXPECT_EQ(F16FromF32(nan), 0x7E00);
+  EXPECT_EQ(F16FromF32(-nan), 0xFE00);
+  EXPECT_EQ(F16FromF32(BitsFloat(0x7F800001u)), 0x7E00);  // signalling NaN
+  EXPECT_EQ(BF16FromF32(nan), 0x7FC0);
+  EXPECT_EQ(BF16FromF32(-nan), 0x7FC0);  // every NaN, as c10
+  EXPECT_EQ(BF16FromF32(BitsFloat(0x7F800001u)), 0x7FC0);
+  EXPECT_EQ(BF16FromF32(std::numeric_limits<float>::max()), 0x7F80);  // to inf
+  EXPECT_EQ(F16FromF32(65504.0f), 0x7BFF);
+  EXPECT_EQ(F16FromF32(65520.0f), 0x7C00);
+  EXPECT_EQ(F16FromF32(0.1f), 0x2E66);
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    ASSERT_EQ(FloatBits(F32FromBF16(static_cast<uint16_t>(b))), b << 16);
+  }
+}
+
+}  // namespace
+}  // namespace tandem::half
