@@ -133,7 +133,8 @@ TEST(BlasTest, ConcurrentCallersGetTheirOwnResults) {
   // Like simulated ranks: several threads multiply at once, every layout.
   constexpr int kThreads = 4;
   constexpr int64_t m = 33, n = 65, k = 47;
-  std::vector<bool> good(kThreads, false);
+  // One byte per thread: vector<bool> packs bits, and its neighbours race.
+  std::vector<char> good(kThreads, 0);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
@@ -155,11 +156,11 @@ TEST(BlasTest, ConcurrentCallersGetTheirOwnResults) {
           all = all && std::equal(c.begin(), c.end(), want.begin());
         }
       }
-      good[t] = all;
+      good[t] = all ? 1 : 0;
     });
   }
   for (std::thread& th : threads) th.join();
-  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(good[t]) << "thread " << t;
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(good[t], 1) << "thread " << t;
 }
 
 }  // namespace
