@@ -1,8 +1,10 @@
 // MatMul and Linear on OpenBLAS GEMM. Transposes are GEMM flags; backward
 // GEMMs write straight into the gradient buffers (beta = 1 to accumulate,
 // 0 to overwrite), so Linear's backward is three GEMMs and a column sum.
+#include <algorithm>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
@@ -17,6 +19,46 @@ namespace {
 
 using internal::Describe;
 using internal::DispatchFloat;
+
+// Linear's forward at training batch sizes computes y^T = W x^T and
+// transposes it: OpenBLAS ran that layout 12-27 % faster than y = x W^T for
+// 64-row batches (4096x4096: 64 -> 72 GFLOP/s; 1024 -> 4096: 66 -> 79;
+// 4096 -> 1024: 60 -> 76; one thread) and as fast or faster up to 512 rows,
+// but slower for ~1000-row batches of narrow layers. The sums are the same
+// (each output is bias + the same dot product, blocked the same way over
+// `in`): only the memory layout of C changes.
+constexpr int64_t kTransposedLinearMaxBatch = 512;
+
+// y[batch, out] = bias + x W^T through y^T. Reuses one scratch per thread
+// (training calls this with the same shapes every step).
+template <typename T>
+absl::Status LinearForwardTransposed(const T* x, const T* w, const T* bias,
+                                     int64_t batch, int64_t in,
+                                     int64_t out_features, T* y) {
+  thread_local std::vector<T> scratch;
+  scratch.resize(static_cast<size_t>(batch * out_features));
+  T* yt = scratch.data();  // [out_features, batch]
+  if (bias != nullptr) {
+    for (int64_t o = 0; o < out_features; ++o) {
+      std::fill(yt + o * batch, yt + (o + 1) * batch, bias[o]);
+    }
+  }
+  TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(false, true, out_features, batch, in,
+                                      T(1), w, x, bias ? T(1) : T(0), yt));
+  // Blocked transpose: both sides stay in L1 within a 32 x 32 tile.
+  constexpr int64_t kTile = 32;
+  for (int64_t o0 = 0; o0 < out_features; o0 += kTile) {
+    const int64_t o1 = std::min(out_features, o0 + kTile);
+    for (int64_t b0 = 0; b0 < batch; b0 += kTile) {
+      const int64_t b1 = std::min(batch, b0 + kTile);
+      for (int64_t b = b0; b < b1; ++b) {
+        T* row = y + b * out_features;
+        for (int64_t o = o0; o < o1; ++o) row[o] = yt[o * batch + b];
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Check2d(const Tensor& t, const char* op, const char* arg) {
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(t, op, arg));
@@ -127,6 +169,12 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
   TANDEM_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* py = y.data<T>();
+    if (batch <= kTransposedLinearMaxBatch) {
+      return LinearForwardTransposed<T>(
+          x.data<T>(), weight.data<T>(),
+          bias.defined() ? bias.data<T>() : nullptr, batch, in, out_features,
+          py);
+    }
     // y = bias rows, then y += x W^T (beta = 1); or y = x W^T (beta = 0).
     if (bias.defined()) {
       const T* pb = bias.data<T>();

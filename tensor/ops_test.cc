@@ -99,6 +99,24 @@ TEST(LinearTest, MatchesMatMulPlusBias) {
               Pointwise(DoubleNear(1e-12), V64(MatMul(x, w, false, true))));
 }
 
+TEST(LinearTest, BothForwardLayoutsAroundTheBatchThreshold) {
+  // Up to 512 rows Linear computes y^T = W x^T and transposes it; above, it
+  // computes x W^T directly (ops_matmul.cc). Both must give the product plus
+  // bias, with and without bias, on shapes whose sides are not tile-sized.
+  std::mt19937 rng(7);
+  for (int64_t batch : {1, 31, 33, 512, 513}) {
+    Tensor x = Random64({batch, 37}, rng), w = Random64({45, 37}, rng),
+           b = Random64({45}, rng);
+    EXPECT_THAT(V64(Linear(x, w, b)),
+                Pointwise(DoubleNear(1e-12),
+                          V64(Add(MatMul(x, w, false, true).value(), b))))
+        << "batch " << batch;
+    EXPECT_THAT(V64(Linear(x, w, Tensor())),
+                Pointwise(DoubleNear(1e-12), V64(MatMul(x, w, false, true))))
+        << "batch " << batch;
+  }
+}
+
 TEST(LinearTest, Errors) {
   Tensor x = Tensor::Zeros({2, 4}).value();
   ExpectError(Linear(x, Tensor::Zeros({3, 5}).value(), Tensor()).status(),
