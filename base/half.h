@@ -20,22 +20,14 @@
 #ifndef TANDEM_BASE_HALF_H_
 #define TANDEM_BASE_HALF_H_
 
+#include <bit>
 #include <cstdint>
-#include <cstring>
 
 namespace tandem::half {
 
 namespace internal {
-inline uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
-inline float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
+inline uint32_t Bits(float f) { return std::bit_cast<uint32_t>(f); }
+inline float FromBits(uint32_t u) { return std::bit_cast<float>(u); }
 }  // namespace internal
 
 inline float F32FromF16(uint16_t h) {

@@ -43,8 +43,9 @@
 // caller, like tandem's ranks); the per-thread GFLOP/s is the bound a rank
 // can reach. It also times the large model's own GEMM shapes back to back
 // (the shape-limited bound), once straight through cblas_sgemm and once the
-// way tandem runs them: cpu::Gemm (A·B on oneDNN) with Linear's forward as
-// y^T = W x^T.
+// way tandem runs them: cpu::Gemm (A·B on oneDNN), and Linear's forward as
+// the Linear op (which computes y^T = W x^T and transposes at these batch
+// sizes; the output allocation and transpose are part of its time).
 //
 // Output: a table per model for people, and one `RESULT key=value ...` line
 // per case and `GEMM key=value ...` lines for bench/compare.
@@ -58,6 +59,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -75,6 +77,7 @@
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/types.h"
 #include "sim/sim.h"
+#include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
@@ -129,8 +132,8 @@ struct GemmShape {
   int64_t times = 1;  // per step
   bool ta = false, tb = false;
   float beta = 0;
-  // Linear's forward x W^T: tandem computes it as y^T = W x^T (m and n
-  // swapped, then a transpose) at batches up to 512; see ops_matmul.cc.
+  // Linear's forward x W^T (m = batch, n = out, k = in): timed as tandem's
+  // Linear op, which picks its own layout (ops_matmul.cc).
   bool linear_forward = false;
 };
 
@@ -348,18 +351,28 @@ double TimeGemms(const std::vector<GemmShape>& shapes, double seconds,
     max_c = std::max(max_c, g.m * g.n);
   }
   std::vector<float> a(max_a, 0.5f), b(max_b, 0.25f), c(max_c, 0.f);
+  // Linear's forward through tandem is the Linear op itself (x [m, k],
+  // W [n, k]), whatever layout it picks; made once, outside the timing.
+  NoGradGuard no_grad;
+  std::vector<std::pair<Tensor, Tensor>> linear_inputs(shapes.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const GemmShape& g = shapes[i];
+    if (path != GemmPath::kTandem || !g.linear_forward) continue;
+    linear_inputs[i] = {Tensor::Full({g.m, g.k}, 0.5).value(),
+                        Tensor::Full({g.n, g.k}, 0.25).value()};
+  }
   double flops = 0;
   auto once = [&] {
-    for (const GemmShape& g : shapes) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      const GemmShape& g = shapes[i];
       // Row-major leading dimensions of op(A) [m,k] and op(B) [k,n].
       const int lda = static_cast<int>(g.ta ? g.m : g.k);
       const int ldb = static_cast<int>(g.tb ? g.k : g.n);
       for (int64_t t = 0; t < g.times; ++t) {
         if (path == GemmPath::kTandem) {
-          // As tandem's ops call it (valid shapes by construction).
-          if (g.linear_forward && g.m <= 512) {
-            cpu::Gemm<float>(false, true, g.n, g.m, g.k, 1.f, b.data(),
-                             a.data(), g.beta, c.data())
+          // As tandem runs it (valid shapes by construction).
+          if (g.linear_forward) {
+            Linear(linear_inputs[i].first, linear_inputs[i].second, Tensor())
                 .IgnoreError();
           } else {
             cpu::Gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.f, a.data(),

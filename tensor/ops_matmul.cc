@@ -3,6 +3,7 @@
 // 0 to overwrite), so Linear's backward is three GEMMs and a column sum.
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -20,14 +21,16 @@ namespace {
 using internal::Describe;
 using internal::DispatchFloat;
 
-// Linear's forward at training batch sizes computes y^T = W x^T and
-// transposes it: OpenBLAS ran that layout 12-27 % faster than y = x W^T for
-// 64-row batches (4096x4096: 64 -> 72 GFLOP/s; 1024 -> 4096: 66 -> 79;
-// 4096 -> 1024: 60 -> 76; one thread) and as fast or faster up to 512 rows,
-// but slower for ~1000-row batches of narrow layers. The sums are the same
-// (each output is bias + the same dot product, blocked the same way over
-// `in`): only the memory layout of C changes.
-constexpr int64_t kTransposedLinearMaxBatch = 512;
+// Linear's f32 forward at training batch sizes computes y^T = W x^T (the
+// bias pre-filled, beta = 1) and transposes it. Measured with OpenBLAS, one
+// thread, transposition included (GFLOP/s, direct -> transposed): batch 64
+// at 4096x4096 62 -> 68, 1024 -> 4096 65 -> 70, 4096 -> 1024 63 -> 73,
+// 1024x1024 66 -> 83; batch 256 at 4096x4096 88 -> 91; batch 32 at
+// 256x256 71 -> 77 but 64 -> 256 66 -> 64; batch 512 at 512x512 94 -> 79.
+// Hence up to 256 rows, and f32 only: f64 (dgemm) was 10-20 % slower
+// transposed at every shape tried. Each output is bias + the same dot
+// product, blocked the same way over `in`: only C's layout changes.
+constexpr int64_t kTransposedLinearMaxBatch = 256;
 
 // y[batch, out] = bias + x W^T through y^T. Reuses one scratch per thread
 // (training calls this with the same shapes every step).
@@ -169,7 +172,7 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
   TANDEM_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* py = y.data<T>();
-    if (batch <= kTransposedLinearMaxBatch) {
+    if (std::is_same_v<T, float> && batch <= kTransposedLinearMaxBatch) {
       return LinearForwardTransposed<T>(
           x.data<T>(), weight.data<T>(),
           bias.defined() ? bias.data<T>() : nullptr, batch, in, out_features,

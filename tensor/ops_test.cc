@@ -100,20 +100,35 @@ TEST(LinearTest, MatchesMatMulPlusBias) {
 }
 
 TEST(LinearTest, BothForwardLayoutsAroundTheBatchThreshold) {
-  // Up to 512 rows Linear computes y^T = W x^T and transposes it; above, it
-  // computes x W^T directly (ops_matmul.cc). Both must give the product plus
-  // bias, with and without bias, on shapes whose sides are not tile-sized.
+  // In f32, up to 256 rows Linear computes y^T = W x^T and transposes it;
+  // above, and always in f64, it computes x W^T directly (ops_matmul.cc).
+  // Every path must give the product plus bias, with and without bias, on
+  // shapes whose sides are not tile-sized: f64 against MatMul + Add, f32
+  // against the f64 result of the same (f32-representable) inputs.
   std::mt19937 rng(7);
-  for (int64_t batch : {1, 31, 33, 512, 513}) {
+  for (int64_t batch : {1, 31, 33, 256, 257}) {
     Tensor x = Random64({batch, 37}, rng), w = Random64({45, 37}, rng),
            b = Random64({45}, rng);
-    EXPECT_THAT(V64(Linear(x, w, b)),
-                Pointwise(DoubleNear(1e-12),
-                          V64(Add(MatMul(x, w, false, true).value(), b))))
-        << "batch " << batch;
+    x = x.To(DType::kF32).value().To(DType::kF64).value();
+    w = w.To(DType::kF32).value().To(DType::kF64).value();
+    b = b.To(DType::kF32).value().To(DType::kF64).value();
+    const std::vector<double> ref =
+        V64(Add(MatMul(x, w, false, true).value(), b));
+    const std::vector<double> ref_no_bias = V64(MatMul(x, w, false, true));
+    EXPECT_THAT(V64(Linear(x, w, b)), Pointwise(DoubleNear(1e-12), ref))
+        << "f64, batch " << batch;
     EXPECT_THAT(V64(Linear(x, w, Tensor())),
-                Pointwise(DoubleNear(1e-12), V64(MatMul(x, w, false, true))))
-        << "batch " << batch;
+                Pointwise(DoubleNear(1e-12), ref_no_bias))
+        << "f64, batch " << batch;
+    const Tensor x32 = x.To(DType::kF32).value(),
+                 w32 = w.To(DType::kF32).value(),
+                 b32 = b.To(DType::kF32).value();
+    EXPECT_THAT(V64(Linear(x32, w32, b32).value().To(DType::kF64)),
+                Pointwise(DoubleNear(2e-3), ref))
+        << "f32, batch " << batch;
+    EXPECT_THAT(V64(Linear(x32, w32, Tensor()).value().To(DType::kF64)),
+                Pointwise(DoubleNear(2e-3), ref_no_bias))
+        << "f32, batch " << batch;
   }
 }
 

@@ -189,13 +189,6 @@ std::string FirstDifference(const std::vector<EntryDesc>& ref,
   return "";
 }
 
-// The 1/world_size scaling can ride on the reduction (ReduceOp::kAvg: sum,
-// then divide) without changing a bit of PyTorch's result exactly when the
-// world size is a power of two: multiplying by 2^-k is exact (short of
-// underflow to subnormals), so sum_r(g_r * 2^-k) == (sum_r g_r) * 2^-k in
-// floating point, for the same summation order.
-bool IsPowerOfTwo(int n) { return n > 0 && (n & (n - 1)) == 0; }
-
 }  // namespace
 
 // ---- Construction.
@@ -207,8 +200,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module,
       comm_(&comm),
       options_(options),
       rank_(comm.rank()),
-      world_size_(comm.size()),
-      average_in_reduction_(IsPowerOfTwo(comm.size())) {}
+      world_size_(comm.size()) {}
 
 absl::StatusOr<std::unique_ptr<DistributedDataParallel>>
 DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
@@ -529,7 +521,7 @@ absl::Status DistributedDataParallel::EnsureGradIsView(ParamState& p) {
 absl::Status DistributedDataParallel::MarkReady(int64_t index) {
   ParamState& p = params_[index];
   p.ready = true;
-  if (world_size_ > 1 && !average_in_reduction_) {
+  if (world_size_ > 1 && !AverageInReduction()) {
     // PyTorch multiplies by 1 / world_size, then sums across ranks.
     TANDEM_RETURN_IF_ERROR(
         ScaleInPlace(p.view, 1.0 / static_cast<double>(world_size_)));
@@ -540,10 +532,19 @@ absl::Status DistributedDataParallel::MarkReady(int64_t index) {
   return absl::OkStatus();
 }
 
+// The 1/world_size scaling can ride on the reduction (ReduceOp::kAvg: sum,
+// then divide) without changing a bit of PyTorch's result exactly when the
+// world size is a power of two: multiplying by 2^-k is exact (short of
+// underflow to subnormals), so sum_r(g_r * 2^-k) == (sum_r g_r) * 2^-k in
+// floating point, for the same summation order.
+bool DistributedDataParallel::AverageInReduction() const {
+  return (world_size_ & (world_size_ - 1)) == 0;
+}
+
 void DistributedDataParallel::LaunchCompleteBuckets() {
   const int64_t n = static_cast<int64_t>(buckets_.size());
   const comm::ReduceOp op =
-      average_in_reduction_ ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum;
+      AverageInReduction() ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum;
   while (next_launch_ < n && bucket_states_[next_launch_].pending == 0) {
     if (world_size_ > 1) {
       absl::StatusOr<comm::BufferView> view = ViewOf(buckets_[next_launch_].flat);

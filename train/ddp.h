@@ -287,6 +287,10 @@ class DistributedDataParallel {
   absl::Status EnsureGradIsView(ParamState& p);
   absl::Status MarkReady(int64_t index);
   void LaunchCompleteBuckets();
+  // Average with ReduceOp::kAvg instead of scaling every gradient first:
+  // bit-identical to PyTorch's arithmetic at power-of-two world sizes, and
+  // it saves a pass over the gradients (see ddp.cc).
+  bool AverageInReduction() const;
   void PollInFlight();
   // Waits for every launched bucket before `deadline`; the first error.
   absl::Status WaitLaunched(absl::Time deadline);
@@ -298,10 +302,6 @@ class DistributedDataParallel {
   DdpOptions options_;
   int rank_;
   int world_size_;
-  // Average with ReduceOp::kAvg instead of scaling every gradient first:
-  // bit-identical to PyTorch's arithmetic for power-of-two world sizes, and
-  // it saves a pass over the gradients (see IsPowerOfTwo in ddp.cc).
-  bool average_in_reduction_;
 
   std::vector<ParamState> params_;  // managed parameters, registration order
   std::vector<DdpBucket> buckets_;

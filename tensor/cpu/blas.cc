@@ -5,7 +5,6 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <mutex>
@@ -22,17 +21,14 @@ void EnsureDefaultThreads() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
-// The thread count SetBlasNumThreads chose (1 by default), for oneDNN too.
-std::atomic<int> g_num_threads{1};
-
 // oneDNN parallelises with OpenMP, whose thread count is per calling thread
-// (an OpenMP ICV): every rank thread applies the process-wide setting to
-// itself before its first oneDNN call and whenever it changes. Without this
-// each rank would run OpenMP teams as wide as the machine, oversubscribing
-// the cores that the other ranks use.
+// (an OpenMP ICV): every rank thread applies OpenBLAS's process-wide count
+// (SetBlasNumThreads; 1 by default) to itself before its first oneDNN call
+// and whenever it changed. Without this each rank would run OpenMP teams as
+// wide as the machine, oversubscribing the cores that the other ranks use.
 void ApplyThreadsToOneDnn() {
   thread_local int applied = 0;
-  const int wanted = g_num_threads.load(std::memory_order_relaxed);
+  const int wanted = openblas_get_num_threads();
   if (applied != wanted) {
     omp_set_num_threads(wanted);
     applied = wanted;
@@ -122,7 +118,6 @@ absl::Status SetBlasNumThreads(int num_threads) {
   }
   EnsureDefaultThreads();
   openblas_set_num_threads(num_threads);
-  g_num_threads.store(num_threads, std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
