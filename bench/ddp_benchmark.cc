@@ -88,7 +88,7 @@
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
-#include "train/ddp.h"
+#include "train/parallel/ddp.h"
 
 ABSL_FLAG(std::string, backend, "sim",
           "sim (ranks are threads of this process) or mpi (run under "

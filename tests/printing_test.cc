@@ -1,5 +1,5 @@
 // Rank-aware printing on the simulated cluster: exactly which rank printed
-// which lines, for comm::RankPrinter directly and for //train:toy_ddp's
+// which lines, for comm::RankPrinter directly and for //train/examples:toy_ddp's
 // --log_ranks=all|0; lines stay whole under concurrent printing.
 #include <string>
 #include <vector>
@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim.h"
-#include "train/toy_ddp_lib.h"
+#include "train/examples/toy_ddp_lib.h"
 
 namespace tandem {
 namespace {

@@ -1,4 +1,4 @@
-// //train:toy_ddp end to end on the simulated cluster: each rank's lines are
+// //train/examples:toy_ddp end to end on the simulated cluster: each rank's lines are
 // exactly the lines PyTorch 1.13 prints for the same script (gloo, mp.spawn,
 // CPU), pinned here from bench/peers/toy_ddp.py. Re-check against a live
 // PyTorch with bench/peers/compare_toy_ddp.py.
@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim.h"
-#include "train/toy_ddp_lib.h"
+#include "train/examples/toy_ddp_lib.h"
 
 namespace tandem {
 namespace {

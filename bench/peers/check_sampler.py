@@ -1,12 +1,12 @@
 #!/usr/bin/python3
-"""Checks tandem's //train:sampler against PyTorch's DistributedSampler.
+"""Checks tandem's //train/data:sampler against PyTorch's DistributedSampler.
 
 Runs both on many random configurations (dataset size, replicas, rank, seed,
 epoch, shuffle, drop_last) and compares the index lists exactly. Uses Debian's
 python3-torch (PyTorch 1.13, CPU):
 
-    ./bazelw build //train:sampler
-    bench/peers/check_sampler.py --binary bazel-bin/train/sampler --cases 300
+    ./bazelw build //train/data:sampler
+    bench/peers/check_sampler.py --binary bazel-bin/train/data/sampler --cases 300
 
 Exits 0 when every case matches, 1 (printing the first mismatches) otherwise.
 """
@@ -42,7 +42,7 @@ def tandem_indices(binary, n, r, k, seed, epoch, shuffle, drop_last):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", default="bazel-bin/train/sampler")
+    parser.add_argument("--binary", default="bazel-bin/train/data/sampler")
     parser.add_argument("--cases", type=int, default=200)
     parser.add_argument("--seed", type=int, default=1234,
                         help="seed of the case generator")

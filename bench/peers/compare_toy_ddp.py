@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks that tandem's //train:toy_ddp prints the lines PyTorch prints.
+"""Checks that tandem's //train/examples:toy_ddp prints the lines PyTorch prints.
 
 Runs bench/peers/toy_ddp.py (PyTorch 1.13, gloo, mp.spawn, CPU) and the tandem
 binary with the same flags, for each world size, and compares the output
@@ -7,7 +7,7 @@ rank by rank: the lines of each rank (selected by their "[GPUk]" prefix, in
 the order that rank printed them) must be identical. How ranks interleave
 differs from run to run and is not compared.
 
-    ./bazelw build //train:toy_ddp
+    ./bazelw build //train/examples:toy_ddp
     bench/peers/compare_toy_ddp.py                       # world sizes 1 2 3 4
     bench/peers/compare_toy_ddp.py --world_sizes 2 --epochs 5 --lr 0.1
 
@@ -73,8 +73,8 @@ def losses(lines):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--binary", default="bazel-bin/train/toy_ddp",
-                        help="the tandem binary (./bazelw build //train:toy_ddp)")
+    parser.add_argument("--binary", default="bazel-bin/train/examples/toy_ddp",
+                        help="the tandem binary (./bazelw build //train/examples:toy_ddp)")
     parser.add_argument("--world_sizes", type=int, nargs="+",
                         default=[1, 2, 3, 4])
     parser.add_argument("--epochs", type=int, default=3)
@@ -88,7 +88,7 @@ def main():
     args = parser.parse_args()
     if not os.access(args.binary, os.X_OK):
         sys.stderr.write(f"compare_toy_ddp: {args.binary} not found; run "
-                         "./bazelw build //train:toy_ddp first\n")
+                         "./bazelw build //train/examples:toy_ddp first\n")
         return 2
 
     failed = False

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The DDP tutorial's toy example in PyTorch: the peer of tandem's //train:toy_ddp.
+"""The DDP tutorial's toy example in PyTorch: the peer of tandem's //train/examples:toy_ddp.
 
 This is Sebastian Raschka's "ddp-script.py" (LLMs-from-scratch, appendix A)
 run on the CPU: the gloo backend instead of NCCL, no device_ids, and

@@ -1,7 +1,7 @@
 // MpiCommunicator: the Communicator contract over OpenMPI, for real
 // multi-process (and multi-node) jobs on CPUs. One process is one rank.
 //
-//   // mpirun -np 4 bazel-bin/train/toy_ddp --backend=mpi
+//   // mpirun -np 4 bazel-bin/train/examples/toy_ddp --backend=mpi
 //   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::MpiCommunicator> comm,
 //                           comm::MpiCommunicator::Create());
 //   std::vector<float> grads = ...;

@@ -1,0 +1,206 @@
+#include "train/examples/digits_ddp_lib.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/types/span.h"
+#include "base/status_macros.h"
+#include "comm/rank_printer.h"
+#include "comm/types.h"
+#include "tensor/autograd.h"
+#include "tensor/device.h"
+#include "tensor/generator.h"
+#include "tensor/nn/activation.h"
+#include "tensor/nn/linear.h"
+#include "tensor/nn/sequential.h"
+#include "tensor/ops.h"
+#include "tensor/optim/sgd.h"
+#include "train/data/csv_dataset.h"
+#include "train/data/data_loader.h"
+#include "train/parallel/ddp.h"
+#include "train/data/distributed_sampler.h"
+
+namespace tandem::train {
+namespace {
+
+struct Split {
+  TensorDataset train;
+  TensorDataset test;
+};
+
+// Rows `indices` of `data`, features scaled by `scale`.
+absl::StatusOr<TensorDataset> Subset(const TensorDataset& data,
+                                     const std::vector<int64_t>& indices,
+                                     float scale) {
+  TANDEM_ASSIGN_OR_RETURN(DataLoader all,
+                          DataLoader::Create(data, indices,
+                                             std::max<int64_t>(1, indices.size()),
+                                             /*drop_last=*/false));
+  if (all.num_batches() == 0) {
+    return absl::InvalidArgumentError("digits: an empty split; lower test_fraction");
+  }
+  TANDEM_ASSIGN_OR_RETURN(Batch batch, all.GetBatch(0));
+  float* x = batch.features.data<float>();
+  for (int64_t i = 0; i < batch.features.numel(); ++i) x[i] *= scale;
+  return TensorDataset::Create(batch.features, batch.labels);
+}
+
+absl::StatusOr<Split> LoadAndSplit(const DigitsConfig& config) {
+  TANDEM_ASSIGN_OR_RETURN(TensorDataset data, LoadCsvDataset(config.data_path));
+  if (data.features.ndim() != 2 || data.features.dim(1) != 64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config.data_path, ": expected 64 pixel columns and a label, found ",
+        ShapeToString(data.features.shape()), " features"));
+  }
+  Generator split_gen(config.split_seed);
+  std::vector<int64_t> order = split_gen.Randperm(data.size());
+  const int64_t n_test =
+      static_cast<int64_t>(std::llround(config.test_fraction * data.size()));
+  std::vector<int64_t> test(order.begin(), order.begin() + n_test);
+  std::vector<int64_t> train(order.begin() + n_test, order.end());
+  // Pixels are 0..16.
+  TANDEM_ASSIGN_OR_RETURN(TensorDataset train_set, Subset(data, train, 1.0f / 16));
+  TANDEM_ASSIGN_OR_RETURN(TensorDataset test_set, Subset(data, test, 1.0f / 16));
+  return Split{std::move(train_set), std::move(test_set)};
+}
+
+absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(const DigitsConfig& c) {
+  Generator gen(c.seed);
+  auto model = std::make_unique<nn::Sequential>();
+  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(64, c.hidden, gen)));
+  TANDEM_RETURN_IF_ERROR(model->Append(std::make_unique<nn::ReLU>()));
+  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(c.hidden, 10, gen)));
+  return model;
+}
+
+// Sums `values` over every rank, in place. Off the CPU the values travel
+// through a staging tensor on `device` (NCCL takes device memory only).
+absl::Status AllReduceSum(comm::Communicator& comm, std::vector<double>& values,
+                          Device device) {
+  if (device.is_cpu()) {
+    return comm
+        .AllReduce(comm::HostView(absl::MakeSpan(values)), comm::ReduceOp::kSum)
+        ->Wait();
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor host, Tensor::FromVector(values));
+  TANDEM_ASSIGN_OR_RETURN(Tensor staged, host.To(device));
+  comm::BufferView view{staged.raw_data(), staged.numel(), comm::DType::kF64,
+                        comm::MemorySpace::kCuda, device.index()};
+  TANDEM_RETURN_IF_ERROR(comm.AllReduce(view, comm::ReduceOp::kSum)->Wait());
+  TANDEM_ASSIGN_OR_RETURN(host, staged.To(Device::CPU()));
+  TANDEM_ASSIGN_OR_RETURN(values, host.ToVector<double>());
+  return absl::OkStatus();
+}
+
+// `t` on `device` (itself, no copy, when it is there already).
+absl::StatusOr<Tensor> OnDevice(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  return t.To(device);
+}
+
+absl::Status CheckConfig(const DigitsConfig& c) {
+  if (c.epochs < 0 || c.global_batch_size < 1 || c.lr < 0 || c.momentum < 0 ||
+      c.hidden < 1 || !(c.test_fraction > 0 && c.test_fraction < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "digits_ddp: bad configuration: epochs=", c.epochs,
+        " global_batch_size=", c.global_batch_size, " lr=", c.lr, " momentum=", c.momentum,
+        " hidden=", c.hidden, " test_fraction=", c.test_fraction,
+        " (need epochs >= 0, global_batch_size >= 1, lr >= 0, momentum >= 0, "
+        "hidden >= 1, 0 < test_fraction < 1)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
+                                          const DigitsConfig& config,
+                                          Device device) {
+  TANDEM_RETURN_IF_ERROR(CheckConfig(config));
+  const comm::RankPrinter out(comm);
+  TANDEM_ASSIGN_OR_RETURN(Split split, LoadAndSplit(config));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model, BuildModel(config));
+  TANDEM_RETURN_IF_ERROR(model->To(device));
+  TANDEM_ASSIGN_OR_RETURN(
+      optim::Sgd sgd,
+      optim::Sgd::Create(model->Parameters(), config.lr,
+                         {.momentum = config.momentum}));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
+                          DistributedDataParallel::Create(*model, comm));
+  TANDEM_ASSIGN_OR_RETURN(
+      DistributedSampler sampler,
+      DistributedSampler::Create(split.train.size(),
+                                 {.num_replicas = comm.size(), .rank = comm.rank()}));
+  const int64_t batch_size =
+      (config.global_batch_size + comm.size() - 1) / comm.size();
+  out.PrintOnRank0(absl::StrFormat(
+      "digits_ddp: %d train / %d test samples, %d rank(s) on %s, batch %d per "
+      "rank, MLP 64-%d-10",
+      split.train.size(), split.test.size(), comm.size(),
+      std::string(comm.backend()), batch_size, config.hidden));
+
+  DigitsResult result;
+  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
+    sampler.SetEpoch(epoch);
+    model->Train();
+    TANDEM_ASSIGN_OR_RETURN(
+        DataLoader loader,
+        DataLoader::Create(split.train, sampler.Indices(), batch_size,
+                           /*drop_last=*/false));
+    std::vector<double> loss_sum_and_count = {0, 0};
+    for (int64_t b = 0; b < loader.num_batches(); ++b) {
+      TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
+      TANDEM_ASSIGN_OR_RETURN(Tensor features, OnDevice(batch.features, device));
+      TANDEM_ASSIGN_OR_RETURN(Tensor labels, OnDevice(batch.labels, device));
+      TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(features));
+      TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, labels));
+      model->ZeroGrad();
+      TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+      TANDEM_RETURN_IF_ERROR(sgd.Step());
+      TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
+      loss_sum_and_count[0] += value * batch.labels.numel();
+      loss_sum_and_count[1] += batch.labels.numel();
+    }
+    TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, loss_sum_and_count, device));
+    result.final_train_loss = loss_sum_and_count[0] / loss_sum_and_count[1];
+    out.PrintOnRank0(absl::StrFormat("Epoch: %03d/%03d | Train loss: %.4f",
+                                     epoch + 1, config.epochs,
+                                     result.final_train_loss));
+  }
+
+  // Each rank scores a disjoint strided slice of the test set (no padding).
+  model->Eval();
+  NoGradGuard no_grad;
+  std::vector<int64_t> mine;
+  for (int64_t i = comm.rank(); i < split.test.size(); i += comm.size()) {
+    mine.push_back(i);
+  }
+  std::vector<double> correct_and_total = {0, static_cast<double>(mine.size())};
+  if (!mine.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        DataLoader loader,
+        DataLoader::Create(split.test, mine, static_cast<int64_t>(mine.size()),
+                           /*drop_last=*/false));
+    TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(0));
+    TANDEM_ASSIGN_OR_RETURN(Tensor features, OnDevice(batch.features, device));
+    TANDEM_ASSIGN_OR_RETURN(Tensor logits, model->Forward(features));
+    TANDEM_ASSIGN_OR_RETURN(Tensor predicted, Argmax(logits, -1));
+    TANDEM_ASSIGN_OR_RETURN(predicted, OnDevice(predicted, Device::CPU()));
+    const int64_t* p = predicted.data<int64_t>();
+    const int64_t* y = batch.labels.data<int64_t>();
+    for (int64_t i = 0; i < batch.labels.numel(); ++i) correct_and_total[0] += p[i] == y[i];
+  }
+  TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, correct_and_total, device));
+  result.test_correct = static_cast<int64_t>(correct_and_total[0]);
+  result.test_total = static_cast<int64_t>(correct_and_total[1]);
+  out.PrintOnRank0(absl::StrFormat("Test accuracy: %.4f (%d/%d, all ranks)",
+                                   result.test_accuracy(), result.test_correct,
+                                   result.test_total));
+  return result;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,69 @@
+// The DDP tutorials' toy example (Sebastian Raschka's "ddp-script.py"), as a
+// function every rank runs; //train/examples:toy_ddp wraps it in a command line.
+//
+//   sim::Run(2, [](int rank, comm::Communicator& comm) {
+//     return train::RunToyDdp(comm, train::ToyDdpConfig());
+//   });
+//
+// Each rank: five training points and two test points in 2-d; an MLP
+// 2 -> 30 -> 20 -> 2 with ReLU built right after seeding the generator
+// (PyTorch's torch.manual_seed(seed) then nn.Linear init); SGD; DDP; a
+// DistributedSampler (shuffle, seed 0, SetEpoch every epoch) feeding batches
+// with drop_last; one loss line per step; then the training accuracy over the
+// rank's own shard (the drop_last batches of the last epoch's order) and the
+// test accuracy over the whole test set. Lines, as the tutorial prints them:
+//
+//   [GPU0] Epoch: 001/003 | Batchsize 002 | Train/Val Loss: 0.66
+//   [GPU0] Training accuracy 1.0
+//   [GPU0] Test accuracy 1.0
+//
+// They go to comm.output() through comm::RankPrinter, one atomic write per
+// line. bench/peers/toy_ddp.py is the same script in PyTorch and
+// bench/peers/compare_toy_ddp.py checks that both print the same lines.
+#ifndef TANDEM_TRAIN_EXAMPLES_TOY_DDP_LIB_H_
+#define TANDEM_TRAIN_EXAMPLES_TOY_DDP_LIB_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "comm/communicator.h"
+#include "tensor/device.h"
+
+namespace tandem::train {
+
+struct ToyDdpConfig {
+  int64_t epochs = 3;      // >= 0
+  int64_t batch_size = 2;  // >= 1
+  double lr = 0.5;         // >= 0
+  uint64_t seed = 123;     // the model's initialisation (torch.manual_seed)
+  // true: every rank prints its lines with the "[GPUk] " prefix (the
+  // tutorial). false: only rank 0's lines are printed, the same lines as
+  // with true (RankPrinter::PrintOnRank0).
+  bool log_all_ranks = true;
+  // Decimals of the printed loss; the tutorial prints 2. More digits show
+  // how close tandem and PyTorch are.
+  int loss_precision = 2;
+};
+
+// Runs the tutorial on `comm`'s rank (collective: every rank calls it).
+// `device` is where this rank trains: the model is moved there before DDP
+// wraps it (model.to(rank) in the tutorial) and every batch is copied there;
+// predictions and losses come back to the host for printing. The CPU path
+// makes no copies. On a GPU the printed values may differ from the CPU's in
+// their last digits. Errors: a bad config (named), an empty shard (the
+// tutorial divides by zero there: the message says to lower --batch_size or
+// the world size), a device that cannot be used, or a failure of DDP or the
+// communicator.
+absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
+                       Device device = Device::CPU());
+
+// Python's str(float) (== repr): the shortest digits that round-trip, in
+// fixed notation for 1e-4 <= |x| < 1e16 with ".0" added to integral values
+// ("1.0", "0.5", "0.6666666865348816"), otherwise in exponent notation with
+// at least two exponent digits ("1e-05", "1.5e+16"); "inf", "-inf", "nan".
+std::string PythonFloatStr(double value);
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_EXAMPLES_TOY_DDP_LIB_H_

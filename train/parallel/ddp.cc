@@ -1,0 +1,696 @@
+#include "train/parallel/ddp.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "base/status_macros.h"
+#include "comm/types.h"
+#include "tensor/autograd.h"
+#include "tensor/device.h"
+#include "tensor/ops.h"
+
+namespace tandem::train {
+namespace {
+
+absl::StatusOr<comm::DType> CommDType(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return comm::DType::kF32;
+    case DType::kF64:
+      return comm::DType::kF64;
+    case DType::kF16:
+      return comm::DType::kF16;
+    case DType::kBF16:
+      return comm::DType::kBF16;
+    case DType::kI64:
+      return comm::DType::kI64;
+    case DType::kI32:
+      return comm::DType::kI32;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("DistributedDataParallel: dtype ", static_cast<int>(dtype),
+                   " has no communication type"));
+}
+
+// The whole of `t` as a buffer a collective can move.
+absl::StatusOr<comm::BufferView> ViewOf(const Tensor& t) {
+  TANDEM_ASSIGN_OR_RETURN(comm::DType dtype, CommDType(t.dtype()));
+  comm::BufferView view;
+  view.data = t.raw_data();
+  view.count = t.numel();
+  view.dtype = dtype;
+  if (t.device().is_cuda()) {
+    view.space = comm::MemorySpace::kCuda;
+    view.device = t.device().index();
+  }
+  return view;
+}
+
+// `status` with "rank r: <context>: " in front of its message, same code.
+absl::Status Annotate(const absl::Status& status, int rank,
+                      const std::string& context) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat("DistributedDataParallel on rank ", rank,
+                                   ": ", context, ": ", status.message()));
+}
+
+absl::Duration Remaining(absl::Time deadline) {
+  return std::max(deadline - absl::Now(), absl::ZeroDuration());
+}
+
+// AllGather of host int64 values (`recv` holds size() * send.size()). When
+// `device` is not the CPU the values travel through staging tensors on it:
+// a backend that trains CUDA parameters may accept device memory only (NCCL
+// does), and the parameters' device is memory every backend that moves them
+// accepts. The staging copies block, so the host values are final on return.
+absl::Status AllGatherHostI64(comm::Communicator& comm, Device device,
+                              absl::Span<int64_t> send,
+                              absl::Span<int64_t> recv, absl::Time deadline) {
+  if (device.is_cpu()) {
+    return comm.AllGather(comm::HostView(send), comm::HostView(recv))
+        ->Wait(Remaining(deadline));
+  }
+  const int64_t n = static_cast<int64_t>(send.size());
+  const int64_t m = static_cast<int64_t>(recv.size());
+  TANDEM_ASSIGN_OR_RETURN(Tensor host_send,
+                          Tensor::FromBuffer(send.data(), n, DType::kI64, {n}));
+  TANDEM_ASSIGN_OR_RETURN(Tensor device_send, host_send.To(device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor device_recv,
+                          Tensor::Empty({m}, DType::kI64, device));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send_view, ViewOf(device_send));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv_view, ViewOf(device_recv));
+  TANDEM_RETURN_IF_ERROR(
+      comm.AllGather(send_view, recv_view)->Wait(Remaining(deadline)));
+  TANDEM_ASSIGN_OR_RETURN(Tensor host_recv, device_recv.To(Device::CPU()));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> values,
+                          host_recv.ToVector<int64_t>());
+  std::copy(values.begin(), values.end(), recv.begin());
+  return absl::OkStatus();
+}
+
+// ---- The description of a model that Create() compares across ranks.
+// Encoded as int64 so one AllGather moves it: per list, the entry count,
+// then per entry: name length, name bytes, dtype, requires_grad, ndim, dims.
+
+struct EntryDesc {
+  std::string name;
+  int64_t dtype = 0;
+  int64_t requires_grad = 0;
+  std::vector<int64_t> shape;
+};
+
+std::string Describe(const EntryDesc& e) {
+  return absl::StrCat("\"", e.name, "\" ",
+                      DTypeName(static_cast<DType>(e.dtype)),
+                      ShapeToString(e.shape),
+                      e.requires_grad ? "" : " (requires_grad=false)");
+}
+
+void Encode(const std::vector<nn::NamedTensor>& entries,
+            std::vector<int64_t>& out) {
+  out.push_back(static_cast<int64_t>(entries.size()));
+  for (const nn::NamedTensor& e : entries) {
+    out.push_back(static_cast<int64_t>(e.name.size()));
+    for (unsigned char c : e.name) out.push_back(c);
+    out.push_back(static_cast<int64_t>(e.tensor.dtype()));
+    out.push_back(e.tensor.requires_grad() ? 1 : 0);
+    out.push_back(e.tensor.ndim());
+    for (int64_t d : e.tensor.shape()) out.push_back(d);
+  }
+}
+
+// Decodes one list starting at `pos`; false on malformed input.
+bool Decode(const int64_t* data, int64_t size, int64_t& pos,
+            std::vector<EntryDesc>& out) {
+  auto next = [&](int64_t& v) {
+    if (pos >= size) return false;
+    v = data[pos++];
+    return true;
+  };
+  int64_t n = 0;
+  if (!next(n) || n < 0 || n > size) return false;
+  for (int64_t i = 0; i < n; ++i) {
+    EntryDesc e;
+    int64_t len = 0;
+    if (!next(len) || len < 0 || len > size - pos) return false;
+    for (int64_t k = 0; k < len; ++k) {
+      e.name.push_back(static_cast<char>(data[pos++]));
+    }
+    int64_t ndim = 0;
+    if (!next(e.dtype) || !next(e.requires_grad) || !next(ndim) || ndim < 0 ||
+        ndim > size - pos) {
+      return false;
+    }
+    e.shape.assign(data + pos, data + pos + ndim);
+    pos += ndim;
+    out.push_back(std::move(e));
+  }
+  return true;
+}
+
+bool SameEntry(const EntryDesc& a, const EntryDesc& b) {
+  return a.dtype == b.dtype && a.requires_grad == b.requires_grad &&
+         a.shape == b.shape;
+}
+
+// "" when `other` (rank r) matches `ref` (rank 0); otherwise the difference.
+std::string FirstDifference(const std::vector<EntryDesc>& ref,
+                            const std::vector<EntryDesc>& other, int r,
+                            const char* kind) {
+  const size_t common = std::min(ref.size(), other.size());
+  for (size_t i = 0; i < common; ++i) {
+    if (!SameEntry(ref[i], other[i])) {
+      return absl::StrCat(kind, " ", i, " is ", Describe(ref[i]),
+                          " on rank 0 but ", Describe(other[i]), " on rank ",
+                          r);
+    }
+  }
+  if (ref.size() != other.size()) {
+    const bool rank0_longer = ref.size() > other.size();
+    const EntryDesc& extra = rank0_longer ? ref[common] : other[common];
+    return absl::StrCat("rank ", r, " has ", other.size(), " ", kind,
+                        "s but rank 0 has ", ref.size(), " (", kind, " ",
+                        common, ", ", Describe(extra), ", exists only on rank ",
+                        rank0_longer ? 0 : r, ")");
+  }
+  return "";
+}
+
+}  // namespace
+
+// ---- Construction.
+
+DistributedDataParallel::DistributedDataParallel(nn::Module& module,
+                                                 comm::Communicator& comm,
+                                                 const DdpOptions& options)
+    : module_(&module),
+      comm_(&comm),
+      options_(options),
+      rank_(comm.rank()),
+      world_size_(comm.size()) {}
+
+absl::StatusOr<std::unique_ptr<DistributedDataParallel>>
+DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
+                                const DdpOptions& options) {
+  if (options.first_bucket_cap_bytes <= 0 || options.bucket_cap_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedDataParallel: bucket caps must be positive; got "
+        "first_bucket_cap_bytes = ",
+        options.first_bucket_cap_bytes,
+        " and bucket_cap_bytes = ", options.bucket_cap_bytes));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DistributedDataParallel: timeout must be positive; got ",
+                     absl::FormatDuration(options.timeout)));
+  }
+  if (comm.size() < 1 || comm.rank() < 0 || comm.rank() >= comm.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedDataParallel: the communicator reports rank ", comm.rank(),
+        " of world size ", comm.size(), "; expected 0 <= rank < size"));
+  }
+  auto ddp = std::unique_ptr<DistributedDataParallel>(
+      new DistributedDataParallel(module, comm, options));
+
+  const std::vector<nn::NamedTensor> params = module.NamedParameters();
+  for (const nn::NamedTensor& p : params) {
+    if (p.tensor.device() != params.front().tensor.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributedDataParallel on rank ", ddp->rank_, ": parameter \"",
+          p.name, "\" is on ", p.tensor.device().ToString(), " but \"",
+          params.front().name, "\" is on ",
+          params.front().tensor.device().ToString(),
+          "; move the whole module to one device before wrapping it"));
+    }
+    if (p.tensor.requires_grad()) {
+      ParamState state;
+      state.name = p.name;
+      state.param = p.tensor;
+      ddp->params_.push_back(std::move(state));
+    }
+  }
+  for (const nn::NamedTensor& b : module.NamedBuffers()) {
+    if (!params.empty() && b.tensor.device() != params.front().tensor.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributedDataParallel on rank ", ddp->rank_, ": buffer \"",
+          b.name, "\" is on ", b.tensor.device().ToString(), " but parameter \"",
+          params.front().name, "\" is on ",
+          params.front().tensor.device().ToString(),
+          "; move the whole module to one device (Module::To) before "
+          "wrapping it"));
+    }
+  }
+  if (ddp->params_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedDataParallel on rank ", ddp->rank_, ": the module (",
+        std::string(module.type_name()), ") has no parameter that requires a gradient, so "
+        "there is nothing to synchronise; train it without DDP"));
+  }
+
+  if (ddp->world_size_ > 1) {
+    TANDEM_RETURN_IF_ERROR(ddp->VerifyAcrossRanks());
+    TANDEM_RETURN_IF_ERROR(ddp->BroadcastFromRank0(params, "parameter"));
+    TANDEM_RETURN_IF_ERROR(
+        ddp->BroadcastFromRank0(module.NamedBuffers(), "buffer"));
+  }
+  TANDEM_RETURN_IF_ERROR(ddp->BuildBuckets());
+  return ddp;
+}
+
+absl::Status DistributedDataParallel::VerifyAcrossRanks() {
+  std::vector<int64_t> mine;
+  Encode(module_->NamedParameters(), mine);
+  Encode(module_->NamedBuffers(), mine);
+  const absl::Time deadline = absl::Now() + options_.timeout;
+
+  // 1. Everyone's description length, 2. everyone's description (padded).
+  // Staged through the parameters' device when they are not on the CPU.
+  const Device device = params_.front().param.device();
+  int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(world_size_);
+  TANDEM_RETURN_IF_ERROR(
+      Annotate(AllGatherHostI64(*comm_, device, absl::MakeSpan(&length, 1),
+                                absl::MakeSpan(lengths), deadline),
+               rank_, "exchanging model descriptions"));
+  const int64_t max_length = *std::max_element(lengths.begin(), lengths.end());
+  mine.resize(max_length, 0);
+  std::vector<int64_t> all(static_cast<size_t>(max_length) * world_size_);
+  TANDEM_RETURN_IF_ERROR(
+      Annotate(AllGatherHostI64(*comm_, device, absl::MakeSpan(mine),
+                                absl::MakeSpan(all), deadline),
+               rank_, "exchanging model descriptions"));
+
+  std::vector<std::vector<EntryDesc>> params(world_size_);
+  std::vector<std::vector<EntryDesc>> buffers(world_size_);
+  for (int r = 0; r < world_size_; ++r) {
+    const int64_t* data = all.data() + static_cast<int64_t>(r) * max_length;
+    int64_t pos = 0;
+    if (lengths[r] < 0 || lengths[r] > max_length ||
+        !Decode(data, lengths[r], pos, params[r]) ||
+        !Decode(data, lengths[r], pos, buffers[r])) {
+      return absl::InternalError(absl::StrCat(
+          "DistributedDataParallel on rank ", rank_,
+          ": could not decode rank ", r, "'s model description"));
+    }
+  }
+  for (int r = 1; r < world_size_; ++r) {
+    std::string diff = FirstDifference(params[0], params[r], r, "parameter");
+    if (diff.empty()) {
+      diff = FirstDifference(buffers[0], buffers[r], r, "buffer");
+    }
+    if (!diff.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DistributedDataParallel (reported on rank ", rank_,
+          "): the ranks hold different models: ", diff,
+          ". Every rank must build the same model (same layers, in the same "
+          "order, with the same shapes and dtypes) before wrapping it"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DistributedDataParallel::BroadcastFromRank0(
+    const std::vector<nn::NamedTensor>& tensors, const char* what) {
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  std::vector<std::unique_ptr<comm::Work>> works;
+  works.reserve(tensors.size());
+  for (const nn::NamedTensor& t : tensors) {
+    TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ViewOf(t.tensor));
+    works.push_back(comm_->Broadcast(view, /*root=*/0));
+  }
+  // Wait for all of them even after an error: the buffers must not be in
+  // use when we return.
+  absl::Status first;
+  for (size_t i = 0; i < works.size(); ++i) {
+    absl::Status s = works[i]->Wait(Remaining(deadline));
+    if (first.ok() && !s.ok()) {
+      first = Annotate(s, rank_,
+                       absl::StrCat("broadcasting ", what, " \"",
+                                    tensors[i].name, "\" from rank 0"));
+    }
+  }
+  return first;
+}
+
+absl::Status DistributedDataParallel::BuildBuckets() {
+  // Assignment, in reverse registration order, one open bucket per dtype.
+  std::map<DType, int64_t> open;         // dtype -> bucket index
+  std::map<DType, int64_t> open_bytes;   // bytes in that bucket
+  std::map<DType, int64_t> per_dtype;    // buckets made per dtype
+  for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
+    const Tensor& param = params_[i].param;
+    const DType dtype = param.dtype();
+    const int64_t bytes = param.nbytes();
+    auto it = open.find(dtype);
+    bool fits = false;
+    if (it != open.end()) {
+      const int64_t cap = per_dtype[dtype] == 1
+                              ? options_.first_bucket_cap_bytes
+                              : options_.bucket_cap_bytes;
+      fits = open_bytes[dtype] + bytes <= cap;
+    }
+    if (!fits) {
+      open[dtype] = static_cast<int64_t>(buckets_.size());
+      open_bytes[dtype] = 0;
+      ++per_dtype[dtype];
+      DdpBucket bucket;
+      bucket.dtype = dtype;
+      buckets_.push_back(std::move(bucket));
+      bucket_states_.emplace_back();
+    }
+    const int64_t b = open[dtype];
+    open_bytes[dtype] += bytes;
+    bucket_states_[b].members.push_back(i);
+    params_[i].bucket = b;
+  }
+
+  // Storage and views.
+  const Device device = params_.front().param.device();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    DdpBucket& bucket = buckets_[b];
+    int64_t numel = 0;
+    for (int64_t i : bucket_states_[b].members) {
+      params_[i].offset = numel;
+      bucket.parameter_names.push_back(params_[i].name);
+      bucket.offsets.push_back(numel);
+      numel += params_[i].param.numel();
+    }
+    TANDEM_ASSIGN_OR_RETURN(bucket.flat,
+                            Tensor::Zeros({numel}, bucket.dtype, device));
+    bucket_states_[b].pending =
+        static_cast<int64_t>(bucket_states_[b].members.size());
+    for (int64_t i : bucket_states_[b].members) {
+      ParamState& p = params_[i];
+      TANDEM_ASSIGN_OR_RETURN(p.view,
+                              bucket.flat.View(p.offset, p.param.shape()));
+      Tensor existing = p.param.grad();
+      if (existing.defined()) TANDEM_RETURN_IF_ERROR(p.view.CopyFrom(existing));
+      TANDEM_RETURN_IF_ERROR(p.param.set_grad(p.view));
+    }
+  }
+
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t index = static_cast<int64_t>(i);
+    TANDEM_ASSIGN_OR_RETURN(
+        params_[i].hook,
+        params_[i].param.AddPostAccumulateGradHook(
+            [this, index](Tensor&) { OnGradReady(index); }));
+    params_[i].hooked = true;
+  }
+  return absl::OkStatus();
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (ParamState& p : params_) {
+    if (p.hooked) p.param.RemovePostAccumulateGradHook(p.hook);
+  }
+  WaitLaunched(absl::Now() + options_.timeout).IgnoreError();
+}
+
+// ---- The step.
+
+absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
+  if (armed_ && sync_this_iteration_ && backward_started_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DistributedDataParallel on rank ", rank_,
+        ": Forward called before the previous iteration's gradient reduction "
+        "finished (", next_launch_, " of ", buckets_.size(),
+        " buckets launched, none waited for). After loss.Backward() call "
+        "ddp.FinishGradientSync(), or use ddp.Backward(loss), which does "
+        "both; to accumulate gradients over several backward passes without "
+        "reducing, run them inside ddp.NoSync()"));
+  }
+  const Device device = params_.front().param.device();
+  if (device != buckets_.front().flat.device()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DistributedDataParallel on rank ", rank_, ": the module's "
+        "parameters are on ", device.ToString(),
+        " but its gradient buckets were made on ",
+        buckets_.front().flat.device().ToString(),
+        ": the module was moved (Module::To) after it was wrapped. Move it "
+        "first, then create the DistributedDataParallel"));
+  }
+  if (options_.broadcast_buffers && world_size_ > 1) {
+    const std::vector<nn::NamedTensor> buffers = module_->NamedBuffers();
+    if (!buffers.empty()) {
+      TANDEM_RETURN_IF_ERROR(BroadcastFromRank0(buffers, "buffer"));
+    }
+  }
+  if (IsGradEnabled()) {
+    armed_ = true;
+    sync_this_iteration_ = require_sync_;
+  }
+  return module_->Forward(input);
+}
+
+absl::Status DistributedDataParallel::Backward(const Tensor& loss) {
+  if (!armed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DistributedDataParallel on rank ", rank_,
+        ": Backward(loss) without a Forward to synchronise; compute the loss "
+        "from ddp.Forward(x) with grad mode on (not module.Forward(x), and "
+        "not under NoGradGuard), and call Backward once per Forward"));
+  }
+  absl::Status status = loss.Backward();
+  if (!status.ok()) {
+    // The collective order of this step is broken; leave no Work behind.
+    WaitLaunched(absl::Now() + options_.timeout).IgnoreError();
+    ResetIteration();
+    return Annotate(status, rank_, "backward failed");
+  }
+  return FinishGradientSync();
+}
+
+void DistributedDataParallel::OnGradReady(int64_t index) {
+  if (!armed_) return;  // the module was run directly: local gradients only
+  ParamState& p = params_[index];
+  absl::Status s = EnsureGradIsView(p);
+  if (!s.ok()) {
+    if (hook_error_.ok()) hook_error_ = Annotate(s, rank_, p.name);
+    return;
+  }
+  p.has_local_grad = true;
+  if (!sync_this_iteration_) return;
+  backward_started_ = true;
+  if (p.ready) {
+    if (hook_error_.ok()) {
+      hook_error_ = absl::FailedPreconditionError(absl::StrCat(
+          "DistributedDataParallel on rank ", rank_, ": parameter \"", p.name,
+          "\" received a gradient twice in one synchronised step: a second "
+          "backward ran before the first one's reduction was finished, so "
+          "this step's gradients are unspecified. Call ddp.Backward(loss) "
+          "(or loss.Backward() then ddp.FinishGradientSync()) once per "
+          "ddp.Forward; to accumulate gradients over several backward "
+          "passes, run all but the last inside ddp.NoSync()"));
+    }
+    return;
+  }
+  s = MarkReady(index);
+  if (!s.ok() && hook_error_.ok()) hook_error_ = Annotate(s, rank_, p.name);
+  PollInFlight();
+}
+
+absl::Status DistributedDataParallel::EnsureGradIsView(ParamState& p) {
+  const Tensor grad = p.param.grad();
+  if (grad.defined() && grad.storage() == p.view.storage() &&
+      grad.storage_offset() == p.view.storage_offset()) {
+    return absl::OkStatus();
+  }
+  // The gradient was replaced (e.g. ClearGrad()): move it into the bucket.
+  if (grad.defined()) {
+    TANDEM_RETURN_IF_ERROR(p.view.CopyFrom(grad));
+  } else {
+    TANDEM_RETURN_IF_ERROR(FillInPlace(p.view, 0.0));
+  }
+  return p.param.set_grad(p.view);
+}
+
+absl::Status DistributedDataParallel::MarkReady(int64_t index) {
+  ParamState& p = params_[index];
+  p.ready = true;
+  if (world_size_ > 1 && !AverageInReduction()) {
+    // PyTorch multiplies by 1 / world_size, then sums across ranks.
+    TANDEM_RETURN_IF_ERROR(
+        ScaleInPlace(p.view, 1.0 / static_cast<double>(world_size_)));
+  }
+  if (--bucket_states_[p.bucket].pending == 0 && options_.overlap) {
+    LaunchCompleteBuckets();
+  }
+  return absl::OkStatus();
+}
+
+// The 1/world_size scaling can ride on the reduction (ReduceOp::kAvg: sum,
+// then divide) without changing a bit of PyTorch's result exactly when the
+// world size is a power of two: multiplying by 2^-k is exact (short of
+// underflow to subnormals), so sum_r(g_r * 2^-k) == (sum_r g_r) * 2^-k in
+// floating point, for the same summation order.
+bool DistributedDataParallel::AverageInReduction() const {
+  return (world_size_ & (world_size_ - 1)) == 0;
+}
+
+void DistributedDataParallel::LaunchCompleteBuckets() {
+  const int64_t n = static_cast<int64_t>(buckets_.size());
+  const comm::ReduceOp op =
+      AverageInReduction() ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum;
+  while (next_launch_ < n && bucket_states_[next_launch_].pending == 0) {
+    if (world_size_ > 1) {
+      absl::StatusOr<comm::BufferView> view = ViewOf(buckets_[next_launch_].flat);
+      bucket_states_[next_launch_].work =
+          view.ok() ? comm_->AllReduce(*view, op)
+                    : comm::MakeCompletedWork(view.status());
+    }
+    ++next_launch_;
+  }
+}
+
+void DistributedDataParallel::PollInFlight() {
+  // Backends without a progress thread (MPI) advance a nonblocking
+  // collective only inside calls such as IsCompleted(); polling the oldest
+  // unfinished bucket from every hook lets its reduction proceed while
+  // backward computes the next gradients. One cheap call per hook.
+  while (first_unfinished_ < next_launch_) {
+    const std::unique_ptr<comm::Work>& work =
+        bucket_states_[first_unfinished_].work;
+    if (work != nullptr && !work->IsCompleted()) return;
+    ++first_unfinished_;
+  }
+}
+
+absl::Status DistributedDataParallel::FinishGradientSync() {
+  if (!armed_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DistributedDataParallel on rank ", rank_,
+        ": FinishGradientSync without a step to finish; call it once after "
+        "each loss.Backward() on a loss computed from ddp.Forward(x) in grad "
+        "mode (ddp.Backward(loss) does both)"));
+  }
+  if (!sync_this_iteration_) {  // NoSync: gradients stay local
+    absl::Status status = hook_error_;
+    armed_ = false;
+    hook_error_ = absl::OkStatus();
+    return status;
+  }
+
+  absl::Status status = hook_error_;
+  if (status.ok()) {
+    std::vector<int64_t> unused;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (!params_[i].ready) unused.push_back(static_cast<int64_t>(i));
+    }
+    if (!unused.empty() && !options_.find_unused_parameters) {
+      std::vector<std::string> names;
+      for (size_t k = 0; k < unused.size() && k < 10; ++k) {
+        names.push_back(absl::StrCat("\"", params_[unused[k]].name, "\""));
+      }
+      if (unused.size() > 10) names.push_back("...");
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "DistributedDataParallel on rank ", rank_, ": ", unused.size(),
+          " of ", params_.size(),
+          " parameters received no gradient in this step: ",
+          absl::StrJoin(names, ", "), ".",
+          backward_started_
+              ? ""
+              : " No gradient arrived at all: run loss.Backward() on a loss "
+                "computed from ddp.Forward's output before finishing.",
+          " DDP reduces every parameter in every synchronised step; if some "
+          "parameters are legitimately unused in the forward pass, create "
+          "DDP with DdpOptions{.find_unused_parameters = true}; otherwise "
+          "make the loss depend on every parameter"));
+    } else {
+      for (int64_t i : unused) {
+        ParamState& p = params_[i];
+        // Nothing local to contribute unless NoSync steps accumulated some.
+        if (!p.has_local_grad) {
+          status = FillInPlace(p.view, 0.0);
+          if (status.ok()) status = p.param.set_grad(p.view);
+        }
+        if (status.ok()) status = MarkReady(i);
+        if (!status.ok()) {
+          status = Annotate(status, rank_, p.name);
+          break;
+        }
+      }
+    }
+  }
+  // Without overlap nothing was launched during backward; with it, this
+  // launches what the unused parameters completed. Either way exactly the
+  // complete buckets go out, in bucket order, the same on every rank.
+  LaunchCompleteBuckets();
+  absl::Status waited = WaitLaunched(absl::Now() + options_.timeout);
+  if (status.ok()) status = waited;
+  ResetIteration();
+  return status;
+}
+
+absl::Status DistributedDataParallel::WaitLaunched(absl::Time deadline) {
+  absl::Status first;
+  for (int64_t b = 0; b < static_cast<int64_t>(bucket_states_.size()); ++b) {
+    std::unique_ptr<comm::Work>& work = bucket_states_[b].work;
+    if (work == nullptr) continue;
+    absl::Status s = work->Wait(Remaining(deadline));
+    if (!s.ok() && first.ok()) {
+      first = Annotate(s, rank_,
+                       absl::StrCat("all-reduce of ", BucketDescription(b)));
+    }
+  }
+  return first;
+}
+
+void DistributedDataParallel::ResetIteration() {
+  for (ParamState& p : params_) {
+    p.ready = false;
+    p.has_local_grad = false;
+  }
+  for (BucketState& b : bucket_states_) {
+    b.pending = static_cast<int64_t>(b.members.size());
+    b.work.reset();
+  }
+  next_launch_ = 0;
+  first_unfinished_ = 0;
+  armed_ = false;
+  sync_this_iteration_ = false;
+  backward_started_ = false;
+  hook_error_ = absl::OkStatus();
+}
+
+std::string DistributedDataParallel::BucketDescription(int64_t b) const {
+  const DdpBucket& bucket = buckets_[b];
+  return absl::StrCat("gradient bucket ", b, " (", DTypeName(bucket.dtype),
+                      "[", bucket.flat.numel(), "]: ",
+                      absl::StrJoin(bucket.parameter_names, ", "), ")");
+}
+
+// ---- NoSync.
+
+DistributedDataParallel::NoSyncGuard DistributedDataParallel::NoSync() {
+  return NoSyncGuard(this);
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(DistributedDataParallel* ddp)
+    : ddp_(ddp), previous_(ddp->require_sync_) {
+  ddp_->require_sync_ = false;
+}
+
+DistributedDataParallel::NoSyncGuard::NoSyncGuard(NoSyncGuard&& other) noexcept
+    : ddp_(other.ddp_), previous_(other.previous_) {
+  other.ddp_ = nullptr;
+}
+
+DistributedDataParallel::NoSyncGuard::~NoSyncGuard() {
+  if (ddp_ != nullptr) ddp_->require_sync_ = previous_;
+}
+
+}  // namespace tandem::train
