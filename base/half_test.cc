@@ -34,7 +34,6 @@ uint32_t ShiftRightRoundEven(uint32_t m, int shift) {
   return kept;
 }
 
-
 uint16_t RefF16FromF32(float value) {
   const uint32_t x = FloatBits(value);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
@@ -55,7 +54,7 @@ uint16_t RefF16FromF32(float value) {
   // Subnormal f16: value = m * 2^-24 with m in [0, 1024].
   // 2^-25 (0x33000000) is the tie between 0 and 2^-24; it goes to 0.
   if (a <= 0x33000000u) return sign;
-  const uint32_t exp = a >> 23;                      // 102..112
+  const uint32_t exp = a >> 23;                       // 102..112
   const uint32_t mant = (a & 0x7FFFFFu) | 0x800000u;  // implicit 1
   const int shift = static_cast<int>(126 - exp);      // 14..24
   return sign | static_cast<uint16_t>(ShiftRightRoundEven(mant, shift));
@@ -106,14 +105,15 @@ TEST(HalfTest, F32ToF16MatchesTheReferenceAtEveryRoundingBoundary) {
   // midpoint (the tie and 8 ulps either side), both signs.
   for (uint32_t h = 0; h < 0x7C00; ++h) {
     const float lo = RefF32FromF16(static_cast<uint16_t>(h));
-    const float hi = h + 1 == 0x7C00 ? 65536.0f
-                                     : RefF32FromF16(static_cast<uint16_t>(h + 1));
+    const float hi = h + 1 == 0x7C00
+                         ? 65536.0f
+                         : RefF32FromF16(static_cast<uint16_t>(h + 1));
     const uint32_t mid = FloatBits((lo + hi) / 2);  // exact: one more bit
     for (int d = -8; d <= 8; ++d) {
       for (uint32_t sign : {0u, 0x80000000u}) {
         const float f = BitsFloat((mid + static_cast<uint32_t>(d)) | sign);
-        ASSERT_EQ(F16FromF32(f), RefF16FromF32(f)) << "f32 0x" << std::hex
-                                                   << FloatBits(f);
+        ASSERT_EQ(F16FromF32(f), RefF16FromF32(f))
+            << "f32 0x" << std::hex << FloatBits(f);
       }
     }
   }

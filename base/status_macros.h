@@ -23,15 +23,15 @@
 #define TANDEM_STATUS_CONCAT_(a, b) TANDEM_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function if `expr` (an absl::Status) is not OK.
-#define TANDEM_RETURN_IF_ERROR(expr)                    \
-  do {                                                  \
-    ::absl::Status tandem_status_ = (expr);             \
-    if (!tandem_status_.ok()) return tandem_status_;    \
+#define TANDEM_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::absl::Status tandem_status_ = (expr);          \
+    if (!tandem_status_.ok()) return tandem_status_; \
   } while (false)
 
 // `lhs` may be a declaration (`Tensor t`) or an existing variable.
-#define TANDEM_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  TANDEM_ASSIGN_OR_RETURN_IMPL_(                                             \
+#define TANDEM_ASSIGN_OR_RETURN(lhs, expr) \
+  TANDEM_ASSIGN_OR_RETURN_IMPL_(           \
       TANDEM_STATUS_CONCAT_(tandem_statusor_, __LINE__), lhs, expr)
 
 #define TANDEM_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, expr) \

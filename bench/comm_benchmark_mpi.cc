@@ -126,9 +126,9 @@ absl::StatusOr<int64_t> CountWrong(comm::Communicator& comm,
     for (int q = 0; q < n; ++q) want += value(q, i);
     wrong += buf[i] != want;
   }
-  if (absl::Status s = comm.AllReduce(comm::HostView(&wrong, 1, DType::kI64),
-                                      ReduceOp::kSum)
-                           ->Wait();
+  if (absl::Status s =
+          comm.AllReduce(comm::HostView(&wrong, 1, DType::kI64), ReduceOp::kSum)
+              ->Wait();
       !s.ok()) {
     return s;
   }
@@ -139,13 +139,13 @@ absl::Status Run(comm::Communicator& comm) {
   const int n = comm.size();
   const comm::BandwidthTable table(comm::OpKind::kAllReduce, n);
   if (comm.rank() == 0) {
-    std::printf("# tandem MpiCommunicator AllReduce, %d processes, f32, sum%s\n",
-                n,
-                absl::GetFlag(FLAGS_engine) == "tandem"
-                    ? ""
-                    : absl::StrCat(" (engine ", absl::GetFlag(FLAGS_engine),
-                                   ": bypasses MpiCommunicator)")
-                          .c_str());
+    std::printf(
+        "# tandem MpiCommunicator AllReduce, %d processes, f32, sum%s\n", n,
+        absl::GetFlag(FLAGS_engine) == "tandem"
+            ? ""
+            : absl::StrCat(" (engine ", absl::GetFlag(FLAGS_engine),
+                           ": bypasses MpiCommunicator)")
+                  .c_str());
     std::fputs(table.Header().c_str(), stdout);
     std::fflush(stdout);
   }
@@ -159,20 +159,21 @@ absl::Status Run(comm::Communicator& comm) {
     absl::StatusOr<double> probe = TimeAllReduce(comm, buf, count, 1);  // warm
     if (probe.ok()) probe = TimeAllReduce(comm, buf, count, 2);
     if (!probe.ok()) return probe.status();
-    const int64_t iters = static_cast<int64_t>(std::clamp(
-        absl::GetFlag(FLAGS_target_seconds) / std::max(*probe, 1e-9), 5.0,
-        100000.0));
+    const int64_t iters = static_cast<int64_t>(
+        std::clamp(absl::GetFlag(FLAGS_target_seconds) / std::max(*probe, 1e-9),
+                   5.0, 100000.0));
     absl::StatusOr<double> seconds = TimeAllReduce(comm, buf, count, iters);
     if (!seconds.ok()) return seconds.status();
     absl::StatusOr<int64_t> wrong = CountWrong(comm, buf, count);
     if (!wrong.ok()) return wrong.status();
     if (comm.rank() == 0) {
-      std::fputs(table.Row({.bytes = count * 4,
-                            .count = count,
-                            .dtype = DType::kF32,
-                            .redop = ReduceOp::kSum,
-                            .seconds = *seconds,
-                            .wrong = *wrong})
+      std::fputs(table
+                     .Row({.bytes = count * 4,
+                           .count = count,
+                           .dtype = DType::kF32,
+                           .redop = ReduceOp::kSum,
+                           .seconds = *seconds,
+                           .wrong = *wrong})
                      .c_str(),
                  stdout);
       std::fflush(stdout);

@@ -158,7 +158,8 @@ struct ModelSpec {
 // zeroed gradient, beta 1), and dX = dY W unless it is the first layer.
 void AddLinearGemms(int64_t batch, int64_t in, int64_t out, bool first,
                     std::vector<GemmShape>& gemms) {
-  gemms.push_back({batch, out, in, 1, false, true, 0.f, /*linear_forward=*/true});
+  gemms.push_back(
+      {batch, out, in, 1, false, true, 0.f, /*linear_forward=*/true});
   gemms.push_back({out, in, batch, 1, true, false, 1.f});
   if (!first) gemms.push_back({batch, in, out, 1, false, false, 0.f});
 }
@@ -173,8 +174,9 @@ ModelSpec Mlp(std::string name, std::vector<int64_t> widths, int64_t batch) {
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     AddLinearGemms(batch, widths[i], widths[i + 1], i == 0, spec.gemms);
   }
-  spec.build = [widths](Generator& gen)
-      -> absl::StatusOr<std::unique_ptr<nn::Sequential>> {
+  spec.build =
+      [widths](
+          Generator& gen) -> absl::StatusOr<std::unique_ptr<nn::Sequential>> {
     auto model = std::make_unique<nn::Sequential>();
     for (size_t i = 0; i + 1 < widths.size(); ++i) {
       if (i > 0) {
@@ -253,8 +255,8 @@ struct CaseResult {
 };
 
 absl::Status MaxOverRanks(comm::Communicator& comm, double& v) {
-  return comm.AllReduce(comm::HostView(&v, 1, comm::DType::kF64),
-                        comm::ReduceOp::kMax)
+  return comm
+      .AllReduce(comm::HostView(&v, 1, comm::DType::kF64), comm::ReduceOp::kMax)
       ->Wait();
 }
 
@@ -375,16 +377,16 @@ double TimeGemms(const std::vector<GemmShape>& shapes, double seconds,
             Linear(linear_inputs[i].first, linear_inputs[i].second, Tensor())
                 .IgnoreError();
           } else {
-            cpu::Gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.f, a.data(),
-                             b.data(), g.beta, c.data())
+            cpu::Gemm<float>(g.ta, g.tb, g.m, g.n, g.k, 1.f, a.data(), b.data(),
+                             g.beta, c.data())
                 .IgnoreError();
           }
           continue;
         }
         cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans,
                     g.tb ? CblasTrans : CblasNoTrans, static_cast<int>(g.m),
-                    static_cast<int>(g.n), static_cast<int>(g.k), 1.f,
-                    a.data(), lda, b.data(), ldb, g.beta, c.data(),
+                    static_cast<int>(g.n), static_cast<int>(g.k), 1.f, a.data(),
+                    lda, b.data(), ldb, g.beta, c.data(),
                     static_cast<int>(g.n));
       }
     }
@@ -547,8 +549,9 @@ void PrintRow(const Case& c, const CaseResult& r, const std::string& backend) {
   const ModelSpec& m = *c.model;
   const double samples = c.world * m.batch / r.step_seconds;
   const double gflops = m.FlopsPerStep() / r.step_seconds / 1e9;
-  const std::string bucket =
-      c.mode == Mode::kLocal ? "-" : absl::StrCat(c.bucket_cap_bytes / kMiB, "M");
+  const std::string bucket = c.mode == Mode::kLocal
+                                 ? "-"
+                                 : absl::StrCat(c.bucket_cap_bytes / kMiB, "M");
   std::printf("  %5d  %-14s %7s | %10.3f  %11.1f  %12.2f  %6lld  %10.4f\n",
               c.world, ModeName(c.mode), bucket.c_str(), r.step_seconds * 1e3,
               samples, gflops, static_cast<long long>(r.steps), r.loss);
@@ -556,8 +559,8 @@ void PrintRow(const Case& c, const CaseResult& r, const std::string& backend) {
       "RESULT backend=%s model=%s world=%d mode=%s bucket_mb=%lld "
       "step_ms=%.6f samples_per_s=%.3f gflops_per_rank=%.4f steps=%lld\n",
       backend.c_str(), m.name.c_str(), c.world, ModeName(c.mode),
-      static_cast<long long>(c.mode == Mode::kLocal ? 0
-                                                    : c.bucket_cap_bytes / kMiB),
+      static_cast<long long>(
+          c.mode == Mode::kLocal ? 0 : c.bucket_cap_bytes / kMiB),
       r.step_seconds * 1e3, samples, gflops, static_cast<long long>(r.steps));
   std::fflush(stdout);
 }
@@ -568,8 +571,8 @@ absl::Status RunSim() {
       SplitInts(absl::GetFlag(FLAGS_world_sizes), "world_sizes"));
   TANDEM_ASSIGN_OR_RETURN(std::vector<std::string> names,
                           SplitList(absl::GetFlag(FLAGS_models), "models"));
-  const std::string sweep_models = absl::StrCat(
-      ",", absl::GetFlag(FLAGS_sweep_models), ",");
+  const std::string sweep_models =
+      absl::StrCat(",", absl::GetFlag(FLAGS_sweep_models), ",");
   std::printf(
       "# tandem ddp_benchmark: sim backend (ranks are threads), %u hardware "
       "threads, OpenBLAS one thread per rank\n",
@@ -602,8 +605,8 @@ absl::Status RunSim() {
 absl::Status RunMpi(comm::Communicator& comm) {
   TANDEM_ASSIGN_OR_RETURN(std::vector<std::string> names,
                           SplitList(absl::GetFlag(FLAGS_models), "models"));
-  const std::string sweep_models = absl::StrCat(
-      ",", absl::GetFlag(FLAGS_sweep_models), ",");
+  const std::string sweep_models =
+      absl::StrCat(",", absl::GetFlag(FLAGS_sweep_models), ",");
   const bool root = comm.rank() == 0;
   if (root) {
     std::printf(

@@ -22,7 +22,8 @@
 #include "absl/flags/usage.h"
 #include "comm/bandwidth.h"
 
-ABSL_FLAG(int64_t, min_bytes, 8, "Smallest message, bytes (float32 elements x 4).");
+ABSL_FLAG(int64_t, min_bytes, 8,
+          "Smallest message, bytes (float32 elements x 4).");
 ABSL_FLAG(int64_t, max_bytes, int64_t{256} << 20, "Largest message, bytes.");
 ABSL_FLAG(double, target_seconds, 0.2,
           "Aim for about this much timed work per size (sets the iterations).");
@@ -72,9 +73,9 @@ int main(int argc, char** argv) {
     // Calibrate: a few iterations tell how many fit the target time.
     std::fill(buf.begin(), buf.begin() + count, 1.0f);
     double probe = TimeAllReduce(buf, count, 2);
-    int iters = static_cast<int>(std::clamp(
-        absl::GetFlag(FLAGS_target_seconds) / std::max(probe, 1e-9), 5.0,
-        100000.0));
+    int iters = static_cast<int>(
+        std::clamp(absl::GetFlag(FLAGS_target_seconds) / std::max(probe, 1e-9),
+                   5.0, 100000.0));
     MPI_Bcast(&iters, 1, MPI_INT, 0, MPI_COMM_WORLD);
     double seconds = TimeAllReduce(buf, count, iters);
     // Check with exact values: rank r contributes r + 1.
@@ -84,14 +85,16 @@ int main(int argc, char** argv) {
     const float want = static_cast<float>(size) * (size + 1) / 2;
     int64_t wrong = std::count_if(buf.begin(), buf.begin() + count,
                                   [want](float v) { return v != want; });
-    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_INT64_T, MPI_SUM,
+                  MPI_COMM_WORLD);
     if (rank == 0) {
-      std::fputs(table.Row({.bytes = count * 4,
-                            .count = count,
-                            .dtype = tandem::comm::DType::kF32,
-                            .redop = tandem::comm::ReduceOp::kSum,
-                            .seconds = seconds,
-                            .wrong = wrong})
+      std::fputs(table
+                     .Row({.bytes = count * 4,
+                           .count = count,
+                           .dtype = tandem::comm::DType::kF32,
+                           .redop = tandem::comm::ReduceOp::kSum,
+                           .seconds = seconds,
+                           .wrong = wrong})
                      .c_str(),
                  stdout);
       std::fflush(stdout);

@@ -46,11 +46,14 @@ absl::StatusOr<std::optional<LaunchEnv>> DetectLaunchEnv(
     LaunchEnv env;
     env.launcher = scheme.launcher;
     absl::Status s = ParseInt(scheme, scheme.rank, *rank, &env.rank);
-    if (s.ok()) s = ParseInt(scheme, scheme.local_rank, *local_rank, &env.local_rank);
-    if (s.ok()) s = ParseInt(scheme, scheme.world_size, *world_size, &env.world_size);
+    if (s.ok())
+      s = ParseInt(scheme, scheme.local_rank, *local_rank, &env.local_rank);
+    if (s.ok())
+      s = ParseInt(scheme, scheme.world_size, *world_size, &env.world_size);
     if (s.ok() && scheme.local_world_size != nullptr) {
       if (std::optional<std::string> local = lookup(scheme.local_world_size)) {
-        s = ParseInt(scheme, scheme.local_world_size, *local, &env.local_world_size);
+        s = ParseInt(scheme, scheme.local_world_size, *local,
+                     &env.local_world_size);
       }
     }
     if (!s.ok()) return s;

@@ -40,7 +40,8 @@ using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
 // Reads the process environment (getenv).
 absl::StatusOr<std::optional<LaunchEnv>> DetectLaunchEnv();
 // Same, through `lookup` (for tests).
-absl::StatusOr<std::optional<LaunchEnv>> DetectLaunchEnv(const EnvLookup& lookup);
+absl::StatusOr<std::optional<LaunchEnv>> DetectLaunchEnv(
+    const EnvLookup& lookup);
 
 }  // namespace tandem::comm
 

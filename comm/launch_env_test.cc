@@ -27,7 +27,9 @@ TEST(LaunchEnvTest, NoLauncherIsNullopt) {
 }
 
 TEST(LaunchEnvTest, Torchrun) {
-  auto env = Detect({{"RANK", "3"}, {"LOCAL_RANK", "1"}, {"WORLD_SIZE", "8"},
+  auto env = Detect({{"RANK", "3"},
+                     {"LOCAL_RANK", "1"},
+                     {"WORLD_SIZE", "8"},
                      {"LOCAL_WORLD_SIZE", "2"}});
   ASSERT_TRUE(env.ok() && env->has_value());
   EXPECT_EQ((*env)->launcher, "torchrun");
@@ -45,8 +47,8 @@ TEST(LaunchEnvTest, OpenMpiAndSlurm) {
   EXPECT_EQ((*mpi)->launcher, "OpenMPI");
   EXPECT_EQ((*mpi)->rank, 2);
   EXPECT_EQ((*mpi)->local_world_size, -1);
-  auto slurm = Detect({{"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"},
-                       {"SLURM_NTASKS", "6"}});
+  auto slurm = Detect(
+      {{"SLURM_PROCID", "5"}, {"SLURM_LOCALID", "1"}, {"SLURM_NTASKS", "6"}});
   ASSERT_TRUE(slurm.ok() && slurm->has_value());
   EXPECT_EQ((*slurm)->launcher, "Slurm");
   EXPECT_EQ((*slurm)->rank, 5);
@@ -54,7 +56,9 @@ TEST(LaunchEnvTest, OpenMpiAndSlurm) {
 }
 
 TEST(LaunchEnvTest, TorchrunWinsOverMpi) {
-  auto env = Detect({{"RANK", "0"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "2"},
+  auto env = Detect({{"RANK", "0"},
+                     {"LOCAL_RANK", "0"},
+                     {"WORLD_SIZE", "2"},
                      {"OMPI_COMM_WORLD_RANK", "1"},
                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
                      {"OMPI_COMM_WORLD_SIZE", "2"}});
@@ -63,11 +67,12 @@ TEST(LaunchEnvTest, TorchrunWinsOverMpi) {
 }
 
 TEST(LaunchEnvTest, MalformedValuesAreErrors) {
-  auto word = Detect({{"RANK", "one"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "2"}});
+  auto word =
+      Detect({{"RANK", "one"}, {"LOCAL_RANK", "0"}, {"WORLD_SIZE", "2"}});
   EXPECT_THAT(word.status().message(),
               HasSubstr("RANK='one' is not a non-negative integer"));
-  auto outside = Detect({{"SLURM_PROCID", "4"}, {"SLURM_LOCALID", "0"},
-                         {"SLURM_NTASKS", "4"}});
+  auto outside = Detect(
+      {{"SLURM_PROCID", "4"}, {"SLURM_LOCALID", "0"}, {"SLURM_NTASKS", "4"}});
   EXPECT_THAT(outside.status().message(),
               HasSubstr("SLURM_PROCID=4 is outside [0, SLURM_NTASKS=4)"));
 }

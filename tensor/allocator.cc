@@ -29,8 +29,8 @@ class HostAllocator : public Allocator {
     const int64_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
     void* p = std::aligned_alloc(kAlignment, static_cast<size_t>(rounded));
     if (p == nullptr) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "out of host memory allocating ", nbytes, " bytes"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("out of host memory allocating ", nbytes, " bytes"));
     }
     return p;
   }
@@ -69,8 +69,7 @@ absl::Status Allocator::CopyBytes(void*, Device dst_device, const void*,
                                   Device src_device, int64_t nbytes) {
   return absl::UnimplementedError(absl::StrCat(
       "copying ", nbytes, " bytes from ", src_device.ToString(), " to ",
-      dst_device.ToString(),
-      " is not supported by the registered allocator"));
+      dst_device.ToString(), " is not supported by the registered allocator"));
 }
 
 std::shared_ptr<Allocator> CpuAllocator() {

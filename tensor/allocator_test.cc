@@ -20,7 +20,8 @@ class FakeDeviceAllocator : public Allocator {
  public:
   absl::StatusOr<void*> Allocate(Device, int64_t nbytes) override {
     live_ += nbytes;
-    return nbytes == 0 ? nullptr : std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
+    return nbytes == 0 ? nullptr
+                       : std::aligned_alloc(64, (nbytes + 63) / 64 * 64);
   }
   void Deallocate(Device, void* ptr, int64_t nbytes) override {
     live_ -= nbytes;

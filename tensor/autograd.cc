@@ -11,6 +11,8 @@
 //      order of use — the order DDP's buckets expect.
 //   3. A leaf's contributions go straight into its grad (in place when one
 //      exists); when its last edge is delivered its hooks fire.
+#include "tensor/autograd.h"
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -22,7 +24,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 #include "tensor/tensor_impl.h"
@@ -116,9 +117,9 @@ absl::Status GradSink::Add(int i, Tensor g) {
       g.dtype() != input.dtype()) {
     return absl::InternalError(absl::StrCat(
         "the backward of ", node_->name, " produced a gradient ",
-        g.defined() ? absl::StrCat(DTypeName(g.dtype()),
-                                   ShapeToString(g.shape()))
-                    : "(undefined)",
+        g.defined()
+            ? absl::StrCat(DTypeName(g.dtype()), ShapeToString(g.shape()))
+            : "(undefined)",
         " for input ", i, " of ", DTypeName(input.dtype()),
         ShapeToString(input.shape()), "; this is a bug in that op"));
   }
@@ -244,8 +245,8 @@ absl::Status RunBackward(const Tensor& root, const Tensor& seed,
     slot.buffer = Tensor();
     if (!grad.defined()) {
       // No consumer produced a contribution (e.g. all were skipped).
-      TANDEM_ASSIGN_OR_RETURN(
-          grad, Tensor::Zeros(impl->shape, impl->dtype, impl->storage->device()));
+      TANDEM_ASSIGN_OR_RETURN(grad, Tensor::Zeros(impl->shape, impl->dtype,
+                                                  impl->storage->device()));
     }
     GradSink sink(&state, &node);
     absl::Status status = node.backward(grad, sink);
@@ -329,9 +330,10 @@ absl::Status Tensor::set_requires_grad(bool requires_grad) const {
   }
   if (!IsLeaf(*impl_)) {
     if (requires_grad) return absl::OkStatus();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "cannot turn off requires_grad on a non-leaf (output of ",
-        impl_->grad_fn->name, "); use Detach() for a tensor outside the graph"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot turn off requires_grad on a non-leaf (output of ",
+                     impl_->grad_fn->name,
+                     "); use Detach() for a tensor outside the graph"));
   }
   impl_->requires_grad = requires_grad;
   return absl::OkStatus();
@@ -386,9 +388,9 @@ absl::StatusOr<HookHandle> Tensor::AddPostAccumulateGradHook(
         "post-accumulate-grad hooks go on leaves that require grad; this "
         "tensor ",
         !impl_ ? "is undefined"
-               : !IsLeaf(*impl_) ? absl::StrCat("is the output of ",
-                                                impl_->grad_fn->name)
-                                 : "does not require grad"));
+        : !IsLeaf(*impl_)
+            ? absl::StrCat("is the output of ", impl_->grad_fn->name)
+            : "does not require grad"));
   }
   const HookHandle handle = impl_->next_hook_handle++;
   impl_->hooks.emplace_back(handle, std::move(hook));

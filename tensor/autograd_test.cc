@@ -29,7 +29,7 @@ std::vector<float> Values(const Tensor& t) {
 
 TEST(AutogradTest, ChainRule) {
   Tensor w = Param({1, 2, 3}, {3});
-  Tensor y = Mul(w, w).value();        // w^2
+  Tensor y = Mul(w, w).value();                    // w^2
   Tensor loss = Sum(Mul(y, 3.0).value()).value();  // 3 sum w^2
   EXPECT_FALSE(y.is_leaf());
   EXPECT_EQ(y.grad_fn_name(), "Mul");
@@ -52,9 +52,9 @@ TEST(AutogradTest, GradientsAccumulateAcrossBackwards) {
 
 TEST(AutogradTest, DiamondAndRepeatedInputs) {
   Tensor x = Param({2}, {1});
-  Tensor a = Mul(x, 2.0).value();   // 2x
-  Tensor b = Mul(x, 3.0).value();   // 3x
-  Tensor c = Mul(a, b).value();     // 6x^2
+  Tensor a = Mul(x, 2.0).value();                // 2x
+  Tensor b = Mul(x, 3.0).value();                // 3x
+  Tensor c = Mul(a, b).value();                  // 6x^2
   Tensor d = Add(c, Mul(x, x).value()).value();  // 7x^2
   ASSERT_TRUE(Sum(d).value().Backward().ok());
   EXPECT_THAT(Values(x.grad()), ElementsAre(28));  // 14x
@@ -163,8 +163,7 @@ TEST(AutogradTest, HooksFireInTheOrderLeavesBecomeFinal) {
 TEST(AutogradTest, HookCanBeRemovedAndIsRejectedOnNonLeaves) {
   Tensor x = Param({1}, {1});
   int calls = 0;
-  HookHandle h =
-      x.AddPostAccumulateGradHook([&](Tensor&) { ++calls; }).value();
+  HookHandle h = x.AddPostAccumulateGradHook([&](Tensor&) { ++calls; }).value();
   ASSERT_TRUE(Sum(x).value().Backward().ok());
   EXPECT_EQ(calls, 1);
   EXPECT_TRUE(x.RemovePostAccumulateGradHook(h));

@@ -36,8 +36,8 @@ const char* DTypeName(DType dtype) {
 }
 
 bool IsFloatingPoint(DType dtype) {
-  return dtype == DType::kF32 || dtype == DType::kF64 ||
-         dtype == DType::kF16 || dtype == DType::kBF16;
+  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kF16 ||
+         dtype == DType::kBF16;
 }
 
 }  // namespace tandem

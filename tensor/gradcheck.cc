@@ -26,8 +26,8 @@ absl::StatusOr<double> WeightedOutput(const GradCheckFn& f,
 
 }  // namespace
 
-Tensor RandomTensor(const Shape& shape, std::mt19937& rng, double lo,
-                    double hi, bool requires_grad) {
+Tensor RandomTensor(const Shape& shape, std::mt19937& rng, double lo, double hi,
+                    bool requires_grad) {
   Tensor t = Tensor::Empty(shape, DType::kF64).value();
   std::uniform_real_distribution<double> dist(lo, hi);
   double* p = t.data<double>();
@@ -51,8 +51,7 @@ absl::Status GradCheck(const GradCheckFn& f, const std::vector<Tensor>& inputs,
   std::vector<double> w(out.numel());
   for (double& v : w) v = dist(rng);
   if (out.requires_grad()) {
-    TANDEM_ASSIGN_OR_RETURN(Tensor seed,
-                            Tensor::FromVector(w, out.shape()));
+    TANDEM_ASSIGN_OR_RETURN(Tensor seed, Tensor::FromVector(w, out.shape()));
     TANDEM_RETURN_IF_ERROR(out.Backward(seed));
   }
   for (size_t k = 0; k < inputs.size(); ++k) {

@@ -59,8 +59,7 @@ TEST(HalfTest, InfAndNan) {
   EXPECT_EQ(FloatToHalfBits(inf), 0x7C00);
   EXPECT_EQ(FloatToHalfBits(-inf), 0xFC00);
   EXPECT_EQ(FloatToHalfBits(std::numeric_limits<float>::quiet_NaN()), 0x7E00);
-  EXPECT_EQ(FloatToHalfBits(-std::numeric_limits<float>::quiet_NaN()),
-            0xFE00);
+  EXPECT_EQ(FloatToHalfBits(-std::numeric_limits<float>::quiet_NaN()), 0xFE00);
   EXPECT_EQ(FloatToHalfBits(F(0x7F800001u)), 0x7E00);  // signalling NaN
   EXPECT_TRUE(std::isinf(HalfBitsToFloat(0x7C00)));
   EXPECT_TRUE(std::isnan(HalfBitsToFloat(0x7E00)));
@@ -205,7 +204,7 @@ TEST(BFloat16Test, MatchesNearestNeighbourReferenceOnRandomFloats) {
     if (std::isnan(x)) continue;
     const uint32_t bits = Bits(x);
     const uint16_t lo = static_cast<uint16_t>(bits >> 16);  // toward zero
-    const uint16_t hi = lo + 1;                              // away from zero
+    const uint16_t hi = lo + 1;                             // away from zero
     const double dx = std::fabs(static_cast<double>(x));
     const double dlo = dx - std::fabs(double{BFloat16BitsToFloat(lo)});
     // The value after the largest finite bf16 is 2^128 (-> inf).
@@ -213,7 +212,9 @@ TEST(BFloat16Test, MatchesNearestNeighbourReferenceOnRandomFloats) {
                               ? std::ldexp(1.0, 128)
                               : std::fabs(double{BFloat16BitsToFloat(hi)});
     const double dhi = hi_val - dx;
-    const uint16_t want = dlo < dhi ? lo : dhi < dlo ? hi : ((lo & 1) ? hi : lo);
+    const uint16_t want = dlo < dhi   ? lo
+                          : dhi < dlo ? hi
+                                      : ((lo & 1) ? hi : lo);
     ASSERT_EQ(FloatToBFloat16Bits(x), want) << x;
   }
 }

@@ -79,8 +79,7 @@ absl::StatusOr<Tensor> Sum(const Tensor& x);
 absl::StatusOr<Tensor> Mean(const Tensor& x);
 // Over one dim; keepdim keeps it with size 1.
 absl::StatusOr<Tensor> Sum(const Tensor& x, int64_t dim, bool keepdim = false);
-absl::StatusOr<Tensor> Mean(const Tensor& x, int64_t dim,
-                            bool keepdim = false);
+absl::StatusOr<Tensor> Mean(const Tensor& x, int64_t dim, bool keepdim = false);
 // Index of the largest element along `dim` (first one on ties; NaN counts
 // as largest), as an i64 tensor without that dim. Not differentiable. Any
 // dtype. InvalidArgument when that dim has size 0.
@@ -118,8 +117,7 @@ absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
 // logits [N, C] (f32/f64), labels [N] of dtype i64 with values in [0, C).
 // Errors name the offending label's index and value. No ignore_index.
 // N == 0 gives NaN, as PyTorch does.
-absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
-                                    const Tensor& labels);
+absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& labels);
 // mean((prediction - target)^2); same shape and dtype. Both get gradients.
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target);
 

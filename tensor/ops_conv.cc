@@ -60,9 +60,9 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
     for (int64_t n = 0; n < batch; ++n) {
       const T* col = Columns(geo, x.data<T>() + n * in_plane, scratch.get());
       const T beta = (n == 0 && !dw.accumulate) ? T(0) : T(1);
-      TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(false, true, out_channels, rows,
-                                          cols, T(1), pg + n * out_plane, col,
-                                          beta, dw.tensor.data<T>()));
+      TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(false, true, out_channels, rows, cols,
+                                          T(1), pg + n * out_plane, col, beta,
+                                          dw.tensor.data<T>()));
     }
   }
   if (sink.needs(2)) {  // db [O] = sum over n, h, w of g
@@ -89,20 +89,19 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
     T* pdx = dx.tensor.data<T>();
     if (IsPointwise(geo)) {
       for (int64_t n = 0; n < batch; ++n) {
-        TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(
-            true, false, rows, cols, out_channels, T(1), w.data<T>(),
-            pg + n * out_plane, dx.accumulate ? T(1) : T(0),
-            pdx + n * in_plane));
+        TANDEM_RETURN_IF_ERROR(
+            cpu::Gemm<T>(true, false, rows, cols, out_channels, T(1),
+                         w.data<T>(), pg + n * out_plane,
+                         dx.accumulate ? T(1) : T(0), pdx + n * in_plane));
       }
     } else {
       if (!dx.accumulate) {
         TANDEM_RETURN_IF_ERROR(FillInPlace(dx.tensor, 0.0));
       }
       for (int64_t n = 0; n < batch; ++n) {
-        TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(true, false, rows, cols,
-                                            out_channels, T(1), w.data<T>(),
-                                            pg + n * out_plane, T(0),
-                                            scratch.get()));
+        TANDEM_RETURN_IF_ERROR(
+            cpu::Gemm<T>(true, false, rows, cols, out_channels, T(1),
+                         w.data<T>(), pg + n * out_plane, T(0), scratch.get()));
         cpu::Col2ImAdd(geo, scratch.get(), pdx + n * in_plane);
       }
     }
@@ -115,7 +114,7 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
 absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
                               const Tensor& bias,
                               const Conv2dOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev,
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
                           internal::DeviceOpsFor({x, weight, bias}));
   if (dev != nullptr) return dev->Conv2d(x, weight, bias, options);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "Conv2d", "x"));
@@ -130,8 +129,8 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
   const auto [ph, pw] = options.padding;
   if (sh < 1 || sw < 1 || ph < 0 || pw < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Conv2d: stride must be >= 1 and padding >= 0; got stride (", sh,
-        ", ", sw, ") padding (", ph, ", ", pw, ")"));
+        "Conv2d: stride must be >= 1 and padding >= 0; got stride (", sh, ", ",
+        sw, ") padding (", ph, ", ", pw, ")"));
   }
   const int64_t batch = x.dim(0), out_channels = weight.dim(0);
   cpu::ConvGeometry geo{.channels = x.dim(1),
@@ -146,57 +145,58 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
   if (weight.dim(1) != geo.channels) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Conv2d: x ", Describe(x), " has ", geo.channels,
-        " channels but weight ", Describe(weight), " expects ",
-        weight.dim(1)));
+        " channels but weight ", Describe(weight), " expects ", weight.dim(1)));
   }
   if (geo.kernel_h < 1 || geo.kernel_w < 1 ||
       geo.height + 2 * ph < geo.kernel_h || geo.width + 2 * pw < geo.kernel_w) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Conv2d: kernel ", geo.kernel_h, "x", geo.kernel_w,
-        " does not fit the padded input ", geo.height + 2 * ph, "x",
-        geo.width + 2 * pw, " (x ", Describe(x), ", weight ",
-        Describe(weight), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Conv2d: kernel ", geo.kernel_h, "x", geo.kernel_w,
+                     " does not fit the padded input ", geo.height + 2 * ph,
+                     "x", geo.width + 2 * pw, " (x ", Describe(x), ", weight ",
+                     Describe(weight), ")"));
   }
   if (bias.defined()) {
     TANDEM_RETURN_IF_ERROR(internal::CheckFloat(bias, "Conv2d", "bias"));
     TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, bias, "Conv2d"));
     if (bias.shape() != Shape{out_channels}) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Conv2d: bias ", Describe(bias), " must be [", out_channels,
-          "] to match weight ", Describe(weight)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Conv2d: bias ", Describe(bias), " must be [",
+                       out_channels, "] to match weight ", Describe(weight)));
     }
   }
   const int64_t rows = geo.col_rows(), cols = geo.col_cols();
   TANDEM_ASSIGN_OR_RETURN(
-      Tensor y, internal::NewLike({batch, out_channels, geo.out_h(), geo.out_w()},
-                                  x.dtype()));
-  TANDEM_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto zero)
-                                                      -> absl::Status {
-    using T = decltype(zero);
-    std::unique_ptr<T[]> scratch = Scratch<T>(geo);
-    const int64_t in_plane = geo.channels * geo.height * geo.width;
-    for (int64_t n = 0; n < batch; ++n) {
-      T* out = y.data<T>() + n * out_channels * cols;
-      if (bias.defined()) {
-        const T* pb = bias.data<T>();
-        T* const o_begin = out;
-        for (int64_t o = 0; o < out_channels; ++o) {
-          const T b = pb[o];
-          T* row = o_begin + o * cols;
-          for (int64_t i = 0; i < cols; ++i) row[i] = b;
+      Tensor y,
+      internal::NewLike({batch, out_channels, geo.out_h(), geo.out_w()},
+                        x.dtype()));
+  TANDEM_RETURN_IF_ERROR(
+      DispatchFloat(x.dtype(), [&](auto zero) -> absl::Status {
+        using T = decltype(zero);
+        std::unique_ptr<T[]> scratch = Scratch<T>(geo);
+        const int64_t in_plane = geo.channels * geo.height * geo.width;
+        for (int64_t n = 0; n < batch; ++n) {
+          T* out = y.data<T>() + n * out_channels * cols;
+          if (bias.defined()) {
+            const T* pb = bias.data<T>();
+            T* const o_begin = out;
+            for (int64_t o = 0; o < out_channels; ++o) {
+              const T b = pb[o];
+              T* row = o_begin + o * cols;
+              for (int64_t i = 0; i < cols; ++i) row[i] = b;
+            }
+          }
+          const T* col =
+              Columns(geo, x.data<T>() + n * in_plane, scratch.get());
+          TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(
+              false, false, out_channels, cols, rows, T(1), weight.data<T>(),
+              col, bias.defined() ? T(1) : T(0), out));
         }
-      }
-      const T* col = Columns(geo, x.data<T>() + n * in_plane, scratch.get());
-      TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(false, false, out_channels, cols,
-                                          rows, T(1), weight.data<T>(), col,
-                                          bias.defined() ? T(1) : T(0), out));
-    }
-    return absl::OkStatus();
-  }));
+        return absl::OkStatus();
+      }));
   if (ShouldRecord({x, weight, bias})) {
     RecordOp("Conv2d", y, {x, weight, bias},
-             [geo, batch, out_channels, sx = x.Detach(),
-              sw = weight.Detach()](const Tensor& g, GradSink& sink) {
+             [geo, batch, out_channels, sx = x.Detach(), sw = weight.Detach()](
+                 const Tensor& g, GradSink& sink) {
                return DispatchFloat(g.dtype(), [&](auto zero) {
                  using T = decltype(zero);
                  return ConvBackward<T>(geo, batch, out_channels, sx, sw, g,

@@ -47,8 +47,7 @@ void ForwardLoop(const Plan& p, const T* a, const T* b, T* out, F f) {
 // operand's contributions are summed over the positions it was repeated at.
 template <typename T, typename D>
 void BackwardLoop(const Plan& p, const Operand& x, const T* a, const T* b,
-                  const T* g, T* buf, int64_t buf_numel, bool accumulate,
-                  D d) {
+                  const T* g, T* buf, int64_t buf_numel, bool accumulate, D d) {
   auto at = [&](int64_t o, int64_t i) {
     return d(a[o * p.a.outer_stride + i * p.a.inner_stride],
              b[o * p.b.outer_stride + i * p.b.inner_stride],
@@ -97,8 +96,7 @@ const char* BinaryName(BinaryKind k) {
 
 template <typename T>
 absl::Status BinaryBackward(BinaryKind kind, const Plan& p, const Tensor& a,
-                            const Tensor& b, const Tensor& g,
-                            GradSink& sink) {
+                            const Tensor& b, const Tensor& g, GradSink& sink) {
   const T* pa = a.defined() ? a.data<T>() : nullptr;
   const T* pb = b.defined() ? b.data<T>() : nullptr;
   const T* pg = g.data<T>();
@@ -149,8 +147,9 @@ absl::Status BinaryBackward(BinaryKind kind, const Plan& p, const Tensor& a,
           BackwardLoop<T>(p, x, pg, pb, pg, out, n, acc,
                           [](T, T bv, T gv) { return gv / bv; });
         } else {
-          BackwardLoop<T>(p, x, pa, pb, pg, out, n, acc,
-                          [](T av, T bv, T gv) { return -gv * av / (bv * bv); });
+          BackwardLoop<T>(p, x, pa, pb, pg, out, n, acc, [](T av, T bv, T gv) {
+            return -gv * av / (bv * bv);
+          });
         }
         break;
     }
@@ -174,7 +173,7 @@ BinaryOp ToBinaryOp(BinaryKind k) {
 
 absl::StatusOr<Tensor> Binary(BinaryKind kind, const Tensor& a,
                               const Tensor& b) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({a, b}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({a, b}));
   if (dev != nullptr) return dev->Binary(ToBinaryOp(kind), a, b);
   const char* name = BinaryName(kind);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(a, name, "a"));
@@ -220,7 +219,7 @@ template <typename F, typename DF>
 absl::StatusOr<Tensor> Unary(const char* name, UnaryOp op, double scalar,
                              const Tensor& x, F f, DF df, bool needs_x,
                              bool needs_y) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->Unary(op, x, scalar);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(Tensor y, NewLike(x.shape(), x.dtype()));

@@ -21,10 +21,10 @@ void CheckGrads(const GradCheckFn& f, const In& inputs) {
 }
 
 // Variadic so lambdas with commas in their captures pass through.
-#define EXPECT_GRADS_OK(...)  \
-  do {                        \
-    SCOPED_TRACE(__LINE__);   \
-    CheckGrads(__VA_ARGS__);  \
+#define EXPECT_GRADS_OK(...) \
+  do {                       \
+    SCOPED_TRACE(__LINE__);  \
+    CheckGrads(__VA_ARGS__); \
   } while (0)
 
 // Sizes used for each dim: empty, one, and a couple of "normal" ones.
@@ -68,17 +68,15 @@ TEST(OpsGradTest, Linear) {
         Tensor x = RandomTensor({batch, in}, rng);
         Tensor w = RandomTensor({out, in}, rng);
         Tensor b = RandomTensor({out}, rng);
-        EXPECT_GRADS_OK(
-            [](const In& v) { return Linear(v[0], v[1], v[2]); },
-            (In{x, w, b}));
+        EXPECT_GRADS_OK([](const In& v) { return Linear(v[0], v[1], v[2]); },
+                        (In{x, w, b}));
         EXPECT_GRADS_OK(
             [](const In& v) { return Linear(v[0], v[1], Tensor()); },
             (In{x, w}));
         // A frozen weight: only x and b get gradients.
         Tensor frozen = RandomTensor({out, in}, rng, -1, 1, false);
-        EXPECT_GRADS_OK(
-            [](const In& v) { return Linear(v[0], v[1], v[2]); },
-            (In{x, frozen, b}));
+        EXPECT_GRADS_OK([](const In& v) { return Linear(v[0], v[1], v[2]); },
+                        (In{x, frozen, b}));
       }
 }
 
@@ -104,30 +102,29 @@ TEST(OpsGradTest, LinearIntoExistingGradients) {
 TEST(OpsGradTest, BinaryWithBroadcasting) {
   std::mt19937 rng(4);
   const std::vector<std::pair<Shape, Shape>> shapes = {
-      {{2, 3}, {2, 3}}, {{2, 3}, {3}},    {{3}, {2, 3}},    {{2, 3}, {}},
-      {{}, {2, 3}},     {{2, 3}, {1}},    {{1, 4}, {1, 1}}, {{0, 3}, {3}},
-      {{2, 0}, {0}},    {{0}, {}},        {{2, 1, 3}, {1, 3}},
-      {{1}, {1}},       {{4, 2, 3}, {2, 3}}, {{1, 1}, {2, 1, 3}}};
+      {{2, 3}, {2, 3}},    {{2, 3}, {3}},       {{3}, {2, 3}},
+      {{2, 3}, {}},        {{}, {2, 3}},        {{2, 3}, {1}},
+      {{1, 4}, {1, 1}},    {{0, 3}, {3}},       {{2, 0}, {0}},
+      {{0}, {}},           {{2, 1, 3}, {1, 3}}, {{1}, {1}},
+      {{4, 2, 3}, {2, 3}}, {{1, 1}, {2, 1, 3}}};
   using BinaryFn = absl::StatusOr<Tensor> (*)(const Tensor&, const Tensor&);
   const std::vector<BinaryFn> ops = {&Add, &Sub, &Mul, &Div};
   for (const auto& [sa, sb] : shapes) {
     for (BinaryFn op : ops) {
       Tensor a = RandomTensor(sa, rng);
       Tensor b = RandomTensor(sb, rng, 0.5, 2.0);  // away from 0 for Div
-      EXPECT_GRADS_OK([op](const In& v) { return op(v[0], v[1]); },
-                      (In{a, b}));
+      EXPECT_GRADS_OK([op](const In& v) { return op(v[0], v[1]); }, (In{a, b}));
       // Only one side requiring grad.
       Tensor c = RandomTensor(sb, rng, 0.5, 2.0, /*requires_grad=*/false);
-      EXPECT_GRADS_OK([op](const In& v) { return op(v[0], v[1]); },
-                      (In{a, c}));
+      EXPECT_GRADS_OK([op](const In& v) { return op(v[0], v[1]); }, (In{a, c}));
     }
   }
 }
 
 TEST(OpsGradTest, ScalarAndUnary) {
   std::mt19937 rng(5);
-  for (const Shape& shape : {Shape{}, Shape{1}, Shape{0}, Shape{2, 3},
-                             Shape{3, 0, 2}}) {
+  for (const Shape& shape :
+       {Shape{}, Shape{1}, Shape{0}, Shape{2, 3}, Shape{3, 0, 2}}) {
     Tensor x = RandomTensor(shape, rng);
     Tensor pos = RandomTensor(shape, rng, 0.2, 3.0);
     EXPECT_GRADS_OK([](const In& v) { return Add(v[0], 1.5); }, (In{x}));
@@ -171,8 +168,7 @@ TEST(OpsGradTest, Reductions) {
     for (int64_t dim = 0; dim < static_cast<int64_t>(shape.size()); ++dim) {
       for (bool keep : {false, true}) {
         EXPECT_GRADS_OK(
-            [dim, keep](const In& v) { return Sum(v[0], dim, keep); },
-            (In{x}));
+            [dim, keep](const In& v) { return Sum(v[0], dim, keep); }, (In{x}));
         if (shape[dim] > 0) {
           EXPECT_GRADS_OK(
               [dim, keep](const In& v) { return Mean(v[0], dim, keep); },
@@ -186,8 +182,7 @@ TEST(OpsGradTest, Reductions) {
 TEST(OpsGradTest, ShapeOps) {
   std::mt19937 rng(8);
   Tensor x = RandomTensor({2, 3, 4}, rng);
-  EXPECT_GRADS_OK([](const In& v) { return Reshape(v[0], {4, -1}); },
-                  (In{x}));
+  EXPECT_GRADS_OK([](const In& v) { return Reshape(v[0], {4, -1}); }, (In{x}));
   EXPECT_GRADS_OK([](const In& v) { return Flatten(v[0], 1); }, (In{x}));
   EXPECT_GRADS_OK(
       [](const In& v) -> absl::StatusOr<Tensor> {

@@ -14,15 +14,15 @@ namespace tandem {
 using internal::Describe;
 
 absl::Status AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({dst, src}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({dst, src}));
   if (dev != nullptr) return dev->AddInPlace(dst, src, alpha);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(dst, "AddInPlace", "dst"));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(src, "AddInPlace", "src"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(dst, src, "AddInPlace"));
   if (dst.numel() != src.numel()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AddInPlace: dst ", Describe(dst), " and src ", Describe(src),
-        " have different element counts"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddInPlace: dst ", Describe(dst), " and src ",
+                     Describe(src), " have different element counts"));
   }
   internal::DispatchFloat(dst.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -40,7 +40,7 @@ absl::Status AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
 }
 
 absl::Status ScaleInPlace(const Tensor& dst, double factor) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({dst}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({dst}));
   if (dev != nullptr) return dev->ScaleInPlace(dst, factor);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(dst, "ScaleInPlace", "dst"));
   internal::DispatchFloat(dst.dtype(), [&](auto zero) {
@@ -56,7 +56,7 @@ absl::Status ScaleInPlace(const Tensor& dst, double factor) {
 }
 
 absl::Status FillInPlace(const Tensor& dst, double value) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({dst}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({dst}));
   if (dev != nullptr) return dev->FillInPlace(dst, value);
   TANDEM_RETURN_IF_ERROR(internal::CheckCpu(dst, "FillInPlace", "dst"));
   internal::FillElements(dst.raw_data(), dst.dtype(), dst.numel(), value);

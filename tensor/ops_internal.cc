@@ -51,9 +51,9 @@ absl::StatusOr<int64_t> NormalizeDim(int64_t dim, const Tensor& t,
   const int64_t n = t.ndim();
   const int64_t d = dim < 0 ? dim + n : dim;
   if (d < 0 || d >= n) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": dim ", dim, " is out of range for ", Describe(t),
-        " (valid: ", -n, " to ", n - 1, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": dim ", dim, " is out of range for ", Describe(t),
+                     " (valid: ", -n, " to ", n - 1, ")"));
   }
   return d;
 }

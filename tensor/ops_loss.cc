@@ -19,7 +19,7 @@ using internal::DispatchFloat;
 
 absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
                                     const Tensor& labels) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev,
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
                           internal::DeviceOpsFor({logits, labels}));
   if (dev != nullptr) return dev->CrossEntropy(logits, labels);
   TANDEM_RETURN_IF_ERROR(
@@ -40,17 +40,17 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
   }
   const int64_t n = logits.dim(0), c = logits.dim(1);
   if (labels.shape() != Shape{n}) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CrossEntropy: labels ", Describe(labels), " must be [", n,
-        "] to match logits ", Describe(logits)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CrossEntropy: labels ", Describe(labels), " must be [", n,
+                     "] to match logits ", Describe(logits)));
   }
   const int64_t* pl = labels.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     if (pl[i] < 0 || pl[i] >= c) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "CrossEntropy: label at index ", i, " is ", pl[i], " but logits ",
-          Describe(logits), " have ", c, " classes (valid labels: 0 to ",
-          c - 1, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("CrossEntropy: label at index ", i, " is ", pl[i],
+                       " but logits ", Describe(logits), " have ", c,
+                       " classes (valid labels: 0 to ", c - 1, ")"));
     }
   }
   TANDEM_ASSIGN_OR_RETURN(Tensor loss, internal::NewLike({}, logits.dtype()));
@@ -79,41 +79,40 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
     }
     loss.data<T>()[0] = static_cast<T>(total / static_cast<double>(n));
   });
-  RecordOp("CrossEntropy", loss, {logits, labels},
-           [probs, labels, n, c](const Tensor& g,
-                                 GradSink& sink) -> absl::Status {
-             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-             DispatchFloat(g.dtype(), [&](auto zero) {
-               using T = decltype(zero);
-               const T scale = g.data<T>()[0] / static_cast<T>(n);
-               const T* pp = probs.data<T>();
-               const int64_t* pl = labels.data<int64_t>();
-               T* out = buf.tensor.data<T>();
-               for (int64_t i = 0; i < n; ++i) {
-                 for (int64_t k = 0; k < c; ++k) {
-                   const int64_t j = i * c + k;
-                   const T v =
-                       scale * (pp[j] - (k == pl[i] ? T(1) : T(0)));
-                   out[j] = buf.accumulate ? out[j] + v : v;
-                 }
-               }
-             });
-             return absl::OkStatus();
-           });
+  RecordOp(
+      "CrossEntropy", loss, {logits, labels},
+      [probs, labels, n, c](const Tensor& g, GradSink& sink) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+        DispatchFloat(g.dtype(), [&](auto zero) {
+          using T = decltype(zero);
+          const T scale = g.data<T>()[0] / static_cast<T>(n);
+          const T* pp = probs.data<T>();
+          const int64_t* pl = labels.data<int64_t>();
+          T* out = buf.tensor.data<T>();
+          for (int64_t i = 0; i < n; ++i) {
+            for (int64_t k = 0; k < c; ++k) {
+              const int64_t j = i * c + k;
+              const T v = scale * (pp[j] - (k == pl[i] ? T(1) : T(0)));
+              out[j] = buf.accumulate ? out[j] + v : v;
+            }
+          }
+        });
+        return absl::OkStatus();
+      });
   return loss;
 }
 
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev,
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
                           internal::DeviceOpsFor({prediction, target}));
   if (dev != nullptr) return dev->Mse(prediction, target);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(prediction, "Mse", "prediction"));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(target, "Mse", "target"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(prediction, target, "Mse"));
   if (prediction.shape() != target.shape()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Mse: prediction ", Describe(prediction), " and target ",
-        Describe(target), " must have the same shape"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Mse: prediction ", Describe(prediction), " and target ",
+                     Describe(target), " must have the same shape"));
   }
   const int64_t n = prediction.numel();
   TANDEM_ASSIGN_OR_RETURN(Tensor loss,

@@ -66,8 +66,8 @@ absl::Status LinearForwardTransposed(const T* x, const T* w, const T* bias,
 absl::Status Check2d(const Tensor& t, const char* op, const char* arg) {
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(t, op, arg));
   if (t.ndim() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        op, ": `", arg, "` must be 2-d, got ", Describe(t)));
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": `", arg, "` must be 2-d, got ", Describe(t)));
   }
   return absl::OkStatus();
 }
@@ -84,7 +84,7 @@ absl::Status GemmInto(const GradSink::Buffer& c, bool ta, bool tb, int64_t m,
 
 absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
                               bool transpose_a, bool transpose_b) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({a, b}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({a, b}));
   if (dev != nullptr) return dev->MatMul(a, b, transpose_a, transpose_b);
   TANDEM_RETURN_IF_ERROR(Check2d(a, "MatMul", "a"));
   TANDEM_RETURN_IF_ERROR(Check2d(b, "MatMul", "b"));
@@ -97,8 +97,7 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
     return absl::InvalidArgumentError(absl::StrCat(
         "MatMul: inner dimensions differ: a ", Describe(a),
         transpose_a ? " (transposed)" : "", " has ", k, " columns but b ",
-        Describe(b), transpose_b ? " (transposed)" : "", " has ", kb,
-        " rows"));
+        Describe(b), transpose_b ? " (transposed)" : "", " has ", kb, " rows"));
   }
   TANDEM_ASSIGN_OR_RETURN(Tensor out, internal::NewLike({m, n}, a.dtype()));
   TANDEM_RETURN_IF_ERROR(DispatchFloat(a.dtype(), [&](auto zero) {
@@ -108,44 +107,43 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
   }));
   if (ShouldRecord({a, b})) {
     const bool ta = transpose_a, tb = transpose_b;
-    RecordOp("MatMul", out, {a, b},
-             [sa = a.Detach(), sb = b.Detach(), ta, tb, m, n, k](
-                 const Tensor& g, GradSink& sink) -> absl::Status {
-               return DispatchFloat(g.dtype(), [&](auto zero) -> absl::Status {
-                 using T = decltype(zero);
-                 // C = op(A) op(B), dC = g [m, n].
-                 if (sink.needs(0)) {
-                   TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer da,
-                                           sink.GetBuffer(0));
-                   if (!ta) {  // dA [m,k] = g op(B)^T
-                     TANDEM_RETURN_IF_ERROR(
-                         GemmInto<T>(da, false, !tb, m, k, n, g, sb));
-                   } else {  // dA [k,m] = op(B) g^T
-                     TANDEM_RETURN_IF_ERROR(
-                         GemmInto<T>(da, tb, true, k, m, n, sb, g));
-                   }
-                 }
-                 if (sink.needs(1)) {
-                   TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db,
-                                           sink.GetBuffer(1));
-                   if (!tb) {  // dB [k,n] = op(A)^T g
-                     TANDEM_RETURN_IF_ERROR(
-                         GemmInto<T>(db, !ta, false, k, n, m, sa, g));
-                   } else {  // dB [n,k] = g^T op(A)
-                     TANDEM_RETURN_IF_ERROR(
-                         GemmInto<T>(db, true, ta, n, k, m, g, sa));
-                   }
-                 }
-                 return absl::OkStatus();
-               });
-             });
+    RecordOp(
+        "MatMul", out, {a, b},
+        [sa = a.Detach(), sb = b.Detach(), ta, tb, m, n, k](
+            const Tensor& g, GradSink& sink) -> absl::Status {
+          return DispatchFloat(g.dtype(), [&](auto zero) -> absl::Status {
+            using T = decltype(zero);
+            // C = op(A) op(B), dC = g [m, n].
+            if (sink.needs(0)) {
+              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer da, sink.GetBuffer(0));
+              if (!ta) {  // dA [m,k] = g op(B)^T
+                TANDEM_RETURN_IF_ERROR(
+                    GemmInto<T>(da, false, !tb, m, k, n, g, sb));
+              } else {  // dA [k,m] = op(B) g^T
+                TANDEM_RETURN_IF_ERROR(
+                    GemmInto<T>(da, tb, true, k, m, n, sb, g));
+              }
+            }
+            if (sink.needs(1)) {
+              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db, sink.GetBuffer(1));
+              if (!tb) {  // dB [k,n] = op(A)^T g
+                TANDEM_RETURN_IF_ERROR(
+                    GemmInto<T>(db, !ta, false, k, n, m, sa, g));
+              } else {  // dB [n,k] = g^T op(A)
+                TANDEM_RETURN_IF_ERROR(
+                    GemmInto<T>(db, true, ta, n, k, m, g, sa));
+              }
+            }
+            return absl::OkStatus();
+          });
+        });
   }
   return out;
 }
 
 absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
                               const Tensor& bias) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev,
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
                           internal::DeviceOpsFor({x, weight, bias}));
   if (dev != nullptr) return dev->Linear(x, weight, bias);
   TANDEM_RETURN_IF_ERROR(Check2d(x, "Linear", "x"));
@@ -162,9 +160,9 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
     TANDEM_RETURN_IF_ERROR(internal::CheckFloat(bias, "Linear", "bias"));
     TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, bias, "Linear"));
     if (bias.shape() != Shape{out_features}) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Linear: bias ", Describe(bias), " must be [", out_features,
-          "] to match weight ", Describe(weight)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Linear: bias ", Describe(bias), " must be [",
+                       out_features, "] to match weight ", Describe(weight)));
     }
   }
   TANDEM_ASSIGN_OR_RETURN(Tensor y,
@@ -187,9 +185,8 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
         }
       }
     }
-    return cpu::Gemm<T>(false, true, batch, out_features, in, T(1),
-                        x.data<T>(), weight.data<T>(),
-                        bias.defined() ? T(1) : T(0), py);
+    return cpu::Gemm<T>(false, true, batch, out_features, in, T(1), x.data<T>(),
+                        weight.data<T>(), bias.defined() ? T(1) : T(0), py);
   }));
   if (ShouldRecord({x, weight, bias})) {
     // Only what backward reads: x for dW, W for dx.
@@ -220,8 +217,8 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
             }
             if (sink.needs(0)) {  // dx [batch, in] = g W
               TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dx, sink.GetBuffer(0));
-              TANDEM_RETURN_IF_ERROR(
-                  GemmInto<T>(dx, false, false, batch, in, out_features, g, sw));
+              TANDEM_RETURN_IF_ERROR(GemmInto<T>(dx, false, false, batch, in,
+                                                 out_features, g, sw));
             }
             return absl::OkStatus();
           });

@@ -18,12 +18,12 @@ using internal::DispatchFloat;
 
 absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
                                  const MaxPool2dOptions& options) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->MaxPool2d(x, options);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "MaxPool2d", "x"));
   if (x.ndim() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MaxPool2d: x must be [N, C, H, W], got ", Describe(x)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("MaxPool2d: x must be [N, C, H, W], got ", Describe(x)));
   }
   const auto [kh, kw] = options.kernel;
   const int64_t sh = options.stride[0] == 0 ? kh : options.stride[0];

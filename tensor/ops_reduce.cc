@@ -24,7 +24,7 @@ using internal::NewLike;
 
 // Sum over everything, accumulated in double. mean divides by numel.
 absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->SumAll(x, mean);
   const char* name = mean ? "Mean" : "Sum";
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
@@ -44,9 +44,9 @@ absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
              DispatchFloat(g.dtype(), [&](auto zero) {
                using T = decltype(zero);
-               const T v = mean ? static_cast<T>(g.data<T>()[0] /
-                                                 static_cast<T>(n))
-                                : g.data<T>()[0];
+               const T v =
+                   mean ? static_cast<T>(g.data<T>()[0] / static_cast<T>(n))
+                        : g.data<T>()[0];
                T* p = buf.tensor.data<T>();
                for (int64_t i = 0; i < n; ++i) {
                  p[i] = buf.accumulate ? p[i] + v : v;
@@ -59,7 +59,7 @@ absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
 
 absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
                                  bool mean) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->SumDim(x, dim, keepdim, mean);
   const char* name = mean ? "Mean" : "Sum";
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
@@ -115,7 +115,7 @@ absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
 
 // Softmax (log = false) or LogSoftmax (log = true) along a dim.
 absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->Softmax(x, dim, log);
   const char* name = log ? "LogSoftmax" : "Softmax";
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
@@ -226,14 +226,14 @@ absl::StatusOr<Tensor> LogSoftmax(const Tensor& x, int64_t dim) {
 }
 
 absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, internal::DeviceOpsFor({x}));
+  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->Argmax(x, dim);
   TANDEM_RETURN_IF_ERROR(internal::CheckCpu(x, "Argmax", "x"));
   TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, "Argmax"));
   if (x.dim(d) == 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Argmax: dim ", dim, " of ", Describe(x),
-        " is empty, so it has no maximum"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Argmax: dim ", dim, " of ", Describe(x),
+                     " is empty, so it has no maximum"));
   }
   const DimSplit s = internal::SplitAt(x.shape(), d);
   Shape out_shape = x.shape();

@@ -38,17 +38,17 @@ absl::StatusOr<Shape> InferShape(const Tensor& x, Shape shape) {
       infer_at = d;
     } else if (shape[d] < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Reshape: invalid target shape ", ShapeToString(shape),
-          " for ", Describe(x), "; sizes must be >= 0 with at most one -1"));
+          "Reshape: invalid target shape ", ShapeToString(shape), " for ",
+          Describe(x), "; sizes must be >= 0 with at most one -1"));
     } else {
       known *= shape[d];
     }
   }
   if (infer_at >= 0) {
     if (known == 0 || x.numel() % known != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Reshape: cannot infer the -1 in ", ShapeToString(shape), " for ",
-          Describe(x), " (", x.numel(), " elements)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Reshape: cannot infer the -1 in ", ShapeToString(shape),
+                       " for ", Describe(x), " (", x.numel(), " elements)"));
     }
     shape[infer_at] = x.numel() / known;
     known = x.numel();
@@ -88,9 +88,9 @@ absl::StatusOr<Tensor> Flatten(const Tensor& x, int64_t start_dim,
   TANDEM_ASSIGN_OR_RETURN(int64_t end,
                           internal::NormalizeDim(end_dim, x, "Flatten"));
   if (start > end) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Flatten: start_dim ", start_dim, " comes after end_dim ", end_dim,
-        " for ", Describe(x)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Flatten: start_dim ", start_dim, " comes after end_dim ",
+                     end_dim, " for ", Describe(x)));
   }
   Shape shape(x.shape().begin(), x.shape().begin() + start);
   int64_t merged = 1;
@@ -111,9 +111,8 @@ absl::StatusOr<Tensor> Tensor::View(int64_t offset, Shape shape) const {
   TANDEM_ASSIGN_OR_RETURN(int64_t n, NumelOf(shape));
   if (offset < 0 || offset > numel() || n > numel() - offset) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "View: ", n, " elements ", ShapeToString(shape), " at offset ",
-        offset, " do not fit in ", Describe(*this), " (", numel(),
-        " elements)"));
+        "View: ", n, " elements ", ShapeToString(shape), " at offset ", offset,
+        " do not fit in ", Describe(*this), " (", numel(), " elements)"));
   }
   Tensor out = MakeView(*this, offset, std::move(shape), n);
   RecordOp("View", out, {*this},

@@ -68,18 +68,17 @@ TEST(MatMulTest, EmptyDimensions) {
 }
 
 TEST(MatMulTest, Errors) {
-  ExpectError(MatMul(Tensor::Zeros({2, 3}).value(),
-                     Tensor::Zeros({4, 2}).value())
-                  .status(),
-              {"f32[2, 3]", "f32[4, 2]", "3 columns", "4 rows"});
+  ExpectError(
+      MatMul(Tensor::Zeros({2, 3}).value(), Tensor::Zeros({4, 2}).value())
+          .status(),
+      {"f32[2, 3]", "f32[4, 2]", "3 columns", "4 rows"});
   ExpectError(MatMul(Tensor::Zeros({2, 3}).value(),
                      Tensor::Zeros({3, 2}, DType::kF64).value())
                   .status(),
               {"dtype mismatch", "f32[2, 3]", "f64[3, 2]"});
-  ExpectError(
-      MatMul(Tensor::Zeros({3}).value(), Tensor::Zeros({3, 2}).value())
-          .status(),
-      {"2-d", "f32[3]"});
+  ExpectError(MatMul(Tensor::Zeros({3}).value(), Tensor::Zeros({3, 2}).value())
+                  .status(),
+              {"2-d", "f32[3]"});
   ExpectError(MatMul(Tensor::Zeros({2, 2}, DType::kF16).value(),
                      Tensor::Zeros({2, 2}, DType::kF16).value())
                   .status(),
@@ -136,10 +135,10 @@ TEST(LinearTest, Errors) {
   Tensor x = Tensor::Zeros({2, 4}).value();
   ExpectError(Linear(x, Tensor::Zeros({3, 5}).value(), Tensor()).status(),
               {"f32[2, 4]", "f32[3, 5]", "4 features"});
-  ExpectError(Linear(x, Tensor::Zeros({3, 4}).value(),
-                     Tensor::Zeros({4}).value())
-                  .status(),
-              {"bias f32[4]", "[3]"});
+  ExpectError(
+      Linear(x, Tensor::Zeros({3, 4}).value(), Tensor::Zeros({4}).value())
+          .status(),
+      {"bias f32[4]", "[3]"});
 }
 
 TEST(ElementwiseTest, BroadcastingValues) {
@@ -173,10 +172,10 @@ TEST(ElementwiseTest, Errors) {
   ExpectError(
       Add(Tensor::Zeros({2, 3}).value(), Tensor::Zeros({2}).value()).status(),
       {"[2, 3]", "[2]", "not broadcastable"});
-  ExpectError(Mul(Tensor::Zeros({2}).value(),
-                  Tensor::Zeros({2}, DType::kF64).value())
-                  .status(),
-              {"dtype mismatch", "f32[2]", "f64[2]"});
+  ExpectError(
+      Mul(Tensor::Zeros({2}).value(), Tensor::Zeros({2}, DType::kF64).value())
+          .status(),
+      {"dtype mismatch", "f32[2]", "f64[2]"});
   ExpectError(Relu(Tensor::Zeros({2}, DType::kI64).value()).status(),
               {"Relu", "i64[2]"});
 }
@@ -230,7 +229,8 @@ TEST(ReduceTest, SumMeanValues) {
   EXPECT_THAT(V(Mean(x, 1)), ElementsAre(2, 5));
   EXPECT_EQ(Sum(x, 1, true).value().shape(), (Shape{2, 1}));
   EXPECT_EQ(Sum(Tensor::Zeros({0}).value()).value().Item().value(), 0);
-  EXPECT_TRUE(std::isnan(Mean(Tensor::Zeros({0}).value()).value().Item().value()));
+  EXPECT_TRUE(
+      std::isnan(Mean(Tensor::Zeros({0}).value()).value().Item().value()));
   EXPECT_THAT(V(Sum(Tensor::Zeros({2, 0}).value(), 1)), ElementsAre(0, 0));
   ExpectError(Sum(x, 3).status(), {"dim 3", "f32[2, 3]"});
 }
@@ -266,8 +266,8 @@ TEST(ShapeOpsTest, ReshapeAndFlattenAreViews) {
 }
 
 // Direct convolution, for checking the im2col + GEMM path.
-std::vector<double> NaiveConv(const Tensor& x, const Tensor& w,
-                              const Tensor& b, int64_t s, int64_t p) {
+std::vector<double> NaiveConv(const Tensor& x, const Tensor& w, const Tensor& b,
+                              int64_t s, int64_t p) {
   const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
   const int64_t o = w.dim(0), kh = w.dim(2), kw = w.dim(3);
   const int64_t oh = (h + 2 * p - kh) / s + 1, ow = (wd + 2 * p - kw) / s + 1;
@@ -305,10 +305,12 @@ TEST(Conv2dTest, MatchesDirectConvolution) {
                         Case{{1, 1, 3, 3}, {1, 1, 3, 3}, 1, 2, true}}) {
     Tensor x = Random64(c.x, rng), w = Random64(c.w, rng);
     Tensor b = c.bias ? Random64({c.w[0]}, rng) : Tensor();
-    Conv2dOptions opt{.stride = {c.stride, c.stride}, .padding = {c.pad, c.pad}};
+    Conv2dOptions opt{.stride = {c.stride, c.stride},
+                      .padding = {c.pad, c.pad}};
     Tensor y = Conv2d(x, w, b, opt).value();
-    EXPECT_THAT(y.ToVector<double>().value(),
-                Pointwise(DoubleNear(1e-12), NaiveConv(x, w, b, c.stride, c.pad)));
+    EXPECT_THAT(
+        y.ToVector<double>().value(),
+        Pointwise(DoubleNear(1e-12), NaiveConv(x, w, b, c.stride, c.pad)));
   }
 }
 
@@ -329,10 +331,9 @@ TEST(Conv2dTest, ShapesAndErrors) {
   ExpectError(Conv2d(Tensor::Zeros({3, 8, 8}).value(), w, Tensor()).status(),
               {"[N, C, H, W]", "f32[3, 8, 8]"});
   // Empty batch and zero input channels.
-  EXPECT_EQ(Conv2d(Tensor::Zeros({0, 3, 8, 8}).value(), w, Tensor())
-                .value()
-                .shape(),
-            (Shape{0, 4, 6, 6}));
+  EXPECT_EQ(
+      Conv2d(Tensor::Zeros({0, 3, 8, 8}).value(), w, Tensor()).value().shape(),
+      (Shape{0, 4, 6, 6}));
   Tensor b = F32({1, 2}, {2});
   EXPECT_THAT(V(Conv2d(Tensor::Zeros({1, 0, 1, 1}).value(),
                        Tensor::Zeros({2, 0, 1, 1}).value(), b)),
@@ -359,16 +360,15 @@ TEST(LossTest, CrossEntropyValue) {
   Tensor labels = Tensor::FromVector(std::vector<int64_t>{2, 0}).value();
   const double lse0 = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
   const double want = ((lse0 - 3) + std::log(3.0)) / 2;
-  EXPECT_NEAR(CrossEntropy(logits, labels).value().Item().value(), want,
-              1e-15);
+  EXPECT_NEAR(CrossEntropy(logits, labels).value().Item().value(), want, 1e-15);
   // Large logits stay finite.
   Tensor big = F32({1000, 0}, {1, 2});
-  EXPECT_NEAR(CrossEntropy(big, Tensor::FromVector(std::vector<int64_t>{0})
-                                    .value())
-                  .value()
-                  .Item()
-                  .value(),
-              0, 1e-6);
+  EXPECT_NEAR(
+      CrossEntropy(big, Tensor::FromVector(std::vector<int64_t>{0}).value())
+          .value()
+          .Item()
+          .value(),
+      0, 1e-6);
   EXPECT_TRUE(std::isnan(CrossEntropy(Tensor::Zeros({0, 3}).value(),
                                       Tensor::Zeros({0}, DType::kI64).value())
                              .value()

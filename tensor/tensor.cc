@@ -38,8 +38,7 @@ const std::shared_ptr<Storage>& NullStorage() {
 void AppendNested(const Tensor& t, int64_t d, int64_t begin,
                   const std::vector<int64_t>& strides, std::string* out) {
   if (d == t.ndim()) {
-    const double v =
-        internal::ElementAsDouble(t.raw_data(), t.dtype(), begin);
+    const double v = internal::ElementAsDouble(t.raw_data(), t.dtype(), begin);
     if (IsFloatingPoint(t.dtype())) {
       absl::StrAppend(out, absl::StrFormat("%g", v));
     } else {
@@ -90,9 +89,9 @@ absl::StatusOr<Tensor> Tensor::Empty(Shape shape, DType dtype, Device device) {
   TANDEM_ASSIGN_OR_RETURN(int64_t numel, NumelOf(shape));
   const int64_t esize = DTypeSize(dtype);
   if (numel > std::numeric_limits<int64_t>::max() / esize) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "shape ", ShapeToString(shape), " of ", DTypeName(dtype),
-        " needs more than 2^63 bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shape ", ShapeToString(shape), " of ", DTypeName(dtype),
+                     " needs more than 2^63 bytes"));
   }
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Storage> storage,
                           Storage::Allocate(device, numel * esize));
@@ -191,9 +190,9 @@ absl::Status Tensor::CheckAccess(DType dtype, bool need_cpu) const {
         "; convert with To(DType) or use the matching element type"));
   }
   if (need_cpu && !device().is_cpu()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the tensor lives on ", device().ToString(),
-        "; copy it to the CPU with To(Device::CPU()) first"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the tensor lives on ", device().ToString(),
+                     "; copy it to the CPU with To(Device::CPU()) first"));
   }
   return absl::OkStatus();
 }
@@ -206,9 +205,9 @@ absl::StatusOr<double> Tensor::Item() const {
   }
   TANDEM_RETURN_IF_ERROR(CheckAccess(dtype(), /*need_cpu=*/true));
   if (numel() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Item() needs exactly one element; the tensor has shape ",
-        ShapeToString(shape()), " (", numel(), " elements)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Item() needs exactly one element; the tensor has shape ",
+                     ShapeToString(shape()), " (", numel(), " elements)"));
   }
   return internal::ElementAsDouble(raw_data(), dtype(), 0);
 }
@@ -233,7 +232,7 @@ absl::StatusOr<Tensor> Tensor::To(DType dtype) const {
     internal::ConvertElements(raw_data(), this->dtype(), out.raw_data(), dtype,
                               numel());
   } else {
-    TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, GetDeviceOps(device()));
+    TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, GetDeviceOps(device()));
     TANDEM_RETURN_IF_ERROR(dev->Convert(*this, out));
   }
   if (IsFloatingPoint(dtype) && ShouldRecord({*this})) {
@@ -257,8 +256,8 @@ absl::StatusOr<Tensor> Tensor::To(Device device) const {
   const Device owner = device.is_cpu() ? from : device;
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Allocator> allocator,
                           GetAllocator(owner));
-  TANDEM_RETURN_IF_ERROR(allocator->CopyBytes(out.raw_data(), device,
-                                              raw_data(), from, nbytes()));
+  TANDEM_RETURN_IF_ERROR(
+      allocator->CopyBytes(out.raw_data(), device, raw_data(), from, nbytes()));
   return out;
 }
 
@@ -269,9 +268,8 @@ absl::Status Tensor::CopyFrom(const Tensor& src) const {
   }
   if (src.shape() != shape() || src.dtype() != dtype()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "CopyFrom: destination is ", DTypeName(dtype()),
-        ShapeToString(shape()), " but source is ", DTypeName(src.dtype()),
-        ShapeToString(src.shape()),
+        "CopyFrom: destination is ", DTypeName(dtype()), ShapeToString(shape()),
+        " but source is ", DTypeName(src.dtype()), ShapeToString(src.shape()),
         "; shapes and dtypes must match (Reshape or To(DType) first)"));
   }
   if (!src.device().is_cpu() || !device().is_cpu()) {

@@ -10,7 +10,8 @@
 //   TANDEM_ASSIGN_OR_RETURN(Tensor flat, Tensor::Zeros({10}));
 //   TANDEM_ASSIGN_OR_RETURN(Tensor g, flat.View(/*offset=*/4, {2, 3}));
 //   g.data<float>()[0] = 1.f;             // flat.data<float>()[4] == 1
-//   TANDEM_RETURN_IF_ERROR(w.set_grad(g)); // backward now accumulates into flat
+//   TANDEM_RETURN_IF_ERROR(w.set_grad(g)); // backward now accumulates into
+//   flat
 //
 // Autograd: ops in tensor/ops.h record a node on their output when grad mode
 // is on (see NoGradGuard in tensor/autograd.h) and an input requires grad.

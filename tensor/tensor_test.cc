@@ -76,8 +76,8 @@ TEST(TensorTest, CudaWithoutAllocatorIsAnError) {
 }
 
 TEST(TensorTest, FromVectorChecksShape) {
-  Tensor t = Tensor::FromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3})
-                 .value();
+  Tensor t =
+      Tensor::FromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).value();
   EXPECT_EQ(t.data<float>()[4], 5.f);
   Tensor v = Tensor::FromVector(std::vector<int64_t>{7, 8}).value();
   EXPECT_EQ(v.shape(), Shape{2});
@@ -141,8 +141,8 @@ TEST(TensorTest, ViewOutOfRangeIsAnError) {
 }
 
 TEST(TensorTest, ReshapeIsAViewAndChecksSize) {
-  Tensor t = Tensor::FromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3})
-                 .value();
+  Tensor t =
+      Tensor::FromVector(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3}).value();
   Tensor r = t.Reshape({3, -1}).value();
   EXPECT_EQ(r.shape(), (Shape{3, 2}));
   EXPECT_TRUE(r.SharesStorageWith(t));
@@ -169,17 +169,17 @@ TEST(TensorTest, CloneAndDetach) {
 }
 
 TEST(TensorTest, ToConvertsBetweenDtypes) {
-  Tensor t = Tensor::FromVector(
-                 std::vector<float>{1.5f, -2.7f, 65520.f, 1.0f / 3.0f})
-                 .value();
+  Tensor t =
+      Tensor::FromVector(std::vector<float>{1.5f, -2.7f, 65520.f, 1.0f / 3.0f})
+          .value();
   Tensor h = t.To(DType::kF16).value();
   EXPECT_EQ(h.dtype(), DType::kF16);
   EXPECT_EQ(h.data<Half>()[2].bits, 0x7C00);  // overflow to inf
   Tensor back = h.To(DType::kF32).value();
-  EXPECT_THAT(back.ToVector<float>().value(),
-              ElementsAre(1.5f, -2.69921875f,
-                          std::numeric_limits<float>::infinity(),
-                          0.333251953125f));
+  EXPECT_THAT(
+      back.ToVector<float>().value(),
+      ElementsAre(1.5f, -2.69921875f, std::numeric_limits<float>::infinity(),
+                  0.333251953125f));
   Tensor b = t.To(DType::kBF16).value();
   EXPECT_EQ(b.data<BFloat16>()[3].bits, 0x3EAB);
   Tensor d = t.To(DType::kF64).value();
@@ -189,17 +189,17 @@ TEST(TensorTest, ToConvertsBetweenDtypes) {
 }
 
 TEST(TensorTest, FloatToIntSaturatesAndMapsNanToZero) {
-  Tensor t = Tensor::FromVector(std::vector<double>{
-                                    std::nan(""), 1e300, -1e300, 3e9, -3.9})
+  Tensor t = Tensor::FromVector(
+                 std::vector<double>{std::nan(""), 1e300, -1e300, 3e9, -3.9})
                  .value();
   EXPECT_THAT(t.To(DType::kI32).value().ToVector<int32_t>().value(),
               ElementsAre(0, std::numeric_limits<int32_t>::max(),
                           std::numeric_limits<int32_t>::min(),
                           std::numeric_limits<int32_t>::max(), -3));
-  EXPECT_THAT(t.To(DType::kI64).value().ToVector<int64_t>().value(),
-              ElementsAre(0, std::numeric_limits<int64_t>::max(),
-                          std::numeric_limits<int64_t>::min(), 3000000000LL,
-                          -3));
+  EXPECT_THAT(
+      t.To(DType::kI64).value().ToVector<int64_t>().value(),
+      ElementsAre(0, std::numeric_limits<int64_t>::max(),
+                  std::numeric_limits<int64_t>::min(), 3000000000LL, -3));
 }
 
 TEST(TensorTest, CopyFromWritesInPlaceThroughViews) {
@@ -220,8 +220,8 @@ TEST(TensorTest, CopyFromWritesInPlaceThroughViews) {
 }
 
 TEST(TensorTest, ToString) {
-  Tensor t = Tensor::FromVector(std::vector<float>{1, 2.5, 3, 4}, {2, 2})
-                 .value();
+  Tensor t =
+      Tensor::FromVector(std::vector<float>{1, 2.5, 3, 4}, {2, 2}).value();
   EXPECT_EQ(t.ToString(),
             "Tensor(shape=[2, 2], dtype=f32, device=cpu, "
             "data=[[1, 2.5], [3, 4]])");

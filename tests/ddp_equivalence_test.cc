@@ -112,38 +112,40 @@ absl::StatusOr<Params> TrainReference(int world, int accumulation) {
 absl::StatusOr<std::vector<Params>> TrainDdp(int world, int accumulation,
                                              const train::DdpOptions& options) {
   std::vector<Params> result(world);
-  sim::RunResult run = sim::Run(world, [&](int rank, comm::Communicator& comm)
-                                           -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model, Model());
-    TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd, Optimizer(*model));
-    TANDEM_ASSIGN_OR_RETURN(
-        auto ddp, train::DistributedDataParallel::Create(*model, comm, options));
-    auto micro_step = [&](int step, int micro) -> absl::Status {
-      TANDEM_ASSIGN_OR_RETURN(GlobalBatch batch,
-                              MakeBatch(step, micro, world * kPerRankBatch));
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor x, batch.features.View(rank * kPerRankBatch * kIn,
-                                        {kPerRankBatch, kIn}));
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor y, batch.labels.View(rank * kPerRankBatch, {kPerRankBatch}));
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(x));
-      TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, y));
-      return ddp->Backward(loss);
-    };
-    for (int step = 0; step < kSteps; ++step) {
-      sgd.ZeroGrad();
-      {
-        auto no_sync = ddp->NoSync();
-        for (int micro = 0; micro + 1 < accumulation; ++micro) {
-          TANDEM_RETURN_IF_ERROR(micro_step(step, micro));
+  sim::RunResult run =
+      sim::Run(world, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model, Model());
+        TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd, Optimizer(*model));
+        TANDEM_ASSIGN_OR_RETURN(
+            auto ddp,
+            train::DistributedDataParallel::Create(*model, comm, options));
+        auto micro_step = [&](int step, int micro) -> absl::Status {
+          TANDEM_ASSIGN_OR_RETURN(
+              GlobalBatch batch, MakeBatch(step, micro, world * kPerRankBatch));
+          TANDEM_ASSIGN_OR_RETURN(
+              Tensor x, batch.features.View(rank * kPerRankBatch * kIn,
+                                            {kPerRankBatch, kIn}));
+          TANDEM_ASSIGN_OR_RETURN(
+              Tensor y,
+              batch.labels.View(rank * kPerRankBatch, {kPerRankBatch}));
+          TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(x));
+          TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, y));
+          return ddp->Backward(loss);
+        };
+        for (int step = 0; step < kSteps; ++step) {
+          sgd.ZeroGrad();
+          {
+            auto no_sync = ddp->NoSync();
+            for (int micro = 0; micro + 1 < accumulation; ++micro) {
+              TANDEM_RETURN_IF_ERROR(micro_step(step, micro));
+            }
+          }
+          TANDEM_RETURN_IF_ERROR(micro_step(step, accumulation - 1));
+          TANDEM_RETURN_IF_ERROR(sgd.Step());
         }
-      }
-      TANDEM_RETURN_IF_ERROR(micro_step(step, accumulation - 1));
-      TANDEM_RETURN_IF_ERROR(sgd.Step());
-    }
-    TANDEM_ASSIGN_OR_RETURN(result[rank], Snapshot(*model));
-    return absl::OkStatus();
-  });
+        TANDEM_ASSIGN_OR_RETURN(result[rank], Snapshot(*model));
+        return absl::OkStatus();
+      });
   TANDEM_RETURN_IF_ERROR(run.status());
   return result;
 }
@@ -217,8 +219,8 @@ TEST_P(DdpEquivalenceTest, MatchesOneRankOnTheConcatenatedBatch) {
         worst = std::max(worst, std::fabs(got[i][k] - want[k]));
       }
       EXPECT_LE(worst, 1e-5f * scale)
-          << "rank " << r << ", parameter " << i << ": max difference "
-          << worst << " at scale " << scale;
+          << "rank " << r << ", parameter " << i << ": max difference " << worst
+          << " at scale " << scale;
     }
     // Every rank ends bitwise identical to rank 0.
     EXPECT_EQ(got, (*ranks)[0]) << "rank " << r;
@@ -232,12 +234,12 @@ INSTANTIATE_TEST_SUITE_P(
                                          Buckets::kOnePerParameter),
                        ::testing::Values(1, 3)),
     [](const ::testing::TestParamInfo<Case>& info) {
-      return absl::StrCat("World", std::get<0>(info.param), "_",
-                          BucketsName(std::get<1>(info.param)), "_",
-                          std::get<2>(info.param) == 1
-                              ? std::string("NoAccumulation")
-                              : absl::StrCat("NoSyncAccumulation",
-                                             std::get<2>(info.param)));
+      return absl::StrCat(
+          "World", std::get<0>(info.param), "_",
+          BucketsName(std::get<1>(info.param)), "_",
+          std::get<2>(info.param) == 1
+              ? std::string("NoAccumulation")
+              : absl::StrCat("NoSyncAccumulation", std::get<2>(info.param)));
     });
 
 TEST(DdpDeterminismTest, TwoRunsAreBitwiseIdentical) {

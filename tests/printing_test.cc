@@ -1,5 +1,6 @@
 // Rank-aware printing on the simulated cluster: exactly which rank printed
-// which lines, for comm::RankPrinter directly and for //train/examples:toy_ddp's
+// which lines, for comm::RankPrinter directly and for
+// //train/examples:toy_ddp's
 // --log_ranks=all|0; lines stay whole under concurrent printing.
 #include <string>
 #include <vector>

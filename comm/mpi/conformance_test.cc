@@ -1,9 +1,10 @@
 // The Communicator conformance suite on the MPI backend. Started by
 // mpirun_test.sh with -np 2, 3 and 4; each process is one rank and the
 // world sizes mpirun did not start are skipped.
+#include "comm/conformance/conformance.h"
+
 #include <memory>
 
-#include "comm/conformance/conformance.h"
 #include "comm/mpi/mpi_launcher.h"
 #include "gtest/gtest.h"
 
@@ -11,13 +12,13 @@ namespace tandem::comm {
 namespace {
 
 std::shared_ptr<MpiLauncher>& Launcher() {
-  static auto* launcher = new std::shared_ptr<MpiLauncher>(
-      std::make_shared<MpiLauncher>());
+  static auto* launcher =
+      new std::shared_ptr<MpiLauncher>(std::make_shared<MpiLauncher>());
   return *launcher;
 }
 
-TANDEM_INSTANTIATE_COMM_CONFORMANCE(Mpi, Launcher(),
-                                    ::tandem::comm::conformance::SuiteOptions());
+TANDEM_INSTANTIATE_COMM_CONFORMANCE(
+    Mpi, Launcher(), ::tandem::comm::conformance::SuiteOptions());
 
 }  // namespace
 

@@ -30,20 +30,26 @@ std::string MpiErrorString(int code) {
 }
 
 absl::Status MpiError(absl::string_view call, int code, int rank) {
-  return absl::InternalError(absl::StrCat(call, " on rank ", rank,
-                                          " failed: ", MpiErrorString(code)));
+  return absl::InternalError(
+      absl::StrCat(call, " on rank ", rank, " failed: ", MpiErrorString(code)));
 }
 
 // The MPI datatype that moves `dtype` bit for bit (f16/bf16 as 16-bit words).
 MPI_Datatype MoveType(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return MPI_FLOAT;
-    case DType::kF64: return MPI_DOUBLE;
-    case DType::kI32: return MPI_INT32_T;
-    case DType::kI64: return MPI_INT64_T;
-    case DType::kU8: return MPI_UINT8_T;
+    case DType::kF32:
+      return MPI_FLOAT;
+    case DType::kF64:
+      return MPI_DOUBLE;
+    case DType::kI32:
+      return MPI_INT32_T;
+    case DType::kI64:
+      return MPI_INT64_T;
+    case DType::kU8:
+      return MPI_UINT8_T;
     case DType::kF16:
-    case DType::kBF16: return MPI_UINT16_T;
+    case DType::kBF16:
+      return MPI_UINT16_T;
   }
   return MPI_DATATYPE_NULL;
 }
@@ -51,10 +57,14 @@ MPI_Datatype MoveType(DType dtype) {
 MPI_Op ToMpiOp(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return MPI_SUM;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kProd: return MPI_PROD;
+    case ReduceOp::kAvg:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kProd:
+      return MPI_PROD;
   }
   return MPI_OP_NULL;
 }
@@ -114,9 +124,9 @@ class MpiWork final : public Work {
   MpiWork(std::string name, int rank, absl::Duration timeout)
       : name_(std::move(name)),
         rank_(rank),
-        deadline_(timeout == absl::InfiniteDuration()
-                      ? absl::InfiniteFuture()
-                      : absl::Now() + timeout) {}
+        deadline_(timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                      : absl::Now() + timeout) {
+  }
 
   // Takes ownership of a started request.
   void AddRequest(MPI_Request request) { requests_.push_back(request); }
@@ -237,7 +247,8 @@ MpiCommunicator::MpiCommunicator(std::unique_ptr<Impl> impl)
 absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(
     const MpiOptions& options) {
   if (options.timeout <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("MpiCommunicator: timeout must be positive");
+    return absl::InvalidArgumentError(
+        "MpiCommunicator: timeout must be positive");
   }
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -252,7 +263,8 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(
   MPI_Initialized(&initialized);
   int provided = 0;
   if (!initialized) {
-    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    int rc =
+        MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
     if (rc != MPI_SUCCESS) return MpiError("MPI_Init_thread", rc, -1);
     impl->initialized_mpi = true;
   } else {
@@ -271,7 +283,8 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(
   MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
   // Errors come back as codes we turn into Status, not job aborts.
   MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
-  auto comm = std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(impl)));
+  auto comm =
+      std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(impl)));
   MPI_Comm_rank(comm->impl_->comm, &comm->rank_);
   MPI_Comm_size(comm->impl_->comm, &comm->size_);
   MPI_Comm local;
@@ -290,8 +303,9 @@ MpiCommunicator::~MpiCommunicator() {
 
 std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
   absl::Status valid = ValidateAllReduce(buf, op, rank_, size_);
-  if (valid.ok()) valid = ValidateMemorySpace(OpKind::kAllReduce, "buf", buf,
-                                              MemorySpace::kHost, "mpi", rank_);
+  if (valid.ok())
+    valid = ValidateMemorySpace(OpKind::kAllReduce, "buf", buf,
+                                MemorySpace::kHost, "mpi", rank_);
   if (valid.ok()) valid = CheckCount("AllReduce", buf.count, rank_);
   if (!valid.ok()) return MakeCompletedWork(valid);
   auto work = std::make_unique<MpiWork>(
@@ -309,13 +323,15 @@ std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
   MPI_Request request;
   int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(buf.count), type,
                           ToMpiOp(op), impl_->comm, &request);
-  if (rc != MPI_SUCCESS) return MakeCompletedWork(MpiError("MPI_Iallreduce", rc, rank_));
+  if (rc != MPI_SUCCESS)
+    return MakeCompletedWork(MpiError("MPI_Iallreduce", rc, rank_));
   work->AddRequest(request);
   const int n = size_;
   MpiWork* raw = work.get();
   work->set_finish([raw, buf, op, n] {
     if (IsHalf(buf.dtype)) {
-      if (op == ReduceOp::kAvg) DivideInPlace(DType::kF32, raw->scratch().data(), buf.count, n);
+      if (op == ReduceOp::kAvg)
+        DivideInPlace(DType::kF32, raw->scratch().data(), buf.count, n);
       F32ToHalf(buf.dtype, raw->scratch().data(), buf.data, buf.count);
     } else if (op == ReduceOp::kAvg) {
       DivideInPlace(buf.dtype, buf.data, buf.count, n);
@@ -326,8 +342,9 @@ std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
 
 std::unique_ptr<Work> MpiCommunicator::Broadcast(BufferView buf, int root) {
   absl::Status valid = ValidateBroadcast(buf, root, rank_, size_);
-  if (valid.ok()) valid = ValidateMemorySpace(OpKind::kBroadcast, "buf", buf,
-                                              MemorySpace::kHost, "mpi", rank_);
+  if (valid.ok())
+    valid = ValidateMemorySpace(OpKind::kBroadcast, "buf", buf,
+                                MemorySpace::kHost, "mpi", rank_);
   if (valid.ok()) valid = CheckCount("Broadcast", buf.count, rank_);
   if (!valid.ok()) return MakeCompletedWork(valid);
   auto work = std::make_unique<MpiWork>(
@@ -335,25 +352,29 @@ std::unique_ptr<Work> MpiCommunicator::Broadcast(BufferView buf, int root) {
                    ", root ", root, ")"),
       rank_, impl_->options.timeout);
   MPI_Request request;
-  int rc = MPI_Ibcast(buf.data, static_cast<int>(buf.count), MoveType(buf.dtype),
-                      root, impl_->comm, &request);
-  if (rc != MPI_SUCCESS) return MakeCompletedWork(MpiError("MPI_Ibcast", rc, rank_));
+  int rc = MPI_Ibcast(buf.data, static_cast<int>(buf.count),
+                      MoveType(buf.dtype), root, impl_->comm, &request);
+  if (rc != MPI_SUCCESS)
+    return MakeCompletedWork(MpiError("MPI_Ibcast", rc, rank_));
   work->AddRequest(request);
   return work;
 }
 
-std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send, BufferView recv) {
+std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send,
+                                                 BufferView recv) {
   absl::Status valid = ValidateAllGather(send, recv, rank_, size_);
-  if (valid.ok()) valid = ValidateMemorySpace(OpKind::kAllGather, "send", send,
-                                              MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = ValidateMemorySpace(OpKind::kAllGather, "recv", recv,
-                                              MemorySpace::kHost, "mpi", rank_);
+  if (valid.ok())
+    valid = ValidateMemorySpace(OpKind::kAllGather, "send", send,
+                                MemorySpace::kHost, "mpi", rank_);
+  if (valid.ok())
+    valid = ValidateMemorySpace(OpKind::kAllGather, "recv", recv,
+                                MemorySpace::kHost, "mpi", rank_);
   if (valid.ok()) valid = CheckCount("AllGather", recv.count, rank_);
   if (!valid.ok()) return MakeCompletedWork(valid);
-  auto work = std::make_unique<MpiWork>(
-      absl::StrCat("AllGather #", impl_->sequence++, " (", send.DebugString(),
-                   ")"),
-      rank_, impl_->options.timeout);
+  auto work =
+      std::make_unique<MpiWork>(absl::StrCat("AllGather #", impl_->sequence++,
+                                             " (", send.DebugString(), ")"),
+                                rank_, impl_->options.timeout);
   const int64_t slice_bytes = send.bytes();
   char* my_slice = static_cast<char*>(recv.data) + rank_ * slice_bytes;
   const void* send_data = send.data;
@@ -361,7 +382,8 @@ std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send, BufferView rec
     if (send.data != my_slice) {
       return MakeCompletedWork(absl::InvalidArgumentError(absl::StrCat(
           "AllGather on rank ", rank_, ": send overlaps recv but is not rank ",
-          rank_, "'s slice of it; pass disjoint buffers or exactly that slice")));
+          rank_,
+          "'s slice of it; pass disjoint buffers or exactly that slice")));
     }
     send_data = MPI_IN_PLACE;
   }
@@ -370,7 +392,8 @@ std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send, BufferView rec
                           MoveType(send.dtype), recv.data,
                           static_cast<int>(send.count), MoveType(recv.dtype),
                           impl_->comm, &request);
-  if (rc != MPI_SUCCESS) return MakeCompletedWork(MpiError("MPI_Iallgather", rc, rank_));
+  if (rc != MPI_SUCCESS)
+    return MakeCompletedWork(MpiError("MPI_Iallgather", rc, rank_));
   work->AddRequest(request);
   return work;
 }
@@ -379,15 +402,17 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
                                                      BufferView recv,
                                                      ReduceOp op) {
   absl::Status valid = ValidateReduceScatter(send, recv, op, rank_, size_);
-  if (valid.ok()) valid = ValidateMemorySpace(OpKind::kReduceScatter, "send", send,
-                                              MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = ValidateMemorySpace(OpKind::kReduceScatter, "recv", recv,
-                                              MemorySpace::kHost, "mpi", rank_);
+  if (valid.ok())
+    valid = ValidateMemorySpace(OpKind::kReduceScatter, "send", send,
+                                MemorySpace::kHost, "mpi", rank_);
+  if (valid.ok())
+    valid = ValidateMemorySpace(OpKind::kReduceScatter, "recv", recv,
+                                MemorySpace::kHost, "mpi", rank_);
   if (valid.ok()) valid = CheckCount("ReduceScatter", send.count, rank_);
   if (!valid.ok()) return MakeCompletedWork(valid);
   auto work = std::make_unique<MpiWork>(
-      absl::StrCat("ReduceScatter #", impl_->sequence++, " (", send.DebugString(),
-                   ", ", ReduceOpName(op), ")"),
+      absl::StrCat("ReduceScatter #", impl_->sequence++, " (",
+                   send.DebugString(), ", ", ReduceOpName(op), ")"),
       rank_, impl_->options.timeout);
   // Reduce in f32 for halves; copy the input when recv lies inside send (MPI
   // would otherwise read a slice it is writing).
@@ -403,14 +428,16 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
     output = scratch.data() + send.count;
     type = MPI_FLOAT;
   } else if (Overlaps(send, recv)) {
-    const int64_t float_words = (send.bytes() + sizeof(float) - 1) / sizeof(float);
+    const int64_t float_words =
+        (send.bytes() + sizeof(float) - 1) / sizeof(float);
     scratch.resize(float_words);
     std::memcpy(scratch.data(), send.data, send.bytes());
     input = scratch.data();
   }
   MPI_Request request;
-  int rc = MPI_Ireduce_scatter_block(input, output, static_cast<int>(recv.count),
-                                     type, ToMpiOp(op), impl_->comm, &request);
+  int rc =
+      MPI_Ireduce_scatter_block(input, output, static_cast<int>(recv.count),
+                                type, ToMpiOp(op), impl_->comm, &request);
   if (rc != MPI_SUCCESS) {
     return MakeCompletedWork(MpiError("MPI_Ireduce_scatter_block", rc, rank_));
   }
@@ -420,7 +447,8 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
   work->set_finish([raw, send, recv, op, n, half] {
     if (half) {
       float* result = raw->scratch().data() + send.count;
-      if (op == ReduceOp::kAvg) DivideInPlace(DType::kF32, result, recv.count, n);
+      if (op == ReduceOp::kAvg)
+        DivideInPlace(DType::kF32, result, recv.count, n);
       F32ToHalf(recv.dtype, result, recv.data, recv.count);
     } else if (op == ReduceOp::kAvg) {
       DivideInPlace(recv.dtype, recv.data, recv.count, n);
@@ -430,9 +458,11 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
 }
 
 std::unique_ptr<Work> MpiCommunicator::Send(BufferView buf, int peer) {
-  absl::Status valid = ValidatePointToPoint(OpKind::kSend, buf, peer, rank_, size_);
-  if (valid.ok()) valid = ValidateMemorySpace(OpKind::kSend, "buf", buf,
-                                              MemorySpace::kHost, "mpi", rank_);
+  absl::Status valid =
+      ValidatePointToPoint(OpKind::kSend, buf, peer, rank_, size_);
+  if (valid.ok())
+    valid = ValidateMemorySpace(OpKind::kSend, "buf", buf, MemorySpace::kHost,
+                                "mpi", rank_);
   if (valid.ok()) valid = CheckCount("Send", buf.count, rank_);
   if (!valid.ok()) return MakeCompletedWork(valid);
   auto work = std::make_unique<MpiWork>(
@@ -441,15 +471,18 @@ std::unique_ptr<Work> MpiCommunicator::Send(BufferView buf, int peer) {
   MPI_Request request;
   int rc = MPI_Isend(buf.data, static_cast<int>(buf.count), MoveType(buf.dtype),
                      peer, /*tag=*/0, impl_->comm, &request);
-  if (rc != MPI_SUCCESS) return MakeCompletedWork(MpiError("MPI_Isend", rc, rank_));
+  if (rc != MPI_SUCCESS)
+    return MakeCompletedWork(MpiError("MPI_Isend", rc, rank_));
   work->AddRequest(request);
   return work;
 }
 
 std::unique_ptr<Work> MpiCommunicator::Recv(BufferView buf, int peer) {
-  absl::Status valid = ValidatePointToPoint(OpKind::kRecv, buf, peer, rank_, size_);
-  if (valid.ok()) valid = ValidateMemorySpace(OpKind::kRecv, "buf", buf,
-                                              MemorySpace::kHost, "mpi", rank_);
+  absl::Status valid =
+      ValidatePointToPoint(OpKind::kRecv, buf, peer, rank_, size_);
+  if (valid.ok())
+    valid = ValidateMemorySpace(OpKind::kRecv, "buf", buf, MemorySpace::kHost,
+                                "mpi", rank_);
   if (valid.ok()) valid = CheckCount("Recv", buf.count, rank_);
   if (!valid.ok()) return MakeCompletedWork(valid);
   auto work = std::make_unique<MpiWork>(
@@ -458,7 +491,8 @@ std::unique_ptr<Work> MpiCommunicator::Recv(BufferView buf, int peer) {
   MPI_Request request;
   int rc = MPI_Irecv(buf.data, static_cast<int>(buf.count), MoveType(buf.dtype),
                      peer, /*tag=*/0, impl_->comm, &request);
-  if (rc != MPI_SUCCESS) return MakeCompletedWork(MpiError("MPI_Irecv", rc, rank_));
+  if (rc != MPI_SUCCESS)
+    return MakeCompletedWork(MpiError("MPI_Irecv", rc, rank_));
   work->AddRequest(request);
   return work;
 }

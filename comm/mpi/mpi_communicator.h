@@ -17,12 +17,12 @@
 // Work::IsCompleted() (one MPI_Test) or Work::Wait() (MPI_Test in a loop that
 // yields for up to 20 ms — OpenMPI's own MPI_Wait polls without pause, and
 // libnbc advances only inside those polls — then naps 50 µs between polls,
-// so a rank stuck on a slow peer leaves its core to others). Overlap of communication with computation
-// is therefore only as good as how often the caller polls; DDP polls its
-// in-flight buckets from its gradient hooks. We chose this over a progress
-// thread because it needs only MPI_THREAD_SERIALIZED, adds no thread per rank
-// competing with compute for the cores, and keeps small-message latency at
-// OpenMPI's own.
+// so a rank stuck on a slow peer leaves its core to others). Overlap of
+// communication with computation is therefore only as good as how often the
+// caller polls; DDP polls its in-flight buckets from its gradient hooks. We
+// chose this over a progress thread because it needs only
+// MPI_THREAD_SERIALIZED, adds no thread per rank competing with compute for the
+// cores, and keeps small-message latency at OpenMPI's own.
 //
 // Semantics beyond plain MPI, so results match the sim backend:
 //   * kAvg is MPI_SUM followed by a division by the world size.

@@ -56,16 +56,25 @@ TEST(MpiCommunicatorTest, AllReduceEveryOpOnFloatsAndIntegers) {
   const int r = comm->rank();
   for (ReduceOp op : kAllReduceOps) {
     std::vector<float> f(1000);
-    for (int i = 0; i < 1000; ++i) f[i] = static_cast<float>((r + 1) * (i % 7 + 1));
+    for (int i = 0; i < 1000; ++i)
+      f[i] = static_cast<float>((r + 1) * (i % 7 + 1));
     ASSERT_TRUE(comm->AllReduce(HostView(absl::MakeSpan(f)), op)->Wait().ok());
     for (int i = 0; i < 1000; ++i) {
       const float base = static_cast<float>(i % 7 + 1);
       float want = 0;
       switch (op) {
-        case ReduceOp::kSum: want = base * n * (n + 1) / 2; break;
-        case ReduceOp::kAvg: want = base * n * (n + 1) / 2 / n; break;
-        case ReduceOp::kMax: want = base * n; break;
-        case ReduceOp::kMin: want = base; break;
+        case ReduceOp::kSum:
+          want = base * n * (n + 1) / 2;
+          break;
+        case ReduceOp::kAvg:
+          want = base * n * (n + 1) / 2 / n;
+          break;
+        case ReduceOp::kMax:
+          want = base * n;
+          break;
+        case ReduceOp::kMin:
+          want = base;
+          break;
         case ReduceOp::kProd: {
           want = 1;
           for (int k = 1; k <= n; ++k) want *= base * k;
@@ -87,21 +96,24 @@ TEST(MpiCommunicatorTest, HalfPrecisionReducesInF32AndRoundsOnce) {
   // Each rank adds 1 + 2^-11 (not representable in f16, it rounds to 1):
   // reducing in f32 and rounding once gives round(n * (1 + 2^-11)).
   std::vector<uint16_t> h(16, F16FromF32(1.0f));
-  ASSERT_TRUE(comm->AllReduce(HostView(h.data(), 16, DType::kF16), ReduceOp::kSum)
-                  ->Wait()
-                  .ok());
+  ASSERT_TRUE(
+      comm->AllReduce(HostView(h.data(), 16, DType::kF16), ReduceOp::kSum)
+          ->Wait()
+          .ok());
   for (uint16_t v : h) EXPECT_EQ(F32FromF16(v), static_cast<float>(n));
   std::vector<uint16_t> b(16, BF16FromF32(3.0f));
-  ASSERT_TRUE(comm->AllReduce(HostView(b.data(), 16, DType::kBF16), ReduceOp::kAvg)
-                  ->Wait()
-                  .ok());
+  ASSERT_TRUE(
+      comm->AllReduce(HostView(b.data(), 16, DType::kBF16), ReduceOp::kAvg)
+          ->Wait()
+          .ok());
   for (uint16_t v : b) EXPECT_EQ(F32FromBF16(v), 3.0f);
 }
 
 TEST(MpiCommunicatorTest, BroadcastFromEveryRoot) {
   for (int root = 0; root < comm->size(); ++root) {
     std::vector<double> d(257, comm->rank() == root ? root + 0.5 : -1);
-    ASSERT_TRUE(comm->Broadcast(HostView(absl::MakeSpan(d)), root)->Wait().ok());
+    ASSERT_TRUE(
+        comm->Broadcast(HostView(absl::MakeSpan(d)), root)->Wait().ok());
     for (double v : d) ASSERT_EQ(v, root + 0.5);
   }
 }
@@ -132,7 +144,8 @@ TEST(MpiCommunicatorTest, ReduceScatterOutOfPlaceInPlaceAndHalf) {
   for (int k = 0; k < 4 * n; ++k) send[k] = static_cast<float>(k + r);
   std::vector<float> recv(4, -1);
   ASSERT_TRUE(comm->ReduceScatter(HostView(absl::MakeSpan(send)),
-                                  HostView(absl::MakeSpan(recv)), ReduceOp::kSum)
+                                  HostView(absl::MakeSpan(recv)),
+                                  ReduceOp::kSum)
                   ->Wait()
                   .ok());
   for (int k = 0; k < 4; ++k) {
@@ -144,7 +157,8 @@ TEST(MpiCommunicatorTest, ReduceScatterOutOfPlaceInPlaceAndHalf) {
                                   ReduceOp::kMax)
                   ->Wait()
                   .ok());
-  for (int k = 0; k < 4; ++k) EXPECT_EQ(send[r * 4 + k], static_cast<float>(r * 4 + k + n - 1));
+  for (int k = 0; k < 4; ++k)
+    EXPECT_EQ(send[r * 4 + k], static_cast<float>(r * 4 + k + n - 1));
   std::vector<uint16_t> hs(2 * n, BF16FromF32(2.0f));
   std::vector<uint16_t> hr(2, 0);
   ASSERT_TRUE(comm->ReduceScatter(HostView(hs.data(), 2 * n, DType::kBF16),
@@ -172,8 +186,10 @@ TEST(MpiCommunicatorTest, ManyOutstandingWaitedInReverse) {
   std::vector<std::vector<float>> bufs(8, std::vector<float>(4096));
   std::vector<std::unique_ptr<Work>> works;
   for (int b = 0; b < 8; ++b) {
-    std::fill(bufs[b].begin(), bufs[b].end(), static_cast<float>(b + comm->rank()));
-    works.push_back(comm->AllReduce(HostView(absl::MakeSpan(bufs[b])), ReduceOp::kSum));
+    std::fill(bufs[b].begin(), bufs[b].end(),
+              static_cast<float>(b + comm->rank()));
+    works.push_back(
+        comm->AllReduce(HostView(absl::MakeSpan(bufs[b])), ReduceOp::kSum));
   }
   for (int b = 7; b >= 0; --b) ASSERT_TRUE(works[b]->Wait().ok());
   for (int b = 0; b < 8; ++b) {
@@ -185,13 +201,15 @@ TEST(MpiCommunicatorTest, ManyOutstandingWaitedInReverse) {
 // Reads an OpenMPI control variable through MPI_T; -1 when it is missing.
 int ReadIntCvar(const char* name) {
   int provided = 0;
-  if (MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) return -1;
+  if (MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS)
+    return -1;
   int value = -1;
   int index = -1;
   if (MPI_T_cvar_get_index(name, &index) == MPI_SUCCESS) {
     MPI_T_cvar_handle handle;
     int count = 0;
-    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) == MPI_SUCCESS) {
+    if (MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count) ==
+        MPI_SUCCESS) {
       if (count == 1) MPI_T_cvar_read(handle, &value);
       MPI_T_cvar_handle_free(&handle);
     }
@@ -215,7 +233,8 @@ TEST(MpiCommunicatorTest, ArgumentErrorsComeBackAsFailedWork) {
   auto to_self = comm->Send(HostView(absl::MakeSpan(x)), comm->rank());
   EXPECT_EQ(to_self->Wait().code(), absl::StatusCode::kInvalidArgument);
   std::vector<int64_t> ints(4);
-  auto avg_int = comm->AllReduce(HostView(absl::MakeSpan(ints)), ReduceOp::kAvg);
+  auto avg_int =
+      comm->AllReduce(HostView(absl::MakeSpan(ints)), ReduceOp::kAvg);
   EXPECT_EQ(avg_int->Wait().code(), absl::StatusCode::kInvalidArgument);
   BufferView device{x.data(), 4, DType::kF32, MemorySpace::kCuda, 0};
   auto on_device = comm->AllReduce(device, ReduceOp::kSum);

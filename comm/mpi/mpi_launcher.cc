@@ -23,11 +23,11 @@ std::vector<conformance::RankStatus> MpiLauncher::Run(
     comm_ = *std::move(created);
   }
   if (world_size != comm_->size()) {
-    return {{comm_->rank(),
-             absl::InvalidArgumentError(absl::StrCat(
-                 "MpiLauncher: asked for ", world_size,
-                 " ranks but mpirun started ", comm_->size(),
-                 "; run the binary with mpirun -np ", world_size))}};
+    return {
+        {comm_->rank(), absl::InvalidArgumentError(absl::StrCat(
+                            "MpiLauncher: asked for ", world_size,
+                            " ranks but mpirun started ", comm_->size(),
+                            "; run the binary with mpirun -np ", world_size))}};
   }
   return {{comm_->rank(), fn(comm_->rank(), *comm_)}};
 }

@@ -12,10 +12,10 @@ bool AbortSignal::Raise(int rank, const absl::Status& status) {
   if (raised_.load(std::memory_order_relaxed)) return false;
   cause_ = absl::AbortedError(absl::StrCat(
       "rank ", rank, " failed: ",
-      status.ok() ? absl::Status(absl::StatusCode::kUnknown,
-                                 "raised without an error")
-                        .ToString()
-                  : status.ToString()));
+      status.ok()
+          ? absl::Status(absl::StatusCode::kUnknown, "raised without an error")
+                .ToString()
+          : status.ToString()));
   raised_.store(true, std::memory_order_release);
   return true;
 }

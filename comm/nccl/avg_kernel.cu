@@ -53,8 +53,8 @@ int LaunchDivideInPlace(void* data, int64_t count, int format, int divisor,
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (format) {
     case kAvgF32:
-      DivideKernel<float><<<blocks, kThreads, 0, s>>>(
-          static_cast<float*>(data), count, divisor);
+      DivideKernel<float><<<blocks, kThreads, 0, s>>>(static_cast<float*>(data),
+                                                      count, divisor);
       break;
     case kAvgF64:
       DivideKernel<double><<<blocks, kThreads, 0, s>>>(

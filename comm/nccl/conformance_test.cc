@@ -1,9 +1,10 @@
 // The Communicator conformance suite on NCCL: one thread per local GPU, the
 // suite's host buffers staged through device memory. Every case whose world
 // size exceeds the visible GPUs skips (all of them without a GPU).
+#include "comm/conformance/conformance.h"
+
 #include <memory>
 
-#include "comm/conformance/conformance.h"
 #include "comm/nccl/nccl_launcher.h"
 #include "gtest/gtest.h"
 

@@ -16,9 +16,8 @@ cudaError_t LaunchProbeFill(int* out, int n, int factor, cudaStream_t stream);
 namespace {
 
 absl::Status CudaError(const char* call, cudaError_t err) {
-  return absl::InternalError(absl::StrCat(call, " failed: ",
-                                          cudaGetErrorName(err), ": ",
-                                          cudaGetErrorString(err)));
+  return absl::InternalError(absl::StrCat(
+      call, " failed: ", cudaGetErrorName(err), ": ", cudaGetErrorString(err)));
 }
 
 }  // namespace
@@ -68,9 +67,9 @@ absl::Status RunProbeKernel(int device) {
   if (err != cudaSuccess) return CudaError("probe kernel", err);
   for (int i = 0; i < kN; ++i) {
     if (host[i] != i * kFactor) {
-      return absl::InternalError(absl::StrCat(
-          "probe kernel on device ", device, ": out[", i, "] = ", host[i],
-          ", expected ", i * kFactor));
+      return absl::InternalError(absl::StrCat("probe kernel on device ", device,
+                                              ": out[", i, "] = ", host[i],
+                                              ", expected ", i * kFactor));
     }
   }
   return absl::OkStatus();

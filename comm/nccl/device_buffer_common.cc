@@ -26,10 +26,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 DeviceBuffer::~DeviceBuffer() { Release(); }
 
-BufferView DeviceBuffer::View(DType dtype, int64_t offset, int64_t count) const {
+BufferView DeviceBuffer::View(DType dtype, int64_t offset,
+                              int64_t count) const {
   char* base = static_cast<char*>(data_);
-  return BufferView{base == nullptr ? nullptr : base + offset * DTypeSize(dtype),
-                    count, dtype, MemorySpace::kCuda, device_};
+  return BufferView{
+      base == nullptr ? nullptr : base + offset * DTypeSize(dtype), count,
+      dtype, MemorySpace::kCuda, device_};
 }
 
 }  // namespace tandem::comm

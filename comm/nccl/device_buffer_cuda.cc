@@ -39,10 +39,10 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(int device, int64_t bytes,
   cudaError_t err = cudaSetDevice(device);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "DeviceBuffer::Allocate: cannot use cuda:", device, " (",
-        cudaGetErrorName(err), ": ", cudaGetErrorString(err),
-        "); a CUDA device and driver are needed"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("DeviceBuffer::Allocate: cannot use cuda:", device, " (",
+                     cudaGetErrorName(err), ": ", cudaGetErrorString(err),
+                     "); a CUDA device and driver are needed"));
   }
   DeviceBuffer buffer;
   buffer.device_ = device;
@@ -76,9 +76,9 @@ absl::Status DeviceBuffer::CopyFromHost(const void* src, int64_t n,
   if (n == 0) return absl::OkStatus();
   cudaSetDevice(device_);
   cudaStream_t stream = static_cast<cudaStream_t>(alloc_stream_);
-  cudaError_t err = cudaMemcpyAsync(static_cast<char*>(data_) + offset, src,
-                                    static_cast<size_t>(n),
-                                    cudaMemcpyHostToDevice, stream);
+  cudaError_t err =
+      cudaMemcpyAsync(static_cast<char*>(data_) + offset, src,
+                      static_cast<size_t>(n), cudaMemcpyHostToDevice, stream);
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) return CudaError("CopyFromHost", err, device_);
   return absl::OkStatus();
@@ -92,9 +92,9 @@ absl::Status DeviceBuffer::CopyToHost(void* dst, int64_t n,
   if (n == 0) return absl::OkStatus();
   cudaSetDevice(device_);
   cudaStream_t stream = static_cast<cudaStream_t>(alloc_stream_);
-  cudaError_t err = cudaMemcpyAsync(dst, static_cast<const char*>(data_) + offset,
-                                    static_cast<size_t>(n),
-                                    cudaMemcpyDeviceToHost, stream);
+  cudaError_t err =
+      cudaMemcpyAsync(dst, static_cast<const char*>(data_) + offset,
+                      static_cast<size_t>(n), cudaMemcpyDeviceToHost, stream);
   if (err == cudaSuccess) err = cudaStreamSynchronize(stream);
   if (err != cudaSuccess) return CudaError("CopyToHost", err, device_);
   return absl::OkStatus();

@@ -54,12 +54,12 @@ absl::Status RunRank(const LocalGpuFn& fn, int rank, NcclCommunicator& comm) {
   try {
     return fn(rank, comm);
   } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(
-        "nccl: rank ", rank, " threw an exception: ", e.what()));
+    return absl::InternalError(
+        absl::StrCat("nccl: rank ", rank, " threw an exception: ", e.what()));
   } catch (...) {
-    return absl::InternalError(absl::StrCat(
-        "nccl: rank ", rank,
-        " threw an exception not derived from std::exception"));
+    return absl::InternalError(
+        absl::StrCat("nccl: rank ", rank,
+                     " threw an exception not derived from std::exception"));
   }
 }
 
@@ -75,7 +75,8 @@ absl::Status LocalRunResult::status() const {
     const absl::Status& s = ranks[r];
     if (s.ok()) continue;
     if (s.code() != absl::StatusCode::kAborted) {
-      return absl::Status(s.code(), absl::StrCat("rank ", r, ": ", s.message()));
+      return absl::Status(s.code(),
+                          absl::StrCat("rank ", r, ": ", s.message()));
     }
     if (first == nullptr) {
       first = &s;
@@ -83,8 +84,8 @@ absl::Status LocalRunResult::status() const {
     }
   }
   if (first == nullptr) return absl::OkStatus();
-  return absl::Status(first->code(),
-                      absl::StrCat("rank ", first_rank, ": ", first->message()));
+  return absl::Status(
+      first->code(), absl::StrCat("rank ", first_rank, ": ", first->message()));
 }
 
 int LocalGpuCount() {
@@ -98,15 +99,15 @@ absl::StatusOr<std::unique_ptr<LocalGpuWorld>> LocalGpuWorld::Create(
   TANDEM_ASSIGN_OR_RETURN(CudaProbe probe, ProbeCuda());
   if (probe.device_count == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "RunOnLocalGpus(", world_size, " ranks): no GPU to run on: ",
-        probe.no_device_reason,
+        "RunOnLocalGpus(", world_size,
+        " ranks): no GPU to run on: ", probe.no_device_reason,
         ". Use the sim backend (sim::Run) on machines without GPUs"));
   }
   if (world_size > probe.device_count) {
     return absl::FailedPreconditionError(absl::StrCat(
         "RunOnLocalGpus: world size ", world_size, " needs ", world_size,
-        " GPUs (one per rank) but this process sees ", probe.device_count,
-        " (", VisibleDevicesText(), "); ask for at most ", probe.device_count,
+        " GPUs (one per rank) but this process sees ", probe.device_count, " (",
+        VisibleDevicesText(), "); ask for at most ", probe.device_count,
         " ranks, or run one process per GPU over MPI"));
   }
   TANDEM_ASSIGN_OR_RETURN(NcclUniqueId id, NcclCommunicator::NewUniqueId());
@@ -140,7 +141,8 @@ absl::StatusOr<std::unique_ptr<LocalGpuWorld>> LocalGpuWorld::Create(
   return std::unique_ptr<LocalGpuWorld>(new LocalGpuWorld(std::move(comms)));
 }
 
-LocalGpuWorld::LocalGpuWorld(std::vector<std::unique_ptr<NcclCommunicator>> comms)
+LocalGpuWorld::LocalGpuWorld(
+    std::vector<std::unique_ptr<NcclCommunicator>> comms)
     : comms_(std::move(comms)) {}
 
 LocalGpuWorld::~LocalGpuWorld() {

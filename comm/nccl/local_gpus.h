@@ -41,7 +41,8 @@
 namespace tandem::comm {
 
 // What every rank runs. The communicator is valid during the call only.
-using LocalGpuFn = std::function<absl::Status(int rank, NcclCommunicator& comm)>;
+using LocalGpuFn =
+    std::function<absl::Status(int rank, NcclCommunicator& comm)>;
 
 struct LocalRunResult {
   // Why the run could not start (no device, bad world size, NCCL init); OK

@@ -32,9 +32,8 @@ std::string LocalProblem(const MpiCommunicator& mpi) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<NcclCommunicator>>
-CreateNcclCommunicatorFromMpi(MpiCommunicator& bootstrap,
-                              const NcclOptions& options) {
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> CreateNcclCommunicatorFromMpi(
+    MpiCommunicator& bootstrap, const NcclOptions& options) {
   const int rank = bootstrap.rank();
   const int size = bootstrap.size();
   const std::string where = absl::StrCat(
@@ -52,11 +51,11 @@ CreateNcclCommunicatorFromMpi(MpiCommunicator& bootstrap,
     if (cannot[r] != 0) failed.push_back(r);
   }
   if (!failed.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        where, "rank(s) ", absl::StrJoin(failed, ", "),
-        " cannot drive a GPU, so no NCCL communicator was created",
-        problem.empty() ? std::string()
-                        : absl::StrCat("; this rank: ", problem)));
+    return absl::FailedPreconditionError(
+        absl::StrCat(where, "rank(s) ", absl::StrJoin(failed, ", "),
+                     " cannot drive a GPU, so no NCCL communicator was created",
+                     problem.empty() ? std::string()
+                                     : absl::StrCat("; this rank: ", problem)));
   }
 
   // 3. Rank 0's unique id, with a status byte in front.

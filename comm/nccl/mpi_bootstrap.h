@@ -37,9 +37,8 @@ namespace tandem::comm {
 // `bootstrap` is only used during the call; the NCCL communicator does not
 // keep it. Fails (on every rank alike) with kFailedPrecondition when some
 // rank has no usable GPU, naming those ranks.
-absl::StatusOr<std::unique_ptr<NcclCommunicator>>
-CreateNcclCommunicatorFromMpi(MpiCommunicator& bootstrap,
-                              const NcclOptions& options = {});
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> CreateNcclCommunicatorFromMpi(
+    MpiCommunicator& bootstrap, const NcclOptions& options = {});
 
 }  // namespace tandem::comm
 

@@ -58,7 +58,8 @@ TEST(MpiBootstrapTest, WithoutAGpuPerRankEveryRankFailsAlike) {
   ASSERT_NE(mpi, nullptr);
   if (EnoughGpus()) GTEST_SKIP() << "this node has a GPU per rank";
   const absl::Time start = absl::Now();
-  auto nccl = CreateNcclCommunicatorFromMpi(*mpi, WithTimeout(absl::Seconds(30)));
+  auto nccl =
+      CreateNcclCommunicatorFromMpi(*mpi, WithTimeout(absl::Seconds(30)));
   EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "bootstrap stalled";
   ASSERT_FALSE(nccl.ok());
   EXPECT_EQ(nccl.status().code(), absl::StatusCode::kFailedPrecondition)
@@ -67,7 +68,8 @@ TEST(MpiBootstrapTest, WithoutAGpuPerRankEveryRankFailsAlike) {
   if (LocalGpuCount() == 0) {
     // Every rank names every rank: all of them lack a GPU here.
     std::string all;
-    for (int r = 0; r < mpi->size(); ++r) all += (r ? ", " : "") + std::to_string(r);
+    for (int r = 0; r < mpi->size(); ++r)
+      all += (r ? ", " : "") + std::to_string(r);
     EXPECT_THAT(nccl.status().message(), HasSubstr("rank(s) " + all));
   }
   // MPI is still in step afterwards.
@@ -81,7 +83,8 @@ TEST(MpiBootstrapTest, WithoutAGpuPerRankEveryRankFailsAlike) {
 TEST(MpiBootstrapTest, OneProcessPerGpuGivesExactResults) {
   ASSERT_NE(mpi, nullptr);
   if (!EnoughGpus()) GTEST_SKIP() << "needs one GPU per local rank";
-  auto created = CreateNcclCommunicatorFromMpi(*mpi, WithTimeout(absl::Seconds(60)));
+  auto created =
+      CreateNcclCommunicatorFromMpi(*mpi, WithTimeout(absl::Seconds(60)));
   ASSERT_TRUE(created.ok()) << created.status();
   NcclCommunicator& nccl = **created;
   const int n = nccl.size();
@@ -102,7 +105,8 @@ TEST(MpiBootstrapTest, OneProcessPerGpuGivesExactResults) {
   ASSERT_TRUE(dev->CopyToHost(x.data(), 4096 * 4).ok());
   for (int i = 0; i < 4096; ++i) {
     const float want = static_cast<float>(i % 5) *
-                       static_cast<float>(n * (n + 1) / 2) / static_cast<float>(n);
+                       static_cast<float>(n * (n + 1) / 2) /
+                       static_cast<float>(n);
     ASSERT_EQ(x[i], want) << "element " << i;
   }
   // Host buffers through staging: broadcast and a send/recv ring.

@@ -66,16 +66,17 @@ absl::StatusCode NcclCode(ncclResult_t r) {
 
 absl::Status NcclError(absl::string_view call, ncclResult_t r, ncclComm_t comm,
                        absl::string_view where) {
-  std::string text = absl::StrCat(call, " ", where, " failed: ",
-                                  ncclGetErrorString(r), " (ncclResult ",
-                                  static_cast<int>(r), ")");
+  std::string text =
+      absl::StrCat(call, " ", where, " failed: ", ncclGetErrorString(r),
+                   " (ncclResult ", static_cast<int>(r), ")");
   const char* last = ncclGetLastError(comm);
   if (last != nullptr && last[0] != '\0') {
     absl::StrAppend(&text, "; NCCL says: ", last);
   }
   if (r == ncclRemoteError || r == ncclSystemError) {
-    absl::StrAppend(&text, ". A peer process or the network failed; run "
-                           "with NCCL_DEBUG=WARN for details");
+    absl::StrAppend(&text,
+                    ". A peer process or the network failed; run "
+                    "with NCCL_DEBUG=WARN for details");
   }
   return absl::Status(NcclCode(r), text);
 }
@@ -88,13 +89,20 @@ std::string VisibleDevicesText() {
 
 ncclDataType_t ToNcclType(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return ncclFloat32;
-    case DType::kF64: return ncclFloat64;
-    case DType::kF16: return ncclFloat16;
-    case DType::kBF16: return ncclBfloat16;
-    case DType::kI32: return ncclInt32;
-    case DType::kI64: return ncclInt64;
-    case DType::kU8: return ncclUint8;
+    case DType::kF32:
+      return ncclFloat32;
+    case DType::kF64:
+      return ncclFloat64;
+    case DType::kF16:
+      return ncclFloat16;
+    case DType::kBF16:
+      return ncclBfloat16;
+    case DType::kI32:
+      return ncclInt32;
+    case DType::kI64:
+      return ncclInt64;
+    case DType::kU8:
+      return ncclUint8;
   }
   return ncclUint8;  // unreachable: validated before
 }
@@ -103,20 +111,28 @@ ncclDataType_t ToNcclType(DType dtype) {
 ncclRedOp_t ToNcclOp(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return ncclSum;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kMin: return ncclMin;
-    case ReduceOp::kProd: return ncclProd;
+    case ReduceOp::kAvg:
+      return ncclSum;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kProd:
+      return ncclProd;
   }
   return ncclSum;  // unreachable: validated before
 }
 
 int AvgFormatOf(DType dtype) {
   switch (dtype) {
-    case DType::kF64: return nccl_internal::kAvgF64;
-    case DType::kF16: return nccl_internal::kAvgF16;
-    case DType::kBF16: return nccl_internal::kAvgBF16;
-    default: return nccl_internal::kAvgF32;
+    case DType::kF64:
+      return nccl_internal::kAvgF64;
+    case DType::kF16:
+      return nccl_internal::kAvgF16;
+    case DType::kBF16:
+      return nccl_internal::kAvgBF16;
+    default:
+      return nccl_internal::kAvgF32;
   }
 }
 
@@ -225,9 +241,8 @@ struct NcclCommunicator::State {
   // Why a new operation cannot be issued, if it cannot.
   absl::Status Usable(OpKind op) const {
     if (closed) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("NCCL ", Where(op, rank),
-                       "the communicator was destroyed"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "NCCL ", Where(op, rank), "the communicator was destroyed"));
     }
     if (aborted) {
       return absl::AbortedError(absl::StrCat(
@@ -272,7 +287,8 @@ struct NcclCommunicator::State {
     while (true) {
       ncclResult_t state = ncclSuccess;
       ncclResult_t q = ncclCommGetAsyncError(comm, &state);
-      if (q != ncclSuccess) return NcclError("ncclCommGetAsyncError", q, comm, On());
+      if (q != ncclSuccess)
+        return NcclError("ncclCommGetAsyncError", q, comm, On());
       if (state == ncclSuccess) return absl::OkStatus();
       if (state != ncclInProgress) return NcclError(call, state, comm, On());
       if (options.abort_signal != nullptr && options.abort_signal->raised()) {
@@ -335,19 +351,18 @@ struct NcclCommunicator::State {
       if (r != ncclSuccess) return NcclError("ncclGroupStart", r, comm, On());
       for (const PendingP2p& p : batch) {
         if (p.buf.count == 0) continue;  // every rank skips alike
-        r = p.send ? ncclSend(p.buf.data, static_cast<size_t>(p.buf.count),
-                              ToNcclType(p.buf.dtype), p.peer, comm,
-                              comm_stream)
-                   : ncclRecv(p.buf.data, static_cast<size_t>(p.buf.count),
-                              ToNcclType(p.buf.dtype), p.peer, comm,
-                              comm_stream);
+        r = p.send
+                ? ncclSend(p.buf.data, static_cast<size_t>(p.buf.count),
+                           ToNcclType(p.buf.dtype), p.peer, comm, comm_stream)
+                : ncclRecv(p.buf.data, static_cast<size_t>(p.buf.count),
+                           ToNcclType(p.buf.dtype), p.peer, comm, comm_stream);
         if (r != ncclSuccess && r != ncclInProgress && first.ok()) {
           first = NcclError(p.send ? "ncclSend" : "ncclRecv", r, comm, On());
         }
       }
       // The group must be closed even after an error inside it.
-      absl::Status end = AwaitNccl("ncclGroupEnd (Send/Recv batch)",
-                                   ncclGroupEnd(), deadline);
+      absl::Status end =
+          AwaitNccl("ncclGroupEnd (Send/Recv batch)", ncclGroupEnd(), deadline);
       TANDEM_RETURN_IF_ERROR(first);
       return end;
     }();
@@ -411,7 +426,8 @@ class NcclWork final : public Work {
     if (!ticket_->launched) state_->FlushP2p();
     if (!ticket_->launch_status.ok() || done_) return absl::OkStatus();
     if (ticket_->completion == nullptr) return absl::OkStatus();
-    cudaError_t err = cudaStreamWaitEvent(stream, ticket_->completion->event, 0);
+    cudaError_t err =
+        cudaStreamWaitEvent(stream, ticket_->completion->event, 0);
     if (err != cudaSuccess) {
       return CudaError("cudaStreamWaitEvent (StreamWaitForWork)", err,
                        state_->On());
@@ -438,9 +454,9 @@ class NcclWork final : public Work {
     state_->FlushP2p();
     if (!ticket_->launch_status.ok()) {
       const absl::Status& s = ticket_->launch_status;
-      Finish(absl::Status(s.code(), absl::StrCat(state_->Full(name_),
-                                                 " could not be launched: ",
-                                                 s.message())));
+      Finish(absl::Status(
+          s.code(), absl::StrCat(state_->Full(name_),
+                                 " could not be launched: ", s.message())));
       return;
     }
     if (ticket_->completion == nullptr) {  // nothing to wait for
@@ -473,9 +489,9 @@ class NcclWork final : public Work {
       return;
     }
     if (absl::Status health = state_->CheckHealth(); !health.ok()) {
-      Finish(absl::Status(health.code(),
-                          absl::StrCat(state_->Full(name_), " failed: ",
-                                       health.message())));
+      Finish(absl::Status(
+          health.code(),
+          absl::StrCat(state_->Full(name_), " failed: ", health.message())));
       return;
     }
     if (absl::Now() >= deadline_) {
@@ -509,14 +525,14 @@ std::shared_ptr<Ticket> LaunchedTicket(std::shared_ptr<Completion> completion) {
 // kCuda, on `device`, and (optionally) really device memory there.
 absl::Status ValidateDeviceBuffer(OpKind op, absl::string_view name,
                                   const BufferView& buf, const State& s) {
-  TANDEM_RETURN_IF_ERROR(ValidateMemorySpace(op, name, buf, MemorySpace::kCuda,
-                                             "nccl", s.rank));
+  TANDEM_RETURN_IF_ERROR(
+      ValidateMemorySpace(op, name, buf, MemorySpace::kCuda, "nccl", s.rank));
   if (buf.device != s.device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(op, s.rank), name, " is on cuda:", buf.device,
-        " but this NCCL communicator drives cuda:", s.device,
-        "; expected a buffer on cuda:", s.device,
-        " (each rank moves memory of its own device)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(op, s.rank), name, " is on cuda:", buf.device,
+                     " but this NCCL communicator drives cuda:", s.device,
+                     "; expected a buffer on cuda:", s.device,
+                     " (each rank moves memory of its own device)"));
   }
   if (!s.options.check_pointers || buf.count == 0) return absl::OkStatus();
   cudaPointerAttributes attr;
@@ -526,20 +542,20 @@ absl::Status ValidateDeviceBuffer(OpKind op, absl::string_view name,
     cudaGetLastError();  // not sticky; clear it
     return absl::InvalidArgumentError(absl::StrCat(
         Where(op, s.rank), name, " (", buf.DebugString(),
-        ") is not memory CUDA knows (cudaPointerGetAttributes: ",
-        CudaText(err), "); expected device memory of cuda:", s.device));
+        ") is not memory CUDA knows (cudaPointerGetAttributes: ", CudaText(err),
+        "); expected device memory of cuda:", s.device));
   }
   if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
     return absl::InvalidArgumentError(absl::StrCat(
         Where(op, s.rank), name, " is labelled ", buf.DebugString(),
-        " but points to host memory; expected device memory of cuda:",
-        s.device, ". Copy it to the device first"));
+        " but points to host memory; expected device memory of cuda:", s.device,
+        ". Copy it to the device first"));
   }
   if (attr.type == cudaMemoryTypeDevice && attr.device != s.device) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        Where(op, s.rank), name, " is labelled cuda:", buf.device,
-        " but its memory lives on cuda:", attr.device,
-        "; expected memory of cuda:", s.device));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(op, s.rank), name, " is labelled cuda:", buf.device,
+                     " but its memory lives on cuda:", attr.device,
+                     "; expected memory of cuda:", s.device));
   }
   return absl::OkStatus();
 }
@@ -555,7 +571,8 @@ void NcclCommunicator::State::Close() {
   if (!aborted && comm != nullptr && comm_stream != nullptr) {
     // Drain: every issued operation must finish before finalising.
     absl::Status drained = [&]() -> absl::Status {
-      TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Completion> c, RecordCompletion());
+      TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<Completion> c,
+                              RecordCompletion());
       const absl::Time deadline = DeadlineAfter(options.timeout);
       Backoff backoff;
       while (true) {
@@ -574,8 +591,9 @@ void NcclCommunicator::State::Close() {
     if (!drained.ok()) Abort(drained);
   }
   if (!aborted && comm != nullptr) {
-    absl::Status finalized = AwaitNccl("ncclCommFinalize", ncclCommFinalize(comm),
-                                       DeadlineAfter(options.timeout));
+    absl::Status finalized =
+        AwaitNccl("ncclCommFinalize", ncclCommFinalize(comm),
+                  DeadlineAfter(options.timeout));
     if (finalized.ok()) {
       ncclResult_t r = ncclCommDestroy(comm);
       comm = nullptr;
@@ -621,8 +639,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
                    ", device ", device, "): ");
   TANDEM_RETURN_IF_ERROR(ValidateWorldSize(size));
   if (rank < 0 || rank >= size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "rank must be in [0, ", size, "); found ", rank));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "rank must be in [0, ", size, "); found ", rank));
   }
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -680,8 +698,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     ncclResult_t r =
         ncclCommInitRankConfig(&state->comm, size, nccl_id, rank, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
-      absl::Status s = NcclError("ncclCommInitRankConfig", r, state->comm,
-                                 state->On());
+      absl::Status s =
+          NcclError("ncclCommInitRankConfig", r, state->comm, state->On());
       if (state->comm != nullptr) {
         (void)ncclCommAbort(state->comm);
         state->comm = nullptr;
@@ -708,7 +726,8 @@ absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::Create(
     state->Close();
     return made;
   }
-  return std::unique_ptr<NcclCommunicator>(new NcclCommunicator(std::move(state)));
+  return std::unique_ptr<NcclCommunicator>(
+      new NcclCommunicator(std::move(state)));
 }
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<State> state)
@@ -723,7 +742,9 @@ int NcclCommunicator::device() const { return state_->device; }
 void NcclCommunicator::set_compute_stream(void* cuda_stream) {
   state_->compute_stream = static_cast<cudaStream_t>(cuda_stream);
 }
-void* NcclCommunicator::compute_stream() const { return state_->compute_stream; }
+void* NcclCommunicator::compute_stream() const {
+  return state_->compute_stream;
+}
 void* NcclCommunicator::communication_stream() const {
   return state_->comm_stream;
 }
@@ -737,10 +758,10 @@ absl::Status NcclCommunicator::MakeDeviceCurrent() const {
 }
 
 void NcclCommunicator::Abort(const absl::Status& cause) {
-  state_->Abort(cause.ok() ? absl::AbortedError(absl::StrCat(
-                                 "NcclCommunicator::Abort on rank ",
-                                 state_->rank))
-                           : cause);
+  state_->Abort(cause.ok()
+                    ? absl::AbortedError(absl::StrCat(
+                          "NcclCommunicator::Abort on rank ", state_->rank))
+                    : cause);
 }
 
 bool NcclCommunicator::aborted() const { return state_->aborted; }
@@ -781,15 +802,14 @@ std::unique_ptr<Work> LaunchCollective(
   }
   if (!issued.ok()) {
     // Half issued: peers cannot stay in step with us. Stop everyone.
-    absl::Status failed(issued.code(),
-                        absl::StrCat(s.Full(name), " failed to launch: ",
-                                     issued.message()));
+    absl::Status failed(
+        issued.code(),
+        absl::StrCat(s.Full(name), " failed to launch: ", issued.message()));
     s.Abort(failed);
     return MakeCompletedWork(failed);
   }
-  return std::make_unique<NcclWork>(state, name,
-                                    LaunchedTicket(std::move(completion)),
-                                    deadline);
+  return std::make_unique<NcclWork>(
+      state, name, LaunchedTicket(std::move(completion)), deadline);
 }
 
 absl::Status Divide(State& s, const BufferView& buf) {
@@ -802,14 +822,17 @@ absl::Status Divide(State& s, const BufferView& buf) {
   return absl::OkStatus();
 }
 
-absl::Time IssueDeadline(const State& s) { return DeadlineAfter(s.options.timeout); }
+absl::Time IssueDeadline(const State& s) {
+  return DeadlineAfter(s.options.timeout);
+}
 
 }  // namespace
 
 std::unique_ptr<Work> NcclCommunicator::AllReduce(BufferView buf, ReduceOp op) {
   State& s = *state_;
   absl::Status valid = ValidateAllReduce(buf, op, s.rank, s.size);
-  if (valid.ok()) valid = ValidateDeviceBuffer(OpKind::kAllReduce, "buf", buf, s);
+  if (valid.ok())
+    valid = ValidateDeviceBuffer(OpKind::kAllReduce, "buf", buf, s);
   if (!valid.ok()) return MakeCompletedWork(valid);
   return LaunchCollective(
       state_, OpKind::kAllReduce,
@@ -833,7 +856,8 @@ std::unique_ptr<Work> NcclCommunicator::AllReduce(BufferView buf, ReduceOp op) {
 std::unique_ptr<Work> NcclCommunicator::Broadcast(BufferView buf, int root) {
   State& s = *state_;
   absl::Status valid = ValidateBroadcast(buf, root, s.rank, s.size);
-  if (valid.ok()) valid = ValidateDeviceBuffer(OpKind::kBroadcast, "buf", buf, s);
+  if (valid.ok())
+    valid = ValidateDeviceBuffer(OpKind::kBroadcast, "buf", buf, s);
   if (!valid.ok()) return MakeCompletedWork(valid);
   return LaunchCollective(
       state_, OpKind::kBroadcast,
@@ -855,8 +879,10 @@ std::unique_ptr<Work> NcclCommunicator::AllGather(BufferView send,
                                                   BufferView recv) {
   State& s = *state_;
   absl::Status valid = ValidateAllGather(send, recv, s.rank, s.size);
-  if (valid.ok()) valid = ValidateDeviceBuffer(OpKind::kAllGather, "send", send, s);
-  if (valid.ok()) valid = ValidateDeviceBuffer(OpKind::kAllGather, "recv", recv, s);
+  if (valid.ok())
+    valid = ValidateDeviceBuffer(OpKind::kAllGather, "send", send, s);
+  if (valid.ok())
+    valid = ValidateDeviceBuffer(OpKind::kAllGather, "recv", recv, s);
   if (!valid.ok()) return MakeCompletedWork(valid);
   return LaunchCollective(
       state_, OpKind::kAllGather,
@@ -896,10 +922,9 @@ std::unique_ptr<Work> NcclCommunicator::ReduceScatter(BufferView send,
         if (recv.count == 0) return absl::OkStatus();
         TANDEM_RETURN_IF_ERROR(st.AwaitNccl(
             "ncclReduceScatter",
-            ncclReduceScatter(send.data, recv.data,
-                              static_cast<size_t>(recv.count),
-                              ToNcclType(send.dtype), ToNcclOp(op), st.comm,
-                              st.comm_stream),
+            ncclReduceScatter(
+                send.data, recv.data, static_cast<size_t>(recv.count),
+                ToNcclType(send.dtype), ToNcclOp(op), st.comm, st.comm_stream),
             IssueDeadline(st)));
         if (op == ReduceOp::kAvg) return Divide(st, recv);
         return absl::OkStatus();
@@ -917,9 +942,9 @@ std::unique_ptr<Work> QueueP2p(const std::shared_ptr<State>& state, bool send,
   if (valid.ok()) valid = s.Usable(op);
   if (!valid.ok()) return MakeCompletedWork(valid);
   const int64_t seq = send ? s.sends[peer]++ : s.recvs[peer]++;
-  std::string name =
-      absl::StrCat(send ? "Send #" : "Recv #", seq, send ? " to rank " : " from rank ",
-                   peer, " (", buf.DebugString(), ")");
+  std::string name = absl::StrCat(send ? "Send #" : "Recv #", seq,
+                                  send ? " to rank " : " from rank ", peer,
+                                  " (", buf.DebugString(), ")");
   auto ticket = std::make_shared<Ticket>();
   s.pending.push_back(PendingP2p{send, buf, peer, ticket});
   return std::make_unique<NcclWork>(state, std::move(name), std::move(ticket),
@@ -943,11 +968,10 @@ absl::Status NcclCommunicator::Barrier() {
       state_, OpKind::kBarrier,
       [](int64_t seq) { return absl::StrCat("Barrier #", seq); },
       [&](State& st) -> absl::Status {
-        return st.AwaitNccl(
-            "ncclAllReduce (Barrier)",
-            ncclAllReduce(word.data, word.data, 1, ncclFloat32, ncclSum,
-                          st.comm, st.comm_stream),
-            IssueDeadline(st));
+        return st.AwaitNccl("ncclAllReduce (Barrier)",
+                            ncclAllReduce(word.data, word.data, 1, ncclFloat32,
+                                          ncclSum, st.comm, st.comm_stream),
+                            IssueDeadline(st));
       });
   return work->Wait(absl::InfiniteDuration());  // bounded by the timeout
 }
@@ -962,16 +986,16 @@ absl::Status NcclCommunicator::Synchronize() {
   TANDEM_RETURN_IF_ERROR(s.SetDevice());
   s.FlushP2p();
   if (s.aborted) {
-    return absl::AbortedError(absl::StrCat(
-        "NCCL Synchronize on rank ", s.rank, ": the communicator was aborted (",
-        s.abort_cause.message(), ")"));
+    return absl::AbortedError(absl::StrCat("NCCL Synchronize on rank ", s.rank,
+                                           ": the communicator was aborted (",
+                                           s.abort_cause.message(), ")"));
   }
   absl::StatusOr<std::shared_ptr<Completion>> c = s.RecordCompletion();
   if (!c.ok()) return c.status();
-  NcclWork work(state_,
-                absl::StrCat("Synchronize (after ", s.collectives,
-                             " collectives)"),
-                LaunchedTicket(*std::move(c)), DeadlineAfter(s.options.timeout));
+  NcclWork work(
+      state_,
+      absl::StrCat("Synchronize (after ", s.collectives, " collectives)"),
+      LaunchedTicket(*std::move(c)), DeadlineAfter(s.options.timeout));
   return work.Wait(absl::InfiniteDuration());
 }
 

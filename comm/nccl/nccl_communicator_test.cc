@@ -45,12 +45,12 @@ bool BuiltWithCuda() {
   return probe.ok() && probe->built_with_cuda;
 }
 
-#define SKIP_UNLESS_GPUS(n)                                             \
-  do {                                                                  \
-    if (LocalGpuCount() < (n)) {                                        \
-      GTEST_SKIP() << "needs " << (n) << " GPU(s); this machine has "   \
-                   << LocalGpuCount();                                  \
-    }                                                                   \
+#define SKIP_UNLESS_GPUS(n)                                           \
+  do {                                                                \
+    if (LocalGpuCount() < (n)) {                                      \
+      GTEST_SKIP() << "needs " << (n) << " GPU(s); this machine has " \
+                   << LocalGpuCount();                                \
+    }                                                                 \
   } while (false)
 
 // A device copy of `host` on `comm`'s device.
@@ -74,16 +74,16 @@ absl::StatusOr<std::vector<T>> ToHost(const DeviceBuffer& dev) {
 }
 
 // Returns from a rank function with a message unless `cond`.
-#define RANK_CHECK(cond, ...)                                          \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
-      return absl::InternalError(absl::StrCat("rank ", rank, ": ", #cond, \
-                                              ": ", __VA_ARGS__));     \
-    }                                                                  \
+#define RANK_CHECK(cond, ...)                                           \
+  do {                                                                  \
+    if (!(cond)) {                                                      \
+      return absl::InternalError(                                       \
+          absl::StrCat("rank ", rank, ": ", #cond, ": ", __VA_ARGS__)); \
+    }                                                                   \
   } while (false)
 
-#define RANK_ASSIGN(lhs, expr)             \
-  auto lhs##_or = (expr);                  \
+#define RANK_ASSIGN(lhs, expr)                  \
+  auto lhs##_or = (expr);                       \
   if (!lhs##_or.ok()) return lhs##_or.status(); \
   auto lhs = *std::move(lhs##_or)
 
@@ -170,8 +170,10 @@ TEST(ArgsTest, CreateRejectsRankOutsideTheWorld) {
   auto comm = NcclCommunicator::Create(id, /*rank=*/2, /*size=*/2, 0);
   ASSERT_FALSE(comm.ok());
   EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(comm.status().message(), HasSubstr("rank must be in [0, 2); found 2"));
-  auto zero = NcclCommunicator::Create(id, 0, 1, 0, WithTimeout(absl::ZeroDuration()));
+  EXPECT_THAT(comm.status().message(),
+              HasSubstr("rank must be in [0, 2); found 2"));
+  auto zero =
+      NcclCommunicator::Create(id, 0, 1, 0, WithTimeout(absl::ZeroDuration()));
   ASSERT_FALSE(zero.ok());
   EXPECT_THAT(zero.status().message(), HasSubstr("timeout must be positive"));
 }
@@ -180,7 +182,8 @@ TEST(ArgsTest, WorldSizeMustBePositive) {
   auto world = LocalGpuWorld::Create(0);
   ASSERT_FALSE(world.ok());
   EXPECT_EQ(world.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(world.status().message(), HasSubstr("world size must be at least 1"));
+  EXPECT_THAT(world.status().message(),
+              HasSubstr("world size must be at least 1"));
 }
 
 TEST(ArgsTest, StreamWaitForACompletedWorkReturnsItsStatus) {
@@ -194,8 +197,8 @@ TEST(ArgsTest, StreamWaitForACompletedWorkReturnsItsStatus) {
 
 TEST(LocalRunResultTest, StatusPrefersTheCauseOverAborts) {
   LocalRunResult r;
-  r.ranks = {absl::AbortedError("rank 1 failed: x"), absl::UnavailableError("x"),
-             absl::OkStatus()};
+  r.ranks = {absl::AbortedError("rank 1 failed: x"),
+             absl::UnavailableError("x"), absl::OkStatus()};
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(r.status().message(), HasSubstr("rank 1: x"));
   r.ranks = {absl::OkStatus(), absl::AbortedError("y")};
@@ -209,8 +212,8 @@ TEST(LocalRunResultTest, StatusPrefersTheCauseOverAborts) {
 
 TEST(OneGpuTest, EveryOperationOnWorldSizeOne) {
   SKIP_UNLESS_GPUS(1);
-  LocalRunResult result = RunOnLocalGpus(
-      1, [](int rank, NcclCommunicator& comm) -> absl::Status {
+  LocalRunResult result =
+      RunOnLocalGpus(1, [](int rank, NcclCommunicator& comm) -> absl::Status {
         RANK_CHECK(comm.backend() == "nccl", "backend");
         RANK_CHECK(comm.device() == 0, comm.device());
         std::vector<float> x(1000);
@@ -241,15 +244,16 @@ TEST(OneGpuTest, EveryOperationOnWorldSizeOne) {
 
 TEST(OneGpuTest, WrongMemoryIsAnArgumentErrorAndTheCommunicatorStaysUsable) {
   SKIP_UNLESS_GPUS(1);
-  LocalRunResult result = RunOnLocalGpus(
-      1, [](int rank, NcclCommunicator& comm) -> absl::Status {
+  LocalRunResult result =
+      RunOnLocalGpus(1, [](int rank, NcclCommunicator& comm) -> absl::Status {
         std::vector<float> host(8, 1.0f);
         // A host view: the shared memory-space message.
         std::unique_ptr<Work> w =
             comm.AllReduce(HostView(absl::MakeSpan(host)), ReduceOp::kSum);
         RANK_CHECK(w->IsCompleted(), "argument errors complete at once");
         absl::Status s = w->Wait();
-        RANK_CHECK(s.code() == absl::StatusCode::kInvalidArgument, s.ToString());
+        RANK_CHECK(s.code() == absl::StatusCode::kInvalidArgument,
+                   s.ToString());
         RANK_CHECK(absl::StrContains(s.message(),
                                      "the nccl backend moves cuda memory only"),
                    s.ToString());
@@ -282,8 +286,8 @@ int MultiGpuWorld() { return std::min(LocalGpuCount(), 4); }
 TEST(MultiGpuTest, ExactValuesForEveryOperation) {
   SKIP_UNLESS_GPUS(2);
   const int n = MultiGpuWorld();
-  LocalRunResult result = RunOnLocalGpus(
-      n, [n](int rank, NcclCommunicator& comm) -> absl::Status {
+  LocalRunResult result =
+      RunOnLocalGpus(n, [n](int rank, NcclCommunicator& comm) -> absl::Status {
         constexpr int kCount = 1000;
         std::vector<float> x(kCount);
         for (int i = 0; i < kCount; ++i) {
@@ -299,19 +303,22 @@ TEST(MultiGpuTest, ExactValuesForEveryOperation) {
           for (int i = 0; i < kCount; ++i) {
             const float base = static_cast<float>(i % 7 + 1);
             const float sum = base * static_cast<float>(n * (n + 1) / 2);
-            const float want = op == ReduceOp::kSum   ? sum
-                               : op == ReduceOp::kAvg ? sum / static_cast<float>(n)
-                                                      : base * static_cast<float>(n);
-            RANK_CHECK(got[i] == want, ReduceOpName(op), " [", i, "] = ",
-                       got[i], ", want ", want);
+            const float want = op == ReduceOp::kSum ? sum
+                               : op == ReduceOp::kAvg
+                                   ? sum / static_cast<float>(n)
+                                   : base * static_cast<float>(n);
+            RANK_CHECK(got[i] == want, ReduceOpName(op), " [", i,
+                       "] = ", got[i], ", want ", want);
           }
         }
         // bf16 sum: small integers are exact in 16 bits.
         std::vector<uint16_t> h(64);
-        for (int i = 0; i < 64; ++i) h[i] = BF16FromF32(static_cast<float>(rank - i % 3));
+        for (int i = 0; i < 64; ++i)
+          h[i] = BF16FromF32(static_cast<float>(rank - i % 3));
         RANK_ASSIGN(hdev, ToDevice(comm, h));
         absl::Status s =
-            comm.AllReduce(hdev.View(DType::kBF16, 0, 64), ReduceOp::kSum)->Wait();
+            comm.AllReduce(hdev.View(DType::kBF16, 0, 64), ReduceOp::kSum)
+                ->Wait();
         RANK_CHECK(s.ok(), s.ToString());
         RANK_ASSIGN(hgot, ToHost<uint16_t>(hdev));
         for (int i = 0; i < 64; ++i) {
@@ -367,9 +374,10 @@ TEST(MultiGpuTest, ExactValuesForEveryOperation) {
         s = sw->Wait();
         RANK_CHECK(s.ok(), s.ToString());
         RANK_ASSIGN(rgot, ToHost<uint8_t>(rdev));
-        RANK_CHECK(rgot == std::vector<uint8_t>(100, static_cast<uint8_t>(
-                                                         (rank + n - 1) % n + 1)),
-                   "ring message");
+        RANK_CHECK(
+            rgot == std::vector<uint8_t>(
+                        100, static_cast<uint8_t>((rank + n - 1) % n + 1)),
+            "ring message");
         return comm.Barrier();
       });
   ASSERT_TRUE(result.ok()) << result.status();
@@ -386,13 +394,14 @@ TEST(MultiGpuTest, TimeoutAbortsAndNamesTheOperationAndSequenceNumber) {
         absl::Status s = comm.AllReduce(v, ReduceOp::kSum)->Wait();  // #0
         RANK_CHECK(s.ok(), s.ToString());
         if (rank == 1) return absl::OkStatus();  // never issues #1
-        timed_out = comm.AllReduce(v, ReduceOp::kSum)->Wait();   // #1
-        after = comm.AllReduce(v, ReduceOp::kSum)->Wait();       // fails fast
+        timed_out = comm.AllReduce(v, ReduceOp::kSum)->Wait();  // #1
+        after = comm.AllReduce(v, ReduceOp::kSum)->Wait();      // fails fast
         return absl::OkStatus();
       },
       WithTimeout(absl::Seconds(3)));
   EXPECT_EQ(timed_out.code(), absl::StatusCode::kDeadlineExceeded) << timed_out;
-  EXPECT_THAT(timed_out.message(), HasSubstr("NCCL AllReduce #1 (f32[16] cuda:0, sum) on rank 0"));
+  EXPECT_THAT(timed_out.message(),
+              HasSubstr("NCCL AllReduce #1 (f32[16] cuda:0, sum) on rank 0"));
   EXPECT_THAT(timed_out.message(), HasSubstr("did not complete within 3s"));
   EXPECT_THAT(timed_out.message(), HasSubstr("ncclCommAbort"));
   EXPECT_EQ(after.code(), absl::StatusCode::kAborted) << after;

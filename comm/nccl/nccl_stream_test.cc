@@ -23,9 +23,9 @@ absl::Status Cuda(const char* call, cudaError_t err) {
   return absl::InternalError(absl::StrCat(call, ": ", cudaGetErrorString(err)));
 }
 
-#define RETURN_IF_CUDA(call)                                         \
-  do {                                                               \
-    if (absl::Status s_ = Cuda(#call, (call)); !s_.ok()) return s_;  \
+#define RETURN_IF_CUDA(call)                                        \
+  do {                                                              \
+    if (absl::Status s_ = Cuda(#call, (call)); !s_.ok()) return s_; \
   } while (false)
 
 // Roughly 50 ms on a 1.5-2 GHz GPU: long enough that an unordered NCCL call
@@ -36,30 +36,34 @@ TEST(NcclStreamTest, OrderedAfterTheComputeStreamAndHandedToAnother) {
   const int gpus = LocalGpuCount();
   if (gpus == 0) GTEST_SKIP() << "needs a GPU";
   const int n = std::min(gpus, 2);
-  LocalRunResult result = RunOnLocalGpus(
-      n, [n](int rank, NcclCommunicator& comm) -> absl::Status {
+  LocalRunResult result =
+      RunOnLocalGpus(n, [n](int rank, NcclCommunicator& comm) -> absl::Status {
         constexpr int64_t kCount = 1 << 16;
         cudaStream_t compute = nullptr, consumer = nullptr;
-        RETURN_IF_CUDA(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
-        RETURN_IF_CUDA(cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking));
+        RETURN_IF_CUDA(
+            cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+        RETURN_IF_CUDA(
+            cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking));
         comm.set_compute_stream(compute);
         absl::StatusOr<DeviceBuffer> dev =
             DeviceBuffer::Allocate(comm.device(), kCount * 4, compute);
         if (!dev.ok()) return dev.status();
         std::vector<float> zeros(kCount, 0.0f);
-        if (absl::Status s = dev->CopyFromHost(zeros.data(), kCount * 4); !s.ok()) {
+        if (absl::Status s = dev->CopyFromHost(zeros.data(), kCount * 4);
+            !s.ok()) {
           return s;
         }
         dev->set_release_stream(comm.communication_stream());
         // Slow producer on the compute stream; the host does not wait for it.
-        int e = nccl_testing::LaunchSlowFill(static_cast<float*>(dev->data()),
-                                             kCount, static_cast<float>(rank + 1),
-                                             kSpinCycles, compute);
+        int e = nccl_testing::LaunchSlowFill(
+            static_cast<float*>(dev->data()), kCount,
+            static_cast<float>(rank + 1), kSpinCycles, compute);
         RETURN_IF_CUDA(static_cast<cudaError_t>(e));
         std::unique_ptr<Work> work =
             comm.AllReduce(dev->View(DType::kF32, 0, kCount), ReduceOp::kSum);
         // Consumer stream: waits for the all-reduce on the GPU, not the host.
-        if (absl::Status s = StreamWaitForWork(*work, consumer); !s.ok()) return s;
+        if (absl::Status s = StreamWaitForWork(*work, consumer); !s.ok())
+          return s;
         std::vector<float> host(kCount, -1.0f);
         RETURN_IF_CUDA(cudaMemcpyAsync(host.data(), dev->data(), kCount * 4,
                                        cudaMemcpyDeviceToHost, consumer));

@@ -21,9 +21,9 @@ constexpr char kBackend[] = "nccl (host staging)";
 
 // A range of a staged device buffer that mirrors host memory.
 struct Mirror {
-  int buffer = 0;          // index into the staged buffers
-  int64_t offset = 0;      // bytes into that device buffer
-  BufferView host;         // the caller's memory
+  int buffer = 0;      // index into the staged buffers
+  int64_t offset = 0;  // bytes into that device buffer
+  BufferView host;     // the caller's memory
 };
 
 // Owns the device copies of one operation; copies outputs back when the
@@ -77,9 +77,9 @@ class StagedWork final : public Work {
       }
       if (m.host.bytes() > 0 &&
           std::memcmp(after.data(), m.host.data, after.size()) != 0) {
-        status_ = absl::InternalError(absl::StrCat(
-            what_, ": the device operation modified its input (",
-            m.host.DebugString(), " staged on the device)"));
+        status_ = absl::InternalError(
+            absl::StrCat(what_, ": the device operation modified its input (",
+                         m.host.DebugString(), " staged on the device)"));
         return;
       }
     }
@@ -141,7 +141,8 @@ class Stager {
   std::vector<Mirror> inputs_;
 };
 
-absl::Status Host(OpKind op, const char* name, const BufferView& buf, int rank) {
+absl::Status Host(OpKind op, const char* name, const BufferView& buf,
+                  int rank) {
   return ValidateMemorySpace(op, name, buf, MemorySpace::kHost, kBackend, rank);
 }
 
@@ -198,9 +199,8 @@ std::unique_ptr<Work> StagingCommunicator::AllGather(BufferView send,
     st.Input(*s, send);
     dev_send = st.Device(*s, 0, send.count);
   }
-  return st.Finish(
-      device_->AllGather(dev_send, st.Device(*r, 0, recv.count)),
-      "staged AllGather");
+  return st.Finish(device_->AllGather(dev_send, st.Device(*r, 0, recv.count)),
+                   "staged AllGather");
 }
 
 std::unique_ptr<Work> StagingCommunicator::ReduceScatter(BufferView send,
@@ -226,9 +226,9 @@ std::unique_ptr<Work> StagingCommunicator::ReduceScatter(BufferView send,
     st.Output(*r, 0, recv);
     st.Input(*s, send);
   }
-  return st.Finish(device_->ReduceScatter(st.Device(*s, 0, send.count),
-                                          dev_recv, op),
-                   "staged ReduceScatter");
+  return st.Finish(
+      device_->ReduceScatter(st.Device(*s, 0, send.count), dev_recv, op),
+      "staged ReduceScatter");
 }
 
 std::unique_ptr<Work> StagingCommunicator::Send(BufferView buf, int peer) {

@@ -36,14 +36,13 @@ void ApplyThreadsToOneDnn() {
 }
 
 template <typename T>
-void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
-          T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c,
-          int ldc);
+void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, T alpha,
+          const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc);
 
 template <>
 void Blas<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
-                 float alpha, const float* a, int lda, const float* b,
-                 int ldb, float beta, float* c, int ldc) {
+                 float alpha, const float* a, int lda, const float* b, int ldb,
+                 float beta, float* c, int ldc) {
   if (ta == CblasNoTrans && tb == CblasNoTrans) {
     // oneDNN for A·B: on Linear's input gradient (M = batch rows, weights
     // as B) it ran 82-106 GFLOP/s per thread here against OpenBLAS's 61-73,
@@ -62,9 +61,9 @@ void Blas<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
 }
 
 template <>
-void Blas<double>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
-                  int k, double alpha, const double* a, int lda,
-                  const double* b, int ldb, double beta, double* c, int ldc) {
+void Blas<double>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
+                  double alpha, const double* a, int lda, const double* b,
+                  int ldb, double beta, double* c, int ldc) {
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
               ldc);
 }
@@ -91,25 +90,24 @@ absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
   }
   if (std::max({m, n, k}) > INT_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Gemm: dimension too large for OpenBLAS's 32-bit int: M=", m,
-        " N=", n, " K=", k));
+        "Gemm: dimension too large for OpenBLAS's 32-bit int: M=", m, " N=", n,
+        " K=", k));
   }
   EnsureDefaultThreads();
   const int lda = static_cast<int>(transpose_a ? m : k);
   const int ldb = static_cast<int>(transpose_b ? k : n);
   Blas<T>(transpose_a ? CblasTrans : CblasNoTrans,
           transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-          static_cast<int>(n), static_cast<int>(k), alpha, a, lda, b, ldb,
-          beta, c, static_cast<int>(n));
+          static_cast<int>(n), static_cast<int>(k), alpha, a, lda, b, ldb, beta,
+          c, static_cast<int>(n));
   return absl::OkStatus();
 }
 
-template absl::Status Gemm<float>(bool, bool, int64_t, int64_t, int64_t,
-                                  float, const float*, const float*, float,
-                                  float*);
+template absl::Status Gemm<float>(bool, bool, int64_t, int64_t, int64_t, float,
+                                  const float*, const float*, float, float*);
 template absl::Status Gemm<double>(bool, bool, int64_t, int64_t, int64_t,
-                                   double, const double*, const double*,
-                                   double, double*);
+                                   double, const double*, const double*, double,
+                                   double*);
 
 absl::Status SetBlasNumThreads(int num_threads) {
   if (num_threads < 1) {

@@ -42,13 +42,13 @@ TEST(BlasTest, AllTransposesAndBetas) {
         for (double& x : *v) x = d(rng);
       const std::vector<double> ref = Naive(ta, tb, m, n, k, a, b);
       std::vector<double> c0 = c;
-      ASSERT_TRUE(Gemm<double>(ta, tb, m, n, k, 1.0, a.data(), b.data(), 0.0,
-                               c0.data())
-                      .ok());
+      ASSERT_TRUE(
+          Gemm<double>(ta, tb, m, n, k, 1.0, a.data(), b.data(), 0.0, c0.data())
+              .ok());
       std::vector<double> c1 = c;
-      ASSERT_TRUE(Gemm<double>(ta, tb, m, n, k, 2.0, a.data(), b.data(), 1.0,
-                               c1.data())
-                      .ok());
+      ASSERT_TRUE(
+          Gemm<double>(ta, tb, m, n, k, 2.0, a.data(), b.data(), 1.0, c1.data())
+              .ok());
       for (int64_t i = 0; i < m * n; ++i) {
         EXPECT_NEAR(c0[i], ref[i], 1e-12);
         EXPECT_NEAR(c1[i], c[i] + 2 * ref[i], 1e-12);
@@ -69,32 +69,32 @@ TEST(BlasTest, FloatMatchesDouble) {
 TEST(BlasTest, ZeroDimensions) {
   // K == 0: C = beta * C without reading A or B; beta 0 overwrites NaN.
   std::vector<float> c = {std::numeric_limits<float>::quiet_NaN(), 1};
-  ASSERT_TRUE(Gemm<float>(false, false, 1, 2, 0, 1.f, nullptr, nullptr, 0.f,
-                          c.data())
-                  .ok());
+  ASSERT_TRUE(
+      Gemm<float>(false, false, 1, 2, 0, 1.f, nullptr, nullptr, 0.f, c.data())
+          .ok());
   EXPECT_EQ(c, (std::vector<float>{0, 0}));
   c = {3, 4};
-  ASSERT_TRUE(Gemm<float>(false, false, 1, 2, 0, 1.f, nullptr, nullptr, 1.f,
-                          c.data())
-                  .ok());
+  ASSERT_TRUE(
+      Gemm<float>(false, false, 1, 2, 0, 1.f, nullptr, nullptr, 1.f, c.data())
+          .ok());
   EXPECT_EQ(c, (std::vector<float>{3, 4}));
-  ASSERT_TRUE(Gemm<float>(true, true, 2, 1, 0, 1.f, nullptr, nullptr, 2.f,
-                          c.data())
-                  .ok());
+  ASSERT_TRUE(
+      Gemm<float>(true, true, 2, 1, 0, 1.f, nullptr, nullptr, 2.f, c.data())
+          .ok());
   EXPECT_EQ(c, (std::vector<float>{6, 8}));
   // M == 0 or N == 0: nothing to do, nothing touched.
-  EXPECT_TRUE(Gemm<float>(false, false, 0, 5, 5, 1.f, nullptr, nullptr, 0.f,
-                          nullptr)
-                  .ok());
-  EXPECT_TRUE(Gemm<float>(false, false, 5, 0, 5, 1.f, nullptr, nullptr, 0.f,
-                          nullptr)
-                  .ok());
+  EXPECT_TRUE(
+      Gemm<float>(false, false, 0, 5, 5, 1.f, nullptr, nullptr, 0.f, nullptr)
+          .ok());
+  EXPECT_TRUE(
+      Gemm<float>(false, false, 5, 0, 5, 1.f, nullptr, nullptr, 0.f, nullptr)
+          .ok());
 }
 
 TEST(BlasTest, Errors) {
-  EXPECT_FALSE(Gemm<float>(false, false, -1, 1, 1, 1.f, nullptr, nullptr, 0.f,
-                           nullptr)
-                   .ok());
+  EXPECT_FALSE(
+      Gemm<float>(false, false, -1, 1, 1, 1.f, nullptr, nullptr, 0.f, nullptr)
+          .ok());
   absl::Status s = Gemm<float>(false, false, int64_t{1} << 32, 1, 1, 1.f,
                                nullptr, nullptr, 0.f, nullptr);
   EXPECT_FALSE(s.ok());
@@ -114,11 +114,13 @@ TEST(BlasTest, OneDnnFollowsTheThreadCountInEveryCallingThread) {
   ASSERT_TRUE(SetBlasNumThreads(3).ok());
   std::thread rank([&] {
     ok = ok && Gemm<float>(false, false, 2, 2, 2, 1.f, a.data(), b.data(), 0.f,
-                           c.data()).ok();
+                           c.data())
+                   .ok();
     seen_three = omp_get_max_threads();
     ASSERT_TRUE(SetBlasNumThreads(1).ok());
     ok = ok && Gemm<float>(false, false, 2, 2, 2, 1.f, a.data(), b.data(), 0.f,
-                           c.data()).ok();
+                           c.data())
+                   .ok();
     seen_one = omp_get_max_threads();
   });
   rank.join();
@@ -143,7 +145,8 @@ TEST(BlasTest, ConcurrentCallersGetTheirOwnResults) {
       std::vector<double> ad(m * k), bd(k * n);
       for (double& v : ad) v = d(rng);
       for (double& v : bd) v = d(rng);
-      const std::vector<float> af(ad.begin(), ad.end()), bf(bd.begin(), bd.end());
+      const std::vector<float> af(ad.begin(), ad.end()),
+          bf(bd.begin(), bd.end());
       bool all = true;
       for (int layout = 0; layout < 4; ++layout) {
         const bool ta = layout & 1, tb = layout & 2;
@@ -152,7 +155,8 @@ TEST(BlasTest, ConcurrentCallersGetTheirOwnResults) {
         std::vector<float> c(m * n, -1.f);
         for (int rep = 0; rep < 20; ++rep) {
           all = all && Gemm<float>(ta, tb, m, n, k, 1.f, af.data(), bf.data(),
-                                   0.f, c.data()).ok();
+                                   0.f, c.data())
+                           .ok();
           all = all && std::equal(c.begin(), c.end(), want.begin());
         }
       }

@@ -61,7 +61,8 @@ void Im2Col(const ConvGeometry& g, const T* x, T* col) {
     if (sw == 1) {
       std::copy(x + xo + valid.lo, x + xo + valid.hi, out + valid.lo);
     } else {
-      for (int64_t ow = valid.lo; ow < valid.hi; ++ow) out[ow] = x[xo + ow * sw];
+      for (int64_t ow = valid.lo; ow < valid.hi; ++ow)
+        out[ow] = x[xo + ow * sw];
     }
     std::fill(out + valid.hi, out + ow_n, T(0));
   });
@@ -77,7 +78,8 @@ void Col2ImAdd(const ConvGeometry& g, const T* col, T* x) {
       T* dst = x + xo;
       for (int64_t ow = valid.lo; ow < valid.hi; ++ow) dst[ow] += in[ow];
     } else {
-      for (int64_t ow = valid.lo; ow < valid.hi; ++ow) x[xo + ow * sw] += in[ow];
+      for (int64_t ow = valid.lo; ow < valid.hi; ++ow)
+        x[xo + ow * sw] += in[ow];
     }
   });
 }

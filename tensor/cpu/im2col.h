@@ -20,8 +20,12 @@ struct ConvGeometry {
   int64_t stride_h = 1, stride_w = 1;
   int64_t pad_h = 0, pad_w = 0;
 
-  int64_t out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
-  int64_t out_w() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
+  int64_t out_h() const {
+    return (height + 2 * pad_h - kernel_h) / stride_h + 1;
+  }
+  int64_t out_w() const {
+    return (width + 2 * pad_w - kernel_w) / stride_w + 1;
+  }
   int64_t col_rows() const { return channels * kernel_h * kernel_w; }
   int64_t col_cols() const { return out_h() * out_w(); }
 };

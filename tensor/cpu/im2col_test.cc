@@ -11,8 +11,13 @@ namespace {
 
 TEST(Im2ColTest, SmallExampleWithPadding) {
   // One channel, 2x2 image, 2x2 kernel, padding 1, stride 1 -> 3x3 output.
-  ConvGeometry g{.channels = 1, .height = 2, .width = 2, .kernel_h = 2,
-                 .kernel_w = 2, .pad_h = 1, .pad_w = 1};
+  ConvGeometry g{.channels = 1,
+                 .height = 2,
+                 .width = 2,
+                 .kernel_h = 2,
+                 .kernel_w = 2,
+                 .pad_h = 1,
+                 .pad_w = 1};
   ASSERT_EQ(g.out_h(), 3);
   ASSERT_EQ(g.col_rows(), 4);
   ASSERT_EQ(g.col_cols(), 9);
@@ -27,8 +32,13 @@ TEST(Im2ColTest, SmallExampleWithPadding) {
 }
 
 TEST(Im2ColTest, StrideSkipsPositions) {
-  ConvGeometry g{.channels = 1, .height = 3, .width = 3, .kernel_h = 1,
-                 .kernel_w = 1, .stride_h = 2, .stride_w = 2};
+  ConvGeometry g{.channels = 1,
+                 .height = 3,
+                 .width = 3,
+                 .kernel_h = 1,
+                 .kernel_w = 1,
+                 .stride_h = 2,
+                 .stride_w = 2};
   const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   std::vector<float> col(g.col_rows() * g.col_cols());
   Im2Col(g, x.data(), col.data());
@@ -39,8 +49,14 @@ TEST(Im2ColTest, StrideSkipsPositions) {
 TEST(Im2ColTest, Col2ImIsTheAdjoint) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<double> d(-1, 1);
-  ConvGeometry g{.channels = 2, .height = 5, .width = 4, .kernel_h = 3,
-                 .kernel_w = 2, .stride_h = 2, .stride_w = 1, .pad_h = 1,
+  ConvGeometry g{.channels = 2,
+                 .height = 5,
+                 .width = 4,
+                 .kernel_h = 3,
+                 .kernel_w = 2,
+                 .stride_h = 2,
+                 .stride_w = 1,
+                 .pad_h = 1,
                  .pad_w = 1};
   std::vector<double> x(2 * 5 * 4), c(g.col_rows() * g.col_cols());
   for (double& v : x) v = d(rng);
@@ -55,7 +71,6 @@ TEST(Im2ColTest, Col2ImIsTheAdjoint) {
   EXPECT_NEAR(lhs, rhs, 1e-12);
 }
 
-
 // The definition, element by element: the reference the fast row-wise
 // implementation must match exactly for every geometry.
 TEST(Im2ColTest, MatchesTheDefinitionOnManyGeometries) {
@@ -66,11 +81,17 @@ TEST(Im2ColTest, MatchesTheDefinitionOnManyGeometries) {
     for (int64_t pad = 0; pad <= 2; ++pad) {
       for (int64_t k = 1; k <= 3; ++k) {
         for (int64_t hw : {1, 4, 7}) {
-          ConvGeometry g{.channels = 2, .height = hw, .width = hw + 1,
-                         .kernel_h = k, .kernel_w = k + (stride == 2),
-                         .stride_h = stride, .stride_w = stride,
-                         .pad_h = pad, .pad_w = pad};
-          if (g.height + 2 * pad < g.kernel_h || g.width + 2 * pad < g.kernel_w) {
+          ConvGeometry g{.channels = 2,
+                         .height = hw,
+                         .width = hw + 1,
+                         .kernel_h = k,
+                         .kernel_w = k + (stride == 2),
+                         .stride_h = stride,
+                         .stride_w = stride,
+                         .pad_h = pad,
+                         .pad_w = pad};
+          if (g.height + 2 * pad < g.kernel_h ||
+              g.width + 2 * pad < g.kernel_w) {
             continue;
           }
           std::vector<double> x(g.channels * g.height * g.width);
@@ -87,7 +108,8 @@ TEST(Im2ColTest, MatchesTheDefinitionOnManyGeometries) {
                   for (int64_t ow = 0; ow < g.out_w(); ++ow, ++index) {
                     const int64_t h = oh * stride - pad + i;
                     const int64_t w = ow * stride - pad + j;
-                    const bool in = h >= 0 && h < g.height && w >= 0 && w < g.width;
+                    const bool in =
+                        h >= 0 && h < g.height && w >= 0 && w < g.width;
                     const int64_t xi = (c * g.height + h) * g.width + w;
                     ASSERT_EQ(col[index], in ? x[xi] : 0.0)
                         << "stride " << stride << " pad " << pad << " k " << k

@@ -45,8 +45,9 @@ absl::StatusOr<std::shared_ptr<Storage>> CopyStorage(const Storage& from,
   const Device owner = to.is_cpu() ? from.device() : to;
   absl::StatusOr<std::shared_ptr<Allocator>> allocator = GetAllocator(owner);
   if (!allocator.ok()) return allocator.status();
-  absl::Status s = (*allocator)->CopyBytes((*moved)->data(), to, from.data(),
-                                           from.device(), from.nbytes());
+  absl::Status s = (*allocator)
+                       ->CopyBytes((*moved)->data(), to, from.data(),
+                                   from.device(), from.nbytes());
   if (!s.ok()) return s;
   return moved;
 }
@@ -318,8 +319,8 @@ absl::Status Module::To(Device device) {
   };
   std::vector<Entry> entries;
   for (const NamedTensor& p : NamedParameters()) {
-    entries.push_back({absl::StrCat("parameter \"", p.name, "\""),
-                       p.tensor.impl()});
+    entries.push_back(
+        {absl::StrCat("parameter \"", p.name, "\""), p.tensor.impl()});
     // grad() is a handle on the stored gradient's own TensorImpl.
     const Tensor grad = p.tensor.grad();
     if (grad.defined()) {
@@ -328,16 +329,16 @@ absl::Status Module::To(Device device) {
     }
   }
   for (const NamedTensor& b : NamedBuffers()) {
-    entries.push_back({absl::StrCat("buffer \"", b.name, "\""),
-                       b.tensor.impl()});
+    entries.push_back(
+        {absl::StrCat("buffer \"", b.name, "\""), b.tensor.impl()});
   }
 
   // 1. Copy each distinct allocation once (shared ones stay shared), before
   // touching any tensor: an error leaves the module as it was.
   // Keyed by the old allocation, which the map also keeps alive until every
   // tensor has been re-pointed (so no key can be freed and reused).
-  absl::flat_hash_map<const Storage*,
-                      std::pair<std::shared_ptr<Storage>, std::shared_ptr<Storage>>>
+  absl::flat_hash_map<const Storage*, std::pair<std::shared_ptr<Storage>,
+                                                std::shared_ptr<Storage>>>
       moved;
   for (const Entry& e : entries) {
     const Storage& from = *e.impl->storage;
@@ -347,11 +348,9 @@ absl::Status Module::To(Device device) {
       return absl::Status(
           copy.status().code(),
           absl::StrCat(std::string(type_name()), ".To(", device.ToString(),
-                       "): moving ", e.what, " (",
-                       Describe(Tensor(e.impl)), " on ",
-                       from.device().ToString(),
-                       "): ", copy.status().message(),
-                       ". Nothing was moved"));
+                       "): moving ", e.what, " (", Describe(Tensor(e.impl)),
+                       " on ", from.device().ToString(),
+                       "): ", copy.status().message(), ". Nothing was moved"));
     }
     moved.emplace(&from, std::make_pair(e.impl->storage, *std::move(copy)));
   }

@@ -318,7 +318,8 @@ TEST(ModuleTest, ToAnUnavailableDeviceFailsAndMovesNothing) {
               AllOf(HasSubstr("Net.To(cuda:0): moving parameter \"scale\""),
                     HasSubstr("no allocator is registered for cuda:0"),
                     HasSubstr("Nothing was moved")));
-  for (const Tensor& p : net->Parameters()) EXPECT_EQ(p.device(), Device::CPU());
+  for (const Tensor& p : net->Parameters())
+    EXPECT_EQ(p.device(), Device::CPU());
   EXPECT_EQ(Floats(net->fc()->weight()), weight);
   TANDEM_NN_ASSERT_OK(net->To(Device::CPU()));  // already there: a no-op
 }

@@ -38,7 +38,8 @@ using ::testing::HasSubstr;
 // memory is host memory).
 std::vector<float> HostFloats(const Tensor& t) {
   const float* p = t.data<float>();
-  return p == nullptr ? std::vector<float>() : std::vector<float>(p, p + t.numel());
+  return p == nullptr ? std::vector<float>()
+                      : std::vector<float>(p, p + t.numel());
 }
 
 // A parameter "scale", an i64 buffer "steps" and a Linear child "fc":
@@ -53,8 +54,8 @@ class Net : public Module {
     TANDEM_ASSIGN_OR_RETURN(Tensor steps,
                             Tensor::FromVector<int64_t>({7, 9, 11}));
     TANDEM_RETURN_IF_ERROR(net->RegisterBuffer("steps", steps));
-    TANDEM_ASSIGN_OR_RETURN(net->fc_,
-                            net->RegisterModule("fc", Linear::Create(3, 2, gen)));
+    TANDEM_ASSIGN_OR_RETURN(
+        net->fc_, net->RegisterModule("fc", Linear::Create(3, 2, gen)));
     return net;
   }
   absl::StatusOr<Tensor> Forward(const Tensor& x) override {
@@ -73,8 +74,8 @@ class Packed : public Module {
  public:
   static absl::StatusOr<std::unique_ptr<Packed>> Create() {
     auto m = std::unique_ptr<Packed>(new Packed());
-    TANDEM_ASSIGN_OR_RETURN(
-        Tensor flat, Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7}));
+    TANDEM_ASSIGN_OR_RETURN(Tensor flat,
+                            Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7}));
     TANDEM_ASSIGN_OR_RETURN(Tensor a, flat.View(0, {2, 2}));
     TANDEM_ASSIGN_OR_RETURN(Tensor b, flat.View(4, {3}));
     TANDEM_RETURN_IF_ERROR(m->RegisterParameter("a", a));
@@ -101,8 +102,8 @@ TEST_F(ModuleToTest, MovesParametersBuffersAndGradientsInPlace) {
   Generator gen(0);
   TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Net> net, Net::Create(gen));
   const Tensor w = net->fc()->weight();
-  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor g,
-                                 Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+      Tensor g, Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, {2, 3}));
   TANDEM_NN_ASSERT_OK(w.set_grad(g));
   const Tensor grad = w.grad();  // a handle on the stored gradient
 
@@ -128,9 +129,9 @@ TEST_F(ModuleToTest, MovesParametersBuffersAndGradientsInPlace) {
   EXPECT_NE(w.raw_data(), cpu_weight);
   EXPECT_EQ(steps.device(), Device::CUDA(0));
   ASSERT_EQ(steps.dtype(), DType::kI64);
-  EXPECT_THAT(std::vector<int64_t>(steps.data<int64_t>(),
-                                   steps.data<int64_t>() + 3),
-              ElementsAre(7, 9, 11));
+  EXPECT_THAT(
+      std::vector<int64_t>(steps.data<int64_t>(), steps.data<int64_t>() + 3),
+      ElementsAre(7, 9, 11));
   // The gradient moved with its parameter, and the old handle followed.
   ASSERT_TRUE(w.has_grad());
   EXPECT_EQ(w.grad().device(), Device::CUDA(0));
@@ -193,8 +194,8 @@ class BudgetAllocator : public Allocator {
   explicit BudgetAllocator(int budget) : budget_(budget) {}
   absl::StatusOr<void*> Allocate(Device device, int64_t nbytes) override {
     if (budget_-- <= 0) {
-      return absl::ResourceExhaustedError(
-          "out of memory on " + device.ToString());
+      return absl::ResourceExhaustedError("out of memory on " +
+                                          device.ToString());
     }
     return std::aligned_alloc(64, static_cast<size_t>((nbytes + 63) / 64 * 64));
   }
@@ -219,8 +220,8 @@ TEST_F(ModuleToTest, AFailedMoveChangesNothing) {
       GetAllocator(Device::CUDA(0));
   ASSERT_TRUE(fake_allocator.ok()) << fake_allocator.status();
   // scale and fc.weight get memory; fc.bias does not.
-  TANDEM_NN_ASSERT_OK(RegisterAllocator(
-      DeviceType::kCUDA, std::make_shared<BudgetAllocator>(2)));
+  TANDEM_NN_ASSERT_OK(RegisterAllocator(DeviceType::kCUDA,
+                                        std::make_shared<BudgetAllocator>(2)));
   const absl::Status s = net->To(Device::CUDA(0));
   TANDEM_NN_ASSERT_OK(RegisterAllocator(DeviceType::kCUDA, *fake_allocator));
 

@@ -104,7 +104,7 @@ absl::Status AdamW::Step() {
     s.bias2_sqrt = std::sqrt(1 - std::pow(options_.beta2, t));
     const Tensor g = p.grad();
     if (!p.device().is_cpu()) {
-      TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, GetDeviceOps(p.device()));
+      TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, GetDeviceOps(p.device()));
       AdamWStepArgs args;
       args.beta1 = options_.beta1;
       args.beta2 = options_.beta2;

@@ -80,7 +80,7 @@ absl::Status Sgd::Step() {
     }
     const bool use_buffer = options_.momentum != 0;
     if (!p.device().is_cpu()) {
-      TANDEM_ASSIGN_OR_RETURN(DeviceOps* dev, GetDeviceOps(p.device()));
+      TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, GetDeviceOps(p.device()));
       SgdStepArgs args;
       args.lr = lr_;
       args.momentum = options_.momentum;

@@ -6,7 +6,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
@@ -14,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "base/status_macros.h"
 
 namespace tandem::train {
@@ -23,8 +23,8 @@ namespace {
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");
   if (file == nullptr) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open (",
-                                            std::strerror(errno), ")"));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
   }
   absl::Cleanup close = [file] { gzclose(file); };
   std::string contents;
@@ -34,9 +34,9 @@ absl::StatusOr<std::string> ReadAll(const std::string& path) {
     if (n < 0) {
       int code = 0;
       const char* message = gzerror(file, &code);
-      return absl::DataLossError(absl::StrCat(
-          path, ": cannot read after byte ", contents.size(), " (", message,
-          "); is the file truncated or not gzip?"));
+      return absl::DataLossError(
+          absl::StrCat(path, ": cannot read after byte ", contents.size(), " (",
+                       message, "); is the file truncated or not gzip?"));
     }
     if (n == 0) break;
     contents.append(buffer, n);
@@ -74,10 +74,10 @@ absl::StatusOr<TensorDataset> LoadCsvDataset(const std::string& path,
       label_column = options.label_column < 0 ? n + options.label_column
                                               : options.label_column;
       if (n < 2 || label_column < 0 || label_column >= n) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            path, ":", line_number, ": the first row has ", n,
-            " column(s); need at least 2 with the label column ",
-            options.label_column, " among them"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", line_number, ": the first row has ", n,
+                         " column(s); need at least 2 with the label column ",
+                         options.label_column, " among them"));
       }
     } else if (n != columns) {
       return absl::InvalidArgumentError(
@@ -98,9 +98,8 @@ absl::StatusOr<TensorDataset> LoadCsvDataset(const std::string& path,
       if (c == label_column) {
         if (value < 0 || value != std::floor(value) || value > 9.0e15) {
           return absl::InvalidArgumentError(absl::StrCat(
-              path, ":", line_number, ": column ", c + 1,
-              " (the label): '", field,
-              "' is not a class index (a non-negative integer)"));
+              path, ":", line_number, ": column ", c + 1, " (the label): '",
+              field, "' is not a class index (a non-negative integer)"));
         }
         labels.push_back(static_cast<int64_t>(value));
       } else {
@@ -109,8 +108,7 @@ absl::StatusOr<TensorDataset> LoadCsvDataset(const std::string& path,
     }
   }
   if (columns < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": no data rows"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no data rows"));
   }
   const int64_t rows = static_cast<int64_t>(labels.size());
   Shape shape = {rows, columns - 1};

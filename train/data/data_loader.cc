@@ -48,9 +48,8 @@ int64_t DataLoader::num_samples() const {
 
 absl::StatusOr<Batch> DataLoader::GetBatch(int64_t b) const {
   if (b < 0 || b >= num_batches()) {
-    return absl::OutOfRangeError(absl::StrCat("DataLoader: batch ", b,
-                                              " requested, there are ",
-                                              num_batches()));
+    return absl::OutOfRangeError(absl::StrCat(
+        "DataLoader: batch ", b, " requested, there are ", num_batches()));
   }
   const int64_t begin = b * batch_size_;
   const int64_t count = std::min<int64_t>(
@@ -58,8 +57,8 @@ absl::StatusOr<Batch> DataLoader::GetBatch(int64_t b) const {
 
   Shape feature_shape = data_.features.shape();
   feature_shape[0] = count;
-  TANDEM_ASSIGN_OR_RETURN(
-      Tensor features, Tensor::Empty(feature_shape, data_.features.dtype()));
+  TANDEM_ASSIGN_OR_RETURN(Tensor features,
+                          Tensor::Empty(feature_shape, data_.features.dtype()));
   TANDEM_ASSIGN_OR_RETURN(Tensor labels, Tensor::Empty({count}, DType::kI64));
 
   // Rows are contiguous: copy each sample's bytes.

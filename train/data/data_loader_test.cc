@@ -83,8 +83,9 @@ TEST(TensorDatasetTest, RejectsMismatchedOrMistypedLabels) {
               HasSubstr("labels must be a 1-d int64 tensor"));
   auto short_labels =
       TensorDataset::Create(x, *Tensor::Zeros({2}, DType::kI64));
-  EXPECT_THAT(short_labels.status().message(),
-              HasSubstr("features has 3 samples (shape [3, 2]) but labels has 2"));
+  EXPECT_THAT(
+      short_labels.status().message(),
+      HasSubstr("features has 3 samples (shape [3, 2]) but labels has 2"));
 }
 
 }  // namespace

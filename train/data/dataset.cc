@@ -25,8 +25,8 @@ absl::StatusOr<TensorDataset> TensorDataset::Create(Tensor features,
   if (labels.ndim() != 1 || labels.dtype() != DType::kI64) {
     return absl::InvalidArgumentError(absl::StrCat(
         "TensorDataset: labels must be a 1-d int64 tensor of class indices, "
-        "got shape ", ShapeToString(labels.shape()), " dtype ",
-        DTypeName(labels.dtype())));
+        "got shape ",
+        ShapeToString(labels.shape()), " dtype ", DTypeName(labels.dtype())));
   }
   if (features.dim(0) != labels.dim(0)) {
     return absl::InvalidArgumentError(absl::StrCat(

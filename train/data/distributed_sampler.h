@@ -30,8 +30,8 @@ struct DistributedSamplerOptions {
   int64_t num_replicas = 1;  // R >= 1: the world size
   int64_t rank = 0;          // 0 <= rank < R
   bool shuffle = true;
-  uint64_t seed = 0;         // must be the same on every rank
-  bool drop_last = false;    // truncate instead of padding
+  uint64_t seed = 0;       // must be the same on every rank
+  bool drop_last = false;  // truncate instead of padding
 };
 
 class DistributedSampler {

@@ -37,7 +37,13 @@ const std::vector<PinnedCase>& PinnedCases() {
       {2, 5, 4, 0, 0, true, false, {0}},
       {2, 5, 1, 0, 0, false, false, {1}},
       {11, 4, 2, 7, 3, true, true, {8, 2}},
-      {100, 8, 5, 123, 2, true, false,
+      {100,
+       8,
+       5,
+       123,
+       2,
+       true,
+       false,
        {88, 78, 18, 39, 3, 46, 36, 38, 70, 92, 25, 86, 93}},
       {3, 8, 7, 0, 0, true, true, {}},
       {0, 2, 1, 0, 0, true, false, {}},
@@ -48,12 +54,12 @@ const std::vector<PinnedCase>& PinnedCases() {
 
 TEST(DistributedSamplerTest, MatchesPyTorchExactly) {
   for (const PinnedCase& c : PinnedCases()) {
-    absl::StatusOr<DistributedSampler> sampler = DistributedSampler::Create(
-        c.size, {.num_replicas = c.replicas,
-                 .rank = c.rank,
-                 .shuffle = c.shuffle,
-                 .seed = c.seed,
-                 .drop_last = c.drop_last});
+    absl::StatusOr<DistributedSampler> sampler =
+        DistributedSampler::Create(c.size, {.num_replicas = c.replicas,
+                                            .rank = c.rank,
+                                            .shuffle = c.shuffle,
+                                            .seed = c.seed,
+                                            .drop_last = c.drop_last});
     ASSERT_TRUE(sampler.ok()) << sampler.status();
     sampler->SetEpoch(c.epoch);
     EXPECT_THAT(sampler->Indices(), ElementsAreArray(c.expected))
@@ -63,8 +69,8 @@ TEST(DistributedSamplerTest, MatchesPyTorchExactly) {
 }
 
 // Collects every rank's indices for one configuration.
-std::vector<std::vector<int64_t>> AllShards(int64_t n, int64_t r, bool drop_last,
-                                            int64_t epoch) {
+std::vector<std::vector<int64_t>> AllShards(int64_t n, int64_t r,
+                                            bool drop_last, int64_t epoch) {
   std::vector<std::vector<int64_t>> shards;
   for (int64_t k = 0; k < r; ++k) {
     auto sampler = DistributedSampler::Create(
@@ -92,7 +98,8 @@ TEST(DistributedSamplerTest, PaddedShardsCoverEverySampleAndAreEqualLength) {
       }
       // Every sample appears; only the padding (per_rank * r - n of them)
       // appears twice or more.
-      EXPECT_EQ(static_cast<int64_t>(seen.size()), n) << "n=" << n << " r=" << r;
+      EXPECT_EQ(static_cast<int64_t>(seen.size()), n)
+          << "n=" << n << " r=" << r;
       int64_t extra = 0;
       for (const auto& [index, count] : seen) extra += count - 1;
       EXPECT_EQ(extra, per_rank * r - n);
@@ -139,8 +146,8 @@ TEST(DistributedSamplerTest, EpochChangesTheOrderAndIsReproducible) {
   sampler->SetEpoch(0);
   EXPECT_EQ(sampler->Indices(), epoch0);
   // seed + epoch is what matters: seed 1 epoch 0 == seed 0 epoch 1.
-  auto shifted = DistributedSampler::Create(
-      50, {.num_replicas = 2, .rank = 0, .seed = 1});
+  auto shifted =
+      DistributedSampler::Create(50, {.num_replicas = 2, .rank = 0, .seed = 1});
   ASSERT_TRUE(shifted.ok());
   EXPECT_EQ(shifted->Indices(), epoch1);
 }
@@ -155,7 +162,8 @@ TEST(DistributedSamplerTest, NoShuffleIsStrided) {
 }
 
 TEST(DistributedSamplerTest, RejectsBadArguments) {
-  auto bad_rank = DistributedSampler::Create(10, {.num_replicas = 2, .rank = 2});
+  auto bad_rank =
+      DistributedSampler::Create(10, {.num_replicas = 2, .rank = 2});
   EXPECT_EQ(bad_rank.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(bad_rank.status().message(), HasSubstr("rank must be in [0, 1]"));
   EXPECT_THAT(bad_rank.status().message(), HasSubstr("got 2"));

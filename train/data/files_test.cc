@@ -39,8 +39,8 @@ TEST(CsvDatasetTest, LoadsFeaturesAndLastColumnLabels) {
 TEST(CsvDatasetTest, LabelColumnHeaderAndF64) {
   std::string path = WriteFile("hdr.csv", "label,a,b\n3,0.1,0.2\n");
   auto data = LoadCsvDataset(
-      path, {.label_column = 0, .skip_header = true,
-             .feature_dtype = DType::kF64});
+      path,
+      {.label_column = 0, .skip_header = true, .feature_dtype = DType::kF64});
   ASSERT_TRUE(data.ok()) << data.status();
   EXPECT_THAT(*data->features.ToVector<double>(), ElementsAre(0.1, 0.2));
   EXPECT_THAT(*data->labels.ToVector<int64_t>(), ElementsAre(3));
@@ -122,9 +122,10 @@ TEST(NpyTest, SaveIsByteIdenticalToNumpyAndRoundTrips) {
 TEST(NpyTest, MalformedFilesNameTheProblemAndOffset) {
   std::string bytes = NumpyF32Bytes();
   auto truncated = ParseNpy(bytes.substr(0, bytes.size() - 4), "t.npy");
-  EXPECT_THAT(truncated.status().message(),
-              HasSubstr("t.npy: not a readable .npy file at byte 128: shape "
-                        "[2, 3] of f32 needs 24 bytes of data, the file has 20"));
+  EXPECT_THAT(
+      truncated.status().message(),
+      HasSubstr("t.npy: not a readable .npy file at byte 128: shape "
+                "[2, 3] of f32 needs 24 bytes of data, the file has 20"));
   std::string fortran = bytes;
   fortran.replace(fortran.find("False"), 5, "True ");
   EXPECT_THAT(ParseNpy(fortran, "f.npy").status().message(),

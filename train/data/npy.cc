@@ -5,7 +5,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -13,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 
 namespace tandem::train {
@@ -22,9 +22,8 @@ constexpr absl::string_view kMagic = "\x93NUMPY";
 
 absl::Status Malformed(const std::string& name, int64_t offset,
                        absl::string_view what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(name, ": not a readable .npy file at byte ", offset, ": ",
-                   what));
+  return absl::InvalidArgumentError(absl::StrCat(
+      name, ": not a readable .npy file at byte ", offset, ": ", what));
 }
 
 // Finds `'key':` in the header dict and returns the text after it up to the
@@ -136,16 +135,16 @@ absl::StatusOr<Tensor> ParseNpy(const std::string& bytes,
     shape.push_back(dim);
   }
   absl::StatusOr<int64_t> numel = NumelOf(shape);
-  if (!numel.ok()) return Malformed(name, header_start, numel.status().message());
+  if (!numel.ok())
+    return Malformed(name, header_start, numel.status().message());
   const int64_t data_start = header_start + header_len;
   const int64_t data_bytes = *numel * DTypeSize(dtype);
   const int64_t available = static_cast<int64_t>(bytes.size()) - data_start;
   if (available != data_bytes) {
-    return Malformed(
-        name, data_start,
-        absl::StrCat("shape ", ShapeToString(shape), " of ", DTypeName(dtype),
-                     " needs ", data_bytes, " bytes of data, the file has ",
-                     available));
+    return Malformed(name, data_start,
+                     absl::StrCat("shape ", ShapeToString(shape), " of ",
+                                  DTypeName(dtype), " needs ", data_bytes,
+                                  " bytes of data, the file has ", available));
   }
   return Tensor::FromBuffer(bytes.data() + data_start, *numel, dtype,
                             std::move(shape));
@@ -154,9 +153,8 @@ absl::StatusOr<Tensor> ParseNpy(const std::string& bytes,
 absl::StatusOr<Tensor> LoadNpy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open the .npy file (", std::strerror(errno),
-                     ")"));
+    return absl::NotFoundError(absl::StrCat(
+        path, ": cannot open the .npy file (", std::strerror(errno), ")"));
   }
   std::ostringstream contents;
   contents << in.rdbuf();
@@ -169,10 +167,18 @@ absl::StatusOr<Tensor> LoadNpy(const std::string& path) {
 absl::Status SaveNpy(const std::string& path, const Tensor& tensor) {
   std::string descr;
   switch (tensor.dtype()) {
-    case DType::kF32: descr = "<f4"; break;
-    case DType::kF64: descr = "<f8"; break;
-    case DType::kI64: descr = "<i8"; break;
-    case DType::kI32: descr = "<i4"; break;
+    case DType::kF32:
+      descr = "<f4";
+      break;
+    case DType::kF64:
+      descr = "<f8";
+      break;
+    case DType::kI64:
+      descr = "<i8";
+      break;
+    case DType::kI32:
+      descr = "<i4";
+      break;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("SaveNpy(", path, "): dtype ", DTypeName(tensor.dtype()),
@@ -186,8 +192,8 @@ absl::Status SaveNpy(const std::string& path, const Tensor& tensor) {
   std::string shape = absl::StrCat("(", absl::StrJoin(tensor.shape(), ", "),
                                    tensor.ndim() == 1 ? ",)" : ")");
   std::string header =
-      absl::StrCat("{'descr': '", descr, "', 'fortran_order': False, 'shape': ",
-                   shape, ", }");
+      absl::StrCat("{'descr': '", descr,
+                   "', 'fortran_order': False, 'shape': ", shape, ", }");
   // Pad with spaces so that magic + version + length + header + '\n' is a
   // multiple of 64 bytes, as numpy does.
   const size_t total = 10 + header.size() + 1;
@@ -195,9 +201,8 @@ absl::Status SaveNpy(const std::string& path, const Tensor& tensor) {
   header.push_back('\n');
   std::ofstream out(path, std::ios::binary);
   if (!out) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("SaveNpy: cannot create ", path, " (",
-                     std::strerror(errno), ")"));
+    return absl::PermissionDeniedError(absl::StrCat(
+        "SaveNpy: cannot create ", path, " (", std::strerror(errno), ")"));
   }
   out.write(kMagic.data(), kMagic.size());
   const char version[2] = {1, 0};
@@ -208,7 +213,8 @@ absl::Status SaveNpy(const std::string& path, const Tensor& tensor) {
   out << header;
   out.write(static_cast<const char*>(tensor.raw_data()), tensor.nbytes());
   if (!out) {
-    return absl::DataLossError(absl::StrCat("SaveNpy: writing ", path, " failed"));
+    return absl::DataLossError(
+        absl::StrCat("SaveNpy: writing ", path, " failed"));
   }
   return absl::OkStatus();
 }

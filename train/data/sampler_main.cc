@@ -14,11 +14,13 @@
 #include "absl/strings/str_join.h"
 #include "train/data/distributed_sampler.h"
 
-ABSL_FLAG(int64_t, size, -1, "Number of samples in the dataset (>= 0; required).");
+ABSL_FLAG(int64_t, size, -1,
+          "Number of samples in the dataset (>= 0; required).");
 ABSL_FLAG(int64_t, num_replicas, 1, "Number of ranks (the world size), >= 1.");
 ABSL_FLAG(int64_t, rank, 0, "This rank, in [0, num_replicas).");
 ABSL_FLAG(int64_t, seed, 0, "Shuffle seed, >= 0; the same on every rank.");
-ABSL_FLAG(int64_t, epoch, 0, "Epoch (SetEpoch); the shuffle uses seed + epoch.");
+ABSL_FLAG(int64_t, epoch, 0,
+          "Epoch (SetEpoch); the shuffle uses seed + epoch.");
 ABSL_FLAG(bool, shuffle, true, "Shuffle (--noshuffle: indices in order).");
 ABSL_FLAG(bool, drop_last, false,
           "Drop the tail so every rank gets floor(size / num_replicas) samples "

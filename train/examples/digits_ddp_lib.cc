@@ -21,8 +21,8 @@
 #include "tensor/optim/sgd.h"
 #include "train/data/csv_dataset.h"
 #include "train/data/data_loader.h"
-#include "train/parallel/ddp.h"
 #include "train/data/distributed_sampler.h"
+#include "train/parallel/ddp.h"
 
 namespace tandem::train {
 namespace {
@@ -36,12 +36,13 @@ struct Split {
 absl::StatusOr<TensorDataset> Subset(const TensorDataset& data,
                                      const std::vector<int64_t>& indices,
                                      float scale) {
-  TANDEM_ASSIGN_OR_RETURN(DataLoader all,
-                          DataLoader::Create(data, indices,
-                                             std::max<int64_t>(1, indices.size()),
-                                             /*drop_last=*/false));
+  TANDEM_ASSIGN_OR_RETURN(
+      DataLoader all,
+      DataLoader::Create(data, indices, std::max<int64_t>(1, indices.size()),
+                         /*drop_last=*/false));
   if (all.num_batches() == 0) {
-    return absl::InvalidArgumentError("digits: an empty split; lower test_fraction");
+    return absl::InvalidArgumentError(
+        "digits: an empty split; lower test_fraction");
   }
   TANDEM_ASSIGN_OR_RETURN(Batch batch, all.GetBatch(0));
   float* x = batch.features.data<float>();
@@ -63,12 +64,15 @@ absl::StatusOr<Split> LoadAndSplit(const DigitsConfig& config) {
   std::vector<int64_t> test(order.begin(), order.begin() + n_test);
   std::vector<int64_t> train(order.begin() + n_test, order.end());
   // Pixels are 0..16.
-  TANDEM_ASSIGN_OR_RETURN(TensorDataset train_set, Subset(data, train, 1.0f / 16));
-  TANDEM_ASSIGN_OR_RETURN(TensorDataset test_set, Subset(data, test, 1.0f / 16));
+  TANDEM_ASSIGN_OR_RETURN(TensorDataset train_set,
+                          Subset(data, train, 1.0f / 16));
+  TANDEM_ASSIGN_OR_RETURN(TensorDataset test_set,
+                          Subset(data, test, 1.0f / 16));
   return Split{std::move(train_set), std::move(test_set)};
 }
 
-absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(const DigitsConfig& c) {
+absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(
+    const DigitsConfig& c) {
   Generator gen(c.seed);
   auto model = std::make_unique<nn::Sequential>();
   TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(64, c.hidden, gen)));
@@ -107,8 +111,8 @@ absl::Status CheckConfig(const DigitsConfig& c) {
       c.hidden < 1 || !(c.test_fraction > 0 && c.test_fraction < 1)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "digits_ddp: bad configuration: epochs=", c.epochs,
-        " global_batch_size=", c.global_batch_size, " lr=", c.lr, " momentum=", c.momentum,
-        " hidden=", c.hidden, " test_fraction=", c.test_fraction,
+        " global_batch_size=", c.global_batch_size, " lr=", c.lr, " momentum=",
+        c.momentum, " hidden=", c.hidden, " test_fraction=", c.test_fraction,
         " (need epochs >= 0, global_batch_size >= 1, lr >= 0, momentum >= 0, "
         "hidden >= 1, 0 < test_fraction < 1)"));
   }
@@ -123,18 +127,18 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
   const comm::RankPrinter out(comm);
   TANDEM_ASSIGN_OR_RETURN(Split split, LoadAndSplit(config));
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model, BuildModel(config));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
+                          BuildModel(config));
   TANDEM_RETURN_IF_ERROR(model->To(device));
-  TANDEM_ASSIGN_OR_RETURN(
-      optim::Sgd sgd,
-      optim::Sgd::Create(model->Parameters(), config.lr,
-                         {.momentum = config.momentum}));
+  TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
+                          optim::Sgd::Create(model->Parameters(), config.lr,
+                                             {.momentum = config.momentum}));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
                           DistributedDataParallel::Create(*model, comm));
-  TANDEM_ASSIGN_OR_RETURN(
-      DistributedSampler sampler,
-      DistributedSampler::Create(split.train.size(),
-                                 {.num_replicas = comm.size(), .rank = comm.rank()}));
+  TANDEM_ASSIGN_OR_RETURN(DistributedSampler sampler,
+                          DistributedSampler::Create(
+                              split.train.size(), {.num_replicas = comm.size(),
+                                                   .rank = comm.rank()}));
   const int64_t batch_size =
       (config.global_batch_size + comm.size() - 1) / comm.size();
   out.PrintOnRank0(absl::StrFormat(
@@ -154,7 +158,8 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
     std::vector<double> loss_sum_and_count = {0, 0};
     for (int64_t b = 0; b < loader.num_batches(); ++b) {
       TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
-      TANDEM_ASSIGN_OR_RETURN(Tensor features, OnDevice(batch.features, device));
+      TANDEM_ASSIGN_OR_RETURN(Tensor features,
+                              OnDevice(batch.features, device));
       TANDEM_ASSIGN_OR_RETURN(Tensor labels, OnDevice(batch.labels, device));
       TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(features));
       TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, labels));
@@ -192,7 +197,8 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
     TANDEM_ASSIGN_OR_RETURN(predicted, OnDevice(predicted, Device::CPU()));
     const int64_t* p = predicted.data<int64_t>();
     const int64_t* y = batch.labels.data<int64_t>();
-    for (int64_t i = 0; i < batch.labels.numel(); ++i) correct_and_total[0] += p[i] == y[i];
+    for (int64_t i = 0; i < batch.labels.numel(); ++i)
+      correct_and_total[0] += p[i] == y[i];
   }
   TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, correct_and_total, device));
   result.test_correct = static_cast<int64_t>(correct_and_total[0]);

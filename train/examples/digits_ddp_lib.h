@@ -38,8 +38,8 @@ struct DigitsConfig {
   double lr = 0.1;
   double momentum = 0.9;
   int64_t hidden = 128;
-  uint64_t seed = 0;        // model initialisation
-  uint64_t split_seed = 42; // which samples are held out
+  uint64_t seed = 0;         // model initialisation
+  uint64_t split_seed = 42;  // which samples are held out
   double test_fraction = 0.2;
 };
 

@@ -5,8 +5,8 @@
 //   bazel-bin/train/examples/digits_ddp --backend=nccl   # every visible GPU
 //
 // Rank 0 prints the global training loss after every epoch and, at the end,
-// the global test accuracy (see train/examples/digits_ddp_lib.h); on nccl each rank
-// trains on its own GPU. Exits 0 on success, 1 when training fails, 2 on a
+// the global test accuracy (see train/examples/digits_ddp_lib.h); on nccl each
+// rank trains on its own GPU. Exits 0 on success, 1 when training fails, 2 on a
 // bad flag or a backend that cannot run here (--backend=nccl without a CUDA
 // device says what to run instead).
 #include <cstdio>
@@ -15,8 +15,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "train/launch/backend.h"
 #include "train/examples/digits_ddp_lib.h"
+#include "train/launch/backend.h"
 
 ABSL_FLAG(std::string, backend, "auto",
           "sim (ranks as threads), mpi (under mpirun/srun), nccl (GPUs), or "
@@ -35,13 +35,16 @@ ABSL_FLAG(uint64_t, seed, 0, "Seed of the model's initialisation.");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Trains an MLP on the UCI hand-written digits with DistributedDataParallel "
+      "Trains an MLP on the UCI hand-written digits with "
+      "DistributedDataParallel "
       "and prints the global test accuracy.\n"
-      "  digits_ddp [--backend=sim|mpi|nccl|auto] [--world_size=N] [--epochs=20]");
+      "  digits_ddp [--backend=sim|mpi|nccl|auto] [--world_size=N] "
+      "[--epochs=20]");
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<tandem::train::ResolvedBackend> backend =
-      tandem::train::ResolveBackend({.backend = absl::GetFlag(FLAGS_backend),
-                                     .world_size = absl::GetFlag(FLAGS_world_size)});
+      tandem::train::ResolveBackend(
+          {.backend = absl::GetFlag(FLAGS_backend),
+           .world_size = absl::GetFlag(FLAGS_world_size)});
   if (!backend.ok()) {
     std::fprintf(stderr, "digits_ddp: %s\n",
                  std::string(backend.status().message()).c_str());

@@ -1,5 +1,3 @@
-#include "train/examples/digits_ddp_lib.h"
-
 #include <mutex>
 #include <vector>
 
@@ -7,6 +5,7 @@
 #include "gtest/gtest.h"
 #include "sim/output_capture.h"
 #include "sim/sim.h"
+#include "train/examples/digits_ddp_lib.h"
 
 namespace tandem::train {
 namespace {
@@ -14,7 +13,7 @@ namespace {
 using ::testing::HasSubstr;
 
 struct DigitsRun {
-  std::vector<DigitsResult> results;  // per rank
+  std::vector<DigitsResult> results;            // per rank
   std::vector<std::vector<std::string>> lines;  // per rank
 };
 

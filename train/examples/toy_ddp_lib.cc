@@ -27,8 +27,8 @@
 #include "tensor/tensor.h"
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
-#include "train/parallel/ddp.h"
 #include "train/data/distributed_sampler.h"
+#include "train/parallel/ddp.h"
 
 namespace tandem::train {
 namespace {
@@ -128,11 +128,10 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
   };
 
   // prepare_dataset()
-  TANDEM_ASSIGN_OR_RETURN(
-      TensorDataset train_ds,
-      MakeDataset({-1.2f, 3.1f, -0.9f, 2.9f, -0.5f, 2.6f, 2.3f, -1.1f, 2.7f,
-                   -1.5f},
-                  {0, 0, 0, 1, 1}));
+  TANDEM_ASSIGN_OR_RETURN(TensorDataset train_ds,
+                          MakeDataset({-1.2f, 3.1f, -0.9f, 2.9f, -0.5f, 2.6f,
+                                       2.3f, -1.1f, 2.7f, -1.5f},
+                                      {0, 0, 0, 1, 1}));
   TANDEM_ASSIGN_OR_RETURN(TensorDataset test_ds,
                           MakeDataset({-0.8f, 2.8f, 2.6f, -1.6f}, {0, 1}));
   DistributedSamplerOptions sampler_options;
@@ -173,9 +172,9 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
       TANDEM_RETURN_IF_ERROR(optimizer.Step());
       TANDEM_ASSIGN_OR_RETURN(double loss_value, loss.Item());
       log(absl::StrFormat(
-          "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f",
-          epoch + 1, config.epochs, batch.labels.dim(0),
-          config.loss_precision, loss_value));
+          "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f", epoch + 1,
+          config.epochs, batch.labels.dim(0), config.loss_precision,
+          loss_value));
     }
   }
 
@@ -183,12 +182,10 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
   // The train loader still iterates the last epoch's order.
   TANDEM_ASSIGN_OR_RETURN(DataLoader loader, train_loader());
   TANDEM_ASSIGN_OR_RETURN(
-      float train_acc,
-      ComputeAccuracy(*ddp, loader, "training", rank, device));
+      float train_acc, ComputeAccuracy(*ddp, loader, "training", rank, device));
   log(absl::StrCat("Training accuracy ", PythonFloatStr(train_acc)));
   TANDEM_ASSIGN_OR_RETURN(
-      float test_acc,
-      ComputeAccuracy(*ddp, test_loader, "test", rank, device));
+      float test_acc, ComputeAccuracy(*ddp, test_loader, "test", rank, device));
   log(absl::StrCat("Test accuracy ", PythonFloatStr(test_acc)));
   return absl::OkStatus();
 }
@@ -198,8 +195,8 @@ std::string PythonFloatStr(double value) {
   if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
   // Shortest round-trip digits, as d.ddde[+-]x.
   char buf[64];
-  const std::to_chars_result r = std::to_chars(
-      buf, buf + sizeof(buf), value, std::chars_format::scientific);
+  const std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), value,
+                                               std::chars_format::scientific);
   if (r.ec != std::errc()) return "nan";  // cannot happen with 64 bytes
   const std::string sci(buf, r.ptr);
   const size_t e_pos = sci.find('e');

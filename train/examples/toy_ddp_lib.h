@@ -1,5 +1,6 @@
 // The DDP tutorials' toy example (Sebastian Raschka's "ddp-script.py"), as a
-// function every rank runs; //train/examples:toy_ddp wraps it in a command line.
+// function every rank runs; //train/examples:toy_ddp wraps it in a command
+// line.
 //
 //   sim::Run(2, [](int rank, comm::Communicator& comm) {
 //     return train::RunToyDdp(comm, train::ToyDdpConfig());

@@ -70,8 +70,7 @@ TEST(RunToyDdpTest, EmptyShardIsAnErrorNotADivisionByZero) {
   sim::Options options;
   options.capture = &capture;
   sim::RunResult result = sim::Run(
-      4,
-      [&](int, comm::Communicator& comm) { return RunToyDdp(comm, config); },
+      4, [&](int, comm::Communicator& comm) { return RunToyDdp(comm, config); },
       options);
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(result.ranks[r].code(), absl::StatusCode::kFailedPrecondition)

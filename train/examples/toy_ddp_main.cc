@@ -1,16 +1,19 @@
 // //train/examples:toy_ddp — the DDP tutorials' toy example, end to end.
 //
-//   ./bazelw run //train/examples:toy_ddp                      # 2 simulated ranks
+//   ./bazelw run //train/examples:toy_ddp                      # 2 simulated
+//   ranks
 //   ./bazelw run //train/examples:toy_ddp -- --world_size=4 --log_ranks=0
 //   mpirun -np 3 bazel-bin/train/examples/toy_ddp --backend=mpi  # 3 processes
-//   bazel-bin/train/examples/toy_ddp --backend=nccl               # every visible GPU
+//   bazel-bin/train/examples/toy_ddp --backend=nccl               # every
+//   visible GPU
 //
-// Prints what the tutorial's PyTorch script prints (see train/examples/toy_ddp_lib.h);
-// bench/peers/compare_toy_ddp.py checks that line for line against PyTorch.
-// On nccl each rank trains on its own GPU (same lines; the last digits of
-// the losses may differ from the CPU's). Exits 0 on success, 1 when a rank
-// fails (the error goes to stderr), 2 on a bad flag or a backend that cannot
-// run here (--backend=nccl without a CUDA device says what to run instead).
+// Prints what the tutorial's PyTorch script prints (see
+// train/examples/toy_ddp_lib.h); bench/peers/compare_toy_ddp.py checks that
+// line for line against PyTorch. On nccl each rank trains on its own GPU (same
+// lines; the last digits of the losses may differ from the CPU's). Exits 0 on
+// success, 1 when a rank fails (the error goes to stderr), 2 on a bad flag or a
+// backend that cannot run here (--backend=nccl without a CUDA device says what
+// to run instead).
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -22,8 +25,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "comm/communicator.h"
-#include "train/launch/backend.h"
 #include "train/examples/toy_ddp_lib.h"
+#include "train/launch/backend.h"
 
 ABSL_FLAG(std::string, backend, "auto",
           "sim (ranks as threads in this process), mpi (one process per rank, "

@@ -76,14 +76,15 @@ absl::StatusOr<ResolvedBackend> ResolveBackend(const BackendChoice& choice) {
     if (gpus == 0) return absl::FailedPreconditionError(NoGpuMessage());
     const int n = choice.world_size == 0 ? gpus : choice.world_size;
     if (n > gpus) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--world_size=", n, " but only ", gpus,
-          " CUDA device(s) are visible (CUDA_VISIBLE_DEVICES)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--world_size=", n, " but only ", gpus,
+                       " CUDA device(s) are visible (CUDA_VISIBLE_DEVICES)"));
     }
     return ResolvedBackend{"nccl", n};
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown --backend=", choice.backend, "; expected sim, mpi, nccl or auto"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown --backend=", choice.backend,
+                   "; expected sim, mpi, nccl or auto"));
 }
 
 absl::Status RunOnBackend(

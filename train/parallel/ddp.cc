@@ -113,10 +113,9 @@ struct EntryDesc {
 };
 
 std::string Describe(const EntryDesc& e) {
-  return absl::StrCat("\"", e.name, "\" ",
-                      DTypeName(static_cast<DType>(e.dtype)),
-                      ShapeToString(e.shape),
-                      e.requires_grad ? "" : " (requires_grad=false)");
+  return absl::StrCat(
+      "\"", e.name, "\" ", DTypeName(static_cast<DType>(e.dtype)),
+      ShapeToString(e.shape), e.requires_grad ? "" : " (requires_grad=false)");
 }
 
 void Encode(const std::vector<nn::NamedTensor>& entries,
@@ -243,10 +242,11 @@ DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
     }
   }
   for (const nn::NamedTensor& b : module.NamedBuffers()) {
-    if (!params.empty() && b.tensor.device() != params.front().tensor.device()) {
+    if (!params.empty() &&
+        b.tensor.device() != params.front().tensor.device()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "DistributedDataParallel on rank ", ddp->rank_, ": buffer \"",
-          b.name, "\" is on ", b.tensor.device().ToString(), " but parameter \"",
+          "DistributedDataParallel on rank ", ddp->rank_, ": buffer \"", b.name,
+          "\" is on ", b.tensor.device().ToString(), " but parameter \"",
           params.front().name, "\" is on ",
           params.front().tensor.device().ToString(),
           "; move the whole module to one device (Module::To) before "
@@ -254,10 +254,11 @@ DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
     }
   }
   if (ddp->params_.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DistributedDataParallel on rank ", ddp->rank_, ": the module (",
-        std::string(module.type_name()), ") has no parameter that requires a gradient, so "
-        "there is nothing to synchronise; train it without DDP"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DistributedDataParallel on rank ", ddp->rank_,
+                     ": the module (", std::string(module.type_name()),
+                     ") has no parameter that requires a gradient, so "
+                     "there is nothing to synchronise; train it without DDP"));
   }
 
   if (ddp->world_size_ > 1) {
@@ -301,9 +302,9 @@ absl::Status DistributedDataParallel::VerifyAcrossRanks() {
     if (lengths[r] < 0 || lengths[r] > max_length ||
         !Decode(data, lengths[r], pos, params[r]) ||
         !Decode(data, lengths[r], pos, buffers[r])) {
-      return absl::InternalError(absl::StrCat(
-          "DistributedDataParallel on rank ", rank_,
-          ": could not decode rank ", r, "'s model description"));
+      return absl::InternalError(
+          absl::StrCat("DistributedDataParallel on rank ", rank_,
+                       ": could not decode rank ", r, "'s model description"));
     }
   }
   for (int r = 1; r < world_size_; ++r) {
@@ -347,9 +348,9 @@ absl::Status DistributedDataParallel::BroadcastFromRank0(
 
 absl::Status DistributedDataParallel::BuildBuckets() {
   // Assignment, in reverse registration order, one open bucket per dtype.
-  std::map<DType, int64_t> open;         // dtype -> bucket index
-  std::map<DType, int64_t> open_bytes;   // bytes in that bucket
-  std::map<DType, int64_t> per_dtype;    // buckets made per dtype
+  std::map<DType, int64_t> open;        // dtype -> bucket index
+  std::map<DType, int64_t> open_bytes;  // bytes in that bucket
+  std::map<DType, int64_t> per_dtype;   // buckets made per dtype
   for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
     const Tensor& param = params_[i].param;
     const DType dtype = param.dtype();
@@ -405,9 +406,8 @@ absl::Status DistributedDataParallel::BuildBuckets() {
   for (size_t i = 0; i < params_.size(); ++i) {
     const int64_t index = static_cast<int64_t>(i);
     TANDEM_ASSIGN_OR_RETURN(
-        params_[i].hook,
-        params_[i].param.AddPostAccumulateGradHook(
-            [this, index](Tensor&) { OnGradReady(index); }));
+        params_[i].hook, params_[i].param.AddPostAccumulateGradHook(
+                             [this, index](Tensor&) { OnGradReady(index); }));
     params_[i].hooked = true;
   }
   return absl::OkStatus();
@@ -427,7 +427,8 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
     return absl::FailedPreconditionError(absl::StrCat(
         "DistributedDataParallel on rank ", rank_,
         ": Forward called before the previous iteration's gradient reduction "
-        "finished (", next_launch_, " of ", buckets_.size(),
+        "finished (",
+        next_launch_, " of ", buckets_.size(),
         " buckets launched, none waited for). After loss.Backward() call "
         "ddp.FinishGradientSync(), or use ddp.Backward(loss), which does "
         "both; to accumulate gradients over several backward passes without "
@@ -436,9 +437,10 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
   const Device device = params_.front().param.device();
   if (device != buckets_.front().flat.device()) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "DistributedDataParallel on rank ", rank_, ": the module's "
-        "parameters are on ", device.ToString(),
-        " but its gradient buckets were made on ",
+        "DistributedDataParallel on rank ", rank_,
+        ": the module's "
+        "parameters are on ",
+        device.ToString(), " but its gradient buckets were made on ",
         buckets_.front().flat.device().ToString(),
         ": the module was moved (Module::To) after it was wrapped. Move it "
         "first, then create the DistributedDataParallel"));
@@ -547,7 +549,8 @@ void DistributedDataParallel::LaunchCompleteBuckets() {
       AverageInReduction() ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum;
   while (next_launch_ < n && bucket_states_[next_launch_].pending == 0) {
     if (world_size_ > 1) {
-      absl::StatusOr<comm::BufferView> view = ViewOf(buckets_[next_launch_].flat);
+      absl::StatusOr<comm::BufferView> view =
+          ViewOf(buckets_[next_launch_].flat);
       bucket_states_[next_launch_].work =
           view.ok() ? comm_->AllReduce(*view, op)
                     : comm::MakeCompletedWork(view.status());
@@ -668,9 +671,9 @@ void DistributedDataParallel::ResetIteration() {
 
 std::string DistributedDataParallel::BucketDescription(int64_t b) const {
   const DdpBucket& bucket = buckets_[b];
-  return absl::StrCat("gradient bucket ", b, " (", DTypeName(bucket.dtype),
-                      "[", bucket.flat.numel(), "]: ",
-                      absl::StrJoin(bucket.parameter_names, ", "), ")");
+  return absl::StrCat("gradient bucket ", b, " (", DTypeName(bucket.dtype), "[",
+                      bucket.flat.numel(),
+                      "]: ", absl::StrJoin(bucket.parameter_names, ", "), ")");
 }
 
 // ---- NoSync.

@@ -7,15 +7,18 @@
 //
 //   absl::Status Train(comm::Communicator& comm) {   // runs on every rank
 //     tandem::Generator gen(123);
-//     TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model, Build(gen));
-//     TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
-//                             optim::Sgd::Create(model->Parameters(), /*lr=*/0.5));
+//     TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
+//     Build(gen)); TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
+//                             optim::Sgd::Create(model->Parameters(),
+//                             /*lr=*/0.5));
 //     TANDEM_ASSIGN_OR_RETURN(auto ddp,
-//                             train::DistributedDataParallel::Create(*model, comm));
+//                             train::DistributedDataParallel::Create(*model,
+//                             comm));
 //     for (const Batch& batch : ...) {
 //       TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(batch.features));
-//       TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, batch.labels));
-//       sgd.ZeroGrad();                               // in place: keeps the bucket views
+//       TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits,
+//       batch.labels)); sgd.ZeroGrad();                               // in
+//       place: keeps the bucket views
 //       TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));  // grads now averaged
 //       TANDEM_RETURN_IF_ERROR(sgd.Step());
 //     }
@@ -75,7 +78,8 @@
 //       ... loss = f(ddp->Forward(x)) ...; ddp->Backward(loss);   // local only
 //     }
 //   }
-//   ... loss = f(ddp->Forward(last)) ...; ddp->Backward(loss);  // reduces the sum
+//   ... loss = f(ddp->Forward(last)) ...; ddp->Backward(loss);  // reduces the
+//   sum
 //
 // Misuse is reported, never silently wrong:
 //   * a parameter that got no gradient in a synchronised step, without
@@ -109,7 +113,8 @@
 //
 //   TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(local_rank)));
 //   TANDEM_ASSIGN_OR_RETURN(auto ddp,
-//                           train::DistributedDataParallel::Create(*model, comm));
+//                           train::DistributedDataParallel::Create(*model,
+//                           comm));
 //
 //   * Every parameter and buffer must be on one device (InvalidArgument
 //     otherwise); moving the module after wrapping it is reported by the
@@ -121,9 +126,9 @@
 //     (NCCL moves device memory only). So the communicator must accept the
 //     parameters' memory.
 //   * The 1/world_size scaling (kAvg's division, or ScaleInPlace on the
-//     bucket views) is a kernel queued on a stream; nothing in the grad hooks blocks
-//     the host: launching a bucket enqueues the collective, polling it is an
-//     event query (NCCL). FinishGradientSync waits on the host for each
+//     bucket views) is a kernel queued on a stream; nothing in the grad hooks
+//     blocks the host: launching a bucket enqueues the collective, polling it
+//     is an event query (NCCL). FinishGradientSync waits on the host for each
 //     bucket's Work (the end of the step: the optimizer reads the gradients
 //     next, on the compute stream, after the reductions completed).
 //   * Ordering: a communicator with its own stream must order each
@@ -263,15 +268,15 @@ class DistributedDataParallel {
     std::string name;
     Tensor param;
     int64_t bucket = 0;
-    int64_t offset = 0;          // in the bucket's flat tensor, elements
-    Tensor view;                 // the grad view into the bucket
+    int64_t offset = 0;  // in the bucket's flat tensor, elements
+    Tensor view;         // the grad view into the bucket
     HookHandle hook = 0;
-    bool hooked = false;         // `hook` is registered
-    bool ready = false;          // marked ready in this synchronised step
-    bool has_local_grad = false; // a backward reached it since the last sync
+    bool hooked = false;          // `hook` is registered
+    bool ready = false;           // marked ready in this synchronised step
+    bool has_local_grad = false;  // a backward reached it since the last sync
   };
   struct BucketState {
-    int64_t pending = 0;  // members not yet ready in this step
+    int64_t pending = 0;           // members not yet ready in this step
     std::vector<int64_t> members;  // indices into params_
     std::unique_ptr<comm::Work> work;
   };
@@ -314,7 +319,7 @@ class DistributedDataParallel {
   bool backward_started_ = false;     // a hook fired in this synced step
   int64_t next_launch_ = 0;
   int64_t first_unfinished_ = 0;  // buckets before it have completed
-  absl::Status hook_error_;  // first error found inside a hook
+  absl::Status hook_error_;       // first error found inside a hook
 };
 
 }  // namespace tandem::train

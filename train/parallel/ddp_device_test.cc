@@ -47,9 +47,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-#define ASSERT_OK(expr)                                \
-  do {                                                 \
-    const ::absl::Status ddp_dev_test_s_ = (expr);     \
+#define ASSERT_OK(expr)                                   \
+  do {                                                    \
+    const ::absl::Status ddp_dev_test_s_ = (expr);        \
     ASSERT_TRUE(ddp_dev_test_s_.ok()) << ddp_dev_test_s_; \
   } while (false)
 
@@ -170,23 +170,25 @@ class HostKernels : public DeviceOps {
 
 // The fake device with HostKernels; installed once per process.
 HostKernels& Kernels() {
-  static HostKernels* kernels = [] {
-    FakeDevice::Install();  // the host-backed allocator
-    auto k = std::make_shared<HostKernels>();
-    RegisterDeviceOps(DeviceType::kCUDA, k).IgnoreError();
-    return new std::shared_ptr<HostKernels>(k);
-  }()->get();
+  static HostKernels* kernels =
+      [] {
+        FakeDevice::Install();  // the host-backed allocator
+        auto k = std::make_shared<HostKernels>();
+        RegisterDeviceOps(DeviceType::kCUDA, k).IgnoreError();
+        return new std::shared_ptr<HostKernels>(k);
+      }()
+          ->get();
   return *kernels;
 }
 
 // Inside DeviceMemoryCommunicator: fails the call like NCCL for a buffer
 // that is not this rank's device memory, else relabels it as host memory.
-#define TANDEM_TEST_RELABEL(buf)                           \
-  do {                                                     \
-    absl::Status relabel_status = Relabel(buf);            \
-    if (!relabel_status.ok()) {                            \
-      return comm::MakeCompletedWork(relabel_status);      \
-    }                                                      \
+#define TANDEM_TEST_RELABEL(buf)                      \
+  do {                                                \
+    absl::Status relabel_status = Relabel(buf);       \
+    if (!relabel_status.ok()) {                       \
+      return comm::MakeCompletedWork(relabel_status); \
+    }                                                 \
   } while (false)
 
 // NCCL's memory rule over a simulated rank: every buffer must be kCuda
@@ -250,11 +252,13 @@ class DeviceMemoryCommunicator : public comm::Communicator {
   // becomes the host view of the same memory.
   absl::Status Relabel(comm::BufferView& buf) const {
     if (buf.space != comm::MemorySpace::kCuda || buf.device != device_) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "device-only communicator of rank ", rank(), ": expected memory of "
-          "cuda:", device_, ", got a ",
-          buf.space == comm::MemorySpace::kHost ? "host" : "cuda",
-          " buffer (device ", buf.device, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("device-only communicator of rank ", rank(),
+                       ": expected memory of "
+                       "cuda:",
+                       device_, ", got a ",
+                       buf.space == comm::MemorySpace::kHost ? "host" : "cuda",
+                       " buffer (device ", buf.device, ")"));
     }
     buf.space = comm::MemorySpace::kHost;
     buf.device = -1;
@@ -267,11 +271,13 @@ class DeviceMemoryCommunicator : public comm::Communicator {
 
 std::vector<float> HostFloats(const Tensor& t) {
   const float* p = t.data<float>();
-  return p == nullptr ? std::vector<float>() : std::vector<float>(p, p + t.numel());
+  return p == nullptr ? std::vector<float>()
+                      : std::vector<float>(p, p + t.numel());
 }
 
 absl::StatusOr<std::unique_ptr<nn::Sequential>> Mlp(int64_t in, int64_t hidden,
-                                                    int64_t out, uint64_t seed) {
+                                                    int64_t out,
+                                                    uint64_t seed) {
   Generator gen(seed);
   auto model = std::make_unique<nn::Sequential>();
   TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(in, hidden, gen)));
@@ -290,7 +296,8 @@ class Params : public nn::Module {
     auto m = std::unique_ptr<Params>(new Params());
     for (const auto& [name, n] : std::vector<std::pair<std::string, int64_t>>{
              {"a", 4}, {"b", 2}, {"c", 3}}) {
-      TANDEM_ASSIGN_OR_RETURN(Tensor p, Tensor::Zeros({n}, DType::kF32, device));
+      TANDEM_ASSIGN_OR_RETURN(Tensor p,
+                              Tensor::Zeros({n}, DType::kF32, device));
       TANDEM_RETURN_IF_ERROR(m->RegisterParameter(name, p));
     }
     if (with_buffer) {
@@ -312,59 +319,59 @@ TEST(DdpDeviceTest, CreateStagesTheCheckAndBroadcastsOnTheDevice) {
   ASSERT_OK(reference.status());
   const std::vector<Tensor> want = (*reference)->Parameters();
 
-  sim::RunResult run = sim::Run(2, [&](int rank, comm::Communicator& sim_comm)
-                                       -> absl::Status {
-    const Device device = Device::CUDA(rank);
-    DeviceMemoryCommunicator comm(sim_comm, rank);
-    // Different initial weights on each rank: the broadcast must fix them.
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
-                            Mlp(4, 8, 3, /*seed=*/1 + rank));
-    TANDEM_RETURN_IF_ERROR(model->To(device));
-    DdpOptions options;
-    options.first_bucket_cap_bytes = 110;  // 2.bias + 2.weight
-    options.bucket_cap_bytes = 100;        // 0.bias; 0.weight alone
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
-                            DistributedDataParallel::Create(*model, comm,
-                                                            options));
-    // Two staged AllGathers, one broadcast per parameter (no buffers).
-    EXPECT_EQ(comm.all_gathers, 2);
-    EXPECT_EQ(comm.broadcasts, 4);
-    EXPECT_EQ(comm.all_reduces, 0);
-    // Rank 0's weights everywhere, still on this rank's device.
-    const std::vector<Tensor> params = model->Parameters();
-    for (size_t i = 0; i < params.size(); ++i) {
-      EXPECT_EQ(params[i].device(), device) << i;
-      EXPECT_EQ(HostFloats(params[i]), HostFloats(want[i]))
-          << "rank " << rank << " parameter " << i;
-    }
-    // Buckets on the device, every gradient a view into its bucket.
-    const std::vector<DdpBucket>& buckets = ddp->buckets();
-    EXPECT_EQ(buckets.size(), 3u);
-    for (const DdpBucket& b : buckets) EXPECT_EQ(b.flat.device(), device);
-    for (const nn::NamedTensor& p : model->NamedParameters()) {
-      const Tensor g = p.tensor.grad();
-      EXPECT_EQ(g.device(), device) << p.name;
-      bool in_a_bucket = false;
-      for (const DdpBucket& b : buckets) {
-        in_a_bucket = in_a_bucket || g.SharesStorageWith(b.flat);
-      }
-      EXPECT_TRUE(in_a_bucket) << p.name;
-    }
-    return absl::OkStatus();
-  });
+  sim::RunResult run =
+      sim::Run(2, [&](int rank, comm::Communicator& sim_comm) -> absl::Status {
+        const Device device = Device::CUDA(rank);
+        DeviceMemoryCommunicator comm(sim_comm, rank);
+        // Different initial weights on each rank: the broadcast must fix them.
+        TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
+                                Mlp(4, 8, 3, /*seed=*/1 + rank));
+        TANDEM_RETURN_IF_ERROR(model->To(device));
+        DdpOptions options;
+        options.first_bucket_cap_bytes = 110;  // 2.bias + 2.weight
+        options.bucket_cap_bytes = 100;        // 0.bias; 0.weight alone
+        TANDEM_ASSIGN_OR_RETURN(
+            std::unique_ptr<DistributedDataParallel> ddp,
+            DistributedDataParallel::Create(*model, comm, options));
+        // Two staged AllGathers, one broadcast per parameter (no buffers).
+        EXPECT_EQ(comm.all_gathers, 2);
+        EXPECT_EQ(comm.broadcasts, 4);
+        EXPECT_EQ(comm.all_reduces, 0);
+        // Rank 0's weights everywhere, still on this rank's device.
+        const std::vector<Tensor> params = model->Parameters();
+        for (size_t i = 0; i < params.size(); ++i) {
+          EXPECT_EQ(params[i].device(), device) << i;
+          EXPECT_EQ(HostFloats(params[i]), HostFloats(want[i]))
+              << "rank " << rank << " parameter " << i;
+        }
+        // Buckets on the device, every gradient a view into its bucket.
+        const std::vector<DdpBucket>& buckets = ddp->buckets();
+        EXPECT_EQ(buckets.size(), 3u);
+        for (const DdpBucket& b : buckets) EXPECT_EQ(b.flat.device(), device);
+        for (const nn::NamedTensor& p : model->NamedParameters()) {
+          const Tensor g = p.tensor.grad();
+          EXPECT_EQ(g.device(), device) << p.name;
+          bool in_a_bucket = false;
+          for (const DdpBucket& b : buckets) {
+            in_a_bucket = in_a_bucket || g.SharesStorageWith(b.flat);
+          }
+          EXPECT_TRUE(in_a_bucket) << p.name;
+        }
+        return absl::OkStatus();
+      });
   ASSERT_OK(run.status());
 }
 
 TEST(DdpDeviceTest, TheStagedCheckStillFindsDifferentModels) {
   Kernels().Reset();
-  sim::RunResult run = sim::Run(2, [&](int rank, comm::Communicator& sim_comm)
-                                       -> absl::Status {
-    DeviceMemoryCommunicator comm(sim_comm, rank);
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
-                            Mlp(4, rank == 0 ? 8 : 6, 3, 1));
-    TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(rank)));
-    return DistributedDataParallel::Create(*model, comm).status();
-  });
+  sim::RunResult run =
+      sim::Run(2, [&](int rank, comm::Communicator& sim_comm) -> absl::Status {
+        DeviceMemoryCommunicator comm(sim_comm, rank);
+        TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
+                                Mlp(4, rank == 0 ? 8 : 6, 3, 1));
+        TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(rank)));
+        return DistributedDataParallel::Create(*model, comm).status();
+      });
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(run.ranks[r].code(), absl::StatusCode::kInvalidArgument) << r;
     EXPECT_THAT(run.ranks[r].message(),
@@ -375,56 +382,58 @@ TEST(DdpDeviceTest, TheStagedCheckStillFindsDifferentModels) {
 
 class DdpDeviceAverageTest : public ::testing::TestWithParam<int> {};
 
-TEST_P(DdpDeviceAverageTest, AveragesOnTheDeviceAndBucketsLaunchDuringBackward) {
+TEST_P(DdpDeviceAverageTest,
+       AveragesOnTheDeviceAndBucketsLaunchDuringBackward) {
   // World 2: the average rides on the all-reduce (kAvg, no scaling kernel);
   // world 3: a ScaleInPlace kernel per parameter, then a Sum. Either way
   // PyTorch's arithmetic: sum over ranks of g_r * float(1 / world).
   const int world = GetParam();
   const bool pow2 = world == 2;
   Kernels().Reset();
-  sim::RunResult run = sim::Run(world, [&](int rank, comm::Communicator& sim_comm)
-                                       -> absl::Status {
-    const Device device = Device::CUDA(rank);
-    DeviceMemoryCommunicator comm(sim_comm, rank);
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Params> model,
-                            Params::Create(device, /*with_buffer=*/false));
-    DdpOptions options;
-    options.first_bucket_cap_bytes = 12;  // c
-    options.bucket_cap_bytes = 8;         // b; a (16 B) alone
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
-                            DistributedDataParallel::Create(*model, comm,
-                                                            options));
-    EXPECT_EQ(ddp->buckets().size(), 3u);
-    const std::vector<Tensor> params = model->Parameters();  // a, b, c
-    TANDEM_ASSIGN_OR_RETURN(Tensor x, Tensor::Zeros({1}));
-    TANDEM_RETURN_IF_ERROR(ddp->Forward(x).status());
-    // Backward order c, b, a; rank r's gradient of parameter i is
-    // (r + 1) * (i + 1). Each bucket launches as soon as it is complete.
-    for (int i = 2; i >= 0; --i) {
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor seed, Tensor::Full(params[i].shape(), (rank + 1) * (i + 1),
-                                    DType::kF32, device));
-      TANDEM_RETURN_IF_ERROR(params[i].Backward(seed));
-      EXPECT_EQ(ddp->num_buckets_launched(), 3 - i) << "after parameter " << i;
-    }
-    EXPECT_EQ(comm.all_reduces, 3);
-    EXPECT_EQ(comm.all_reduce_ops,
-              std::vector<comm::ReduceOp>(3, pow2 ? comm::ReduceOp::kAvg
-                                                  : comm::ReduceOp::kSum));
-    TANDEM_RETURN_IF_ERROR(ddp->FinishGradientSync());
-    const float scale = static_cast<float>(1.0 / world);
-    for (int i = 0; i < 3; ++i) {
-      float expected = 0;
-      for (int r = 0; r < world; ++r) {
-        expected += static_cast<float>((r + 1) * (i + 1)) * scale;
-      }
-      const Tensor g = params[i].grad();
-      EXPECT_EQ(g.device(), device);
-      EXPECT_EQ(HostFloats(g), std::vector<float>(g.numel(), expected))
-          << "rank " << rank << " parameter " << i;
-    }
-    return absl::OkStatus();
-  });
+  sim::RunResult run = sim::Run(
+      world, [&](int rank, comm::Communicator& sim_comm) -> absl::Status {
+        const Device device = Device::CUDA(rank);
+        DeviceMemoryCommunicator comm(sim_comm, rank);
+        TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Params> model,
+                                Params::Create(device, /*with_buffer=*/false));
+        DdpOptions options;
+        options.first_bucket_cap_bytes = 12;  // c
+        options.bucket_cap_bytes = 8;         // b; a (16 B) alone
+        TANDEM_ASSIGN_OR_RETURN(
+            std::unique_ptr<DistributedDataParallel> ddp,
+            DistributedDataParallel::Create(*model, comm, options));
+        EXPECT_EQ(ddp->buckets().size(), 3u);
+        const std::vector<Tensor> params = model->Parameters();  // a, b, c
+        TANDEM_ASSIGN_OR_RETURN(Tensor x, Tensor::Zeros({1}));
+        TANDEM_RETURN_IF_ERROR(ddp->Forward(x).status());
+        // Backward order c, b, a; rank r's gradient of parameter i is
+        // (r + 1) * (i + 1). Each bucket launches as soon as it is complete.
+        for (int i = 2; i >= 0; --i) {
+          TANDEM_ASSIGN_OR_RETURN(
+              Tensor seed, Tensor::Full(params[i].shape(), (rank + 1) * (i + 1),
+                                        DType::kF32, device));
+          TANDEM_RETURN_IF_ERROR(params[i].Backward(seed));
+          EXPECT_EQ(ddp->num_buckets_launched(), 3 - i)
+              << "after parameter " << i;
+        }
+        EXPECT_EQ(comm.all_reduces, 3);
+        EXPECT_EQ(comm.all_reduce_ops,
+                  std::vector<comm::ReduceOp>(
+                      3, pow2 ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum));
+        TANDEM_RETURN_IF_ERROR(ddp->FinishGradientSync());
+        const float scale = static_cast<float>(1.0 / world);
+        for (int i = 0; i < 3; ++i) {
+          float expected = 0;
+          for (int r = 0; r < world; ++r) {
+            expected += static_cast<float>((r + 1) * (i + 1)) * scale;
+          }
+          const Tensor g = params[i].grad();
+          EXPECT_EQ(g.device(), device);
+          EXPECT_EQ(HostFloats(g), std::vector<float>(g.numel(), expected))
+              << "rank " << rank << " parameter " << i;
+        }
+        return absl::OkStatus();
+      });
   ASSERT_OK(run.status());
   // Any scaling ran as a device kernel: once per parameter per rank.
   EXPECT_EQ(Kernels().count("ScaleInPlace"), pow2 ? 0 : 3 * world);
@@ -434,40 +443,42 @@ INSTANTIATE_TEST_SUITE_P(Worlds, DdpDeviceAverageTest, ::testing::Values(2, 3));
 
 TEST(DdpDeviceTest, MovingTheModuleAfterWrappingIsReported) {
   Kernels().Reset();
-  sim::RunResult run = sim::Run(1, [&](int, comm::Communicator& comm)
-                                       -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Params> model,
-                            Params::Create(Device::CPU(), false));
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
-                            DistributedDataParallel::Create(*model, comm));
-    TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(0)));
-    TANDEM_ASSIGN_OR_RETURN(Tensor x, Tensor::Zeros({1}));
-    absl::Status s = ddp->Forward(x).status();
-    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-    EXPECT_THAT(s.message(),
-                HasSubstr("parameters are on cuda:0 but its gradient buckets "
-                          "were made on cpu: the module was moved"));
-    return absl::OkStatus();
-  });
+  sim::RunResult run =
+      sim::Run(1, [&](int, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Params> model,
+                                Params::Create(Device::CPU(), false));
+        TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
+                                DistributedDataParallel::Create(*model, comm));
+        TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(0)));
+        TANDEM_ASSIGN_OR_RETURN(Tensor x, Tensor::Zeros({1}));
+        absl::Status s = ddp->Forward(x).status();
+        EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_THAT(
+            s.message(),
+            HasSubstr("parameters are on cuda:0 but its gradient buckets "
+                      "were made on cpu: the module was moved"));
+        return absl::OkStatus();
+      });
   ASSERT_OK(run.status());
 }
 
 TEST(DdpDeviceTest, ParametersAndBuffersMustShareADevice) {
   Kernels().Reset();
-  sim::RunResult run = sim::Run(1, [&](int, comm::Communicator& comm)
-                                       -> absl::Status {
-    // Parameters on cuda:0, the buffer left on the CPU.
-    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Params> model,
-                            Params::Create(Device::CUDA(0), true));
-    absl::Status s = DistributedDataParallel::Create(*model, comm).status();
-    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-    EXPECT_THAT(s.message(),
-                HasSubstr("buffer \"steps\" is on cpu but parameter \"a\" is "
-                          "on cuda:0; move the whole module to one device"));
-    // Moved together, it is accepted.
-    TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(0)));
-    return DistributedDataParallel::Create(*model, comm).status();
-  });
+  sim::RunResult run =
+      sim::Run(1, [&](int, comm::Communicator& comm) -> absl::Status {
+        // Parameters on cuda:0, the buffer left on the CPU.
+        TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Params> model,
+                                Params::Create(Device::CUDA(0), true));
+        absl::Status s = DistributedDataParallel::Create(*model, comm).status();
+        EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_THAT(
+            s.message(),
+            HasSubstr("buffer \"steps\" is on cpu but parameter \"a\" is "
+                      "on cuda:0; move the whole module to one device"));
+        // Moved together, it is accepted.
+        TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(0)));
+        return DistributedDataParallel::Create(*model, comm).status();
+      });
   ASSERT_OK(run.status());
 }
 

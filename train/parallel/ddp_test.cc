@@ -36,9 +36,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    const ::absl::Status ddp_test_s_ = (expr);   \
+#define ASSERT_OK(expr)                           \
+  do {                                            \
+    const ::absl::Status ddp_test_s_ = (expr);    \
     ASSERT_TRUE(ddp_test_s_.ok()) << ddp_test_s_; \
   } while (false)
 
@@ -50,9 +50,11 @@ absl::StatusOr<std::unique_ptr<nn::Sequential>> Mlp(int64_t in, int64_t hidden,
   auto model = std::make_unique<nn::Sequential>();
   nn::Linear::Options options;
   options.dtype = dtype;
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(in, hidden, gen, options)));
+  TANDEM_RETURN_IF_ERROR(
+      model->Append(nn::Linear::Create(in, hidden, gen, options)));
   TANDEM_RETURN_IF_ERROR(model->Append(std::make_unique<nn::ReLU>()));
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(hidden, out, gen, options)));
+  TANDEM_RETURN_IF_ERROR(
+      model->Append(nn::Linear::Create(hidden, out, gen, options)));
   return model;
 }
 
@@ -82,21 +84,27 @@ class CountingCommunicator : public comm::Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string_view backend() const override { return "counting"; }
-  std::unique_ptr<comm::Work> AllReduce(comm::BufferView, comm::ReduceOp) override {
+  std::unique_ptr<comm::Work> AllReduce(comm::BufferView,
+                                        comm::ReduceOp) override {
     return Count();
   }
   std::unique_ptr<comm::Work> Broadcast(comm::BufferView, int) override {
     return Count();
   }
-  std::unique_ptr<comm::Work> AllGather(comm::BufferView, comm::BufferView) override {
+  std::unique_ptr<comm::Work> AllGather(comm::BufferView,
+                                        comm::BufferView) override {
     return Count();
   }
   std::unique_ptr<comm::Work> ReduceScatter(comm::BufferView, comm::BufferView,
                                             comm::ReduceOp) override {
     return Count();
   }
-  std::unique_ptr<comm::Work> Send(comm::BufferView, int) override { return Count(); }
-  std::unique_ptr<comm::Work> Recv(comm::BufferView, int) override { return Count(); }
+  std::unique_ptr<comm::Work> Send(comm::BufferView, int) override {
+    return Count();
+  }
+  std::unique_ptr<comm::Work> Recv(comm::BufferView, int) override {
+    return Count();
+  }
   absl::Status Barrier() override {
     ++calls;
     return absl::InternalError("no communication expected");
@@ -107,7 +115,8 @@ class CountingCommunicator : public comm::Communicator {
  private:
   std::unique_ptr<comm::Work> Count() {
     ++calls;
-    return comm::MakeCompletedWork(absl::InternalError("no communication expected"));
+    return comm::MakeCompletedWork(
+        absl::InternalError("no communication expected"));
   }
 };
 
@@ -117,9 +126,10 @@ class PartlyUsed : public nn::Module {
   static absl::StatusOr<std::unique_ptr<PartlyUsed>> Create(uint64_t seed) {
     Generator gen(seed);
     auto m = std::unique_ptr<PartlyUsed>(new PartlyUsed());
-    TANDEM_ASSIGN_OR_RETURN(m->used_, m->RegisterModule("used", nn::Linear::Create(3, 2, gen)));
-    TANDEM_ASSIGN_OR_RETURN(m->unused_,
-                            m->RegisterModule("unused", nn::Linear::Create(3, 2, gen)));
+    TANDEM_ASSIGN_OR_RETURN(
+        m->used_, m->RegisterModule("used", nn::Linear::Create(3, 2, gen)));
+    TANDEM_ASSIGN_OR_RETURN(
+        m->unused_, m->RegisterModule("unused", nn::Linear::Create(3, 2, gen)));
     return m;
   }
   absl::StatusOr<Tensor> Forward(const Tensor& x) override {
@@ -265,7 +275,8 @@ TEST(DdpWorldSizeOneTest, NoCommunicationAndLocalGradients) {
   const auto a = (*model)->NamedParameters();
   const auto b = (*twin)->NamedParameters();
   for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(Values(a[i].tensor.grad()), Values(b[i].tensor.grad())) << a[i].name;
+    EXPECT_EQ(Values(a[i].tensor.grad()), Values(b[i].tensor.grad()))
+        << a[i].name;
   }
 }
 
@@ -277,7 +288,8 @@ TEST(DdpCreateTest, BadOptions) {
   CountingCommunicator comm;
   DdpOptions options;
   options.first_bucket_cap_bytes = 0;
-  absl::Status s = DistributedDataParallel::Create(**model, comm, options).status();
+  absl::Status s =
+      DistributedDataParallel::Create(**model, comm, options).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("first_bucket_cap_bytes = 0"));
 
@@ -307,67 +319,83 @@ TEST(DdpCreateTest, ModuleWithoutTrainableParameters) {
 TEST(DdpCreateTest, BroadcastsRank0Parameters) {
   constexpr int kWorld = 3;
   std::vector<std::vector<float>> first_weight(kWorld);
-  sim::RunResult result = sim::Run(kWorld, [&](int rank, comm::Communicator& comm) -> absl::Status {
-    // Every rank starts from different weights.
-    TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(2, 3, 2, 100 + rank));
-    TANDEM_ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(*model, comm));
-    first_weight[rank] = Values(model->NamedParameters()[0].tensor);
-    return absl::OkStatus();
-  });
+  sim::RunResult result =
+      sim::Run(kWorld, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        // Every rank starts from different weights.
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(2, 3, 2, 100 + rank));
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
+        first_weight[rank] = Values(model->NamedParameters()[0].tensor);
+        return absl::OkStatus();
+      });
   ASSERT_OK(result.status());
   absl::StatusOr<std::unique_ptr<nn::Sequential>> rank0 = Mlp(2, 3, 2, 100);
   ASSERT_OK(rank0.status());
   for (int r = 0; r < kWorld; ++r) {
-    EXPECT_EQ(first_weight[r], Values((*rank0)->NamedParameters()[0].tensor)) << r;
+    EXPECT_EQ(first_weight[r], Values((*rank0)->NamedParameters()[0].tensor))
+        << r;
   }
 }
 
 // Every rank fails with the same message naming rank `bad` and the parameter.
-void ExpectModelMismatch(const sim::RunResult& result, const std::string& what) {
+void ExpectModelMismatch(const sim::RunResult& result,
+                         const std::string& what) {
   ASSERT_TRUE(result.launch.ok()) << result.launch;
   for (size_t r = 0; r < result.ranks.size(); ++r) {
-    EXPECT_EQ(result.ranks[r].code(), absl::StatusCode::kInvalidArgument) << result.ranks[r];
+    EXPECT_EQ(result.ranks[r].code(), absl::StatusCode::kInvalidArgument)
+        << result.ranks[r];
     EXPECT_THAT(result.ranks[r].message(), HasSubstr(what)) << r;
-    EXPECT_THAT(result.ranks[r].message(), HasSubstr("the ranks hold different models")) << r;
+    EXPECT_THAT(result.ranks[r].message(),
+                HasSubstr("the ranks hold different models"))
+        << r;
   }
 }
 
 TEST(DdpCreateTest, ShapeMismatchNamesRankAndParameter) {
-  sim::RunResult result = sim::Run(3, [](int rank, comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(2, rank == 2 ? 4 : 3, 2, 1));
-    return DistributedDataParallel::Create(*model, comm).status();
-  });
-  ExpectModelMismatch(result,
-                      "parameter 0 is \"0.weight\" f32[3, 2] on rank 0 but \"0.weight\" "
-                      "f32[4, 2] on rank 2");
+  sim::RunResult result =
+      sim::Run(3, [](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(2, rank == 2 ? 4 : 3, 2, 1));
+        return DistributedDataParallel::Create(*model, comm).status();
+      });
+  ExpectModelMismatch(
+      result,
+      "parameter 0 is \"0.weight\" f32[3, 2] on rank 0 but \"0.weight\" "
+      "f32[4, 2] on rank 2");
 }
 
 TEST(DdpCreateTest, DtypeMismatchNamesRankAndParameter) {
-  sim::RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(auto model,
-                            Mlp(2, 3, 2, 1, rank == 1 ? DType::kF64 : DType::kF32));
-    return DistributedDataParallel::Create(*model, comm).status();
-  });
-  ExpectModelMismatch(result, "\"0.weight\" f32[3, 2] on rank 0 but \"0.weight\" f64[3, 2] on rank 1");
+  sim::RunResult result =
+      sim::Run(2, [](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(
+            auto model, Mlp(2, 3, 2, 1, rank == 1 ? DType::kF64 : DType::kF32));
+        return DistributedDataParallel::Create(*model, comm).status();
+      });
+  ExpectModelMismatch(
+      result,
+      "\"0.weight\" f32[3, 2] on rank 0 but \"0.weight\" f64[3, 2] on rank 1");
 }
 
 TEST(DdpCreateTest, CountMismatchNamesRankAndParameter) {
-  sim::RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) -> absl::Status {
-    Generator gen(1);
-    nn::Sequential model;
-    TANDEM_RETURN_IF_ERROR(model.Append(nn::Linear::Create(2, 2, gen)));
-    if (rank == 0) TANDEM_RETURN_IF_ERROR(model.Append(nn::Linear::Create(2, 2, gen)));
-    return DistributedDataParallel::Create(model, comm).status();
-  });
-  ExpectModelMismatch(result,
-                      "rank 1 has 2 parameters but rank 0 has 4 (parameter 2, \"1.weight\" "
-                      "f32[2, 2], exists only on rank 0)");
+  sim::RunResult result =
+      sim::Run(2, [](int rank, comm::Communicator& comm) -> absl::Status {
+        Generator gen(1);
+        nn::Sequential model;
+        TANDEM_RETURN_IF_ERROR(model.Append(nn::Linear::Create(2, 2, gen)));
+        if (rank == 0)
+          TANDEM_RETURN_IF_ERROR(model.Append(nn::Linear::Create(2, 2, gen)));
+        return DistributedDataParallel::Create(model, comm).status();
+      });
+  ExpectModelMismatch(
+      result,
+      "rank 1 has 2 parameters but rank 0 has 4 (parameter 2, \"1.weight\" "
+      "f32[2, 2], exists only on rank 0)");
 }
 
 // ---- Gradient averaging and overlap.
 
 // World size x overlap on/off.
-class DdpAverageTest : public ::testing::TestWithParam<std::tuple<int, bool>> {};
+class DdpAverageTest : public ::testing::TestWithParam<std::tuple<int, bool>> {
+};
 
 TEST_P(DdpAverageTest, EqualsPyTorchArithmeticBitForBit) {
   // Rank r trains on its own batch; the averaged gradient equals PyTorch's
@@ -381,22 +409,27 @@ TEST_P(DdpAverageTest, EqualsPyTorchArithmeticBitForBit) {
   options.first_bucket_cap_bytes = 64;
   options.bucket_cap_bytes = 64;
   options.overlap = overlap;
-  sim::RunResult result = sim::Run(world, [&](int rank, comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(4, 8, 3, 5));
-    TANDEM_ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(*model, comm, options));
-    TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(3, 4, 20 + rank));
-    TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
-    TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
-    TANDEM_RETURN_IF_ERROR(loss.Backward());
-    const int64_t launched = ddp->num_buckets_launched();
-    if (overlap ? launched != static_cast<int64_t>(ddp->buckets().size()) : launched != 0) {
-      return absl::InternalError(absl::StrCat(launched, " of ", ddp->buckets().size(),
-                                              " buckets launched when backward ended"));
-    }
-    TANDEM_RETURN_IF_ERROR(ddp->FinishGradientSync());
-    for (const Tensor& p : model->Parameters()) grads[rank].push_back(Values(p.grad()));
-    return absl::OkStatus();
-  });
+  sim::RunResult result =
+      sim::Run(world, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(4, 8, 3, 5));
+        TANDEM_ASSIGN_OR_RETURN(
+            auto ddp, DistributedDataParallel::Create(*model, comm, options));
+        TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(3, 4, 20 + rank));
+        TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
+        TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+        TANDEM_RETURN_IF_ERROR(loss.Backward());
+        const int64_t launched = ddp->num_buckets_launched();
+        if (overlap ? launched != static_cast<int64_t>(ddp->buckets().size())
+                    : launched != 0) {
+          return absl::InternalError(
+              absl::StrCat(launched, " of ", ddp->buckets().size(),
+                           " buckets launched when backward ended"));
+        }
+        TANDEM_RETURN_IF_ERROR(ddp->FinishGradientSync());
+        for (const Tensor& p : model->Parameters())
+          grads[rank].push_back(Values(p.grad()));
+        return absl::OkStatus();
+      });
   ASSERT_OK(result.status());
 
   std::vector<std::vector<std::vector<float>>> local(world);
@@ -410,7 +443,8 @@ TEST_P(DdpAverageTest, EqualsPyTorchArithmeticBitForBit) {
     absl::StatusOr<Tensor> loss = SquareLoss(*y);
     ASSERT_OK(loss.status());
     ASSERT_OK(loss->Backward());
-    for (const Tensor& p : (*model)->Parameters()) local[r].push_back(Values(p.grad()));
+    for (const Tensor& p : (*model)->Parameters())
+      local[r].push_back(Values(p.grad()));
   }
   const float scale = static_cast<float>(1.0 / world);
   for (size_t i = 0; i < local[0].size(); ++i) {
@@ -441,34 +475,39 @@ TEST(DdpSyncTest, BucketsLaunchWhileBackwardRuns) {
   DdpOptions options;
   options.first_bucket_cap_bytes = 1;
   options.bucket_cap_bytes = 1;
-  sim::RunResult result = sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(4, 8, 3, 5));
-    TANDEM_ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(*model, comm, options));
-    buckets[rank] = static_cast<int64_t>(ddp->buckets().size());
-    DistributedDataParallel* raw = ddp.get();
-    // Registered after DDP's hooks, so they run after DDP handled the
-    // gradient.
-    const std::vector<Tensor> params = model->Parameters();
-    TANDEM_RETURN_IF_ERROR(params[3]  // 2.bias
-                               .AddPostAccumulateGradHook([&, raw, rank](Tensor&) {
-                                 launched_at_last_layer[rank] = raw->num_buckets_launched();
-                               })
-                               .status());
-    TANDEM_RETURN_IF_ERROR(params[0]  // 0.weight
-                               .AddPostAccumulateGradHook([&, raw, rank](Tensor&) {
-                                 launched_at_first_layer[rank] = raw->num_buckets_launched();
-                               })
-                               .status());
-    TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(3, 4, 20 + rank));
-    TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
-    TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
-    TANDEM_RETURN_IF_ERROR(loss.Backward());
-    // Backward is over; nothing waited for yet.
-    if (ddp->num_buckets_launched() != 4) {
-      return absl::InternalError("not every bucket launched after backward");
-    }
-    return ddp->FinishGradientSync();
-  });
+  sim::RunResult result =
+      sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(4, 8, 3, 5));
+        TANDEM_ASSIGN_OR_RETURN(
+            auto ddp, DistributedDataParallel::Create(*model, comm, options));
+        buckets[rank] = static_cast<int64_t>(ddp->buckets().size());
+        DistributedDataParallel* raw = ddp.get();
+        // Registered after DDP's hooks, so they run after DDP handled the
+        // gradient.
+        const std::vector<Tensor> params = model->Parameters();
+        TANDEM_RETURN_IF_ERROR(
+            params[3]  // 2.bias
+                .AddPostAccumulateGradHook([&, raw, rank](Tensor&) {
+                  launched_at_last_layer[rank] = raw->num_buckets_launched();
+                })
+                .status());
+        TANDEM_RETURN_IF_ERROR(
+            params[0]  // 0.weight
+                .AddPostAccumulateGradHook([&, raw, rank](Tensor&) {
+                  launched_at_first_layer[rank] = raw->num_buckets_launched();
+                })
+                .status());
+        TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(3, 4, 20 + rank));
+        TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
+        TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+        TANDEM_RETURN_IF_ERROR(loss.Backward());
+        // Backward is over; nothing waited for yet.
+        if (ddp->num_buckets_launched() != 4) {
+          return absl::InternalError(
+              "not every bucket launched after backward");
+        }
+        return ddp->FinishGradientSync();
+      });
   ASSERT_OK(result.status());
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(buckets[r], 4);
@@ -479,42 +518,48 @@ TEST(DdpSyncTest, BucketsLaunchWhileBackwardRuns) {
 }
 
 TEST(DdpSyncTest, ClearedGradientsAreReinstalledAsViews) {
-  sim::RunResult result = sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(4, 8, 3, 5));
-    TANDEM_ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(*model, comm));
-    model->ZeroGrad(/*set_to_none=*/true);  // drops the views
-    TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(3, 4, 20 + rank));
-    TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
-    TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
-    TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
-    for (const Tensor& p : model->Parameters()) {
-      if (!p.grad().SharesStorageWith(ddp->buckets()[0].flat)) {
-        return absl::InternalError("gradient is not a bucket view");
-      }
-    }
-    return absl::OkStatus();
-  });
+  sim::RunResult result =
+      sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(4, 8, 3, 5));
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
+        model->ZeroGrad(/*set_to_none=*/true);  // drops the views
+        TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(3, 4, 20 + rank));
+        TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
+        TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+        TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+        for (const Tensor& p : model->Parameters()) {
+          if (!p.grad().SharesStorageWith(ddp->buckets()[0].flat)) {
+            return absl::InternalError("gradient is not a bucket view");
+          }
+        }
+        return absl::OkStatus();
+      });
   ASSERT_OK(result.status());
 }
 
 // ---- find_unused_parameters and the misuse errors.
 
 TEST(DdpMisuseTest, UnusedParameterWithoutFindUnusedParameters) {
-  sim::RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(auto model, PartlyUsed::Create(1));
-    TANDEM_ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(*model, comm));
-    TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(2, 3, rank));
-    TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
-    TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
-    return ddp->Backward(loss);
-  });
+  sim::RunResult result =
+      sim::Run(2, [](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, PartlyUsed::Create(1));
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
+        TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(2, 3, rank));
+        TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
+        TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+        return ddp->Backward(loss);
+      });
   for (int r = 0; r < 2; ++r) {
     const absl::Status& s = result.ranks[r];
     // Each rank finds the problem itself; whichever returns first may abort
     // the other's collectives, but the local check runs before any wait.
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    EXPECT_THAT(s.message(), HasSubstr("2 of 4 parameters received no gradient in this step: "
-                                       "\"unused.weight\", \"unused.bias\""));
+    EXPECT_THAT(
+        s.message(),
+        HasSubstr("2 of 4 parameters received no gradient in this step: "
+                  "\"unused.weight\", \"unused.bias\""));
     EXPECT_THAT(s.message(), HasSubstr("find_unused_parameters = true"));
   }
 }
@@ -527,20 +572,24 @@ TEST(DdpMisuseTest, FindUnusedParametersAveragesZeros) {
   options.find_unused_parameters = true;
   options.first_bucket_cap_bytes = 8;  // split the layers
   options.bucket_cap_bytes = 8;
-  sim::RunResult result = sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(auto model, PartlyUsed::Create(1));
-    model->use_both = rank == 0;
-    TANDEM_ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(*model, comm, options));
-    for (int step = 0; step < 2; ++step) {  // the second step reuses the state
-      model->ZeroGrad();
-      TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(2, 3, 0));
-      TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
-      TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
-      TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
-    }
-    unused_grad[rank] = Values(model->NamedParameters()[3].tensor.grad());  // unused.bias
-    return absl::OkStatus();
-  });
+  sim::RunResult result =
+      sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, PartlyUsed::Create(1));
+        model->use_both = rank == 0;
+        TANDEM_ASSIGN_OR_RETURN(
+            auto ddp, DistributedDataParallel::Create(*model, comm, options));
+        for (int step = 0; step < 2;
+             ++step) {  // the second step reuses the state
+          model->ZeroGrad();
+          TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(2, 3, 0));
+          TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
+          TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+          TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+        }
+        unused_grad[rank] =
+            Values(model->NamedParameters()[3].tensor.grad());  // unused.bias
+        return absl::OkStatus();
+      });
   ASSERT_OK(result.status());
 
   absl::StatusOr<std::unique_ptr<PartlyUsed>> local = PartlyUsed::Create(1);
@@ -553,7 +602,8 @@ TEST(DdpMisuseTest, FindUnusedParametersAveragesZeros) {
   absl::StatusOr<Tensor> loss = SquareLoss(*y);
   ASSERT_OK(loss.status());
   ASSERT_OK(loss->Backward());
-  std::vector<float> expected = Values((*local)->NamedParameters()[3].tensor.grad());
+  std::vector<float> expected =
+      Values((*local)->NamedParameters()[3].tensor.grad());
   ASSERT_EQ(expected.size(), 2u);
   for (float& v : expected) v = v * 0.5f + 0.f;
   EXPECT_EQ(unused_grad[0], expected);
@@ -561,27 +611,33 @@ TEST(DdpMisuseTest, FindUnusedParametersAveragesZeros) {
 }
 
 TEST(DdpMisuseTest, ForwardBeforeTheReductionFinished) {
-  sim::RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(3, 4, 2, 1));
-    TANDEM_ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(*model, comm));
-    TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(2, 3, rank));
-    TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
-    TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
-    TANDEM_RETURN_IF_ERROR(loss.Backward());  // forgot FinishGradientSync
-    absl::Status again = ddp->Forward(x).status();
-    if (again.code() != absl::StatusCode::kFailedPrecondition) {
-      return absl::InternalError(absl::StrCat("expected FailedPrecondition, got ", again.ToString()));
-    }
-    if (again.message().find("call ddp.FinishGradientSync()") == absl::string_view::npos ||
-        again.message().find("1 of 1 buckets launched") == absl::string_view::npos) {
-      return absl::InternalError(absl::StrCat("unexpected message: ", again.ToString()));
-    }
-    // The advice works: finish, then the next step runs.
-    TANDEM_RETURN_IF_ERROR(ddp->FinishGradientSync());
-    TANDEM_ASSIGN_OR_RETURN(y, ddp->Forward(x));
-    TANDEM_ASSIGN_OR_RETURN(loss, SquareLoss(y));
-    return ddp->Backward(loss);
-  });
+  sim::RunResult result =
+      sim::Run(2, [](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(3, 4, 2, 1));
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
+        TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(2, 3, rank));
+        TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
+        TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+        TANDEM_RETURN_IF_ERROR(loss.Backward());  // forgot FinishGradientSync
+        absl::Status again = ddp->Forward(x).status();
+        if (again.code() != absl::StatusCode::kFailedPrecondition) {
+          return absl::InternalError(absl::StrCat(
+              "expected FailedPrecondition, got ", again.ToString()));
+        }
+        if (again.message().find("call ddp.FinishGradientSync()") ==
+                absl::string_view::npos ||
+            again.message().find("1 of 1 buckets launched") ==
+                absl::string_view::npos) {
+          return absl::InternalError(
+              absl::StrCat("unexpected message: ", again.ToString()));
+        }
+        // The advice works: finish, then the next step runs.
+        TANDEM_RETURN_IF_ERROR(ddp->FinishGradientSync());
+        TANDEM_ASSIGN_OR_RETURN(y, ddp->Forward(x));
+        TANDEM_ASSIGN_OR_RETURN(loss, SquareLoss(y));
+        return ddp->Backward(loss);
+      });
   ASSERT_OK(result.status());
 }
 
@@ -604,7 +660,8 @@ TEST(DdpMisuseTest, SecondBackwardBeforeSync) {
   ASSERT_OK(loss->Backward());
   absl::Status s = (*ddp)->FinishGradientSync();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("received a gradient twice in one synchronised step"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("received a gradient twice in one synchronised step"));
   EXPECT_THAT(s.message(), HasSubstr("ddp.NoSync()"));
   // The next step is clean again.
   y = (*ddp)->Forward(*x);
@@ -632,11 +689,13 @@ TEST(DdpMisuseTest, BackwardWithoutDdpForward) {
   ASSERT_OK(loss.status());
   absl::Status s = (*ddp)->Backward(*loss);
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("Backward(loss) without a Forward to synchronise"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("Backward(loss) without a Forward to synchronise"));
 
   s = (*ddp)->FinishGradientSync();
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(s.message(), HasSubstr("FinishGradientSync without a step to finish"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("FinishGradientSync without a step to finish"));
 
   // A DDP Forward under NoGradGuard (evaluation) arms nothing either.
   {
@@ -676,7 +735,8 @@ TEST(DdpMisuseTest, BackwardErrorIsReturnedWithTheRank) {
   // Non-scalar "loss": autograd refuses.
   absl::Status s = (*ddp)->Backward(*y);
   EXPECT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("DistributedDataParallel on rank 0: backward failed"));
+  EXPECT_THAT(s.message(),
+              HasSubstr("DistributedDataParallel on rank 0: backward failed"));
   // The iteration was abandoned cleanly.
   y = (*ddp)->Forward(*x);
   ASSERT_OK(y.status());
@@ -692,27 +752,31 @@ TEST(DdpNoSyncTest, AccumulatesLocallyThenReducesTheSum) {
   // the average over ranks of (g_first + g_second).
   std::vector<std::vector<float>> inside(2), after(2);
   std::vector<int> launched_inside(2, -1);
-  sim::RunResult result = sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(3, 4, 2, 1));
-    TANDEM_ASSIGN_OR_RETURN(auto ddp, DistributedDataParallel::Create(*model, comm));
-    TANDEM_ASSIGN_OR_RETURN(Tensor x0, Features(2, 3, 10 + rank));
-    TANDEM_ASSIGN_OR_RETURN(Tensor x1, Features(2, 3, 20 + rank));
-    {
-      auto no_sync = ddp->NoSync();
-      if (ddp->require_gradient_sync()) return absl::InternalError("NoSync ignored");
-      TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x0));
-      TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
-      TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
-      launched_inside[rank] = static_cast<int>(ddp->num_buckets_launched());
-      inside[rank] = Values(model->Parameters()[3].grad());
-    }
-    if (!ddp->require_gradient_sync()) return absl::InternalError("NoSync not restored");
-    TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x1));
-    TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
-    TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
-    after[rank] = Values(model->Parameters()[3].grad());
-    return absl::OkStatus();
-  });
+  sim::RunResult result =
+      sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(3, 4, 2, 1));
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
+        TANDEM_ASSIGN_OR_RETURN(Tensor x0, Features(2, 3, 10 + rank));
+        TANDEM_ASSIGN_OR_RETURN(Tensor x1, Features(2, 3, 20 + rank));
+        {
+          auto no_sync = ddp->NoSync();
+          if (ddp->require_gradient_sync())
+            return absl::InternalError("NoSync ignored");
+          TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x0));
+          TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+          TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+          launched_inside[rank] = static_cast<int>(ddp->num_buckets_launched());
+          inside[rank] = Values(model->Parameters()[3].grad());
+        }
+        if (!ddp->require_gradient_sync())
+          return absl::InternalError("NoSync not restored");
+        TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x1));
+        TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+        TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+        after[rank] = Values(model->Parameters()[3].grad());
+        return absl::OkStatus();
+      });
   ASSERT_OK(result.status());
 
   std::vector<std::vector<float>> local_sum(2), local_first(2);
