@@ -1,5 +1,5 @@
 // tandem::Generator — a random number generator that reproduces PyTorch's CPU
-// generator bit for bit (see shared/PYTORCH_COMPAT.md).
+// generator bit for bit (see docs/pytorch_compat.md).
 //
 // PyTorch's CPU generator is a 32-bit Mersenne Twister seeded exactly like
 // std::mt19937(uint32_t(seed)); randperm, uniform_ and the weight initialisers

@@ -181,8 +181,8 @@ TEST(GeneratorTest, LongUniformStreamsMatchPyTorch) {
 TEST(GeneratorTest, LinearInitMatchesPyTorch) {
   // torch.manual_seed(123); l = torch.nn.Linear(2, 30)
   // ['%.9g' % v for v in l.weight.flatten()[:4]], same for l.bias[:3].
-  // (PYTORCH_COMPAT.md lists these to 8 digits: -0.28834125, 0.02342260, ...;
-  // weight is [30, 2], so its "weight[0][0..3]" is the flat first four.)
+  // (docs/pytorch_compat.md lists these to 8 digits: -0.28834125, 0.02342260,
+  // ...; weight is [30, 2], so its "weight[0][0..3]" is the flat first four.)
   Generator gen(123);
   std::vector<float> weight(60);
   std::vector<float> bias(30);

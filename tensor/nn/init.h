@@ -1,6 +1,6 @@
 // Parameter initialisers after torch.nn.init, drawing from an explicit
 // tandem::Generator so that the same seed gives PyTorch's initial weights bit
-// for bit (shared/PYTORCH_COMPAT.md).
+// for bit (docs/pytorch_compat.md).
 //
 //   tandem::Generator gen(123);
 //   TANDEM_ASSIGN_OR_RETURN(tandem::Tensor w, tandem::Tensor::Empty({30, 2}));

@@ -11,10 +11,10 @@
 //   }
 //
 // Batch b holds samples indices[b * batch_size, (b + 1) * batch_size), in
-// that order (PYTORCH_COMPAT.md); the last batch is shorter unless drop_last
-// drops it. GetBatch copies the rows into fresh tensors (the dataset is never
-// aliased by a batch, so training cannot modify it). Thread-safety: const
-// methods may run concurrently.
+// that order (docs/pytorch_compat.md); the last batch is shorter unless
+// drop_last drops it. GetBatch copies the rows into fresh tensors (the dataset
+// is never aliased by a batch, so training cannot modify it). Thread-safety:
+// const methods may run concurrently.
 #ifndef TANDEM_TRAIN_DATA_DATA_LOADER_H_
 #define TANDEM_TRAIN_DATA_DATA_LOADER_H_
 
