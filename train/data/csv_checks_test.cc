@@ -4,6 +4,7 @@
 // .npy passed as CSV or the reverse, another separator).
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -114,6 +115,16 @@ TEST(CsvChecksTest, AnotherSeparatorIsNamed) {
   auto ok =
       LoadCsvDataset(WriteFile("semi2.csv", "1;2;0\n"), {.delimiter = ';'});
   ASSERT_TRUE(ok.ok()) << ok.status();
+}
+
+TEST(CsvChecksTest, TruncatedGzipIsAnErrorNotAShorterDataSet) {
+  std::ifstream in("train/data/digits.csv.gz", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  ASSERT_GT(bytes.size(), 4000u);
+  auto cut = LoadCsvDataset(WriteFile("cut.csv.gz", bytes.substr(0, 4000)));
+  EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(cut.status().message(),
+              HasSubstr("cut.csv.gz: the gzip stream ends early"));
 }
 
 }  // namespace

@@ -43,6 +43,15 @@ absl::StatusOr<std::string> ReadAll(const std::string& path) {
     if (n == 0) break;
     contents.append(buffer, n);
   }
+  // zlib hands back what it could decompress of a cut-off stream and flags
+  // it only here: a truncated .gz must not load as a shorter data set.
+  int code = Z_OK;
+  gzerror(file, &code);
+  if (code == Z_BUF_ERROR) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": the gzip stream ends early (after ", contents.size(),
+        " decompressed bytes); the file is truncated: copy it again"));
+  }
   return contents;
 }
 
