@@ -30,6 +30,7 @@ Outside Bazel the binaries default to bazel-bin/... (build them first);
 import argparse
 import glob
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -56,6 +57,11 @@ MPI_ENV = {
     "OMPI_MCA_btl_tcp_if_include": "lo",
     "OMPI_MCA_oob_tcp_if_include": "lo",
 }
+
+
+# Signals whose 128+N exit status a shell reports for a child it lost:
+# SIGILL, SIGABRT, SIGBUS, SIGFPE, SIGKILL, SIGSEGV, SIGTERM.
+FATAL_SIGNALS = (4, 6, 7, 8, 9, 11, 15)
 
 
 class Case:
@@ -102,64 +108,57 @@ def parse_cases(path):
     return cases, errors
 
 
-def run_case(case, env):
-    """Runs one case; returns (got, seconds, ok, output)."""
-    scratch = tempfile.mkdtemp(prefix="misuse_")
-    case_env = dict(env, TMP=scratch)
+def run_command(argv, seconds, env, cwd, memory_bytes=None):
+    """Runs argv in its own session, killed (the whole group) at `seconds`.
+
+    memory_bytes, when given, caps the address space (RLIMIT_AS) of the
+    command and its children. Returns (got, seconds, exit_code, output):
+    got is the exit code as text, "timeout", or "signal N" (also for a shell
+    that reports 128+N); exit_code is None unless the command exited.
+    """
+    def limit():
+        if memory_bytes is not None:
+            resource.setrlimit(resource.RLIMIT_AS,
+                               (memory_bytes, memory_bytes))
+
     start = time.monotonic()
-    proc = subprocess.Popen(["bash", "-c", case.command], cwd=scratch,
-                            env=case_env, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=limit)
     try:
-        out, _ = proc.communicate(timeout=case.seconds)
-        got_code = proc.returncode
-        timed_out = False
+        out, _ = proc.communicate(timeout=seconds)
+        code = proc.returncode
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        got_code = None
-        timed_out = True
-    seconds = time.monotonic() - start
-    shutil.rmtree(scratch, ignore_errors=True)
+        code = None
+    elapsed = time.monotonic() - start
     output = out.decode("utf-8", errors="replace")
-    if timed_out:
+    if code is None:
         got = "timeout"
-    elif got_code < 0:
-        got = "signal %d" % -got_code
-    elif got_code > 128 and got_code - 128 in (4, 6, 7, 8, 9, 11, 15):
-        got = "%d (signal %d)" % (got_code, got_code - 128)
+    elif code < 0:
+        got, code = "signal %d" % -code, None
+    elif code > 128 and code - 128 in FATAL_SIGNALS:
+        got, code = "%d (signal %d)" % (code, code - 128), None
     else:
-        got = str(got_code)
-    ok = (not timed_out and got_code == case.exit_code and
-          case.phrase in output)
+        got = str(code)
+    return got, elapsed, code, output
+
+
+def run_case(case, env):
+    """Runs one case; returns (got, seconds, ok, output)."""
+    scratch = tempfile.mkdtemp(prefix="misuse_")
+    got, seconds, code, output = run_command(
+        ["bash", "-c", case.command], case.seconds, dict(env, TMP=scratch),
+        scratch)
+    shutil.rmtree(scratch, ignore_errors=True)
+    ok = code == case.exit_code and case.phrase in output
     return got, seconds, ok, output
 
 
-def main():
-    repo_default = os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("cases", nargs="*",
-                        help="*.cases files (default: tests/misuse/*.cases)")
-    parser.add_argument("--repo", default=repo_default,
-                        help="the source tree (for bench/compare)")
-    parser.add_argument("--digits_csv", default=None)
-    parser.add_argument("--only", default="",
-                        help="run only cases whose file:line or command "
-                        "contains this text")
-    for var, rel in BINARIES.items():
-        parser.add_argument("--" + var.lower(), default=None,
-                            help="default: bazel-bin/" + rel)
-    args = parser.parse_args()
-
+def tool_env(args):
+    """The environment every case and sweep run gets (see the docstring)."""
     repo = os.path.abspath(args.repo)
-    files = args.cases or sorted(glob.glob(os.path.join(
-        repo, "tests", "misuse", "*.cases")))
-    if not files:
-        print("misuse: no *.cases files found (looked in %s/tests/misuse)"
-              % repo)
-        return 1
     env = dict(os.environ)
     env["REPO"] = repo
     for var, rel in BINARIES.items():
@@ -168,7 +167,6 @@ def main():
         env[var] = os.path.abspath(path)
     env["DIGITS_CSV"] = os.path.abspath(
         args.digits_csv or os.path.join(repo, "train/data/digits.csv.gz"))
-    have_mpirun = shutil.which("mpirun") is not None
     mpi_flags = "--oversubscribe"
     if os.getuid() == 0:
         mpi_flags = "--allow-run-as-root " + mpi_flags
@@ -184,6 +182,40 @@ def main():
     # Bazel's per-test output files are for this runner, not for the tools.
     for var in ("TEST_PREMATURE_EXIT_FILE", "XML_OUTPUT_FILE", "GTEST_OUTPUT"):
         env.pop(var, None)
+    return env
+
+
+def add_tool_flags(parser):
+    """The flags naming the binaries and data (defaults: bazel-bin/...)."""
+    repo_default = os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    parser.add_argument("--repo", default=repo_default,
+                        help="the source tree (for bench/compare)")
+    parser.add_argument("--digits_csv", default=None)
+    for var, rel in BINARIES.items():
+        parser.add_argument("--" + var.lower(), default=None,
+                            help="default: bazel-bin/" + rel)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("cases", nargs="*",
+                        help="*.cases files (default: tests/misuse/*.cases)")
+    parser.add_argument("--only", default="",
+                        help="run only cases whose file:line or command "
+                        "contains this text")
+    add_tool_flags(parser)
+    args = parser.parse_args()
+
+    repo = os.path.abspath(args.repo)
+    files = args.cases or sorted(glob.glob(os.path.join(
+        repo, "tests", "misuse", "*.cases")))
+    if not files:
+        print("misuse: no *.cases files found (looked in %s/tests/misuse)"
+              % repo)
+        return 1
+    env = tool_env(args)
+    have_mpirun = shutil.which("mpirun") is not None
 
     cases, errors = [], []
     for path in files:
