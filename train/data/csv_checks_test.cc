@@ -2,6 +2,7 @@
 // value after its conversion to the tensor's dtype, labels against the class
 // count, and the files that are not what the caller thinks they are (a BOM, a
 // .npy passed as CSV or the reverse, another separator).
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -125,6 +126,25 @@ TEST(CsvChecksTest, TruncatedGzipIsAnErrorNotAShorterDataSet) {
   EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(cut.status().message(),
               HasSubstr("cut.csv.gz: the gzip stream ends early"));
+}
+
+// Data that came through LoadNpy or memory is checked with Validate.
+TEST(DatasetValidateTest, NamesTheSampleValueAndRange) {
+  auto x = *Tensor::FromVector<float>({1, 2, 3, 4}, {2, 2});
+  auto y = *Tensor::FromVector<int64_t>({0, 1});
+  auto good = *TensorDataset::Create(x, y);
+  EXPECT_TRUE(good.Validate(2, "x.npy").ok());
+  EXPECT_THAT(good.Validate(1, "x.npy").message(),
+              HasSubstr("x.npy: sample 1 has label 1; labels must be class "
+                        "indices in [0, 1)"));
+  EXPECT_FALSE(good.Validate(0, "x.npy").ok());
+  auto inf = *Tensor::FromVector<float>({1, 2, 3, HUGE_VALF}, {2, 2});
+  auto bad = *TensorDataset::Create(inf, y);
+  EXPECT_THAT(bad.Validate(2, "x.npy").message(),
+              HasSubstr("x.npy: sample 1, feature 1 is inf"));
+  auto nan = *Tensor::FromVector<double>({std::nan(""), 2}, {2, 1});
+  EXPECT_THAT(TensorDataset::Create(nan, y)->Validate(2, "n").message(),
+              HasSubstr("n: sample 0, feature 0 is nan"));
 }
 
 }  // namespace
