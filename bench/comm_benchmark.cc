@@ -296,13 +296,10 @@ absl::Status CheckFlags(int max_world) {
   const int64_t min_bytes = absl::GetFlag(FLAGS_min_bytes);
   const int64_t max_bytes = absl::GetFlag(FLAGS_max_bytes);
   TANDEM_RETURN_IF_ERROR(
-      bench::CheckInt("--max_bytes", max_bytes, 4, INT64_MAX));
-  TANDEM_RETURN_IF_ERROR(
-      bench::CheckByteRange(min_bytes, max_bytes, int64_t{5} * max_world));
+      bench::CheckSizeSweep(min_bytes, max_bytes, int64_t{5} * max_world,
+                            absl::GetFlag(FLAGS_target_seconds)));
   TANDEM_RETURN_IF_ERROR(bench::CheckInt(
       "--step_factor", absl::GetFlag(FLAGS_step_factor), 2, INT64_MAX));
-  TANDEM_RETURN_IF_ERROR(bench::CheckSeconds(
-      "--target_seconds", absl::GetFlag(FLAGS_target_seconds)));
   const double spin = absl::GetFlag(FLAGS_spin_us);
   if (std::isnan(spin) || spin > 1e6) {
     return absl::InvalidArgumentError(absl::StrCat(

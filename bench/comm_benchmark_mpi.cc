@@ -204,18 +204,13 @@ int main(int argc, char** argv) {
   // Before MPI starts: every rank checks the same flags and exits 2 alike.
   // One buffer of max_bytes per process (several processes may share the
   // machine: each is checked alone).
-  for (const absl::Status& s :
-       {tandem::bench::CheckInt("--max_bytes", absl::GetFlag(FLAGS_max_bytes),
-                                4, INT64_MAX),
-        tandem::bench::CheckByteRange(absl::GetFlag(FLAGS_min_bytes),
-                                      absl::GetFlag(FLAGS_max_bytes), 1),
-        tandem::bench::CheckSeconds("--target_seconds",
-                                    absl::GetFlag(FLAGS_target_seconds))}) {
-    if (!s.ok()) {
-      std::fprintf(stderr, "comm_benchmark_mpi: %s\n",
-                   std::string(s.message()).c_str());
-      return 2;
-    }
+  absl::Status flags = tandem::bench::CheckSizeSweep(
+      absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes), 1,
+      absl::GetFlag(FLAGS_target_seconds));
+  if (!flags.ok()) {
+    std::fprintf(stderr, "comm_benchmark_mpi: %s\n",
+                 std::string(flags.message()).c_str());
+    return 2;
   }
   absl::StatusOr<std::unique_ptr<tandem::comm::MpiCommunicator>> comm =
       tandem::comm::MpiCommunicator::Create();

@@ -2,8 +2,12 @@
 
 #include <cmath>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/memory.h"
+#include "base/status_macros.h"
 
 namespace tandem::bench {
 
@@ -39,6 +43,14 @@ absl::Status CheckByteRange(int64_t min_bytes, int64_t max_bytes,
                    " bytes of buffers per byte)"));
 }
 
+absl::Status CheckSizeSweep(int64_t min_bytes, int64_t max_bytes,
+                            int64_t buffers_per_byte, double target_seconds) {
+  TANDEM_RETURN_IF_ERROR(CheckInt("--max_bytes", max_bytes, 4, INT64_MAX));
+  TANDEM_RETURN_IF_ERROR(
+      CheckByteRange(min_bytes, max_bytes, buffers_per_byte));
+  return CheckSeconds("--target_seconds", target_seconds);
+}
+
 std::vector<int64_t> GeometricSizes(int64_t min_bytes, int64_t max_bytes,
                                     int64_t factor) {
   std::vector<int64_t> sizes;
@@ -47,6 +59,38 @@ std::vector<int64_t> GeometricSizes(int64_t min_bytes, int64_t max_bytes,
     if (s > max_bytes / factor) break;  // the next step would pass max_bytes
   }
   return sizes;
+}
+
+absl::Status CheckGoogleBenchmarkFlags(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    absl::string_view value;
+    for (absl::string_view flag :
+         {"--benchmark_min_time=", "--benchmark_min_warmup_time="}) {
+      if (!absl::StartsWith(arg, flag)) continue;
+      value = absl::StripSuffix(arg.substr(flag.size()), "s");
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) ||
+          !(seconds >= 0 && seconds <= 3600)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(flag.substr(0, flag.size() - 1),
+                         " must be a number of seconds in [0, 3600], got '",
+                         arg.substr(flag.size()), "'"));
+      }
+    }
+    constexpr absl::string_view kRepetitions = "--benchmark_repetitions=";
+    if (absl::StartsWith(arg, kRepetitions)) {
+      int64_t repetitions = 0;
+      if (!absl::SimpleAtoi(arg.substr(kRepetitions.size()), &repetitions)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--benchmark_repetitions must be an integer, got '",
+                         arg.substr(kRepetitions.size()), "'"));
+      }
+      TANDEM_RETURN_IF_ERROR(
+          CheckInt("--benchmark_repetitions", repetitions, 1, 10000));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tandem::bench

@@ -31,10 +31,22 @@ absl::Status CheckInt(absl::string_view flag, int64_t value, int64_t lo,
 absl::Status CheckByteRange(int64_t min_bytes, int64_t max_bytes,
                             int64_t buffers_per_byte);
 
+// What every size-sweep benchmark checks: --max_bytes >= 4 (one f32),
+// CheckByteRange and CheckSeconds("--target_seconds", target_seconds).
+absl::Status CheckSizeSweep(int64_t min_bytes, int64_t max_bytes,
+                            int64_t buffers_per_byte, double target_seconds);
+
 // The sizes min_bytes, min_bytes * factor, ... up to max_bytes, without
 // overflow (factor >= 2, 1 <= min_bytes <= max_bytes as checked above).
 std::vector<int64_t> GeometricSizes(int64_t min_bytes, int64_t max_bytes,
                                     int64_t factor);
+
+// Google Benchmark's own numeric flags among argv[1..argc), which the library
+// takes unchecked (--benchmark_min_time=inf or nan runs for ever,
+// --benchmark_repetitions=-1 aborts in std::vector::reserve): min_time and
+// min_warmup_time finite in [0, 3600] (an "s" suffix allowed),
+// repetitions in [1, 10000]. Call before benchmark::Initialize.
+absl::Status CheckGoogleBenchmarkFlags(int argc, const char* const* argv);
 
 }  // namespace tandem::bench
 

@@ -50,5 +50,25 @@ TEST(FlagChecksTest, GeometricSizesStopWithoutOverflow) {
   EXPECT_EQ(GeometricSizes(1, max, 2).size(), 63u);
 }
 
+TEST(FlagChecksTest, GoogleBenchmarkFlags) {
+  const char* good[] = {"bin", "--benchmark_min_time=0.5",
+                        "--benchmark_min_time=2s", "--benchmark_repetitions=3",
+                        "--benchmark_filter=x"};
+  EXPECT_TRUE(CheckGoogleBenchmarkFlags(5, good).ok());
+  for (const char* bad :
+       {"--benchmark_min_time=inf", "--benchmark_min_time=nan",
+        "--benchmark_min_time=-1", "--benchmark_min_warmup_time=1e308",
+        "--benchmark_repetitions=-1", "--benchmark_repetitions=0",
+        "--benchmark_repetitions=nan"}) {
+    const char* argv[] = {"bin", bad};
+    absl::Status s = CheckGoogleBenchmarkFlags(2, argv);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--benchmark_")) << bad;
+  }
+  // argv[0] is never a flag.
+  const char* program[] = {"--benchmark_repetitions=-1"};
+  EXPECT_TRUE(CheckGoogleBenchmarkFlags(1, program).ok());
+}
+
 }  // namespace
 }  // namespace tandem::bench

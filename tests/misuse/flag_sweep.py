@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """The flag sweep (issue 18 section 5): every numeric flag of every binary at
-0, -1, its type's maximum, inf and nan.
+0, -1, its type's maximum, inf and nan (sampler, comm_benchmark,
+comm_benchmark_mpi, mpi_allreduce_peer, ddp_benchmark, tensor_benchmark with
+Google Benchmark's numeric flags, toy_ddp, digits_ddp).
 
     tests/misuse/flag_sweep.py [--only=TEXT]
     ./bazelw test //tests/misuse:flag_sweep_test
@@ -55,9 +57,22 @@ BINARIES = {
         "sweep_world": "int", "target_seconds": "double",
         "min_steps": "int64", "max_steps": "int64", "warmup_steps": "int64",
         "repeats": "int64"}),
+    "TENSOR_BENCHMARK": (["--benchmark_filter=BM_MatMulCblas/M:256/K:256/N:256$",
+                          "--benchmark_min_time=0.01"], {
+        "blas_threads": "int", "benchmark_min_time": "double",
+        "benchmark_repetitions": "int"}),
     "TOY_DDP": (["--backend=sim", "--world_size=2", "--epochs=1"], {
         "world_size": "int", "epochs": "int64", "batch_size": "int64",
         "lr": "double", "seed": "uint64", "loss_precision": "int"}),
+    # MPI binaries run as singletons (one process, no mpirun needed).
+    "COMM_BENCHMARK_MPI": (["--min_bytes=8", "--max_bytes=64",
+                            "--target_seconds=0.001"], {
+        "min_bytes": "int64", "max_bytes": "int64",
+        "target_seconds": "double"}),
+    "MPI_ALLREDUCE_PEER": (["--min_bytes=8", "--max_bytes=64",
+                            "--target_seconds=0.001"], {
+        "min_bytes": "int64", "max_bytes": "int64",
+        "target_seconds": "double"}),
     "DIGITS_DDP": (["--backend=sim", "--world_size=2", "--epochs=1",
                     "--hidden=8", "--data=$DIGITS_CSV"], {
         "world_size": "int", "epochs": "int64", "global_batch_size": "int64",

@@ -14,7 +14,7 @@ must end with (usage errors 2, runtime errors 1, 0 for a run that must
 succeed). phrase: a substring the combined stdout+stderr must contain
 (case-sensitive). command: run with `bash -c` in a fresh scratch directory,
 with $TOY_DDP, $DIGITS_DDP, $SAMPLER, $COMM_BENCHMARK, $COMM_BENCHMARK_MPI,
-$DDP_BENCHMARK, $TENSOR_BENCHMARK (absolute paths of the binaries), $MPIRUN
+$DDP_BENCHMARK, $TENSOR_BENCHMARK, $MPI_ALLREDUCE_PEER (absolute paths of the binaries), $MPIRUN
 (mpirun with the flags and environment comm/mpi/mpirun_test.sh uses),
 $DIGITS_CSV (the digits data, gzipped CSV), $REPO (the source tree) and $TMP
 (the case's scratch directory, also its working directory).
@@ -46,6 +46,7 @@ BINARIES = {
     "COMM_BENCHMARK_MPI": "bench/comm_benchmark_mpi",
     "DDP_BENCHMARK": "bench/ddp_benchmark",
     "TENSOR_BENCHMARK": "bench/tensor_benchmark",
+    "MPI_ALLREDUCE_PEER": "bench/mpi_allreduce_peer",
 }
 
 # The environment comm/mpi/mpirun_test.sh gives mpirun: copy-in/copy-out
