@@ -24,6 +24,7 @@
 // all-reduce time.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -43,6 +44,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
+#include "base/status_macros.h"
+#include "bench/flag_checks.h"
 #include "comm/bandwidth.h"
 #include "comm/communicator.h"
 #include "comm/types.h"
@@ -279,14 +282,32 @@ absl::Status Stream(comm::Communicator& comm, int64_t count, double& copy_gbps,
   return absl::OkStatus();
 }
 
+// Never empty once CheckFlags passed (4 <= max_bytes).
 std::vector<int64_t> Sizes() {
-  std::vector<int64_t> sizes;
-  const int64_t factor = std::max<int64_t>(2, absl::GetFlag(FLAGS_step_factor));
-  for (int64_t s = std::max<int64_t>(4, absl::GetFlag(FLAGS_min_bytes));
-       s <= absl::GetFlag(FLAGS_max_bytes); s *= factor) {
-    sizes.push_back(s);
+  return bench::GeometricSizes(
+      std::max<int64_t>(4, absl::GetFlag(FLAGS_min_bytes)),
+      absl::GetFlag(FLAGS_max_bytes), absl::GetFlag(FLAGS_step_factor));
+}
+
+// The numeric flags, before anything runs: a usage error names the flag.
+// Memory: per rank at most two buffers of S bytes plus the STREAM arrays
+// (three of S), so 5 x world x max_bytes over the process.
+absl::Status CheckFlags(int max_world) {
+  const int64_t min_bytes = absl::GetFlag(FLAGS_min_bytes);
+  const int64_t max_bytes = absl::GetFlag(FLAGS_max_bytes);
+  TANDEM_RETURN_IF_ERROR(
+      bench::CheckSizeSweep(min_bytes, max_bytes, int64_t{5} * max_world,
+                            absl::GetFlag(FLAGS_target_seconds)));
+  TANDEM_RETURN_IF_ERROR(bench::CheckInt(
+      "--step_factor", absl::GetFlag(FLAGS_step_factor), 2, INT64_MAX));
+  const double spin = absl::GetFlag(FLAGS_spin_us);
+  if (std::isnan(spin) || spin > 1e6) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--spin_us must be negative (the default) or at most 1e6 (one "
+        "second), got ",
+        spin));
   }
-  return sizes;
+  return absl::OkStatus();
 }
 
 std::string HumanBytes(int64_t b) {
@@ -444,6 +465,17 @@ int Main() {
       return 2;
     }
     ops.push_back(*it);
+  }
+  if (worlds.empty()) {
+    std::fprintf(stderr, "comm_benchmark: --world_sizes lists no world size\n");
+    return 2;
+  }
+  if (absl::Status s =
+          CheckFlags(*std::max_element(worlds.begin(), worlds.end()));
+      !s.ok()) {
+    std::fprintf(stderr, "comm_benchmark: %s\n",
+                 std::string(s.message()).c_str());
+    return 2;
   }
   std::printf(
       "# tandem comm_benchmark: sim backend (ranks are threads of one "

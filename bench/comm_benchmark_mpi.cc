@@ -40,6 +40,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "bench/flag_checks.h"
 #include "comm/bandwidth.h"
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_communicator.h"
@@ -152,8 +153,9 @@ absl::Status Run(comm::Communicator& comm) {
   const int64_t max_count =
       std::max<int64_t>(absl::GetFlag(FLAGS_max_bytes) / 4, 1);
   std::vector<float> buf(max_count, 0.0f);
-  for (int64_t bytes = std::max<int64_t>(4, absl::GetFlag(FLAGS_min_bytes));
-       bytes <= absl::GetFlag(FLAGS_max_bytes); bytes *= 2) {
+  for (int64_t bytes : bench::GeometricSizes(
+           std::max<int64_t>(4, absl::GetFlag(FLAGS_min_bytes)),
+           absl::GetFlag(FLAGS_max_bytes), 2)) {
     const int64_t count = bytes / 4;
     std::fill(buf.begin(), buf.begin() + count, 1.0f);
     absl::StatusOr<double> probe = TimeAllReduce(comm, buf, count, 1);  // warm
@@ -197,6 +199,17 @@ int main(int argc, char** argv) {
                  "comm_benchmark_mpi: --engine must be tandem, "
                  "iallreduce_wait or iallreduce_spin, found '%s'\n",
                  engine.c_str());
+    return 2;
+  }
+  // Before MPI starts: every rank checks the same flags and exits 2 alike.
+  // One buffer of max_bytes per process (several processes may share the
+  // machine: each is checked alone).
+  absl::Status flags = tandem::bench::CheckSizeSweep(
+      absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes), 1,
+      absl::GetFlag(FLAGS_target_seconds));
+  if (!flags.ok()) {
+    std::fprintf(stderr, "comm_benchmark_mpi: %s\n",
+                 std::string(flags.message()).c_str());
     return 2;
   }
   absl::StatusOr<std::unique_ptr<tandem::comm::MpiCommunicator>> comm =

@@ -73,6 +73,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
+#include "bench/flag_checks.h"
 #include "comm/communicator.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/types.h"
@@ -629,7 +630,47 @@ absl::Status RunMpi(comm::Communicator& comm) {
   return absl::OkStatus();
 }
 
+// The numeric flags, before anything runs (a usage error names the flag):
+// every one bounded, so that no value loops for ever or overflows.
+absl::Status CheckFlags() {
+  constexpr int64_t kMaxSteps = 1000000;
+  const int64_t min_steps = absl::GetFlag(FLAGS_min_steps);
+  TANDEM_RETURN_IF_ERROR(bench::CheckSeconds(
+      "--target_seconds", absl::GetFlag(FLAGS_target_seconds)));
+  TANDEM_RETURN_IF_ERROR(
+      bench::CheckInt("--min_steps", min_steps, 1, kMaxSteps));
+  TANDEM_RETURN_IF_ERROR(bench::CheckInt(
+      "--max_steps", absl::GetFlag(FLAGS_max_steps), min_steps, kMaxSteps));
+  TANDEM_RETURN_IF_ERROR(bench::CheckInt(
+      "--warmup_steps", absl::GetFlag(FLAGS_warmup_steps), 0, kMaxSteps));
+  TANDEM_RETURN_IF_ERROR(
+      bench::CheckInt("--repeats", absl::GetFlag(FLAGS_repeats), 1, 1000));
+  TANDEM_RETURN_IF_ERROR(bench::CheckInt("--sweep_world",
+                                         absl::GetFlag(FLAGS_sweep_world), 0,
+                                         sim::kMaxWorldSize));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::vector<int64_t> worlds,
+      SplitInts(absl::GetFlag(FLAGS_world_sizes), "world_sizes"));
+  for (int64_t w : worlds) {
+    TANDEM_RETURN_IF_ERROR(
+        bench::CheckInt("--world_sizes entry", w, 1, sim::kMaxWorldSize));
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      std::vector<int64_t> caps,
+      SplitInts(absl::GetFlag(FLAGS_bucket_caps_mb), "bucket_caps_mb"));
+  for (int64_t mb : caps) {
+    TANDEM_RETURN_IF_ERROR(
+        bench::CheckInt("--bucket_caps_mb entry", mb, 1, int64_t{1} << 20));
+  }
+  return absl::OkStatus();
+}
+
 int Main() {
+  if (absl::Status s = CheckFlags(); !s.ok()) {
+    std::fprintf(stderr, "ddp_benchmark: %s\n",
+                 std::string(s.message()).c_str());
+    return 2;
+  }
   // One OpenBLAS thread per rank (tandem's default, made explicit).
   if (absl::Status s = cpu::SetBlasNumThreads(1); !s.ok()) {
     std::fprintf(stderr, "ddp_benchmark: %s\n", s.ToString().c_str());

@@ -20,6 +20,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "bench/flag_checks.h"
 #include "comm/bandwidth.h"
 
 ABSL_FLAG(int64_t, min_bytes, 8,
@@ -56,6 +57,20 @@ int main(int argc, char** argv) {
       "Times raw OpenMPI MPI_Allreduce (f32 sum) and prints the nccl-tests "
       "table. Run under mpirun.");
   absl::ParseCommandLine(argc, argv);
+  // Before MPI starts: every rank checks the same flags and exits 2 alike.
+  absl::Status flags = tandem::bench::CheckSizeSweep(
+      absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes), 1,
+      absl::GetFlag(FLAGS_target_seconds));
+  if (flags.ok()) {  // MPI counts are int: at most 2^31 - 1 floats
+    flags =
+        tandem::bench::CheckInt("--max_bytes", absl::GetFlag(FLAGS_max_bytes),
+                                4, int64_t{4} * INT32_MAX);
+  }
+  if (!flags.ok()) {
+    std::fprintf(stderr, "mpi_allreduce_peer: %s\n",
+                 std::string(flags.message()).c_str());
+    return 2;
+  }
   MPI_Init(&argc, &argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -67,8 +82,8 @@ int main(int argc, char** argv) {
   }
   const int64_t max_count = absl::GetFlag(FLAGS_max_bytes) / 4;
   std::vector<float> buf(std::max<int64_t>(max_count, 1));
-  for (int64_t bytes = absl::GetFlag(FLAGS_min_bytes);
-       bytes <= absl::GetFlag(FLAGS_max_bytes); bytes *= 2) {
+  for (int64_t bytes : tandem::bench::GeometricSizes(
+           absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes), 2)) {
     const int64_t count = std::max<int64_t>(bytes / 4, 1);
     // Calibrate: a few iterations tell how many fit the target time.
     std::fill(buf.begin(), buf.begin() + count, 1.0f);

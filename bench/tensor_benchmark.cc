@@ -26,6 +26,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "bench/flag_checks.h"
 #include "benchmark/benchmark.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
@@ -343,10 +345,24 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     constexpr const char kFlag[] = "--blas_threads=";
     if (i > 0 && std::strncmp(argv[i], kFlag, sizeof(kFlag) - 1) == 0) {
-      blas_threads = std::atoi(argv[i] + sizeof(kFlag) - 1);
+      const char* value = argv[i] + sizeof(kFlag) - 1;
+      if (!absl::SimpleAtoi(value, &blas_threads) || blas_threads < 1 ||
+          blas_threads > 1024) {
+        std::fprintf(stderr,
+                     "tensor_benchmark: --blas_threads must be an integer in "
+                     "[1, 1024], got '%s'\n",
+                     value);
+        return 2;
+      }
     } else {
       rest.push_back(argv[i]);
     }
+  }
+  if (absl::Status s = tandem::bench::CheckGoogleBenchmarkFlags(argc, argv);
+      !s.ok()) {
+    std::fprintf(stderr, "tensor_benchmark: %s\n",
+                 std::string(s.message()).c_str());
+    return 2;
   }
   const absl::Status s = tandem::cpu::SetBlasNumThreads(blas_threads);
   if (!s.ok()) {

@@ -6,10 +6,17 @@
 //
 // Every row has the same number of numeric columns; one of them (the last,
 // unless label_column says otherwise) holds the class index, a non-negative
-// integer. Blank lines are skipped. Files ending in .gz are decompressed on
-// the fly (zlib reads uncompressed files too). A malformed file is an error
-// naming the file, the line, the column and what was found; nothing partly
-// loaded is returned.
+// integer. Blank lines are skipped; a leading UTF-8 byte-order mark is
+// ignored (as Python's csv with utf-8-sig and pandas do). Files ending in .gz
+// are decompressed on the fly (zlib reads uncompressed files too).
+//
+// Every value is checked after its conversion to the tensor's dtype: a
+// feature that is not finite as f32 (1e40 overflows) or f64 is an error, and
+// so is a label outside [0, num_classes) when num_classes is set (the label
+// is quoted as written in the file, however large). A malformed file is an
+// error naming the file, the line, the column and what was found, and says
+// what to do: a .npy file passed as CSV, a ';' or tab separator where ','
+// was expected, a ragged row. Nothing partly loaded is returned.
 #ifndef TANDEM_TRAIN_DATA_CSV_DATASET_H_
 #define TANDEM_TRAIN_DATA_CSV_DATASET_H_
 
@@ -30,6 +37,8 @@ struct CsvOptions {
   char delimiter = ',';
   // kF32 or kF64.
   DType feature_dtype = DType::kF32;
+  // > 0: every label must lie in [0, num_classes); 0: any label >= 0.
+  int64_t num_classes = 0;
 };
 
 absl::StatusOr<TensorDataset> LoadCsvDataset(const std::string& path,

@@ -15,7 +15,9 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "tensor/tensor.h"
 
 namespace tandem::train {
@@ -27,6 +29,13 @@ struct TensorDataset {
   static absl::StatusOr<TensorDataset> Create(Tensor features, Tensor labels);
 
   int64_t size() const { return labels.numel(); }
+
+  // Checks the values, for data that did not come through a checking loader
+  // (LoadNpy, tensors built in memory): every floating-point feature is
+  // finite, and every label lies in [0, num_classes) (num_classes >= 1). The
+  // error names `source`, the sample index, the value and the valid range,
+  // so that no bad sample is trained on or scored. O(numel), no copies.
+  absl::Status Validate(int64_t num_classes, absl::string_view source) const;
 
   Tensor features;  // [N, ...]
   Tensor labels;    // [N], int64

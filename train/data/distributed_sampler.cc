@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/memory.h"
 #include "tensor/generator.h"
 
 namespace tandem::train {
@@ -11,7 +12,9 @@ namespace {
 
 // ceil(a / b) for b > 0 and any sign of a, like Python's math.ceil(a / b).
 int64_t CeilDiv(int64_t a, int64_t b) {
-  return a >= 0 ? (a + b - 1) / b : -((-a) / b);
+  // a / b + (a % b != 0) rather than (a + b - 1) / b, which overflows for
+  // b near INT64_MAX.
+  return a >= 0 ? a / b + (a % b != 0) : -((-a) / b);
 }
 
 }  // namespace
@@ -36,6 +39,13 @@ absl::StatusOr<DistributedSampler> DistributedSampler::Create(
   const int64_t num_samples = (options.drop_last && dataset_size % r != 0)
                                   ? CeilDiv(dataset_size - r, r)
                                   : CeilDiv(dataset_size, r);
+  // Indices() holds the dataset's order and this rank's share at once.
+  if (absl::Status fits = CheckFitsInMemory(
+          dataset_size, 2 * sizeof(int64_t),
+          absl::StrCat("DistributedSampler: dataset size ", dataset_size));
+      !fits.ok()) {
+    return absl::InvalidArgumentError(fits.message());
+  }
   return DistributedSampler(dataset_size, options, num_samples);
 }
 
@@ -49,21 +59,18 @@ std::vector<int64_t> DistributedSampler::Indices() const {
     order.resize(dataset_size_);
     std::iota(order.begin(), order.end(), int64_t{0});
   }
-  const int64_t total = total_size();
+  // Position i of the padded (or truncated) global order is order[i % n]:
+  // the padding repeats the order's own prefix, cycling when it is longer
+  // than the order. Only this rank's positions are visited, so the memory is
+  // n + num_samples whatever the world size (n >= 1 whenever num_samples_ >
+  // 0, since total_size() == 0 when n == 0).
   const int64_t n = static_cast<int64_t>(order.size());
-  if (total > n) {
-    // Pad with the order's own prefix, cycling when the padding is longer
-    // than the order (n >= 1 here: total > n >= 0 needs n > 0 for any
-    // padding, since total == 0 when n == 0).
-    order.reserve(total);
-    for (int64_t i = n; i < total; ++i) order.push_back(order[(i - n) % n]);
-  } else {
-    order.resize(total);
-  }
   std::vector<int64_t> mine;
   mine.reserve(num_samples_);
-  for (int64_t i = options_.rank; i < total; i += options_.num_replicas) {
-    mine.push_back(order[i]);
+  for (int64_t k = 0; k < num_samples_; ++k) {
+    // rank + k * R < total_size() <= max(n, R * ceil(n / R)): no overflow
+    // for any n that fits in memory.
+    mine.push_back(order[(options_.rank + k * options_.num_replicas) % n]);
   }
   return mine;
 }

@@ -37,7 +37,10 @@ struct DistributedSamplerOptions {
 class DistributedSampler {
  public:
   // Fails (InvalidArgument, naming the value) when dataset_size < 0,
-  // num_replicas < 1 or rank is outside [0, num_replicas).
+  // num_replicas < 1, rank is outside [0, num_replicas), or the indices of
+  // dataset_size samples would not fit in this machine's physical memory (the
+  // message gives both figures). Any num_replicas up to INT64_MAX is fine:
+  // Indices() never materialises the padded global order.
   static absl::StatusOr<DistributedSampler> Create(
       int64_t dataset_size, const DistributedSamplerOptions& options);
 

@@ -181,5 +181,34 @@ TEST(DistributedSamplerTest, RejectsBadArguments) {
               HasSubstr("dataset size must be >= 0, got -3"));
 }
 
+// A world far larger than the data set pads by cycling the order; the
+// sampler must not build the padded order (2^31 entries here: 16 GiB).
+TEST(DistributedSamplerTest, HugeWorldPadsWithoutMaterialisingTheOrder) {
+  auto huge =
+      DistributedSampler::Create(10, {.num_replicas = 2147483647, .rank = 5});
+  ASSERT_TRUE(huge.ok()) << huge.status();
+  EXPECT_EQ(huge->num_samples(), 1);
+  // Position 5 of the (unpadded) shuffled order, the same as rank 1 of 4.
+  auto rank1 = DistributedSampler::Create(10, {.num_replicas = 4, .rank = 1});
+  EXPECT_EQ(huge->Indices()[0], rank1->Indices()[1]);
+  // Padding that cycles more than once: 3 samples over 8 ranks.
+  auto cycle = DistributedSampler::Create(
+      3, {.num_replicas = 8, .rank = 7, .shuffle = false});
+  EXPECT_THAT(cycle->Indices(), ElementsAreArray({1}));  // position 7 % 3
+  auto max = DistributedSampler::Create(
+      10, {.num_replicas = INT64_MAX, .rank = INT64_MAX - 1});
+  ASSERT_TRUE(max.ok()) << max.status();
+  EXPECT_EQ(max->num_samples(), 1);
+  EXPECT_EQ(max->Indices().size(), 1u);
+}
+
+TEST(DistributedSamplerTest, RefusesADataSetLargerThanMemoryWithTheFigure) {
+  auto too_big = DistributedSampler::Create(INT64_MAX, {.num_replicas = 1});
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_big.status().message(),
+              HasSubstr("dataset size 9223372036854775807"));
+  EXPECT_THAT(too_big.status().message(), HasSubstr("GiB"));
+}
+
 }  // namespace
 }  // namespace tandem::train

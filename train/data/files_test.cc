@@ -134,8 +134,12 @@ TEST(NpyTest, MalformedFilesNameTheProblemAndOffset) {
   big_endian.replace(big_endian.find("<f4"), 3, ">f4");
   EXPECT_THAT(ParseNpy(big_endian, "b.npy").status().message(),
               HasSubstr("element type '>f4' is not supported"));
-  EXPECT_THAT(ParseNpy("hello", "h.npy").status().message(),
-              HasSubstr("h.npy: not a readable .npy file at byte 0: missing"));
+  EXPECT_THAT(
+      ParseNpy(std::string("\x01\x02\x03\x04\x05\x06\x07\x08\x09\x0a\x0b", 11),
+               "h.npy")
+          .status()
+          .message(),
+      HasSubstr("h.npy: not a readable .npy file at byte 0: missing"));
   EXPECT_EQ(LoadNpy(TempPath("nope.npy")).status().code(),
             absl::StatusCode::kNotFound);
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -47,11 +48,38 @@ bool DictValue(absl::string_view header, absl::string_view key,
   return true;
 }
 
+// Whether the first bytes read as text (a CSV file): printable ASCII,
+// whitespace, or a UTF-8 byte-order mark.
+bool LooksLikeText(absl::string_view bytes) {
+  absl::ConsumePrefix(&bytes, "\xEF\xBB\xBF");
+  bytes = bytes.substr(0, 256);
+  if (bytes.empty()) return false;
+  for (char c : bytes) {
+    if (!absl::ascii_isprint(c) && !absl::ascii_isspace(c)) return false;
+  }
+  return true;
+}
+
 }  // namespace
+
+bool LooksLikeNpy(absl::string_view bytes) {
+  return absl::StartsWith(bytes, kMagic);
+}
 
 absl::StatusOr<Tensor> ParseNpy(const std::string& bytes,
                                 const std::string& name) {
-  if (bytes.size() < 10 || absl::string_view(bytes).substr(0, 6) != kMagic) {
+  if (bytes.size() < 10 || !LooksLikeNpy(bytes)) {
+    if (LooksLikeText(bytes)) {
+      return Malformed(
+          name, 0,
+          "this looks like a text (CSV) file, not .npy; load it "
+          "with LoadCsvDataset, or save the array with numpy.save");
+    }
+    if (absl::StartsWith(bytes, "\x1f\x8b")) {
+      return Malformed(name, 0,
+                       "this is a gzip file, not .npy; a gzipped CSV loads "
+                       "with LoadCsvDataset, a .npy must be uncompressed");
+    }
     return Malformed(name, 0, "missing the \\x93NUMPY magic string");
   }
   const int major = static_cast<unsigned char>(bytes[6]);

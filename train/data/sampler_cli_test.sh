@@ -34,6 +34,11 @@ expect_error "rank must be in [0, 1]" --size=10 --num_replicas=2 --rank=2
 expect_error "--size must be given and >= 0" --size=-1
 expect_error "num_replicas (the world size) must be >= 1, got 0" --size=5 --num_replicas=0
 expect_error "unexpected argument" --size=5 extra
+# Never a signal, never unbounded memory (issue 18).
+expect_error "overflows a 64-bit size" --size=9223372036854775807
+expect_error "GiB of physical memory" --size=1000000000000000
+expect_output "5" --size=10 --num_replicas=2147483647 --rank=5 --noshuffle
+expect_output "9" --size=10 --num_replicas=9223372036854775807 --rank=9 --noshuffle
 
 if [[ $fails -ne 0 ]]; then echo "$fails failure(s)"; exit 1; fi
 echo "all sampler CLI checks passed"

@@ -27,6 +27,8 @@
 namespace tandem::train {
 namespace {
 
+constexpr int64_t kNumClasses = 10;  // the digits 0..9
+
 struct Split {
   TensorDataset train;
   TensorDataset test;
@@ -50,12 +52,38 @@ absl::StatusOr<TensorDataset> Subset(const TensorDataset& data,
   return TensorDataset::Create(batch.features, batch.labels);
 }
 
-absl::StatusOr<Split> LoadAndSplit(const DigitsConfig& config) {
-  TANDEM_ASSIGN_OR_RETURN(TensorDataset data, LoadCsvDataset(config.data_path));
+// The fewest rows that leave at least one test sample (llround of
+// test_fraction * rows) and one training sample per rank.
+int64_t RowsNeeded(double test_fraction, int64_t world_size) {
+  const double lower =
+      std::max(0.5 / test_fraction, world_size / (1.0 - test_fraction));
+  for (int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(lower) - 2);;
+       ++rows) {
+    const int64_t n_test = std::llround(test_fraction * rows);
+    if (n_test >= 1 && rows - n_test >= world_size) return rows;
+  }
+}
+
+// Loads the CSV (labels checked against the 10 digit classes, so a bad label
+// fails at load in either split) and splits it; too few rows for one test
+// sample and one training sample per rank is an error naming the count.
+absl::StatusOr<Split> LoadAndSplit(const DigitsConfig& config,
+                                   int64_t world_size) {
+  TANDEM_ASSIGN_OR_RETURN(
+      TensorDataset data,
+      LoadCsvDataset(config.data_path, {.num_classes = kNumClasses}));
   if (data.features.ndim() != 2 || data.features.dim(1) != 64) {
     return absl::InvalidArgumentError(absl::StrCat(
         config.data_path, ": expected 64 pixel columns and a label, found ",
         ShapeToString(data.features.shape()), " features"));
+  }
+  const int64_t needed = RowsNeeded(config.test_fraction, world_size);
+  if (data.size() < needed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config.data_path, ": ", data.size(), " data row(s); need at least ",
+        needed, " for one test sample (test_fraction ", config.test_fraction,
+        ") and one training sample on each of ", world_size,
+        " rank(s): add rows or use fewer ranks"));
   }
   Generator split_gen(config.split_seed);
   std::vector<int64_t> order = split_gen.Randperm(data.size());
@@ -126,7 +154,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                                           Device device) {
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
   const comm::RankPrinter out(comm);
-  TANDEM_ASSIGN_OR_RETURN(Split split, LoadAndSplit(config));
+  TANDEM_ASSIGN_OR_RETURN(Split split, LoadAndSplit(config, comm.size()));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
                           BuildModel(config));
   TANDEM_RETURN_IF_ERROR(model->To(device));
