@@ -1,6 +1,7 @@
 #include "train/parallel/finite_check.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,10 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "base/status_macros.h"
-#include "comm/types.h"
 #include "tensor/device.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
+#include "train/parallel/staged_all_gather.h"
 
 namespace tandem::train {
 namespace {
@@ -126,32 +127,6 @@ absl::StatusOr<Finding> ScanParameters(const std::vector<Tensor>& params) {
   return Finding{};
 }
 
-// Every rank's finding, gathered through `device` memory when it is not the
-// CPU (NCCL moves device memory only).
-absl::StatusOr<std::vector<double>> GatherFindings(comm::Communicator& comm,
-                                                   const Finding& mine,
-                                                   Device device) {
-  std::vector<double> send = {static_cast<double>(mine.index), mine.value};
-  std::vector<double> all(2 * static_cast<size_t>(comm.size()));
-  if (device.is_cpu()) {
-    TANDEM_RETURN_IF_ERROR(comm.AllGather(comm::HostView(absl::MakeSpan(send)),
-                                          comm::HostView(absl::MakeSpan(all)))
-                               ->Wait());
-    return all;
-  }
-  TANDEM_ASSIGN_OR_RETURN(Tensor host_send, Tensor::FromVector(send));
-  TANDEM_ASSIGN_OR_RETURN(Tensor dev_send, host_send.To(device));
-  TANDEM_ASSIGN_OR_RETURN(Tensor host_all, Tensor::FromVector(all));
-  TANDEM_ASSIGN_OR_RETURN(Tensor dev_all, host_all.To(device));
-  auto view = [&](Tensor& t) {
-    return comm::BufferView{t.raw_data(), t.numel(), comm::DType::kF64,
-                            comm::MemorySpace::kCuda, device.index()};
-  };
-  TANDEM_RETURN_IF_ERROR(comm.AllGather(view(dev_send), view(dev_all))->Wait());
-  TANDEM_ASSIGN_OR_RETURN(host_all, dev_all.To(Device::CPU()));
-  return host_all.ToVector<double>();
-}
-
 }  // namespace
 
 absl::StatusOr<StepOutcome> CheckStepFinite(comm::Communicator& comm,
@@ -165,8 +140,12 @@ absl::StatusOr<StepOutcome> CheckStepFinite(comm::Communicator& comm,
     TANDEM_ASSIGN_OR_RETURN(mine, ScanParameters(params));
   }
   const Device device = params.empty() ? Device::CPU() : params[0].device();
-  TANDEM_ASSIGN_OR_RETURN(std::vector<double> all,
-                          GatherFindings(comm, mine, device));
+  // Two int64 per rank: the index and the value's bits.
+  const std::vector<int64_t> send = {mine.index,
+                                     std::bit_cast<int64_t>(mine.value)};
+  std::vector<int64_t> all(2 * static_cast<size_t>(comm.size()));
+  TANDEM_RETURN_IF_ERROR(
+      AllGatherInt64(comm, device, send, absl::MakeSpan(all)));
 
   std::string report;
   std::vector<nn::NamedTensor> named;
@@ -174,7 +153,7 @@ absl::StatusOr<StepOutcome> CheckStepFinite(comm::Communicator& comm,
   int listed = 0;
   int unlisted = 0;
   for (int r = 0; r < comm.size(); ++r) {
-    const int64_t index = static_cast<int64_t>(all[2 * r]);
+    const int64_t index = all[2 * r];
     if (index < 0) continue;
     if (listed == kMaxListed) {
       ++unlisted;
@@ -189,7 +168,7 @@ absl::StatusOr<StepOutcome> CheckStepFinite(comm::Communicator& comm,
                               : absl::StrCat("parameter #", i);
     }
     absl::StrAppend(&report, report.empty() ? "" : "; ", "rank ", r, ": ", what,
-                    " = ", all[2 * r + 1]);
+                    " = ", std::bit_cast<double>(all[2 * r + 1]));
   }
   if (report.empty()) return check.outcome;
   if (unlisted > 0) {

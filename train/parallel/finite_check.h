@@ -12,7 +12,7 @@
 // Collective: every rank calls it after every step, in the same order as its
 // other collectives. Each rank looks at its own loss and at its model's
 // parameters (in NamedParameters() order) and finds the first non-finite
-// value (the loss first); one AllGather of two f64 per rank then tells every
+// value (the loss first); one AllGather of two int64 per rank then tells every
 // rank what every rank saw, so all ranks take the same decision and return
 // the same error, e.g.
 //
@@ -26,8 +26,8 @@
 //
 // Cost: one scan of the parameters (a vectorisable integer max over their
 // bits on the CPU; x * 0 summed on a device, one host sync) and one
-// AllGather of 2 * world_size f64, staged through device memory when the
-// model is not on the CPU (NCCL moves device memory only).
+// AllGather of 2 * world_size int64, staged through device memory when the
+// model is not on the CPU (see staged_all_gather.h).
 // bench/ddp_benchmark.cc measures it on the large-MLP step.
 //
 // GradScaler (not there yet): a scaler that found non-finite gradients

@@ -81,7 +81,7 @@ TEST(FiniteCheckTest, OneRanksLossStopsEveryRankWithTheSameError) {
             .status();
       });
   ExpectAllEqualErrors(statuses);
-  EXPECT_THAT(statuses[0].message(),
+  EXPECT_THAT(std::string(statuses[0].message()),
               HasSubstr("non-finite values at epoch 2, step 5 (counted from "
                         "1): rank 1: loss = inf. Every rank stops here. Lower "
                         "the learning rate (--lr)"));
@@ -100,7 +100,7 @@ TEST(FiniteCheckTest, NamesTheFirstNonFiniteParameterOfEachRank) {
             .status();
       });
   ExpectAllEqualErrors(statuses);
-  EXPECT_THAT(statuses[0].message(),
+  EXPECT_THAT(std::string(statuses[0].message()),
               HasSubstr("rank 0: parameter 2.bias = nan; rank 1: parameter "
                         "0.weight = -inf."));
 }
@@ -131,7 +131,7 @@ TEST(FiniteCheckTest, SkippedStepIsNotAnErrorButBadParametersStillAre) {
             .status();
       });
   ExpectAllEqualErrors(statuses);
-  EXPECT_THAT(statuses[0].message(),
+  EXPECT_THAT(std::string(statuses[0].message()),
               HasSubstr("rank 0: parameter 0.weight = inf; rank 1: parameter "
                         "0.weight = inf."));
 }
@@ -148,8 +148,9 @@ TEST(FiniteCheckTest, FindsAValueDeepInALargeParameter) {
         return CheckStepFinite(comm, *big, {.loss = 0}).status();
       });
   ExpectAllEqualErrors(statuses);
-  EXPECT_THAT(statuses[0].message(), HasSubstr(": rank 0: parameter weight = "
-                                               "-inf. Every rank stops here."));
+  EXPECT_THAT(std::string(statuses[0].message()),
+              HasSubstr(": rank 0: parameter weight = "
+                        "-inf. Every rank stops here."));
 }
 
 // DDP training where only rank 1's batch holds an inf: rank 1's loss goes
@@ -184,7 +185,7 @@ TEST(FiniteCheckTest, OneRanksBadDataStopsEveryRankInTraining) {
         return absl::InternalError("training went on past the inf");
       });
   ExpectAllEqualErrors(statuses);
-  EXPECT_THAT(statuses[0].message(),
+  EXPECT_THAT(std::string(statuses[0].message()),
               HasSubstr("at epoch 1, step 2 (counted from 1): rank 0: "
                         "parameter 0.weight = nan; rank 1: loss = nan"));
 }
