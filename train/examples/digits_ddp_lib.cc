@@ -134,15 +134,17 @@ absl::Status CheckGlobalBatch(int64_t global_batch_size, int world_size) {
       "or change the number of ranks"));
 }
 
+// lr and momentum are checked where the optimizer is built (Sgd::Create:
+// PyTorch's rules, and finite).
 absl::Status CheckConfig(const DigitsConfig& c) {
-  if (c.epochs < 0 || c.global_batch_size < 1 || c.lr < 0 || c.momentum < 0 ||
-      c.hidden < 1 || !(c.test_fraction > 0 && c.test_fraction < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "digits_ddp: bad configuration: epochs=", c.epochs,
-        " global_batch_size=", c.global_batch_size, " lr=", c.lr, " momentum=",
-        c.momentum, " hidden=", c.hidden, " test_fraction=", c.test_fraction,
-        " (need epochs >= 0, global_batch_size >= 1, lr >= 0, momentum >= 0, "
-        "hidden >= 1, 0 < test_fraction < 1)"));
+  if (c.epochs < 0 || c.global_batch_size < 1 || c.hidden < 1 ||
+      !(c.test_fraction > 0 && c.test_fraction < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("digits_ddp: bad configuration: epochs=", c.epochs,
+                     " global_batch_size=", c.global_batch_size,
+                     " hidden=", c.hidden, " test_fraction=", c.test_fraction,
+                     " (need epochs >= 0, global_batch_size >= 1, hidden >= 1, "
+                     "0 < test_fraction < 1)"));
   }
   return absl::OkStatus();
 }

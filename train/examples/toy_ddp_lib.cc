@@ -121,13 +121,15 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        {"--seed", config.seed},
                        {"--loss_precision", config.loss_precision},
                        {"--log_ranks", config.log_all_ranks ? "all" : "0"}}));
-  if (config.epochs < 0 || config.batch_size < 1 || !(config.lr >= 0) ||
-      config.loss_precision < 0 || config.loss_precision > 17) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "toy_ddp: expected epochs >= 0, batch_size >= 1, lr >= 0 and "
-        "0 <= loss_precision <= 17; got epochs = ",
-        config.epochs, ", batch_size = ", config.batch_size,
-        ", lr = ", config.lr, ", loss_precision = ", config.loss_precision));
+  // lr is checked where the optimizer is built (Sgd::Create: PyTorch's
+  // rule, and finite).
+  if (config.epochs < 0 || config.batch_size < 1 || config.loss_precision < 0 ||
+      config.loss_precision > 17) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("toy_ddp: expected epochs >= 0, batch_size >= 1 and "
+                     "0 <= loss_precision <= 17; got epochs = ",
+                     config.epochs, ", batch_size = ", config.batch_size,
+                     ", loss_precision = ", config.loss_precision));
   }
   const int rank = comm.rank();
   const comm::RankPrinter printer(comm);
