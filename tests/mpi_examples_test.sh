@@ -26,8 +26,9 @@ for n in 2 3; do
   sim=$("$toy" --backend=sim --world_size="$n" | by_rank)
   mpi=$("$mpirun_wrapper" "$n" "$toy" --backend=mpi | by_rank)
   compare "toy_ddp n=$n" "$sim" "$mpi"
-  sim=$("$digits" --backend=sim --world_size="$n" --epochs=3)
-  mpi=$("$mpirun_wrapper" "$n" "$digits" --backend=mpi --epochs=3)
+  # 60 samples per step: divisible by 2 and 3 ranks.
+  sim=$("$digits" --backend=sim --world_size="$n" --epochs=3 --global_batch_size=60)
+  mpi=$("$mpirun_wrapper" "$n" "$digits" --backend=mpi --epochs=3 --global_batch_size=60)
   compare "digits_ddp n=$n" "${sim/ on sim,/ on mpi,}" "$mpi"
 done
 # Auto-detection: under mpirun the default backend is mpi.

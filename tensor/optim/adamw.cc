@@ -57,25 +57,20 @@ void AdamWUpdate(T* p, const T* g, T* m, T* v, T* v_max, int64_t n,
 
 absl::StatusOr<AdamW> AdamW::Create(std::vector<Tensor> params,
                                     AdamWOptions options) {
-  if (!(options.lr >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "AdamW: invalid learning rate ", options.lr, "; it must be >= 0"));
-  }
-  if (!(options.eps >= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AdamW: invalid eps ", options.eps, "; it must be >= 0"));
-  }
-  if (!(options.beta1 >= 0 && options.beta1 < 1) ||
-      !(options.beta2 >= 0 && options.beta2 < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AdamW: invalid betas (", options.beta1, ", ",
-                     options.beta2, "); each must be in [0, 1)"));
-  }
-  if (!(options.weight_decay >= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AdamW: invalid weight_decay ", options.weight_decay,
-                     "; it must be >= 0"));
-  }
+  const AdamWOptions& o = options;
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameter("AdamW", "learning rate", "lr",
+                                             o.lr, o.lr >= 0, ">= 0"));
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameter("AdamW", "epsilon value", "eps",
+                                             o.eps, o.eps >= 0, ">= 0"));
+  TANDEM_RETURN_IF_ERROR(
+      CheckHyperParameter("AdamW", "beta parameter at index 0", "beta1",
+                          o.beta1, o.beta1 >= 0 && o.beta1 < 1, "in [0, 1)"));
+  TANDEM_RETURN_IF_ERROR(
+      CheckHyperParameter("AdamW", "beta parameter at index 1", "beta2",
+                          o.beta2, o.beta2 >= 0 && o.beta2 < 1, "in [0, 1)"));
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameter("AdamW", "weight_decay value",
+                                             "weight_decay", o.weight_decay,
+                                             o.weight_decay >= 0, ">= 0"));
   TANDEM_RETURN_IF_ERROR(ValidateParams("AdamW", params));
   return AdamW(std::move(params), options);
 }

@@ -44,8 +44,9 @@ struct AdamWOptions {
 
 class AdamW : public Optimizer {
  public:
-  // Errors (InvalidArgument): lr, eps or weight_decay negative; a beta
-  // outside [0, 1); a bad parameter list (see Optimizer).
+  // Errors (InvalidArgument, in PyTorch's wording, e.g. "Invalid beta
+  // parameter at index 0: 1"): lr, eps or weight_decay negative or not
+  // finite; a beta outside [0, 1); a bad parameter list (see Optimizer).
   static absl::StatusOr<AdamW> Create(std::vector<Tensor> params,
                                       AdamWOptions options = {});
 

@@ -1,6 +1,7 @@
 #include "tensor/optim/adamw.h"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -158,7 +159,7 @@ TEST(AdamWTest, InvalidArgumentsAreRejected) {
       HasSubstr("learning rate"));
   EXPECT_THAT(
       AdamW::Create({a}, Opts(1e-3, 1.0, 0.999, 1e-8, 0.01)).status().message(),
-      HasSubstr("betas"));
+      HasSubstr("beta parameter at index 0"));
   EXPECT_THAT(
       AdamW::Create({a}, Opts(1e-3, 0.9, 0.999, -1, 0.01)).status().message(),
       HasSubstr("eps"));
@@ -168,6 +169,35 @@ TEST(AdamWTest, InvalidArgumentsAreRejected) {
               HasSubstr("weight_decay"));
   EXPECT_THAT(AdamW::Create({}).status().message(),
               HasSubstr("empty parameter list"));
+}
+
+// PyTorch's rules in PyTorch's words, plus: every hyper-parameter finite.
+TEST(AdamWTest, HyperParametersFollowPyTorchsRulesAndMustBeFinite) {
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor a, Tensor::Ones({3}));
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  auto message = [&](double lr, double b1, double b2, double eps, double wd) {
+    return std::string(
+        AdamW::Create({a}, Opts(lr, b1, b2, eps, wd)).status().message());
+  };
+  EXPECT_THAT(message(inf, 0.9, 0.999, 1e-8, 0.01),
+              HasSubstr("AdamW: Invalid learning rate: inf (lr must be finite "
+                        "and >= 0)"));
+  EXPECT_THAT(message(1e-3, -0.1, 0.999, 1e-8, 0.01),
+              HasSubstr("Invalid beta parameter at index 0: -0.1 (beta1 must "
+                        "be finite and in [0, 1))"));
+  EXPECT_THAT(message(1e-3, 0.9, 1, 1e-8, 0.01),
+              HasSubstr("Invalid beta parameter at index 1: 1"));
+  EXPECT_THAT(message(1e-3, 0.9, nan, 1e-8, 0.01),
+              HasSubstr("Invalid beta parameter at index 1: nan"));
+  EXPECT_THAT(message(1e-3, 0.9, 0.999, -1, 0.01),
+              HasSubstr("Invalid epsilon value: -1"));
+  EXPECT_THAT(message(1e-3, 0.9, 0.999, inf, 0.01),
+              HasSubstr("Invalid epsilon value: inf"));
+  EXPECT_THAT(message(1e-3, 0.9, 0.999, 1e-8, nan),
+              HasSubstr("Invalid weight_decay value: nan"));
+  // The boundaries PyTorch accepts stay accepted.
+  EXPECT_TRUE(AdamW::Create({a}, Opts(0, 0, 0, 0, 0)).ok());
 }
 
 }  // namespace

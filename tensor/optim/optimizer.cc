@@ -1,11 +1,13 @@
 #include "tensor/optim/optimizer.h"
 
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
@@ -19,6 +21,24 @@ std::string Describe(const Tensor& t) {
 
 }  // namespace
 
+absl::Status Optimizer::CheckHyperParameter(std::string_view who,
+                                            std::string_view pytorch_name,
+                                            std::string_view option,
+                                            double value, bool meets_rule,
+                                            std::string_view rule) {
+  if (std::isfinite(value) && meets_rule) return absl::OkStatus();
+  // This absl's StrCat takes std::string, not std::string_view.
+  const std::string rule_text(rule);
+  const std::string name(option);
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(who), ": Invalid ", std::string(pytorch_name), ": ", value,
+      " (", name, " must be finite", rule.empty() ? "" : " and ", rule_text,
+      "): pass a finite ", name, rule.empty() ? "" : " ", rule_text,
+      std::isfinite(value)
+          ? ""
+          : "; inf and nan would turn every parameter into nan"));
+}
+
 void Optimizer::ZeroGrad(bool set_to_none) {
   for (const Tensor& p : params_) {
     if (set_to_none) {
@@ -30,10 +50,8 @@ void Optimizer::ZeroGrad(bool set_to_none) {
 }
 
 absl::Status Optimizer::set_lr(double lr) {
-  if (!(lr >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Optimizer::set_lr: the learning rate must be >= 0, got ", lr));
-  }
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameter(
+      "Optimizer::set_lr", "learning rate", "lr", lr, lr >= 0, ">= 0"));
   lr_ = lr;
   return absl::OkStatus();
 }

@@ -64,9 +64,25 @@ class Optimizer {
 
   const std::vector<Tensor>& params() const { return params_; }
   double lr() const { return lr_; }
-  // For learning-rate schedules; takes effect at the next Step(). Negative
-  // values are InvalidArgument.
+  // For learning-rate schedules; takes effect at the next Step(). A negative
+  // or non-finite value is InvalidArgument (see CheckHyperParameter).
   absl::Status set_lr(double lr);
+
+  // The hyper-parameter check every optimizer's Create runs: OK when `value`
+  // is finite and `meets_rule` (the caller evaluates PyTorch's rule, e.g.
+  // lr >= 0). Otherwise InvalidArgument in PyTorch's wording plus the rule and
+  // what to do, e.g. "Sgd: Invalid learning rate: inf (lr must be finite and
+  // >= 0): pass a finite lr >= 0; inf and nan would turn every parameter into
+  // nan". `who` is "Sgd"/"AdamW"; `pytorch_name` is PyTorch's phrase
+  // ("learning rate", "momentum value", "beta parameter at index 0");
+  // `option` the option's name ("lr", "momentum", "beta1"); `rule` the rule
+  // as text (">= 0", "in [0, 1)"; "" when only finiteness is asked). PyTorch
+  // lets inf and nan through; tandem does not.
+  static absl::Status CheckHyperParameter(std::string_view who,
+                                          std::string_view pytorch_name,
+                                          std::string_view option, double value,
+                                          bool meets_rule,
+                                          std::string_view rule);
 
  protected:
   Optimizer(std::vector<Tensor> params, double lr)

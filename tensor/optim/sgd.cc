@@ -43,24 +43,22 @@ void SgdUpdate(T* p, const T* g, T* buf, bool first, int64_t n,
 
 absl::StatusOr<Sgd> Sgd::Create(std::vector<Tensor> params, double lr,
                                 SgdOptions options) {
-  if (!(lr >= 0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Sgd: invalid learning rate ", lr, "; it must be >= 0"));
-  }
-  if (!(options.momentum >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Sgd: invalid momentum ", options.momentum, "; it must be >= 0"));
-  }
-  if (!(options.weight_decay >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("Sgd: invalid weight_decay ",
-                                                   options.weight_decay,
-                                                   "; it must be >= 0"));
-  }
+  TANDEM_RETURN_IF_ERROR(
+      CheckHyperParameter("Sgd", "learning rate", "lr", lr, lr >= 0, ">= 0"));
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameter("Sgd", "momentum value",
+                                             "momentum", options.momentum,
+                                             options.momentum >= 0, ">= 0"));
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameter(
+      "Sgd", "dampening value", "dampening", options.dampening, true, ""));
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameter(
+      "Sgd", "weight_decay value", "weight_decay", options.weight_decay,
+      options.weight_decay >= 0, ">= 0"));
   if (options.nesterov && (options.momentum <= 0 || options.dampening != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Sgd: Nesterov momentum requires momentum > 0 and zero dampening, got "
+        "Sgd: Nesterov momentum requires a momentum and zero dampening, got "
         "momentum ",
-        options.momentum, " and dampening ", options.dampening));
+        options.momentum, " and dampening ", options.dampening,
+        ": pass momentum > 0 and dampening 0, or nesterov = false"));
   }
   TANDEM_RETURN_IF_ERROR(ValidateParams("Sgd", params));
   return Sgd(std::move(params), lr, options);

@@ -41,7 +41,9 @@ struct SgdOptions {
 
 class Sgd : public Optimizer {
  public:
-  // Errors (InvalidArgument): lr, momentum or weight_decay negative;
+  // Errors (InvalidArgument, in PyTorch's wording, e.g. "Invalid learning
+  // rate: -1"): lr, momentum or weight_decay negative; any of them or
+  // dampening inf or nan (PyTorch accepts those; the run would be nan);
   // nesterov without momentum > 0 and dampening == 0; a bad parameter list
   // (see Optimizer).
   static absl::StatusOr<Sgd> Create(std::vector<Tensor> params, double lr,

@@ -1,6 +1,7 @@
 #include "tensor/optim/sgd.h"
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -224,6 +225,40 @@ TEST(SgdTest, InvalidArgumentsAreRejected) {
   EXPECT_FALSE(sgd.set_lr(-1).ok());
   TANDEM_NN_ASSERT_OK(sgd.set_lr(0.5));
   EXPECT_EQ(sgd.lr(), 0.5);
+}
+
+// PyTorch's rules in PyTorch's words, plus: every hyper-parameter finite.
+TEST(SgdTest, HyperParametersFollowPyTorchsRulesAndMustBeFinite) {
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor a, Tensor::Ones({3}));
+  TANDEM_NN_ASSERT_OK(a.set_requires_grad(true));
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const absl::Status negative = Sgd::Create({a}, -1).status();
+  EXPECT_EQ(negative.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(negative.message(),
+              HasSubstr("Sgd: Invalid learning rate: -1 (lr must be finite "
+                        "and >= 0): pass a finite lr >= 0"));
+  EXPECT_THAT(Sgd::Create({a}, inf).status().message(),
+              HasSubstr("Invalid learning rate: inf"));
+  EXPECT_THAT(Sgd::Create({a}, inf).status().message(),
+              HasSubstr("inf and nan would turn every parameter into nan"));
+  EXPECT_THAT(Sgd::Create({a}, nan).status().message(),
+              HasSubstr("Invalid learning rate: nan"));
+  EXPECT_THAT(Sgd::Create({a}, 0.1, Opts(inf, 0, 0, false)).status().message(),
+              HasSubstr("Invalid momentum value: inf"));
+  EXPECT_THAT(Sgd::Create({a}, 0.1, Opts(0, nan, 0, false)).status().message(),
+              HasSubstr("Invalid dampening value: nan (dampening must be "
+                        "finite)"));
+  EXPECT_THAT(Sgd::Create({a}, 0.1, Opts(0, 0, -2, false)).status().message(),
+              HasSubstr("Invalid weight_decay value: -2"));
+  EXPECT_THAT(Sgd::Create({a}, 0.1, Opts(0, 0, inf, false)).status().message(),
+              HasSubstr("Invalid weight_decay value: inf"));
+  // The boundaries PyTorch accepts stay accepted.
+  EXPECT_TRUE(Sgd::Create({a}, 0, Opts(0, 1, 0, false)).ok());
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Sgd sgd, Sgd::Create({a}, 0.1));
+  EXPECT_THAT(sgd.set_lr(inf).message(),
+              HasSubstr("Invalid learning rate: inf"));
+  EXPECT_EQ(sgd.lr(), 0.1);
 }
 
 }  // namespace

@@ -22,7 +22,9 @@
 #include "train/data/csv_dataset.h"
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
+#include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
+#include "train/parallel/finite_check.h"
 
 namespace tandem::train {
 namespace {
@@ -99,6 +101,18 @@ absl::StatusOr<Split> LoadAndSplit(const DigitsConfig& config,
   return Split{std::move(train_set), std::move(test_set)};
 }
 
+// A fingerprint of the split the ranks train and test on (features and
+// labels, as loaded and scaled), for the ranks-agree check.
+uint64_t DatasetHash(const Split& split) {
+  uint64_t hash = HashBytes(nullptr, 0);
+  for (const TensorDataset* d : {&split.train, &split.test}) {
+    for (const Tensor* t : {&d->features, &d->labels}) {
+      hash = HashBytes(t->raw_data(), static_cast<size_t>(t->nbytes()), hash);
+    }
+  }
+  return hash;
+}
+
 absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(
     const DigitsConfig& c) {
   Generator gen(c.seed);
@@ -134,15 +148,31 @@ absl::StatusOr<Tensor> OnDevice(const Tensor& t, Device device) {
   return t.To(device);
 }
 
+// Each rank takes global_batch_size / world size samples per step; a size
+// the world does not divide is refused rather than rounded silently.
+absl::Status CheckGlobalBatch(int64_t global_batch_size, int world_size) {
+  if (global_batch_size % world_size == 0) return absl::OkStatus();
+  const int64_t below = global_batch_size / world_size * world_size;
+  const int64_t above = below + world_size;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "digits_ddp: --global_batch_size=", global_batch_size,
+      " is not divisible by ", world_size, " ranks; use ",
+      below > 0 ? absl::StrCat(below, " or ") : "", above,
+      " (each rank takes global_batch_size / world size samples per step), "
+      "or change the number of ranks"));
+}
+
+// lr and momentum are checked where the optimizer is built (Sgd::Create:
+// PyTorch's rules, and finite).
 absl::Status CheckConfig(const DigitsConfig& c) {
-  if (c.epochs < 0 || c.global_batch_size < 1 || c.lr < 0 || c.momentum < 0 ||
-      c.hidden < 1 || !(c.test_fraction > 0 && c.test_fraction < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "digits_ddp: bad configuration: epochs=", c.epochs,
-        " global_batch_size=", c.global_batch_size, " lr=", c.lr, " momentum=",
-        c.momentum, " hidden=", c.hidden, " test_fraction=", c.test_fraction,
-        " (need epochs >= 0, global_batch_size >= 1, lr >= 0, momentum >= 0, "
-        "hidden >= 1, 0 < test_fraction < 1)"));
+  if (c.epochs < 0 || c.global_batch_size < 1 || c.hidden < 1 ||
+      !(c.test_fraction > 0 && c.test_fraction < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("digits_ddp: bad configuration: epochs=", c.epochs,
+                     " global_batch_size=", c.global_batch_size,
+                     " hidden=", c.hidden, " test_fraction=", c.test_fraction,
+                     " (need epochs >= 0, global_batch_size >= 1, hidden >= 1, "
+                     "0 < test_fraction < 1)"));
   }
   return absl::OkStatus();
 }
@@ -152,9 +182,27 @@ absl::Status CheckConfig(const DigitsConfig& c) {
 absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                                           const DigitsConfig& config,
                                           Device device) {
+  // First, before any rank can fail alone on its own flags: per-rank flags
+  // (mpirun MPMD) would otherwise hang or crash a later collective.
+  TANDEM_RETURN_IF_ERROR(
+      CheckRanksAgree(comm, device,
+                      {{"--epochs", config.epochs},
+                       {"--global_batch_size", config.global_batch_size},
+                       {"--lr", config.lr},
+                       {"--momentum", config.momentum},
+                       {"--hidden", config.hidden},
+                       {"--seed", config.seed},
+                       {"--split_seed", config.split_seed},
+                       {"--test_fraction", config.test_fraction}}));
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
+  TANDEM_RETURN_IF_ERROR(
+      CheckGlobalBatch(config.global_batch_size, comm.size()));
   const comm::RankPrinter out(comm);
   TANDEM_ASSIGN_OR_RETURN(Split split, LoadAndSplit(config, comm.size()));
+  TANDEM_RETURN_IF_ERROR(
+      CheckRanksAgree(comm, device,
+                      {{"dataset size", split.train.size() + split.test.size()},
+                       {"dataset hash", HashHex(DatasetHash(split))}}));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
                           BuildModel(config));
   TANDEM_RETURN_IF_ERROR(model->To(device));
@@ -167,8 +215,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                           DistributedSampler::Create(
                               split.train.size(), {.num_replicas = comm.size(),
                                                    .rank = comm.rank()}));
-  const int64_t batch_size =
-      (config.global_batch_size + comm.size() - 1) / comm.size();
+  const int64_t batch_size = config.global_batch_size / comm.size();
   out.PrintOnRank0(absl::StrFormat(
       "digits_ddp: %d train / %d test samples, %d rank(s) on %s, batch %d per "
       "rank, MLP 64-%d-10",
@@ -195,6 +242,11 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
       TANDEM_RETURN_IF_ERROR(sgd.Step());
       TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
+      // Every rank stops together on a non-finite loss or parameter.
+      TANDEM_RETURN_IF_ERROR(
+          CheckStepFinite(comm, *model,
+                          {.epoch = epoch, .step = b, .loss = value})
+              .status());
       loss_sum_and_count[0] += value * batch.labels.numel();
       loss_sum_and_count[1] += batch.labels.numel();
     }

@@ -32,8 +32,9 @@ struct DigitsConfig {
   std::string data_path = "train/data/digits.csv.gz";
   int64_t epochs = 20;
   // Samples per optimizer step over all ranks; each rank takes
-  // ceil(global_batch_size / world size), so the optimisation (and the
-  // accuracy reached) barely depends on the world size.
+  // global_batch_size / world size, so the optimisation (and the accuracy
+  // reached) barely depends on the world size. A world size that does not
+  // divide it is InvalidArgument naming the nearest valid sizes.
   int64_t global_batch_size = 64;
   double lr = 0.1;
   double momentum = 0.9;
@@ -53,6 +54,11 @@ struct DigitsResult {
 };
 
 // Collective: every rank calls it. Prints through comm::RankPrinter on rank 0.
+// The ranks first check that they agree on the config, then (once loaded)
+// on the data set's size and hash (CheckRanksAgree: a difference fails
+// every rank naming each rank's value); after every step, that the loss and
+// the parameters are finite (CheckStepFinite: every rank stops with the
+// epoch, step, rank and value).
 // `device` is where this rank trains: the model is moved there before DDP
 // wraps it and every batch is copied there; the loss and the predictions
 // come back to the host, and the global sums (loss, correct/total) travel

@@ -28,7 +28,9 @@
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
 #include "train/data/distributed_sampler.h"
+#include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
+#include "train/parallel/finite_check.h"
 
 namespace tandem::train {
 namespace {
@@ -109,13 +111,25 @@ absl::StatusOr<float> ComputeAccuracy(DistributedDataParallel& model,
 
 absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        Device device) {
-  if (config.epochs < 0 || config.batch_size < 1 || !(config.lr >= 0) ||
-      config.loss_precision < 0 || config.loss_precision > 17) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "toy_ddp: expected epochs >= 0, batch_size >= 1, lr >= 0 and "
-        "0 <= loss_precision <= 17; got epochs = ",
-        config.epochs, ", batch_size = ", config.batch_size,
-        ", lr = ", config.lr, ", loss_precision = ", config.loss_precision));
+  // First, before any rank can fail alone on its own flags: per-rank flags
+  // (mpirun MPMD) would otherwise hang or crash a later collective.
+  TANDEM_RETURN_IF_ERROR(
+      CheckRanksAgree(comm, device,
+                      {{"--epochs", config.epochs},
+                       {"--batch_size", config.batch_size},
+                       {"--lr", config.lr},
+                       {"--seed", config.seed},
+                       {"--loss_precision", config.loss_precision},
+                       {"--log_ranks", config.log_all_ranks ? "all" : "0"}}));
+  // lr is checked where the optimizer is built (Sgd::Create: PyTorch's
+  // rule, and finite).
+  if (config.epochs < 0 || config.batch_size < 1 || config.loss_precision < 0 ||
+      config.loss_precision > 17) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("toy_ddp: expected epochs >= 0, batch_size >= 1 and "
+                     "0 <= loss_precision <= 17; got epochs = ",
+                     config.epochs, ", batch_size = ", config.batch_size,
+                     ", loss_precision = ", config.loss_precision));
   }
   const int rank = comm.rank();
   const comm::RankPrinter printer(comm);
@@ -175,6 +189,11 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
           "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f", epoch + 1,
           config.epochs, batch.labels.dim(0), config.loss_precision,
           loss_value));
+      // Every rank stops together on a non-finite loss or parameter.
+      TANDEM_RETURN_IF_ERROR(
+          CheckStepFinite(comm, *model,
+                          {.epoch = epoch, .step = b, .loss = loss_value})
+              .status());
     }
   }
 

@@ -52,7 +52,12 @@ struct ToyDdpConfig {
 // wraps it (model.to(rank) in the tutorial) and every batch is copied there;
 // predictions and losses come back to the host for printing. The CPU path
 // makes no copies. On a GPU the printed values may differ from the CPU's in
-// their last digits. Errors: a bad config (named), an empty shard (the
+// their last digits. Before anything else the ranks check that they were
+// given the same config (CheckRanksAgree: per-rank flags fail on every rank
+// with each rank's value); after every step they check that the loss and
+// the parameters are finite (CheckStepFinite: every rank stops with the
+// epoch, step, rank and value). Errors: ranks that disagree, a non-finite
+// loss or parameter, a bad config (named), an empty shard (the
 // tutorial divides by zero there: the message says to lower --batch_size or
 // the world size), a device that cannot be used, or a failure of DDP or the
 // communicator.

@@ -1,0 +1,52 @@
+#include "train/parallel/staged_all_gather.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "base/status_macros.h"
+#include "comm/types.h"
+#include "tensor/device.h"
+#include "tensor/tensor.h"
+
+namespace tandem::train {
+
+absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
+                            absl::Span<const int64_t> send,
+                            absl::Span<int64_t> recv) {
+  const int64_t n = static_cast<int64_t>(send.size());
+  if (static_cast<int64_t>(recv.size()) != n * comm.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AllGatherInt64 on rank ", comm.rank(), ": recv holds ", recv.size(),
+        " values; expected ", n, " sent values x ", comm.size(), " ranks"));
+  }
+  if (device.is_cpu()) {
+    // The communicator does not write `send`; its view type is not const.
+    const comm::BufferView send_view =
+        comm::HostView(const_cast<int64_t*>(send.data()), n, comm::DType::kI64);
+    return comm.AllGather(send_view, comm::HostView(recv))->Wait();
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor host_send,
+      Tensor::FromVector(std::vector<int64_t>(send.begin(), send.end())));
+  TANDEM_ASSIGN_OR_RETURN(Tensor dev_send, host_send.To(device));
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor host_recv,
+      Tensor::FromVector(std::vector<int64_t>(recv.begin(), recv.end())));
+  TANDEM_ASSIGN_OR_RETURN(Tensor dev_recv, host_recv.To(device));
+  auto view = [&](Tensor& t) {
+    return comm::BufferView{t.raw_data(), t.numel(), comm::DType::kI64,
+                            comm::MemorySpace::kCuda, device.index()};
+  };
+  TANDEM_RETURN_IF_ERROR(
+      comm.AllGather(view(dev_send), view(dev_recv))->Wait());
+  TANDEM_ASSIGN_OR_RETURN(host_recv, dev_recv.To(Device::CPU()));
+  const int64_t* out = host_recv.data<int64_t>();
+  std::copy(out, out + host_recv.numel(), recv.begin());
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::train
