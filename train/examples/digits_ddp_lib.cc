@@ -59,6 +59,8 @@ absl::StatusOr<TensorDataset> Subset(const TensorDataset& data,
 int64_t RowsNeeded(double test_fraction, int64_t world_size) {
   const double lower =
       std::max(0.5 / test_fraction, world_size / (1.0 - test_fraction));
+  // No file holds 2^53 rows; this also keeps the cast below defined.
+  if (lower > 0x1p53) return INT64_MAX;
   for (int64_t rows = std::max<int64_t>(1, static_cast<int64_t>(lower) - 2);;
        ++rows) {
     const int64_t n_test = std::llround(test_fraction * rows);
