@@ -20,43 +20,10 @@
 #include "tensor/autograd.h"
 #include "tensor/device.h"
 #include "tensor/ops.h"
+#include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
 namespace {
-
-absl::StatusOr<comm::DType> CommDType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return comm::DType::kF32;
-    case DType::kF64:
-      return comm::DType::kF64;
-    case DType::kF16:
-      return comm::DType::kF16;
-    case DType::kBF16:
-      return comm::DType::kBF16;
-    case DType::kI64:
-      return comm::DType::kI64;
-    case DType::kI32:
-      return comm::DType::kI32;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("DistributedDataParallel: dtype ", static_cast<int>(dtype),
-                   " has no communication type"));
-}
-
-// The whole of `t` as a buffer a collective can move.
-absl::StatusOr<comm::BufferView> ViewOf(const Tensor& t) {
-  TANDEM_ASSIGN_OR_RETURN(comm::DType dtype, CommDType(t.dtype()));
-  comm::BufferView view;
-  view.data = t.raw_data();
-  view.count = t.numel();
-  view.dtype = dtype;
-  if (t.device().is_cuda()) {
-    view.space = comm::MemorySpace::kCuda;
-    view.device = t.device().index();
-  }
-  return view;
-}
 
 // `status` with "rank r: <context>: " in front of its message, same code.
 absl::Status Annotate(const absl::Status& status, int rank,
@@ -90,8 +57,10 @@ absl::Status AllGatherHostI64(comm::Communicator& comm, Device device,
   TANDEM_ASSIGN_OR_RETURN(Tensor device_send, host_send.To(device));
   TANDEM_ASSIGN_OR_RETURN(Tensor device_recv,
                           Tensor::Empty({m}, DType::kI64, device));
-  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send_view, ViewOf(device_send));
-  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv_view, ViewOf(device_recv));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send_view,
+                          ToBufferView(device_send));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv_view,
+                          ToBufferView(device_recv));
   TANDEM_RETURN_IF_ERROR(
       comm.AllGather(send_view, recv_view)->Wait(Remaining(deadline)));
   TANDEM_ASSIGN_OR_RETURN(Tensor host_recv, device_recv.To(Device::CPU()));
@@ -329,7 +298,7 @@ absl::Status DistributedDataParallel::BroadcastFromRank0(
   std::vector<std::unique_ptr<comm::Work>> works;
   works.reserve(tensors.size());
   for (const nn::NamedTensor& t : tensors) {
-    TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ViewOf(t.tensor));
+    TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(t.tensor));
     works.push_back(comm_->Broadcast(view, /*root=*/0));
   }
   // Wait for all of them even after an error: the buffers must not be in
@@ -550,7 +519,7 @@ void DistributedDataParallel::LaunchCompleteBuckets() {
   while (next_launch_ < n && bucket_states_[next_launch_].pending == 0) {
     if (world_size_ > 1) {
       absl::StatusOr<comm::BufferView> view =
-          ViewOf(buckets_[next_launch_].flat);
+          ToBufferView(buckets_[next_launch_].flat);
       bucket_states_[next_launch_].work =
           view.ok() ? comm_->AllReduce(*view, op)
                     : comm::MakeCompletedWork(view.status());
