@@ -20,6 +20,7 @@
 #include "tensor/autograd.h"
 #include "tensor/device.h"
 #include "tensor/ops.h"
+#include "train/parallel/ddp_step.h"
 #include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
@@ -392,7 +393,11 @@ DistributedDataParallel::~DistributedDataParallel() {
 // ---- The step.
 
 absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
-  if (armed_ && sync_this_iteration_ && backward_started_) {
+  const DdpStepCall call = !IsGradEnabled() ? DdpStepCall::kForwardNoGrad
+                           : require_sync_  ? DdpStepCall::kForwardSync
+                                            : DdpStepCall::kForwardLocal;
+  const absl::StatusOr<DdpStepState> next = NextDdpStepState(step_, call);
+  if (!next.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "DistributedDataParallel on rank ", rank_,
         ": Forward called before the previous iteration's gradient reduction "
@@ -401,7 +406,8 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
         " buckets launched, none waited for). After loss.Backward() call "
         "ddp.FinishGradientSync(), or use ddp.Backward(loss), which does "
         "both; to accumulate gradients over several backward passes without "
-        "reducing, run them inside ddp.NoSync()"));
+        "reducing, run them inside ddp.NoSync() (",
+        next.status().message(), ")"));
   }
   const Device device = params_.front().param.device();
   if (device != buckets_.front().flat.device()) {
@@ -420,20 +426,20 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
       TANDEM_RETURN_IF_ERROR(BroadcastFromRank0(buffers, "buffer"));
     }
   }
-  if (IsGradEnabled()) {
-    armed_ = true;
-    sync_this_iteration_ = require_sync_;
-  }
+  step_ = *next;
   return module_->Forward(input);
 }
 
 absl::Status DistributedDataParallel::Backward(const Tensor& loss) {
-  if (!armed_) {
+  const absl::StatusOr<DdpStepState> next =
+      NextDdpStepState(step_, DdpStepCall::kBackward);
+  if (!next.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "DistributedDataParallel on rank ", rank_,
         ": Backward(loss) without a Forward to synchronise; compute the loss "
         "from ddp.Forward(x) with grad mode on (not module.Forward(x), and "
-        "not under NoGradGuard), and call Backward once per Forward"));
+        "not under NoGradGuard), and call Backward once per Forward (",
+        next.status().message(), ")"));
   }
   absl::Status status = loss.Backward();
   if (!status.ok()) {
@@ -446,7 +452,8 @@ absl::Status DistributedDataParallel::Backward(const Tensor& loss) {
 }
 
 void DistributedDataParallel::OnGradReady(int64_t index) {
-  if (!armed_) return;  // the module was run directly: local gradients only
+  // The module was run directly (no step open): local gradients only.
+  if (step_ == DdpStepState::kIdle) return;
   ParamState& p = params_[index];
   absl::Status s = EnsureGradIsView(p);
   if (!s.ok()) {
@@ -454,8 +461,8 @@ void DistributedDataParallel::OnGradReady(int64_t index) {
     return;
   }
   p.has_local_grad = true;
-  if (!sync_this_iteration_) return;
-  backward_started_ = true;
+  if (step_ == DdpStepState::kArmedLocal) return;  // NoSync: nothing to reduce
+  step_ = NextDdpStepState(step_, DdpStepCall::kGradReady).value_or(step_);
   if (p.ready) {
     if (hook_error_.ok()) {
       hook_error_ = absl::FailedPreconditionError(absl::StrCat(
@@ -542,16 +549,19 @@ void DistributedDataParallel::PollInFlight() {
 }
 
 absl::Status DistributedDataParallel::FinishGradientSync() {
-  if (!armed_) {
+  const absl::StatusOr<DdpStepState> next =
+      NextDdpStepState(step_, DdpStepCall::kFinish);
+  if (!next.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "DistributedDataParallel on rank ", rank_,
         ": FinishGradientSync without a step to finish; call it once after "
         "each loss.Backward() on a loss computed from ddp.Forward(x) in grad "
-        "mode (ddp.Backward(loss) does both)"));
+        "mode (ddp.Backward(loss) does both) (",
+        next.status().message(), ")"));
   }
-  if (!sync_this_iteration_) {  // NoSync: gradients stay local
+  if (step_ == DdpStepState::kArmedLocal) {  // NoSync: gradients stay local
     absl::Status status = hook_error_;
-    armed_ = false;
+    step_ = *next;
     hook_error_ = absl::OkStatus();
     return status;
   }
@@ -573,7 +583,7 @@ absl::Status DistributedDataParallel::FinishGradientSync() {
           " of ", params_.size(),
           " parameters received no gradient in this step: ",
           absl::StrJoin(names, ", "), ".",
-          backward_started_
+          step_ == DdpStepState::kReducing
               ? ""
               : " No gradient arrived at all: run loss.Backward() on a loss "
                 "computed from ddp.Forward's output before finishing.",
@@ -632,9 +642,8 @@ void DistributedDataParallel::ResetIteration() {
   }
   next_launch_ = 0;
   first_unfinished_ = 0;
-  armed_ = false;
-  sync_this_iteration_ = false;
-  backward_started_ = false;
+  step_ = NextDdpStepState(step_, DdpStepCall::kReset)
+              .value_or(DdpStepState::kIdle);
   hook_error_ = absl::OkStatus();
 }
 

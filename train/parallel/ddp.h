@@ -159,6 +159,7 @@
 #include "tensor/dtype.h"
 #include "tensor/nn/module.h"
 #include "tensor/tensor.h"
+#include "train/parallel/ddp_step.h"
 
 namespace tandem::train {
 
@@ -262,6 +263,8 @@ class DistributedDataParallel {
   // Buckets whose AllReduce was launched in the current iteration (counts
   // at world size 1 too, where launching is a no-op). For tests of overlap.
   int64_t num_buckets_launched() const { return next_launch_; }
+  // Where the current step is (see ddp_step.h). For tests and diagnostics.
+  DdpStepState step_state() const { return step_; }
 
  private:
   struct ParamState {
@@ -313,10 +316,8 @@ class DistributedDataParallel {
   std::vector<BucketState> bucket_states_;
 
   bool require_sync_ = true;  // false inside NoSync()
-  // A DDP Forward in grad mode ran; its backward is not finished yet.
-  bool armed_ = false;
-  bool sync_this_iteration_ = false;  // the armed Forward was synchronised
-  bool backward_started_ = false;     // a hook fired in this synced step
+  // Where the current step is (ddp_step.h); moved only by NextDdpStepState.
+  DdpStepState step_ = DdpStepState::kIdle;
   int64_t next_launch_ = 0;
   int64_t first_unfinished_ = 0;  // buckets before it have completed
   absl::Status hook_error_;       // first error found inside a hook
