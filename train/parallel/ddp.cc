@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -21,6 +20,7 @@
 #include "tensor/device.h"
 #include "tensor/ops.h"
 #include "train/parallel/ddp_step.h"
+#include "train/parallel/flat_buckets.h"
 #include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
@@ -317,62 +317,34 @@ absl::Status DistributedDataParallel::BroadcastFromRank0(
 }
 
 absl::Status DistributedDataParallel::BuildBuckets() {
-  // Assignment, in reverse registration order, one open bucket per dtype.
-  std::map<DType, int64_t> open;        // dtype -> bucket index
-  std::map<DType, int64_t> open_bytes;  // bytes in that bucket
-  std::map<DType, int64_t> per_dtype;   // buckets made per dtype
-  for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
-    const Tensor& param = params_[i].param;
-    const DType dtype = param.dtype();
-    const int64_t bytes = param.nbytes();
-    auto it = open.find(dtype);
-    bool fits = false;
-    if (it != open.end()) {
-      const int64_t cap = per_dtype[dtype] == 1
-                              ? options_.first_bucket_cap_bytes
-                              : options_.bucket_cap_bytes;
-      fits = open_bytes[dtype] + bytes <= cap;
-    }
-    if (!fits) {
-      open[dtype] = static_cast<int64_t>(buckets_.size());
-      open_bytes[dtype] = 0;
-      ++per_dtype[dtype];
-      DdpBucket bucket;
-      bucket.dtype = dtype;
-      buckets_.push_back(std::move(bucket));
-      bucket_states_.emplace_back();
-    }
-    const int64_t b = open[dtype];
-    open_bytes[dtype] += bytes;
-    bucket_states_[b].members.push_back(i);
-    params_[i].bucket = b;
-  }
-
-  // Storage and views.
-  const Device device = params_.front().param.device();
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    DdpBucket& bucket = buckets_[b];
-    int64_t numel = 0;
-    for (int64_t i : bucket_states_[b].members) {
-      params_[i].offset = numel;
+  std::vector<Tensor> params;
+  params.reserve(params_.size());
+  for (const ParamState& p : params_) params.push_back(p.param);
+  TANDEM_ASSIGN_OR_RETURN(
+      FlatBucketSet set,
+      MakeFlatBuckets(
+          params, {.first_bucket_cap_bytes = options_.first_bucket_cap_bytes,
+                   .bucket_cap_bytes = options_.bucket_cap_bytes}));
+  TANDEM_RETURN_IF_ERROR(BindGradsToBuckets(params, set));
+  for (const FlatBucket& flat : set.buckets) {
+    DdpBucket bucket;
+    bucket.dtype = flat.dtype;
+    bucket.flat = flat.flat;
+    bucket.offsets = flat.offsets;
+    for (int64_t i : flat.members) {
       bucket.parameter_names.push_back(params_[i].name);
-      bucket.offsets.push_back(numel);
-      numel += params_[i].param.numel();
     }
-    TANDEM_ASSIGN_OR_RETURN(bucket.flat,
-                            Tensor::Zeros({numel}, bucket.dtype, device));
-    bucket_states_[b].pending =
-        static_cast<int64_t>(bucket_states_[b].members.size());
-    for (int64_t i : bucket_states_[b].members) {
-      ParamState& p = params_[i];
-      TANDEM_ASSIGN_OR_RETURN(p.view,
-                              bucket.flat.View(p.offset, p.param.shape()));
-      Tensor existing = p.param.grad();
-      if (existing.defined()) TANDEM_RETURN_IF_ERROR(p.view.CopyFrom(existing));
-      TANDEM_RETURN_IF_ERROR(p.param.set_grad(p.view));
-    }
+    buckets_.push_back(std::move(bucket));
+    BucketState state;
+    state.pending = static_cast<int64_t>(flat.members.size());
+    state.members = flat.members;
+    bucket_states_.push_back(std::move(state));
   }
-
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].bucket = set.slots[i].bucket;
+    params_[i].offset = set.slots[i].offset;
+    params_[i].view = set.slots[i].view;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     const int64_t index = static_cast<int64_t>(i);
     TANDEM_ASSIGN_OR_RETURN(
