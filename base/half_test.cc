@@ -149,5 +149,83 @@ TEST(HalfTest, SpecialValues) {
   }
 }
 
+// Known encodings (checked against torch.tensor(x).half() / .bfloat16()).
+TEST(HalfTest, F16KnownValues) {
+  EXPECT_EQ(F16FromF32(0.0f), 0x0000);
+  EXPECT_EQ(F16FromF32(-0.0f), 0x8000);
+  EXPECT_EQ(F16FromF32(1.0f), 0x3C00);
+  EXPECT_EQ(F16FromF32(-2.0f), 0xC000);
+  EXPECT_EQ(F16FromF32(1.0f / 3.0f), 0x3555);
+  EXPECT_EQ(F16FromF32(std::nextafter(65520.0f, 0.0f)), 0x7BFF);
+  EXPECT_EQ(F16FromF32(-65520.0f), 0xFC00);  // tie -> even -> -inf
+  EXPECT_EQ(F16FromF32(1e10f), 0x7C00);
+  EXPECT_EQ(F16FromF32(0x1p-14f), 0x0400);  // min normal
+  EXPECT_EQ(F16FromF32(0x1p-24f), 0x0001);  // min subnormal
+  EXPECT_EQ(F16FromF32(0x1p-25f), 0x0000);  // tie -> even (0)
+  EXPECT_EQ(F16FromF32(std::nextafter(0x1p-25f, 1.0f)), 0x0001);
+  EXPECT_EQ(F16FromF32(3 * 0x1p-25f), 0x0002);  // tie 1|2 -> 2
+  EXPECT_EQ(F16FromF32(5 * 0x1p-25f), 0x0002);  // tie 2|3 -> 2
+  EXPECT_EQ(F16FromF32(-1e-10f), 0x8000);
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: ties to even gives 1.
+  EXPECT_EQ(F16FromF32(1.0f + 0x1p-11f), 0x3C00);
+  EXPECT_EQ(F16FromF32(1.0f + 3 * 0x1p-11f), 0x3C02);
+  // Rounding up carries into the exponent: 2 - 2^-12 -> 2.
+  EXPECT_EQ(F16FromF32(2.0f - 0x1p-12f), 0x4000);
+  // The largest subnormal rounds up into the smallest normal.
+  EXPECT_EQ(F16FromF32(0x1p-14f - 0x1p-26f), 0x0400);
+  EXPECT_EQ(F32FromF16(0x3C00), 1.0f);
+  EXPECT_EQ(F32FromF16(0x0001), 0x1p-24f);
+  EXPECT_EQ(F32FromF16(0x7BFF), 65504.0f);
+  EXPECT_EQ(F32FromF16(0xFC00), -std::numeric_limits<float>::infinity());
+  EXPECT_EQ(FloatBits(F32FromF16(0x8000)), 0x80000000u);
+  EXPECT_TRUE(IsNan(F32FromF16(0x7C01)));
+}
+
+TEST(HalfTest, BF16KnownValues) {
+  EXPECT_EQ(BF16FromF32(1.0f), 0x3F80);
+  EXPECT_EQ(BF16FromF32(-0.0f), 0x8000);
+  EXPECT_EQ(BF16FromF32(1.00390625f), 0x3F80);  // 1 + 2^-8: tie, even
+  EXPECT_EQ(BF16FromF32(1.01171875f), 0x3F82);  // 1 + 3*2^-8: tie, even
+  EXPECT_EQ(BF16FromF32(std::nextafter(1.00390625f, 2.0f)), 0x3F81);
+  EXPECT_EQ(BF16FromF32(1.0f / 3.0f), 0x3EAB);
+  EXPECT_EQ(BF16FromF32(-3.140625f), 0xC049);
+  EXPECT_EQ(BF16FromF32(BitsFloat(0x7F7F7FFFu)), 0x7F7F);
+  EXPECT_EQ(BF16FromF32(BitsFloat(0x7FFFFFFFu)), 0x7FC0);  // NaN, not inf
+  // Subnormals round like everything else.
+  EXPECT_EQ(BF16FromF32(BitsFloat(0x00018000u)), 0x0002);  // tie 1|2 -> 2
+  EXPECT_EQ(BF16FromF32(BitsFloat(0x00008000u)), 0x0000);  // tie 0|1 -> 0
+  EXPECT_EQ(F32FromBF16(0x3F80), 1.0f);
+}
+
+// Every 16-bit value survives 16 bits -> f32 -> 16 bits (NaNs stay NaN).
+TEST(HalfTest, EveryF16AndBF16ValueRoundTrips) {
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    const uint16_t v = static_cast<uint16_t>(b);
+    const float f16 = F32FromF16(v);
+    if (IsNan(f16)) {
+      ASSERT_EQ(F16FromF32(f16) & 0x7FFFu, 0x7E00u) << b;
+    } else {
+      ASSERT_EQ(F16FromF32(f16), v) << b;
+    }
+    const float bf16 = F32FromBF16(v);
+    ASSERT_EQ(BF16FromF32(bf16), IsNan(bf16) ? 0x7FC0u : v) << b;
+  }
+}
+
+#ifdef __FLT16_MAX__
+// A second, independent reference: GCC's _Float16 conversion is correctly
+// rounded. A sweep of f32 bit patterns (every 4099th: all signs, exponents).
+TEST(HalfTest, F16MatchesTheCompilersConversion) {
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 4099) {
+    const float f = BitsFloat(static_cast<uint32_t>(u));
+    if (IsNan(f)) continue;
+    const _Float16 ref = static_cast<_Float16>(f);
+    uint16_t ref_bits;
+    std::memcpy(&ref_bits, &ref, 2);
+    ASSERT_EQ(F16FromF32(f), ref_bits) << "f32 bits " << std::hex << u;
+  }
+}
+#endif
+
 }  // namespace
 }  // namespace tandem::half

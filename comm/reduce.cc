@@ -8,7 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
-#include "comm/half.h"
+#include "base/half.h"
 #include "comm/types.h"
 
 namespace tandem::comm {
@@ -27,15 +27,15 @@ struct Plain {
 struct F16 {
   using Storage = uint16_t;
   using Acc = float;
-  static float Load(uint16_t v) { return F32FromF16(v); }
-  static uint16_t Store(float a) { return F16FromF32(a); }
+  static float Load(uint16_t v) { return half::F32FromF16(v); }
+  static uint16_t Store(float a) { return half::F16FromF32(a); }
 };
 
 struct BF16 {
   using Storage = uint16_t;
   using Acc = float;
-  static float Load(uint16_t v) { return F32FromBF16(v); }
-  static uint16_t Store(float a) { return BF16FromF32(a); }
+  static float Load(uint16_t v) { return half::F32FromBF16(v); }
+  static uint16_t Store(float a) { return half::BF16FromF32(a); }
 };
 
 struct SumOp {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "comm/half.h"
+#include "base/half.h"
 #include "comm/types.h"
 #include "gtest/gtest.h"
 
@@ -84,21 +84,23 @@ TEST(ReduceTest, MaxMinProdAndNaN) {
 TEST(ReduceTest, HalfTypesAccumulateInF32AndRoundOnce) {
   // 2048 + 1 + 1 in f16: pairwise rounding in f16 would give 2048 (2049 is
   // not representable; ties to even), f32 accumulation gives 2050 exactly.
-  std::vector<std::vector<uint16_t>> f16 = {
-      {F16FromF32(2048.0f)}, {F16FromF32(1.0f)}, {F16FromF32(1.0f)}};
+  std::vector<std::vector<uint16_t>> f16 = {{half::F16FromF32(2048.0f)},
+                                            {half::F16FromF32(1.0f)},
+                                            {half::F16FromF32(1.0f)}};
   ASSERT_TRUE(ReduceVectors(DType::kF16, ReduceOp::kSum, f16, 3).ok());
-  EXPECT_EQ(F32FromF16(f16[0][0]), 2050.0f);
+  EXPECT_EQ(half::F32FromF16(f16[0][0]), 2050.0f);
   EXPECT_EQ(f16[1][0], f16[0][0]);
   // bf16: 256 + 1 + 1 -> 258.
-  std::vector<std::vector<uint16_t>> bf16 = {
-      {BF16FromF32(256.0f)}, {BF16FromF32(1.0f)}, {BF16FromF32(1.0f)}};
+  std::vector<std::vector<uint16_t>> bf16 = {{half::BF16FromF32(256.0f)},
+                                             {half::BF16FromF32(1.0f)},
+                                             {half::BF16FromF32(1.0f)}};
   ASSERT_TRUE(ReduceVectors(DType::kBF16, ReduceOp::kSum, bf16, 3).ok());
-  EXPECT_EQ(F32FromBF16(bf16[2][0]), 258.0f);
+  EXPECT_EQ(half::F32FromBF16(bf16[2][0]), 258.0f);
   // Avg: (1 + 2) / 2 = 1.5, divided in f32 then rounded.
-  std::vector<std::vector<uint16_t>> avg = {{F16FromF32(1.0f)},
-                                            {F16FromF32(2.0f)}};
+  std::vector<std::vector<uint16_t>> avg = {{half::F16FromF32(1.0f)},
+                                            {half::F16FromF32(2.0f)}};
   ASSERT_TRUE(ReduceVectors(DType::kF16, ReduceOp::kAvg, avg, 2).ok());
-  EXPECT_EQ(F32FromF16(avg[0][0]), 1.5f);
+  EXPECT_EQ(half::F32FromF16(avg[0][0]), 1.5f);
 }
 
 TEST(ReduceTest, IntegersWrapAndCompareWithSign) {

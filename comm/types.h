@@ -23,7 +23,7 @@
 namespace tandem::comm {
 
 // Element types a collective can move. f16 is IEEE binary16, bf16 is bfloat16;
-// both are stored as 16-bit patterns (see comm/half.h).
+// both are stored as 16-bit patterns (see base/half.h).
 enum class DType : int8_t { kF32, kF64, kF16, kBF16, kI32, kI64, kU8 };
 
 inline constexpr DType kAllDTypes[] = {DType::kF32,  DType::kF64, DType::kF16,

@@ -1,7 +1,7 @@
 // Internal: element conversions between dtypes on host memory.
 //
 // Rules (shared by Tensor::To, Tensor::Full and Item):
-//   - to f16/bf16: via float, round to nearest even (tensor/half.h);
+//   - to f16/bf16: via float, round to nearest even (base/half.h);
 //   - between f32/f64: static_cast (round to nearest);
 //   - float to int: truncate toward zero; NaN -> 0; out of range saturates;
 //   - int to int: C++20 static_cast (i64 -> i32 wraps, as PyTorch does).

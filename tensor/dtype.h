@@ -6,14 +6,20 @@
 //   IsFloatingPoint(t);       // true
 //   DTypeOf<double>::value;   // DType::kF64
 //
-// f16 and bf16 elements are stored as tandem::Half / tandem::BFloat16
-// (tensor/half.h). Pure functions; thread-safe.
+// f16 and bf16 elements are stored as tandem::Half / tandem::BFloat16, two
+// bytes holding the encoding; their conversions to and from float are
+// base/half.h's (bit-exact with PyTorch's c10::Half / c10::BFloat16):
+//
+//   tandem::Half h(1.0f / 3.0f);         // h.bits == 0x3555
+//   float back = static_cast<float>(h);  // 0.333251953125f
+//
+// Pure functions; thread-safe.
 #ifndef TANDEM_TENSOR_DTYPE_H_
 #define TANDEM_TENSOR_DTYPE_H_
 
 #include <cstdint>
 
-#include "tensor/half.h"
+#include "base/half.h"
 
 namespace tandem {
 
@@ -25,6 +31,38 @@ enum class DType : int8_t {
   kI64 = 4,
   kI32 = 5,
 };
+
+// IEEE 754 binary16. Two bytes, trivially copyable; `bits` is the encoding.
+// Arithmetic is never done in 16 bits: kernels convert to float, compute,
+// and convert back (half::F16FromF32 rounds to nearest even).
+struct Half {
+  uint16_t bits = 0;
+
+  Half() = default;
+  explicit Half(float value) : bits(half::F16FromF32(value)) {}
+  static Half FromBits(uint16_t b) {
+    Half h;
+    h.bits = b;
+    return h;
+  }
+  explicit operator float() const { return half::F32FromF16(bits); }
+};
+
+// bfloat16: the top 16 bits of a float32. Two bytes, trivially copyable.
+struct BFloat16 {
+  uint16_t bits = 0;
+
+  BFloat16() = default;
+  explicit BFloat16(float value) : bits(half::BF16FromF32(value)) {}
+  static BFloat16 FromBits(uint16_t b) {
+    BFloat16 h;
+    h.bits = b;
+    return h;
+  }
+  explicit operator float() const { return half::F32FromBF16(bits); }
+};
+
+static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2);
 
 // Bytes per element: 4, 8, 2, 2, 8, 4.
 int64_t DTypeSize(DType dtype);

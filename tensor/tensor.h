@@ -173,7 +173,7 @@ class Tensor {
   Tensor Detach() const;
   // A copy converted to `dtype` (Clone() when already `dtype`), on this
   // tensor's device. Differentiable between floating dtypes. Float -> f16/bf16
-  // rounds to nearest even (tensor/half.h); float -> int truncates toward zero,
+  // rounds to nearest even (base/half.h); float -> int truncates toward zero,
   // NaN becomes 0 and out-of-range values saturate.
   absl::StatusOr<Tensor> To(DType dtype) const;
   // A copy on `device` (needs the registered allocators to support the

@@ -61,6 +61,21 @@ TEST(TensorTest, Factories) {
   EXPECT_TRUE(e.ToVector<float>().value().empty());
 }
 
+// Half and BFloat16 (tensor/dtype.h) hold base/half.h's encodings.
+TEST(DTypeTest, HalfAndBFloat16StoreTheEncodingAndConvertBack) {
+  Half h(1.0f / 3.0f);
+  EXPECT_EQ(h.bits, 0x3555);
+  EXPECT_EQ(static_cast<float>(h), 0.333251953125f);
+  EXPECT_EQ(Half::FromBits(0x3C00).bits, 0x3C00);
+  EXPECT_EQ(static_cast<float>(Half::FromBits(0x7C00)),
+            std::numeric_limits<float>::infinity());
+  BFloat16 b(1.0f / 3.0f);
+  EXPECT_EQ(b.bits, 0x3EAB);
+  EXPECT_EQ(static_cast<float>(BFloat16::FromBits(0x3F80)), 1.0f);
+  EXPECT_EQ(DTypeOf<Half>::value, DType::kF16);
+  EXPECT_EQ(DTypeOf<BFloat16>::value, DType::kBF16);
+}
+
 TEST(TensorTest, NegativeShapeIsAnError) {
   absl::StatusOr<Tensor> t = Tensor::Zeros({2, -1});
   ASSERT_FALSE(t.ok());

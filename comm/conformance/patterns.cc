@@ -9,7 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "comm/half.h"
+#include "base/half.h"
 #include "comm/types.h"
 
 namespace tandem::comm::conformance {
@@ -37,10 +37,10 @@ void StoreValue(DType dtype, void* data, int64_t i, int64_t v) {
       Put<double>(data, i, static_cast<double>(v));
       return;
     case DType::kF16:
-      Put<uint16_t>(data, i, F16FromF32(static_cast<float>(v)));
+      Put<uint16_t>(data, i, half::F16FromF32(static_cast<float>(v)));
       return;
     case DType::kBF16:
-      Put<uint16_t>(data, i, BF16FromF32(static_cast<float>(v)));
+      Put<uint16_t>(data, i, half::BF16FromF32(static_cast<float>(v)));
       return;
     case DType::kI32:
       Put<int32_t>(data, i, static_cast<int32_t>(v));
@@ -155,8 +155,8 @@ std::vector<uint8_t> ReferenceReduce(Pattern pattern, DType dtype, ReduceOp op,
       }
       if (op == ReduceOp::kAvg) acc = acc / static_cast<float>(n);
       if (dtype == DType::kF32) Put<float>(data, i, acc);
-      if (dtype == DType::kF16) Put<uint16_t>(data, i, F16FromF32(acc));
-      if (dtype == DType::kBF16) Put<uint16_t>(data, i, BF16FromF32(acc));
+      if (dtype == DType::kF16) Put<uint16_t>(data, i, half::F16FromF32(acc));
+      if (dtype == DType::kBF16) Put<uint16_t>(data, i, half::BF16FromF32(acc));
       continue;
     }
     // Integers: exact in int64 for these patterns, then wrapped to the width.
@@ -183,11 +183,11 @@ std::string FormatElement(DType dtype, const void* data, int64_t i) {
     }
     case DType::kF16: {
       const uint16_t h = Load<uint16_t>(data, i);
-      return absl::StrFormat("%.6g (0x%04x)", F32FromF16(h), h);
+      return absl::StrFormat("%.6g (0x%04x)", half::F32FromF16(h), h);
     }
     case DType::kBF16: {
       const uint16_t h = Load<uint16_t>(data, i);
-      return absl::StrFormat("%.6g (0x%04x)", F32FromBF16(h), h);
+      return absl::StrFormat("%.6g (0x%04x)", half::F32FromBF16(h), h);
     }
     case DType::kI32:
       return absl::StrCat(Load<int32_t>(data, i));

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "comm/half.h"
+#include "base/half.h"
 #include "comm/types.h"
 #include "gtest/gtest.h"
 
@@ -48,7 +48,7 @@ TEST(PatternsTest, ReferenceSumAndAvg) {
   EXPECT_EQ(f, -4.0f);
   uint16_t h;
   std::memcpy(&h, avg.data(), 2);
-  EXPECT_EQ(F32FromF16(h), -2.0f);
+  EXPECT_EQ(half::F32FromF16(h), -2.0f);
 }
 
 TEST(PatternsTest, CompareNamesTheFirstDifference) {

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
-#include "comm/half.h"
+#include "base/half.h"
 #include "comm/validate.h"
 
 namespace tandem::comm {
@@ -76,14 +76,16 @@ bool IsHalf(DType dtype) {
 void HalfToF32(DType dtype, const void* src, float* dst, int64_t count) {
   const auto* in = static_cast<const uint16_t*>(src);
   for (int64_t i = 0; i < count; ++i) {
-    dst[i] = dtype == DType::kF16 ? F32FromF16(in[i]) : F32FromBF16(in[i]);
+    dst[i] = dtype == DType::kF16 ? half::F32FromF16(in[i])
+                                  : half::F32FromBF16(in[i]);
   }
 }
 
 void F32ToHalf(DType dtype, const float* src, void* dst, int64_t count) {
   auto* out = static_cast<uint16_t*>(dst);
   for (int64_t i = 0; i < count; ++i) {
-    out[i] = dtype == DType::kF16 ? F16FromF32(src[i]) : BF16FromF32(src[i]);
+    out[i] = dtype == DType::kF16 ? half::F16FromF32(src[i])
+                                  : half::BF16FromF32(src[i]);
   }
 }
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "comm/half.h"
+#include "base/half.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -95,18 +95,18 @@ TEST(MpiCommunicatorTest, HalfPrecisionReducesInF32AndRoundsOnce) {
   const int n = comm->size();
   // Each rank adds 1 + 2^-11 (not representable in f16, it rounds to 1):
   // reducing in f32 and rounding once gives round(n * (1 + 2^-11)).
-  std::vector<uint16_t> h(16, F16FromF32(1.0f));
+  std::vector<uint16_t> h(16, half::F16FromF32(1.0f));
   ASSERT_TRUE(
       comm->AllReduce(HostView(h.data(), 16, DType::kF16), ReduceOp::kSum)
           ->Wait()
           .ok());
-  for (uint16_t v : h) EXPECT_EQ(F32FromF16(v), static_cast<float>(n));
-  std::vector<uint16_t> b(16, BF16FromF32(3.0f));
+  for (uint16_t v : h) EXPECT_EQ(half::F32FromF16(v), static_cast<float>(n));
+  std::vector<uint16_t> b(16, half::BF16FromF32(3.0f));
   ASSERT_TRUE(
       comm->AllReduce(HostView(b.data(), 16, DType::kBF16), ReduceOp::kAvg)
           ->Wait()
           .ok());
-  for (uint16_t v : b) EXPECT_EQ(F32FromBF16(v), 3.0f);
+  for (uint16_t v : b) EXPECT_EQ(half::F32FromBF16(v), 3.0f);
 }
 
 TEST(MpiCommunicatorTest, BroadcastFromEveryRoot) {
@@ -159,14 +159,14 @@ TEST(MpiCommunicatorTest, ReduceScatterOutOfPlaceInPlaceAndHalf) {
                   .ok());
   for (int k = 0; k < 4; ++k)
     EXPECT_EQ(send[r * 4 + k], static_cast<float>(r * 4 + k + n - 1));
-  std::vector<uint16_t> hs(2 * n, BF16FromF32(2.0f));
+  std::vector<uint16_t> hs(2 * n, half::BF16FromF32(2.0f));
   std::vector<uint16_t> hr(2, 0);
   ASSERT_TRUE(comm->ReduceScatter(HostView(hs.data(), 2 * n, DType::kBF16),
                                   HostView(hr.data(), 2, DType::kBF16),
                                   ReduceOp::kSum)
                   ->Wait()
                   .ok());
-  for (uint16_t v : hr) EXPECT_EQ(F32FromBF16(v), 2.0f * n);
+  for (uint16_t v : hr) EXPECT_EQ(half::F32FromBF16(v), 2.0f * n);
 }
 
 TEST(MpiCommunicatorTest, SendRecvAroundTheRing) {

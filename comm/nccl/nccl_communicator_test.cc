@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "comm/half.h"
+#include "base/half.h"
 #include "comm/nccl/cuda_probe.h"
 #include "comm/nccl/device_buffer.h"
 #include "comm/nccl/local_gpus.h"
@@ -314,7 +314,7 @@ TEST(MultiGpuTest, ExactValuesForEveryOperation) {
         // bf16 sum: small integers are exact in 16 bits.
         std::vector<uint16_t> h(64);
         for (int i = 0; i < 64; ++i)
-          h[i] = BF16FromF32(static_cast<float>(rank - i % 3));
+          h[i] = half::BF16FromF32(static_cast<float>(rank - i % 3));
         RANK_ASSIGN(hdev, ToDevice(comm, h));
         absl::Status s =
             comm.AllReduce(hdev.View(DType::kBF16, 0, 64), ReduceOp::kSum)
@@ -323,7 +323,7 @@ TEST(MultiGpuTest, ExactValuesForEveryOperation) {
         RANK_ASSIGN(hgot, ToHost<uint16_t>(hdev));
         for (int i = 0; i < 64; ++i) {
           const float want = static_cast<float>(n * (n - 1) / 2 - n * (i % 3));
-          RANK_CHECK(F32FromBF16(hgot[i]) == want, "bf16 [", i, "]");
+          RANK_CHECK(half::F32FromBF16(hgot[i]) == want, "bf16 [", i, "]");
         }
         // Broadcast from the last rank.
         std::vector<int64_t> b(33, rank == n - 1 ? 4242 : -1);

@@ -38,7 +38,7 @@ __device__ inline uint32_t ShiftRightRoundEven(uint32_t m, int shift) {
   return kept;
 }
 
-__device__ inline uint16_t FloatToHalfBits(float value) {
+__device__ inline uint16_t F16FromF32(float value) {
   const uint32_t x = __float_as_uint(value);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
   const uint32_t a = x & 0x7FFFFFFFu;
@@ -57,7 +57,7 @@ __device__ inline uint16_t FloatToHalfBits(float value) {
   return sign | static_cast<uint16_t>(ShiftRightRoundEven(mant, shift));
 }
 
-__device__ inline float HalfBitsToFloat(uint16_t bits) {
+__device__ inline float F32FromF16(uint16_t bits) {
   const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
   const uint32_t exp = (bits >> 10) & 0x1Fu;
   const uint32_t mant = bits & 0x3FFu;
@@ -69,14 +69,14 @@ __device__ inline float HalfBitsToFloat(uint16_t bits) {
   return __uint_as_float(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 
-__device__ inline uint16_t FloatToBFloat16Bits(float value) {
+__device__ inline uint16_t BF16FromF32(float value) {
   const uint32_t x = __float_as_uint(value);
   if ((x & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0u;
   const uint32_t bias = 0x7FFFu + ((x >> 16) & 1u);
   return static_cast<uint16_t>((x + bias) >> 16);
 }
 
-__device__ inline float BFloat16BitsToFloat(uint16_t bits) {
+__device__ inline float F32FromBF16(uint16_t bits) {
   return __uint_as_float(static_cast<uint32_t>(bits) << 16);
 }
 
@@ -108,11 +108,11 @@ __device__ inline Acc<T> Ld(T v) {
 }
 template <>
 __device__ inline float Ld<F16>(F16 v) {
-  return HalfBitsToFloat(v.bits);
+  return F32FromF16(v.bits);
 }
 template <>
 __device__ inline float Ld<BF16>(BF16 v) {
-  return BFloat16BitsToFloat(v.bits);
+  return F32FromBF16(v.bits);
 }
 
 // Store: compute type -> element (f16/bf16 round to nearest even).
@@ -122,11 +122,11 @@ __device__ inline T St(Acc<T> v) {
 }
 template <>
 __device__ inline F16 St<F16>(float v) {
-  return F16{FloatToHalfBits(v)};
+  return F16{F16FromF32(v)};
 }
 template <>
 __device__ inline BF16 St<BF16>(float v) {
-  return BF16{FloatToBFloat16Bits(v)};
+  return BF16{BF16FromF32(v)};
 }
 
 // A double into element type T the way the CPU narrows it (f16/bf16 via

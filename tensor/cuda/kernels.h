@@ -8,7 +8,7 @@
 // the next synchronising call). n == 0 launches nothing. Pointers are device
 // memory of the dtype named by the `dtype` argument; floating kernels take
 // f32, f64, f16 and bf16 and compute in float (f16/bf16, f32) or double
-// (f64), rounding f16/bf16 results exactly as tensor/half.h does.
+// (f64), rounding f16/bf16 results exactly as base/half.h does.
 //
 // The arithmetic repeats the CPU kernels' (tensor/ops_*.cc) operation by
 // operation: the same formulas, the same order of accumulation where one

@@ -25,6 +25,7 @@
 #include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
+#include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
 namespace {
@@ -136,8 +137,7 @@ absl::Status AllReduceSum(comm::Communicator& comm, std::vector<double>& values,
   }
   TANDEM_ASSIGN_OR_RETURN(Tensor host, Tensor::FromVector(values));
   TANDEM_ASSIGN_OR_RETURN(Tensor staged, host.To(device));
-  comm::BufferView view{staged.raw_data(), staged.numel(), comm::DType::kF64,
-                        comm::MemorySpace::kCuda, device.index()};
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(staged));
   TANDEM_RETURN_IF_ERROR(comm.AllReduce(view, comm::ReduceOp::kSum)->Wait());
   TANDEM_ASSIGN_OR_RETURN(host, staged.To(Device::CPU()));
   TANDEM_ASSIGN_OR_RETURN(values, host.ToVector<double>());

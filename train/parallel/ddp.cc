@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -20,43 +19,12 @@
 #include "tensor/autograd.h"
 #include "tensor/device.h"
 #include "tensor/ops.h"
+#include "train/parallel/ddp_step.h"
+#include "train/parallel/flat_buckets.h"
+#include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
 namespace {
-
-absl::StatusOr<comm::DType> CommDType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return comm::DType::kF32;
-    case DType::kF64:
-      return comm::DType::kF64;
-    case DType::kF16:
-      return comm::DType::kF16;
-    case DType::kBF16:
-      return comm::DType::kBF16;
-    case DType::kI64:
-      return comm::DType::kI64;
-    case DType::kI32:
-      return comm::DType::kI32;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("DistributedDataParallel: dtype ", static_cast<int>(dtype),
-                   " has no communication type"));
-}
-
-// The whole of `t` as a buffer a collective can move.
-absl::StatusOr<comm::BufferView> ViewOf(const Tensor& t) {
-  TANDEM_ASSIGN_OR_RETURN(comm::DType dtype, CommDType(t.dtype()));
-  comm::BufferView view;
-  view.data = t.raw_data();
-  view.count = t.numel();
-  view.dtype = dtype;
-  if (t.device().is_cuda()) {
-    view.space = comm::MemorySpace::kCuda;
-    view.device = t.device().index();
-  }
-  return view;
-}
 
 // `status` with "rank r: <context>: " in front of its message, same code.
 absl::Status Annotate(const absl::Status& status, int rank,
@@ -90,8 +58,10 @@ absl::Status AllGatherHostI64(comm::Communicator& comm, Device device,
   TANDEM_ASSIGN_OR_RETURN(Tensor device_send, host_send.To(device));
   TANDEM_ASSIGN_OR_RETURN(Tensor device_recv,
                           Tensor::Empty({m}, DType::kI64, device));
-  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send_view, ViewOf(device_send));
-  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv_view, ViewOf(device_recv));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send_view,
+                          ToBufferView(device_send));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv_view,
+                          ToBufferView(device_recv));
   TANDEM_RETURN_IF_ERROR(
       comm.AllGather(send_view, recv_view)->Wait(Remaining(deadline)));
   TANDEM_ASSIGN_OR_RETURN(Tensor host_recv, device_recv.To(Device::CPU()));
@@ -329,7 +299,7 @@ absl::Status DistributedDataParallel::BroadcastFromRank0(
   std::vector<std::unique_ptr<comm::Work>> works;
   works.reserve(tensors.size());
   for (const nn::NamedTensor& t : tensors) {
-    TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ViewOf(t.tensor));
+    TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(t.tensor));
     works.push_back(comm_->Broadcast(view, /*root=*/0));
   }
   // Wait for all of them even after an error: the buffers must not be in
@@ -347,62 +317,34 @@ absl::Status DistributedDataParallel::BroadcastFromRank0(
 }
 
 absl::Status DistributedDataParallel::BuildBuckets() {
-  // Assignment, in reverse registration order, one open bucket per dtype.
-  std::map<DType, int64_t> open;        // dtype -> bucket index
-  std::map<DType, int64_t> open_bytes;  // bytes in that bucket
-  std::map<DType, int64_t> per_dtype;   // buckets made per dtype
-  for (int64_t i = static_cast<int64_t>(params_.size()) - 1; i >= 0; --i) {
-    const Tensor& param = params_[i].param;
-    const DType dtype = param.dtype();
-    const int64_t bytes = param.nbytes();
-    auto it = open.find(dtype);
-    bool fits = false;
-    if (it != open.end()) {
-      const int64_t cap = per_dtype[dtype] == 1
-                              ? options_.first_bucket_cap_bytes
-                              : options_.bucket_cap_bytes;
-      fits = open_bytes[dtype] + bytes <= cap;
-    }
-    if (!fits) {
-      open[dtype] = static_cast<int64_t>(buckets_.size());
-      open_bytes[dtype] = 0;
-      ++per_dtype[dtype];
-      DdpBucket bucket;
-      bucket.dtype = dtype;
-      buckets_.push_back(std::move(bucket));
-      bucket_states_.emplace_back();
-    }
-    const int64_t b = open[dtype];
-    open_bytes[dtype] += bytes;
-    bucket_states_[b].members.push_back(i);
-    params_[i].bucket = b;
-  }
-
-  // Storage and views.
-  const Device device = params_.front().param.device();
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    DdpBucket& bucket = buckets_[b];
-    int64_t numel = 0;
-    for (int64_t i : bucket_states_[b].members) {
-      params_[i].offset = numel;
+  std::vector<Tensor> params;
+  params.reserve(params_.size());
+  for (const ParamState& p : params_) params.push_back(p.param);
+  TANDEM_ASSIGN_OR_RETURN(
+      FlatBucketSet set,
+      MakeFlatBuckets(
+          params, {.first_bucket_cap_bytes = options_.first_bucket_cap_bytes,
+                   .bucket_cap_bytes = options_.bucket_cap_bytes}));
+  TANDEM_RETURN_IF_ERROR(BindGradsToBuckets(params, set));
+  for (const FlatBucket& flat : set.buckets) {
+    DdpBucket bucket;
+    bucket.dtype = flat.dtype;
+    bucket.flat = flat.flat;
+    bucket.offsets = flat.offsets;
+    for (int64_t i : flat.members) {
       bucket.parameter_names.push_back(params_[i].name);
-      bucket.offsets.push_back(numel);
-      numel += params_[i].param.numel();
     }
-    TANDEM_ASSIGN_OR_RETURN(bucket.flat,
-                            Tensor::Zeros({numel}, bucket.dtype, device));
-    bucket_states_[b].pending =
-        static_cast<int64_t>(bucket_states_[b].members.size());
-    for (int64_t i : bucket_states_[b].members) {
-      ParamState& p = params_[i];
-      TANDEM_ASSIGN_OR_RETURN(p.view,
-                              bucket.flat.View(p.offset, p.param.shape()));
-      Tensor existing = p.param.grad();
-      if (existing.defined()) TANDEM_RETURN_IF_ERROR(p.view.CopyFrom(existing));
-      TANDEM_RETURN_IF_ERROR(p.param.set_grad(p.view));
-    }
+    buckets_.push_back(std::move(bucket));
+    BucketState state;
+    state.pending = static_cast<int64_t>(flat.members.size());
+    state.members = flat.members;
+    bucket_states_.push_back(std::move(state));
   }
-
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].bucket = set.slots[i].bucket;
+    params_[i].offset = set.slots[i].offset;
+    params_[i].view = set.slots[i].view;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     const int64_t index = static_cast<int64_t>(i);
     TANDEM_ASSIGN_OR_RETURN(
@@ -423,7 +365,11 @@ DistributedDataParallel::~DistributedDataParallel() {
 // ---- The step.
 
 absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
-  if (armed_ && sync_this_iteration_ && backward_started_) {
+  const DdpStepCall call = !IsGradEnabled() ? DdpStepCall::kForwardNoGrad
+                           : require_sync_  ? DdpStepCall::kForwardSync
+                                            : DdpStepCall::kForwardLocal;
+  const absl::StatusOr<DdpStepState> next = NextDdpStepState(step_, call);
+  if (!next.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "DistributedDataParallel on rank ", rank_,
         ": Forward called before the previous iteration's gradient reduction "
@@ -432,7 +378,8 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
         " buckets launched, none waited for). After loss.Backward() call "
         "ddp.FinishGradientSync(), or use ddp.Backward(loss), which does "
         "both; to accumulate gradients over several backward passes without "
-        "reducing, run them inside ddp.NoSync()"));
+        "reducing, run them inside ddp.NoSync() (",
+        next.status().message(), ")"));
   }
   const Device device = params_.front().param.device();
   if (device != buckets_.front().flat.device()) {
@@ -451,20 +398,20 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
       TANDEM_RETURN_IF_ERROR(BroadcastFromRank0(buffers, "buffer"));
     }
   }
-  if (IsGradEnabled()) {
-    armed_ = true;
-    sync_this_iteration_ = require_sync_;
-  }
+  step_ = *next;
   return module_->Forward(input);
 }
 
 absl::Status DistributedDataParallel::Backward(const Tensor& loss) {
-  if (!armed_) {
+  const absl::StatusOr<DdpStepState> next =
+      NextDdpStepState(step_, DdpStepCall::kBackward);
+  if (!next.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "DistributedDataParallel on rank ", rank_,
         ": Backward(loss) without a Forward to synchronise; compute the loss "
         "from ddp.Forward(x) with grad mode on (not module.Forward(x), and "
-        "not under NoGradGuard), and call Backward once per Forward"));
+        "not under NoGradGuard), and call Backward once per Forward (",
+        next.status().message(), ")"));
   }
   absl::Status status = loss.Backward();
   if (!status.ok()) {
@@ -477,7 +424,8 @@ absl::Status DistributedDataParallel::Backward(const Tensor& loss) {
 }
 
 void DistributedDataParallel::OnGradReady(int64_t index) {
-  if (!armed_) return;  // the module was run directly: local gradients only
+  // The module was run directly (no step open): local gradients only.
+  if (step_ == DdpStepState::kIdle) return;
   ParamState& p = params_[index];
   absl::Status s = EnsureGradIsView(p);
   if (!s.ok()) {
@@ -485,8 +433,8 @@ void DistributedDataParallel::OnGradReady(int64_t index) {
     return;
   }
   p.has_local_grad = true;
-  if (!sync_this_iteration_) return;
-  backward_started_ = true;
+  if (step_ == DdpStepState::kArmedLocal) return;  // NoSync: nothing to reduce
+  step_ = NextDdpStepState(step_, DdpStepCall::kGradReady).value_or(step_);
   if (p.ready) {
     if (hook_error_.ok()) {
       hook_error_ = absl::FailedPreconditionError(absl::StrCat(
@@ -550,7 +498,7 @@ void DistributedDataParallel::LaunchCompleteBuckets() {
   while (next_launch_ < n && bucket_states_[next_launch_].pending == 0) {
     if (world_size_ > 1) {
       absl::StatusOr<comm::BufferView> view =
-          ViewOf(buckets_[next_launch_].flat);
+          ToBufferView(buckets_[next_launch_].flat);
       bucket_states_[next_launch_].work =
           view.ok() ? comm_->AllReduce(*view, op)
                     : comm::MakeCompletedWork(view.status());
@@ -573,16 +521,19 @@ void DistributedDataParallel::PollInFlight() {
 }
 
 absl::Status DistributedDataParallel::FinishGradientSync() {
-  if (!armed_) {
+  const absl::StatusOr<DdpStepState> next =
+      NextDdpStepState(step_, DdpStepCall::kFinish);
+  if (!next.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "DistributedDataParallel on rank ", rank_,
         ": FinishGradientSync without a step to finish; call it once after "
         "each loss.Backward() on a loss computed from ddp.Forward(x) in grad "
-        "mode (ddp.Backward(loss) does both)"));
+        "mode (ddp.Backward(loss) does both) (",
+        next.status().message(), ")"));
   }
-  if (!sync_this_iteration_) {  // NoSync: gradients stay local
+  if (step_ == DdpStepState::kArmedLocal) {  // NoSync: gradients stay local
     absl::Status status = hook_error_;
-    armed_ = false;
+    step_ = *next;
     hook_error_ = absl::OkStatus();
     return status;
   }
@@ -604,7 +555,7 @@ absl::Status DistributedDataParallel::FinishGradientSync() {
           " of ", params_.size(),
           " parameters received no gradient in this step: ",
           absl::StrJoin(names, ", "), ".",
-          backward_started_
+          step_ == DdpStepState::kReducing
               ? ""
               : " No gradient arrived at all: run loss.Backward() on a loss "
                 "computed from ddp.Forward's output before finishing.",
@@ -663,9 +614,8 @@ void DistributedDataParallel::ResetIteration() {
   }
   next_launch_ = 0;
   first_unfinished_ = 0;
-  armed_ = false;
-  sync_this_iteration_ = false;
-  backward_started_ = false;
+  step_ = NextDdpStepState(step_, DdpStepCall::kReset)
+              .value_or(DdpStepState::kIdle);
   hook_error_ = absl::OkStatus();
 }
 

@@ -1,148 +1,49 @@
 // DistributedDataParallel: data-parallel training of one nn::Module replica
-// per rank, after torch.nn.parallel.DistributedDataParallel.
+// per rank, after torch.nn.parallel.DistributedDataParallel. Each rank runs
+// forward and backward on its own shard of the batch; DDP keeps the replicas
+// identical by averaging the gradients across ranks (bit for bit PyTorch's
+// arithmetic), overlapping that communication with backward. The design —
+// buckets, the step's state machine, the average, GPUs, differences from
+// PyTorch — is in docs/ddp.md.
 //
-// Each rank builds the same model, wraps it, and runs forward and backward on
-// its own shard of the batch; DDP keeps the replicas identical by averaging
-// the gradients across ranks, overlapping that communication with backward:
-//
-//   absl::Status Train(comm::Communicator& comm) {   // runs on every rank
-//     tandem::Generator gen(123);
-//     TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
-//     Build(gen)); TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
-//                             optim::Sgd::Create(model->Parameters(),
-//                             /*lr=*/0.5));
-//     TANDEM_ASSIGN_OR_RETURN(auto ddp,
-//                             train::DistributedDataParallel::Create(*model,
-//                             comm));
-//     for (const Batch& batch : ...) {
-//       TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(batch.features));
-//       TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits,
-//       batch.labels)); sgd.ZeroGrad();                               // in
-//       place: keeps the bucket views
-//       TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));  // grads now averaged
-//       TANDEM_RETURN_IF_ERROR(sgd.Step());
-//     }
-//     return absl::OkStatus();
-//   }
-//
-// What Create() does (collectives, in this order, on every rank):
-//   1. Checks that every rank holds the same parameters and buffers: the same
-//      count, shapes and dtypes, in the same order (two AllGathers of a
-//      description). A difference fails every rank with a message naming the
-//      first rank and parameter that differ from rank 0.
-//   2. Broadcasts every parameter, then every buffer, from rank 0.
-//   3. Assigns the parameters that require grad to buckets, in REVERSE
-//      registration order (the order backward produces their gradients):
-//      a bucket holds parameters of one dtype up to `first_bucket_cap_bytes`
-//      (the first bucket of each dtype) or `bucket_cap_bytes` (the others); a
-//      parameter larger than the cap gets a bucket of its own. Each bucket
-//      owns one flat tensor, and each parameter's grad() is set to a view into
-//      it, so backward accumulates straight into the bucket: no copies.
-//   4. Hangs a post-accumulate-grad hook on each of those parameters.
-//
-// One training step:
-//   * Forward(x) runs the module. With grad mode on it arms this iteration's
-//     synchronisation (unless inside NoSync()); it also broadcasts the
-//     module's buffers from rank 0 first when there are any (PyTorch's
-//     broadcast_buffers=True).
-//   * During loss.Backward(), as each parameter's gradient becomes final its
-//     hook marks it ready and, when that completes a bucket and every earlier
-//     bucket has been launched, launches the bucket's in-place all-reduce —
-//     in bucket order, the same order on every rank, while backward
-//     continues (DdpOptions::overlap = false defers the launches to
-//     FinishGradientSync). The average is PyTorch's arithmetic, bit for bit:
-//     PyTorch multiplies each gradient by 1/world_size and sums. When the
-//     world size is a power of two that equals summing and then dividing
-//     (scaling by 2^-k is exact), so the bucket is all-reduced with
-//     ReduceOp::kAvg and no scaling pass runs; otherwise the hook scales the
-//     gradient in its bucket view and the bucket is all-reduced with Sum.
-//   * FinishGradientSync() marks unused parameters ready (with
-//     find_unused_parameters), waits for every bucket's AllReduce (bounded by
-//     `timeout`) and leaves the averaged gradients in the parameters' grad().
-//   Backward(loss) is loss.Backward() followed by FinishGradientSync(): the
-//   explicit end of the step, which PyTorch performs implicitly at the end of
-//   backward. Use it; call the two halves yourself only when something else
-//   (e.g. a custom backward) drives autograd.
-//
-// The module can still be called directly (module.Forward): its gradients
-// then stay local, like calling the inner module of a PyTorch DDP. Zero the
-// gradients IN PLACE (Module::ZeroGrad(), the default, or an optimizer's
-// zero_grad): ClearGrad() drops the bucket views, which DDP then re-installs
-// with one copy at the next backward.
-//
-// Gradient accumulation:
-//
-//   {
-//     auto no_sync = ddp->NoSync();
-//     for (each micro-batch but the last) {
-//       ... loss = f(ddp->Forward(x)) ...; ddp->Backward(loss);   // local only
-//     }
-//   }
-//   ... loss = f(ddp->Forward(last)) ...; ddp->Backward(loss);  // reduces the
-//   sum
-//
-// Misuse is reported, never silently wrong:
-//   * a parameter that got no gradient in a synchronised step, without
-//     find_unused_parameters: FinishGradientSync fails, naming the parameters
-//     and telling you to pass find_unused_parameters = true (the other ranks
-//     then fail too: the collective order is broken);
-//   * a Forward after a backward whose reduction was not finished:
-//     FailedPrecondition telling you to call FinishGradientSync (or use
-//     Backward(loss));
-//   * a second backward before the first one's reduction finished (a
-//     parameter made ready twice): FinishGradientSync fails and says to use
-//     NoSync() for accumulation. The gradients of that iteration are
-//     unspecified (the second backward wrote into buckets being reduced).
-//   * Backward(loss) / FinishGradientSync() without a DDP Forward in grad
-//     mode: FailedPrecondition.
-//
-// With world size 1 DDP does no communication at all (no collectives, no
-// Works): it keeps the bookkeeping, so misuse errors are the same as on N
-// ranks, and skips the scaling by 1/1.
-//
-// Differences from PyTorch: a parameter unused on EVERY rank (with
-// find_unused_parameters) ends with a zero gradient where PyTorch leaves its
-// .grad untouched; buckets are closed before they would exceed their cap
-// (PyTorch closes them just after); a missing gradient is reported by
-// FinishGradientSync rather than at the next forward. At world sizes that
-// are not a power of two gradients are scaled in place with ScaleInPlace,
-// so parameters must then be f32 or f64.
-//
-// On GPUs (the nccl backend), as in PyTorch: move the model to the rank's
-// device first, then wrap it:
-//
-//   TANDEM_RETURN_IF_ERROR(model->To(Device::CUDA(local_rank)));
 //   TANDEM_ASSIGN_OR_RETURN(auto ddp,
 //                           train::DistributedDataParallel::Create(*model,
-//                           comm));
+//                                                                   comm));
+//   for (const Batch& batch : batches) {  // the same steps on every rank
+//     TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(batch.features));
+//     TANDEM_ASSIGN_OR_RETURN(Tensor loss,
+//                             CrossEntropy(logits, batch.labels));
+//     sgd.ZeroGrad();                               // in place: keeps views
+//     TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));  // grads now averaged
+//     TANDEM_RETURN_IF_ERROR(sgd.Step());
+//   }
 //
-//   * Every parameter and buffer must be on one device (InvalidArgument
-//     otherwise); moving the module after wrapping it is reported by the
-//     next Forward (FailedPrecondition), since the buckets would stay behind.
-//   * Memory follows the parameters: the buckets are made on their device,
-//     the broadcasts and bucket all-reduces move the device tensors directly,
-//     and the small int64 model descriptions that Create() exchanges are
-//     staged through device tensors when the parameters are not on the CPU
-//     (NCCL moves device memory only). So the communicator must accept the
-//     parameters' memory.
-//   * The 1/world_size scaling (kAvg's division, or ScaleInPlace on the
-//     bucket views) is a kernel queued on a stream; nothing in the grad hooks
-//     blocks the host: launching a bucket enqueues the collective, polling it
-//     is an event query (NCCL). FinishGradientSync waits on the host for each
-//     bucket's Work (the end of the step: the optimizer reads the gradients
-//     next, on the compute stream, after the reductions completed).
-//   * Ordering: a communicator with its own stream must order each
-//     collective after the stream that computed the gradients. DDP does not
-//     know streams; whoever creates the communicator sets it up. For NCCL
-//     that is comm.set_compute_stream(cuda::CurrentStream(device)) on the
-//     rank's thread before Create (train::RunOnBackend does it for the
-//     examples); every collective then waits, on the GPU, for the kernels
-//     the rank queued before it (an event, not a host synchronisation).
-//
-// Thread-safety: a DistributedDataParallel belongs to its rank's thread, like
-// its module and communicator; the hooks run on that thread inside Backward.
-// The module and the communicator must outlive it, and the module must not
-// gain or lose parameters while wrapped.
+// Contract:
+//   - Collective: Create, and every synchronised step (Forward in grad mode,
+//     Backward / FinishGradientSync) issue collectives, so every rank makes
+//     the same calls in the same order. Create checks that the ranks hold
+//     the same model, broadcasts rank 0's parameters and buffers, and points
+//     each parameter's grad() into a flat gradient bucket.
+//   - A step is Forward, then Backward(loss) (= loss.Backward() then
+//     FinishGradientSync()). Calls out of that order (Backward or
+//     FinishGradientSync without a DDP Forward in grad mode, Forward while a
+//     reduction is unfinished) fail with FailedPrecondition naming the call,
+//     the step state (ddp_step.h) and what to do. Inside NoSync() backward
+//     only accumulates locally.
+//   - Ownership: the module and the communicator must outlive the wrapper;
+//     the module must not gain or lose parameters, or move to another device,
+//     while wrapped. Zero gradients in place (Module::ZeroGrad()) to keep the
+//     bucket views. The wrapper owns the buckets; the parameters keep their
+//     bucket-view gradients after it is destroyed.
+//   - Blocking: Create blocks on its checks and broadcasts; Forward on the
+//     buffer broadcast (with DdpOptions::broadcast_buffers and buffers to
+//     send); the gradient hooks only launch and poll collectives;
+//     FinishGradientSync waits for every bucket's reduction. Every wait is
+//     bounded by DdpOptions::timeout.
+//   - Thread-safety: a DistributedDataParallel belongs to its rank's thread,
+//     like its module and communicator; the hooks run on that thread inside
+//     backward.
+//   - Errors are absl::Status values naming the rank; nothing here aborts.
 #ifndef TANDEM_TRAIN_PARALLEL_DDP_H_
 #define TANDEM_TRAIN_PARALLEL_DDP_H_
 
@@ -159,6 +60,7 @@
 #include "tensor/dtype.h"
 #include "tensor/nn/module.h"
 #include "tensor/tensor.h"
+#include "train/parallel/ddp_step.h"
 
 namespace tandem::train {
 
@@ -214,7 +116,9 @@ class DistributedDataParallel {
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  // Runs the module (see the header comment for what it arms). Fails with
+  // Runs the module; in grad mode it opens a step (armed-sync, or
+  // armed-local inside NoSync()), and it first broadcasts the module's
+  // buffers from rank 0 when DdpOptions::broadcast_buffers. Fails with
   // FailedPrecondition when the previous iteration's backward ran but its
   // reduction was not finished, or when the module was moved to another
   // device after it was wrapped.
@@ -227,7 +131,9 @@ class DistributedDataParallel {
   // DDP's Forward in grad mode. Inside NoSync() it only accumulates.
   absl::Status Backward(const Tensor& loss);
 
-  // Ends the step after a backward: see the header comment. Blocks until
+  // Ends the step after a backward: marks unused parameters ready (with
+  // find_unused_parameters, else fails naming them), launches what is left
+  // and waits for every bucket's all-reduce. Blocks until
   // every bucket is reduced or `timeout` passes. After it returns, the next
   // iteration may start, whatever the outcome.
   absl::Status FinishGradientSync();
@@ -262,6 +168,8 @@ class DistributedDataParallel {
   // Buckets whose AllReduce was launched in the current iteration (counts
   // at world size 1 too, where launching is a no-op). For tests of overlap.
   int64_t num_buckets_launched() const { return next_launch_; }
+  // Where the current step is (see ddp_step.h). For tests and diagnostics.
+  DdpStepState step_state() const { return step_; }
 
  private:
   struct ParamState {
@@ -313,10 +221,8 @@ class DistributedDataParallel {
   std::vector<BucketState> bucket_states_;
 
   bool require_sync_ = true;  // false inside NoSync()
-  // A DDP Forward in grad mode ran; its backward is not finished yet.
-  bool armed_ = false;
-  bool sync_this_iteration_ = false;  // the armed Forward was synchronised
-  bool backward_started_ = false;     // a hook fired in this synced step
+  // Where the current step is (ddp_step.h); moved only by NextDdpStepState.
+  DdpStepState step_ = DdpStepState::kIdle;
   int64_t next_launch_ = 0;
   int64_t first_unfinished_ = 0;  // buckets before it have completed
   absl::Status hook_error_;       // first error found inside a hook

@@ -706,6 +706,100 @@ TEST(DdpMisuseTest, BackwardWithoutDdpForward) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// The step state (ddp_step.h) through a whole step, and the transitions the
+// tests above do not reach.
+// A world-size-1 DDP over an MLP and one batch, for the step-state tests.
+class DdpStepStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = Mlp(3, 4, 2, 1);
+    ASSERT_OK(model_.status());
+    ddp_ = DistributedDataParallel::Create(**model_, comm_);
+    ASSERT_OK(ddp_.status());
+    x_ = Features(2, 3, 0);
+    ASSERT_OK(x_.status());
+  }
+
+  absl::StatusOr<std::unique_ptr<nn::Sequential>> model_;
+  CountingCommunicator comm_;
+  absl::StatusOr<std::unique_ptr<DistributedDataParallel>> ddp_;
+  absl::StatusOr<Tensor> x_;
+};
+
+TEST_F(DdpStepStateTest, ForwardWhileAReductionIsOpenIsRefused) {
+  auto& ddp = ddp_;
+  auto& x = x_;
+  EXPECT_EQ((*ddp)->step_state(), DdpStepState::kIdle);
+  absl::StatusOr<Tensor> y = (*ddp)->Forward(*x);
+  ASSERT_OK(y.status());
+  EXPECT_EQ((*ddp)->step_state(), DdpStepState::kArmedSync);
+  absl::StatusOr<Tensor> loss = SquareLoss(*y);
+  ASSERT_OK(loss.status());
+  ASSERT_OK(loss->Backward());  // the hooks fire; nothing finishes the step
+  EXPECT_EQ((*ddp)->step_state(), DdpStepState::kReducing);
+
+  absl::StatusOr<Tensor> again = (*ddp)->Forward(*x);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(again.status().message(),
+              HasSubstr("Forward called before the previous iteration's "
+                        "gradient reduction finished"));
+  EXPECT_THAT(again.status().message(),
+              HasSubstr("(Forward is not allowed in step state reducing)"));
+  {
+    NoGradGuard no_grad;  // evaluation is refused too: buckets may be busy
+    again = (*ddp)->Forward(*x);
+    EXPECT_THAT(again.status().message(),
+                HasSubstr("Forward (no grad) is not allowed in step state "
+                          "reducing"));
+  }
+  EXPECT_EQ((*ddp)->step_state(), DdpStepState::kReducing);
+  ASSERT_OK((*ddp)->FinishGradientSync());
+  EXPECT_EQ((*ddp)->step_state(), DdpStepState::kIdle);
+  ASSERT_OK((*ddp)->Forward(*x).status());
+}
+
+TEST_F(DdpStepStateTest, NoSyncEvaluationAndDirectModuleRuns) {
+  auto& ddp = ddp_;
+  auto& model = model_;
+  auto& x = x_;
+
+  // The inner module run directly: its hooks leave the state idle.
+  absl::StatusOr<Tensor> y = (*model)->Forward(*x);
+  ASSERT_OK(y.status());
+  absl::StatusOr<Tensor> loss = SquareLoss(*y);
+  ASSERT_OK(loss.status());
+  ASSERT_OK(loss->Backward());
+  EXPECT_EQ((*ddp)->step_state(), DdpStepState::kIdle);
+  absl::Status s = (*ddp)->FinishGradientSync();
+  EXPECT_THAT(s.message(),
+              HasSubstr("(FinishGradientSync is not allowed in step state "
+                        "idle)"));
+
+  // Forward twice before backward re-arms; a NoSync Forward re-arms local.
+  ASSERT_OK((*ddp)->Forward(*x).status());
+  ASSERT_OK((*ddp)->Forward(*x).status());
+  EXPECT_EQ((*ddp)->step_state(), DdpStepState::kArmedSync);
+  {
+    DistributedDataParallel::NoSyncGuard guard = (*ddp)->NoSync();
+    y = (*ddp)->Forward(*x);
+    ASSERT_OK(y.status());
+    EXPECT_EQ((*ddp)->step_state(), DdpStepState::kArmedLocal);
+    {
+      NoGradGuard no_grad;  // evaluation keeps the open step as it is
+      ASSERT_OK((*ddp)->Forward(*x).status());
+    }
+    EXPECT_EQ((*ddp)->step_state(), DdpStepState::kArmedLocal);
+    loss = SquareLoss(*y);
+    ASSERT_OK(loss.status());
+    ASSERT_OK((*ddp)->Backward(*loss));  // accumulates only
+    EXPECT_EQ((*ddp)->step_state(), DdpStepState::kIdle);
+  }
+  s = (*ddp)->Backward(*loss);
+  EXPECT_THAT(s.message(),
+              HasSubstr("(Backward is not allowed in step state idle)"));
+  EXPECT_EQ(comm_.calls, 0);
+}
+
 TEST(DdpMisuseTest, FinishWithoutBackward) {
   absl::StatusOr<std::unique_ptr<nn::Sequential>> model = Mlp(3, 4, 2, 1);
   ASSERT_OK(model.status());

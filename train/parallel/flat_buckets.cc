@@ -1,0 +1,121 @@
+#include "train/parallel/flat_buckets.h"
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "base/status_macros.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace tandem::train {
+namespace {
+
+// What a bucket may hold: tensors of one dtype on one device.
+struct BucketKey {
+  DType dtype;
+  DeviceType type;
+  int index;
+  friend bool operator<(const BucketKey& a, const BucketKey& b) {
+    return std::tie(a.dtype, a.type, a.index) <
+           std::tie(b.dtype, b.type, b.index);
+  }
+};
+
+// The open bucket of one key.
+struct OpenBucket {
+  int64_t bucket = 0;  // index into the result
+  int64_t bytes = 0;   // bytes assigned to it so far
+  int64_t opened = 0;  // buckets opened for this key, this one included
+};
+
+}  // namespace
+
+absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
+                                              const FlatBucketCaps& caps) {
+  if (caps.first_bucket_cap_bytes <= 0 || caps.bucket_cap_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MakeFlatBuckets: bucket caps must be positive; got "
+                     "first_bucket_cap_bytes = ",
+                     caps.first_bucket_cap_bytes,
+                     " and bucket_cap_bytes = ", caps.bucket_cap_bytes));
+  }
+  FlatBucketSet set;
+  set.slots.resize(tensors.size());
+  std::map<BucketKey, OpenBucket> open;
+  for (int64_t i = static_cast<int64_t>(tensors.size()) - 1; i >= 0; --i) {
+    const Tensor& t = tensors[i];
+    if (!t.defined()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MakeFlatBuckets: tensor ", i, " of ", tensors.size(),
+          " is undefined; expected every tensor to have a dtype, device and "
+          "shape"));
+    }
+    const BucketKey key{t.dtype(), t.device().type(), t.device().index()};
+    auto it = open.find(key);
+    const bool fits = it != open.end() &&
+                      it->second.bytes + t.nbytes() <=
+                          (it->second.opened == 1 ? caps.first_bucket_cap_bytes
+                                                  : caps.bucket_cap_bytes);
+    if (!fits) {
+      const int64_t opened = it == open.end() ? 1 : it->second.opened + 1;
+      open[key] =
+          OpenBucket{static_cast<int64_t>(set.buckets.size()), 0, opened};
+      FlatBucket bucket;
+      bucket.dtype = t.dtype();
+      bucket.device = t.device();
+      set.buckets.push_back(std::move(bucket));
+    }
+    OpenBucket& o = open[key];
+    o.bytes += t.nbytes();
+    set.buckets[o.bucket].members.push_back(i);
+    set.slots[i].bucket = o.bucket;
+  }
+
+  for (FlatBucket& bucket : set.buckets) {
+    int64_t numel = 0;
+    for (int64_t i : bucket.members) {
+      set.slots[i].offset = numel;
+      bucket.offsets.push_back(numel);
+      numel += tensors[i].numel();
+    }
+    TANDEM_ASSIGN_OR_RETURN(
+        bucket.flat, Tensor::Zeros({numel}, bucket.dtype, bucket.device));
+    for (int64_t i : bucket.members) {
+      TANDEM_ASSIGN_OR_RETURN(
+          set.slots[i].view,
+          bucket.flat.View(set.slots[i].offset, tensors[i].shape()));
+    }
+  }
+  return set;
+}
+
+absl::Status BindGradsToBuckets(absl::Span<const Tensor> params,
+                                const FlatBucketSet& set) {
+  if (params.size() != set.slots.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "BindGradsToBuckets: got ", params.size(),
+        " parameters but the buckets were made from ", set.slots.size(),
+        " tensors; pass the tensors given to MakeFlatBuckets"));
+  }
+  // Bucket by bucket, members in layout order (the order DDP always used).
+  for (const FlatBucket& bucket : set.buckets) {
+    for (int64_t i : bucket.members) {
+      Tensor param = params[i];
+      const Tensor& view = set.slots[i].view;
+      const Tensor existing = param.grad();
+      if (existing.defined()) TANDEM_RETURN_IF_ERROR(view.CopyFrom(existing));
+      TANDEM_RETURN_IF_ERROR(param.set_grad(view));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::train

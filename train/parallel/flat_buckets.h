@@ -1,0 +1,87 @@
+// Flat buckets: many tensors packed into a few flat buffers, one buffer per
+// run of same-dtype, same-device tensors up to a byte cap, so that one
+// collective moves a whole bucket. DDP packs its gradients this way (one
+// all-reduce per bucket); a sharded wrapper (FSDP) packs parameters the same
+// way before it shards them.
+//
+// Contract of MakeFlatBuckets(tensors, caps):
+//   - Assignment walks `tensors` in reverse order (the order backward
+//     produces gradients in) and keeps one open bucket per (dtype, device).
+//     A tensor joins its open bucket when the bucket's bytes plus its own
+//     stay within the cap, and opens a new bucket otherwise; the cap is
+//     caps.first_bucket_cap_bytes for the first bucket of each
+//     (dtype, device) and caps.bucket_cap_bytes for the later ones. A tensor
+//     larger than the cap gets a bucket of its own. Buckets are numbered in
+//     the order they are opened, members listed in the order they joined.
+//   - Each bucket's `flat` is a new zero-filled 1-d tensor of the bucket's
+//     dtype on its device, members laid out back to back; `slots[i]` says
+//     where tensors[i] lives and holds a view of that slice shaped like
+//     tensors[i] (the slice aliases `flat`: writes through either show in
+//     both).
+//   - Only dtype, device, shape and size of the inputs are read; their data
+//     is neither read nor aliased. Errors: a cap <= 0, an undefined tensor
+//     (InvalidArgument, naming its index), an allocation failure.
+// BindGradsToBuckets(params, set) then makes every params[i].grad() the
+// view slots[i].view, copying a gradient it already had into the bucket.
+//
+//   TANDEM_ASSIGN_OR_RETURN(
+//       FlatBucketSet set,
+//       MakeFlatBuckets(params, {.first_bucket_cap_bytes = 1 << 20,
+//                                .bucket_cap_bytes = 25 << 20}));
+//   TANDEM_RETURN_IF_ERROR(BindGradsToBuckets(params, set));
+//   // backward now accumulates into set.buckets[b].flat
+//
+// Functions only; the results are plain values (tensors alias as above) used
+// by one thread at a time, like any Tensor.
+#ifndef TANDEM_TRAIN_PARALLEL_FLAT_BUCKETS_H_
+#define TANDEM_TRAIN_PARALLEL_FLAT_BUCKETS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/tensor.h"
+
+namespace tandem::train {
+
+struct FlatBucketCaps {
+  int64_t first_bucket_cap_bytes = int64_t{1} << 20;
+  int64_t bucket_cap_bytes = int64_t{25} << 20;
+};
+
+struct FlatBucket {
+  DType dtype = DType::kF32;
+  Device device;
+  Tensor flat;                   // 1-d, numel = sum of the members' numel
+  std::vector<int64_t> members;  // indices into the input, layout order
+  std::vector<int64_t> offsets;  // each member's first element in `flat`
+};
+
+// Where one input tensor lives.
+struct FlatSlot {
+  int64_t bucket = 0;  // index into FlatBucketSet::buckets
+  int64_t offset = 0;  // first element in that bucket's `flat`
+  Tensor view;         // the slice, shaped like the input tensor
+};
+
+struct FlatBucketSet {
+  std::vector<FlatBucket> buckets;
+  std::vector<FlatSlot> slots;  // one per input tensor, input order
+};
+
+absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
+                                              const FlatBucketCaps& caps);
+
+// params[i].set_grad(set.slots[i].view) for every i, after copying a
+// gradient params[i] already had into the view. `params` must be the
+// tensors `set` was made from (InvalidArgument on a count mismatch).
+absl::Status BindGradsToBuckets(absl::Span<const Tensor> params,
+                                const FlatBucketSet& set);
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_PARALLEL_FLAT_BUCKETS_H_

@@ -1,0 +1,130 @@
+#include "train/parallel/flat_buckets.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "tensor/fake_device.h"
+#include "tensor/tensor.h"
+
+namespace tandem::train {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Tensor Make(Shape shape, DType dtype = DType::kF32,
+            Device device = Device::CPU()) {
+  return Tensor::Full(shape, 1.5, dtype, device).value();
+}
+
+TEST(FlatBucketsTest, ReverseOrderFirstCapThenCap) {
+  // f32: a 16 B, b 16 B, c 32 B, d 8 B. First cap 32, later caps 40.
+  const std::vector<Tensor> t = {Make({4}), Make({2, 2}), Make({8}), Make({2})};
+  absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(
+      t, {.first_bucket_cap_bytes = 32, .bucket_cap_bytes = 40});
+  ASSERT_TRUE(set.ok()) << set.status();
+  // d opens bucket 0; c does not fit the first cap (8 + 32 > 32): bucket 1;
+  // b does not fit bucket 1 (32 + 16 > 40): bucket 2, which a joins.
+  ASSERT_EQ(set->buckets.size(), 3u);
+  EXPECT_THAT(set->buckets[0].members, ElementsAre(3));
+  EXPECT_THAT(set->buckets[1].members, ElementsAre(2));
+  EXPECT_THAT(set->buckets[2].members, ElementsAre(1, 0));
+  EXPECT_THAT(set->buckets[2].offsets, ElementsAre(0, 4));
+  EXPECT_EQ(set->buckets[2].flat.numel(), 8);
+  EXPECT_EQ(set->slots[0].bucket, 2);
+  EXPECT_EQ(set->slots[0].offset, 4);
+  EXPECT_EQ(set->slots[1].offset, 0);
+  EXPECT_EQ(set->slots[3].bucket, 0);
+}
+
+TEST(FlatBucketsTest, ATensorOverTheCapGetsABucketOfItsOwn) {
+  const std::vector<Tensor> t = {Make({1}), Make({100}), Make({1})};
+  absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(
+      t, {.first_bucket_cap_bytes = 16, .bucket_cap_bytes = 16});
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->buckets.size(), 3u);
+  EXPECT_THAT(set->buckets[1].members, ElementsAre(1));
+  EXPECT_EQ(set->buckets[1].flat.numel(), 100);
+}
+
+TEST(FlatBucketsTest, OneOpenBucketPerDtypeNumberedInOpeningOrder) {
+  const std::vector<Tensor> t = {Make({2}, DType::kF64), Make({2}),
+                                 Make({2}, DType::kF64), Make({2})};
+  absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(t, {});
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->buckets.size(), 2u);
+  EXPECT_EQ(set->buckets[0].dtype, DType::kF32);  // t[3] opens it
+  EXPECT_THAT(set->buckets[0].members, ElementsAre(3, 1));
+  EXPECT_EQ(set->buckets[1].dtype, DType::kF64);
+  EXPECT_THAT(set->buckets[1].members, ElementsAre(2, 0));
+  EXPECT_EQ(set->buckets[1].flat.dtype(), DType::kF64);
+}
+
+TEST(FlatBucketsTest, OneOpenBucketPerDeviceAndFlatsLiveThere) {
+  FakeDevice::Install();  // host-backed "CUDA" memory
+  const std::vector<Tensor> t = {Make({2}, DType::kF32, Device::CUDA(0)),
+                                 Make({2}),
+                                 Make({3}, DType::kF32, Device::CUDA(0))};
+  absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(t, {});
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->buckets.size(), 2u);
+  EXPECT_EQ(set->buckets[0].device, Device::CUDA(0));
+  EXPECT_EQ(set->buckets[0].flat.device(), Device::CUDA(0));
+  EXPECT_THAT(set->buckets[0].members, ElementsAre(2, 0));
+  EXPECT_EQ(set->buckets[1].flat.device(), Device::CPU());
+  EXPECT_THAT(set->buckets[1].members, ElementsAre(1));
+}
+
+TEST(FlatBucketsTest, SlotsViewTheFlatBufferShapedLikeTheirTensors) {
+  const std::vector<Tensor> t = {Make({2, 3}), Make({4})};
+  absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(t, {});
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->buckets.size(), 1u);
+  const Tensor& flat = set->buckets[0].flat;
+  EXPECT_THAT(flat.ToVector<float>().value(),
+              ElementsAre(0, 0, 0, 0, 0, 0, 0, 0, 0, 0));
+  EXPECT_FALSE(flat.SharesStorageWith(t[0]));  // inputs are not aliased
+  EXPECT_EQ(set->slots[0].view.shape(), t[0].shape());
+  EXPECT_TRUE(set->slots[0].view.SharesStorageWith(flat));
+  set->slots[0].view.data<float>()[0] = 7.0f;  // t[0] sits after t[1]
+  EXPECT_EQ(flat.data<float>()[4], 7.0f);
+}
+
+TEST(FlatBucketsTest, BadInputsAreErrors) {
+  absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(
+      {Make({1})}, {.first_bucket_cap_bytes = 0, .bucket_cap_bytes = 8});
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(set.status().message(), HasSubstr("first_bucket_cap_bytes = 0"));
+  set = MakeFlatBuckets({Make({1}), Tensor()}, {});
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(set.status().message(), HasSubstr("tensor 1 of 2 is undefined"));
+}
+
+TEST(FlatBucketsTest, BindGradsMakesGradsViewsKeepingExistingValues) {
+  const std::vector<Tensor> params = {Make({2}), Make({3})};
+  for (const Tensor& p : params) ASSERT_TRUE(p.set_requires_grad(true).ok());
+  ASSERT_TRUE(params[1].set_grad(Make({3})).ok());  // 1.5 each
+  absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(params, {});
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_TRUE(BindGradsToBuckets(params, *set).ok());
+  const Tensor& flat = set->buckets[0].flat;
+  for (const Tensor& p : params) {
+    EXPECT_TRUE(p.grad().SharesStorageWith(flat));
+  }
+  // params[1] comes first (reverse order) and kept its gradient.
+  EXPECT_THAT(flat.ToVector<float>().value(), ElementsAre(1.5, 1.5, 1.5, 0, 0));
+
+  absl::Status s = BindGradsToBuckets({params[0]}, *set);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("got 1 parameters but the buckets were "
+                                     "made from 2 tensors"));
+}
+
+}  // namespace
+}  // namespace tandem::train
