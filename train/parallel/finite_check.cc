@@ -129,6 +129,11 @@ absl::StatusOr<Finding> ScanParameters(const std::vector<Tensor>& params) {
 
 }  // namespace
 
+bool ParameterCheckDue(int64_t step, int64_t steps_per_epoch) {
+  return (step + 1) % kParameterCheckInterval == 0 ||
+         step + 1 == steps_per_epoch;
+}
+
 absl::StatusOr<StepOutcome> CheckStepFinite(comm::Communicator& comm,
                                             const nn::Module& model,
                                             const StepCheck& check) {
@@ -136,7 +141,7 @@ absl::StatusOr<StepOutcome> CheckStepFinite(comm::Communicator& comm,
   Finding mine;
   if (check.outcome == StepOutcome::kApplied && !std::isfinite(check.loss)) {
     mine = {0, check.loss};
-  } else {
+  } else if (check.check_parameters) {
     TANDEM_ASSIGN_OR_RETURN(mine, ScanParameters(params));
   }
   const Device device = params.empty() ? Device::CPU() : params[0].device();
