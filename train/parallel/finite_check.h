@@ -27,8 +27,8 @@
 // Cost: one AllGather of 2 * world_size int64 per call, staged through
 // device memory when the model is not on the CPU (see staged_all_gather.h),
 // plus, when `check_parameters`, one scan of the parameters (a vectorised
-// integer max over their bits on the CPU; x * 0 summed on a device, one host
-// sync). The scan reads every parameter: on the large MLP of
+// integer max over their bits; parameters off the CPU are copied to the host
+// first). The scan reads every parameter: on the large MLP of
 // bench/ddp_benchmark.cc (25 M parameters) it is about 4 % of a step, so
 // trainers scan every kParameterCheckInterval steps and at the end of each
 // epoch, and judge the loss at every step: a non-finite parameter then
@@ -78,7 +78,8 @@ inline constexpr int64_t kParameterCheckInterval = 16;
 bool ParameterCheckDue(int64_t step, int64_t steps_per_epoch);
 
 // Returns `check.outcome` when every rank's loss (unless skipped) and
-// parameters (if asked) are finite. Otherwise FailedPrecondition, the same on
+// parameters (if asked; f32 or f64, else InvalidArgument) are finite.
+// Otherwise FailedPrecondition, the same on
 // every rank, naming the epoch, the step, each rank that saw a non-finite value
 // with the first such value's name ("loss" or the parameter's name) and
 // value, and a hint. Errors of the communicator (a timeout, a peer that
