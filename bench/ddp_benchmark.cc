@@ -24,6 +24,14 @@
 //               bucket is launched in FinishGradientSync after backward
 //               ended, in bucket order, and waited for. Same buckets, same
 //               bytes, no communication issued before backward ends.
+//   ddp_checked DDP as shipped, then what the examples do after each step:
+//               loss.Item() and train::CheckStepFinite (one AllGather of 2
+//               int64 per rank; every kParameterCheckInterval-th step also
+//               a scan of every parameter for inf/nan). Use enough steps
+//               (--target_seconds) for the scans to average out. Its step time
+//               against ddp's is the check's cost; a `CHECK ... check_ms=
+//               step_ms= check_percent=` line gives the time inside the check
+//               within the same steps.
 //   local       the same model and step without DDP: no communication at
 //               all, but the same number of ranks running at once, so they
 //               compete for the same cores and memory (one core per rank at
@@ -56,6 +64,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -90,6 +99,7 @@
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp.h"
+#include "train/parallel/finite_check.h"
 
 ABSL_FLAG(std::string, backend, "sim",
           "sim (ranks are threads of this process) or mpi (run under "
@@ -98,7 +108,8 @@ ABSL_FLAG(std::string, world_sizes, "1,2,4", "Sim world sizes.");
 ABSL_FLAG(std::string, models, "small,large,conv",
           "Comma-separated models: small, large, conv.");
 ABSL_FLAG(std::string, modes, "ddp,local",
-          "Modes timed at every world size: ddp, local, ddp_nooverlap.");
+          "Modes timed at every world size: ddp, local, ddp_nooverlap, "
+          "ddp_checked.");
 ABSL_FLAG(int, sweep_world, 2,
           "World size of the sweeps (overlap off, bucket caps); 0: none.");
 ABSL_FLAG(std::string, sweep_models, "small,large,conv",
@@ -228,7 +239,7 @@ const std::vector<ModelSpec>& AllModels() {
 
 // ----------------------------------------------------------------- cases ---
 
-enum class Mode { kDdp, kDdpNoOverlap, kLocal };
+enum class Mode { kDdp, kDdpNoOverlap, kDdpChecked, kLocal };
 
 const char* ModeName(Mode m) {
   switch (m) {
@@ -236,6 +247,8 @@ const char* ModeName(Mode m) {
       return "ddp";
     case Mode::kDdpNoOverlap:
       return "ddp_nooverlap";
+    case Mode::kDdpChecked:
+      return "ddp_checked";
     case Mode::kLocal:
       return "local";
   }
@@ -253,6 +266,15 @@ struct CaseResult {
   double step_seconds = 0;
   int64_t steps = 0;
   double loss = 0;  // rank 0's last loss
+  // ddp_checked: the slowest rank's time per step inside the finite check
+  // (measured within the same steps as step_seconds, so load on the machine
+  // slows both alike).
+  double check_seconds = 0;
+  // The same on the rank that spent least in it: the one the others wait
+  // for in the check's AllGather, so its time is the check's own work
+  // (the others' extra is waiting they would otherwise do in the next
+  // step's all-reduce).
+  double check_seconds_min = 0;
 };
 
 absl::Status MaxOverRanks(comm::Communicator& comm, double& v) {
@@ -289,6 +311,8 @@ absl::StatusOr<CaseResult> RunCase(comm::Communicator& comm, const Case& c) {
   }
 
   Tensor loss;
+  double check_seconds = 0;  // time inside the ddp_checked check, this rank
+  int64_t checked_steps = 0;
   auto step = [&]() -> absl::Status {
     Tensor logits;
     if (ddp != nullptr) {
@@ -303,7 +327,21 @@ absl::StatusOr<CaseResult> RunCase(comm::Communicator& comm, const Case& c) {
     } else {
       TANDEM_RETURN_IF_ERROR(loss.Backward());
     }
-    return sgd.Step();
+    TANDEM_RETURN_IF_ERROR(sgd.Step());
+    if (c.mode != Mode::kDdpChecked) return absl::OkStatus();
+    const double check_start = Now();
+    TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
+    // As the examples do: the loss every step, the parameters every
+    // kParameterCheckInterval steps (no epochs here).
+    TANDEM_RETURN_IF_ERROR(
+        train::CheckStepFinite(
+            comm, *model,
+            {.loss = value,
+             .check_parameters = train::ParameterCheckDue(
+                 checked_steps++, std::numeric_limits<int64_t>::max())})
+            .status());
+    check_seconds += Now() - check_start;
+    return absl::OkStatus();
   };
 
   for (int64_t i = 0; i < absl::GetFlag(FLAGS_warmup_steps); ++i) {
@@ -322,18 +360,34 @@ absl::StatusOr<CaseResult> RunCase(comm::Communicator& comm, const Case& c) {
   // The best of --repeats timed segments: other processes on a small shared
   // machine only ever make a segment slower.
   double best = 0;
+  double best_check = 0;      // the check's share of the best segment
+  double best_check_min = 0;  // the same on the rank that spent least
   for (int64_t r = 0; r < std::max<int64_t>(1, absl::GetFlag(FLAGS_repeats));
        ++r) {
     TANDEM_RETURN_IF_ERROR(comm.Barrier());
+    check_seconds = 0;
     const double start = Now();
     for (int64_t i = 0; i < steps; ++i) TANDEM_RETURN_IF_ERROR(step());
     double elapsed = Now() - start;
+    double checked = check_seconds;
+    double checked_min = check_seconds;
     TANDEM_RETURN_IF_ERROR(MaxOverRanks(comm, elapsed));
-    if (r == 0 || elapsed < best) best = elapsed;
+    TANDEM_RETURN_IF_ERROR(MaxOverRanks(comm, checked));
+    TANDEM_RETURN_IF_ERROR(
+        comm.AllReduce(comm::HostView(&checked_min, 1, comm::DType::kF64),
+                       comm::ReduceOp::kMin)
+            ->Wait());
+    if (r == 0 || elapsed < best) {
+      best = elapsed;
+      best_check = checked;
+      best_check_min = checked_min;
+    }
   }
   CaseResult result;
   result.steps = steps;
   result.step_seconds = best / static_cast<double>(steps);
+  result.check_seconds = best_check / static_cast<double>(steps);
+  result.check_seconds_min = best_check_min / static_cast<double>(steps);
   TANDEM_ASSIGN_OR_RETURN(result.loss, loss.Item());
   return result;
 }
@@ -489,11 +543,13 @@ absl::StatusOr<const ModelSpec*> FindModel(const std::string& name) {
 }
 
 absl::StatusOr<Mode> ParseMode(const std::string& name) {
-  for (Mode m : {Mode::kDdp, Mode::kDdpNoOverlap, Mode::kLocal}) {
+  for (Mode m :
+       {Mode::kDdp, Mode::kDdpNoOverlap, Mode::kDdpChecked, Mode::kLocal}) {
     if (name == ModeName(m)) return m;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown mode '", name, "'; expected ddp, ddp_nooverlap or local"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown mode '", name,
+                   "'; expected ddp, ddp_nooverlap, ddp_checked or local"));
 }
 
 // The cases of one model, in print order.
@@ -563,6 +619,15 @@ void PrintRow(const Case& c, const CaseResult& r, const std::string& backend) {
       static_cast<long long>(
           c.mode == Mode::kLocal ? 0 : c.bucket_cap_bytes / kMiB),
       r.step_seconds * 1e3, samples, gflops, static_cast<long long>(r.steps));
+  if (c.mode == Mode::kDdpChecked) {
+    std::printf(
+        "CHECK backend=%s model=%s world=%d check_ms=%.4f step_ms=%.4f "
+        "check_percent=%.3f check_ms_min_rank=%.4f "
+        "check_percent_min_rank=%.3f\n",
+        backend.c_str(), m.name.c_str(), c.world, r.check_seconds * 1e3,
+        r.step_seconds * 1e3, 100 * r.check_seconds / r.step_seconds,
+        r.check_seconds_min * 1e3, 100 * r.check_seconds_min / r.step_seconds);
+  }
   std::fflush(stdout);
 }
 

@@ -244,10 +244,16 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
       TANDEM_RETURN_IF_ERROR(sgd.Step());
       TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
-      // Every rank stops together on a non-finite loss or parameter.
+      // Every rank stops together on a non-finite loss (every step) or
+      // parameter (scanned every kParameterCheckInterval steps and at the
+      // end of the epoch).
       TANDEM_RETURN_IF_ERROR(
-          CheckStepFinite(comm, *model,
-                          {.epoch = epoch, .step = b, .loss = value})
+          CheckStepFinite(
+              comm, *model,
+              {.epoch = epoch,
+               .step = b,
+               .loss = value,
+               .check_parameters = ParameterCheckDue(b, loader.num_batches())})
               .status());
       loss_sum_and_count[0] += value * batch.labels.numel();
       loss_sum_and_count[1] += batch.labels.numel();

@@ -57,8 +57,9 @@ struct DigitsResult {
 // The ranks first check that they agree on the config, then (once loaded)
 // on the data set's size and hash (CheckRanksAgree: a difference fails
 // every rank naming each rank's value); after every step, that the loss and
-// the parameters are finite (CheckStepFinite: every rank stops with the
-// epoch, step, rank and value).
+// the parameters (every kParameterCheckInterval steps and at the end of each
+// epoch) are finite (CheckStepFinite: every rank stops with the epoch, step,
+// rank and value).
 // `device` is where this rank trains: the model is moved there before DDP
 // wraps it and every batch is copied there; the loss and the predictions
 // come back to the host, and the global sums (loss, correct/total) travel

@@ -189,10 +189,16 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
           "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f", epoch + 1,
           config.epochs, batch.labels.dim(0), config.loss_precision,
           loss_value));
-      // Every rank stops together on a non-finite loss or parameter.
+      // Every rank stops together on a non-finite loss (every step) or
+      // parameter (scanned every kParameterCheckInterval steps and at the
+      // end of the epoch).
       TANDEM_RETURN_IF_ERROR(
-          CheckStepFinite(comm, *model,
-                          {.epoch = epoch, .step = b, .loss = loss_value})
+          CheckStepFinite(
+              comm, *model,
+              {.epoch = epoch,
+               .step = b,
+               .loss = loss_value,
+               .check_parameters = ParameterCheckDue(b, loader.num_batches())})
               .status());
     }
   }

@@ -55,8 +55,9 @@ struct ToyDdpConfig {
 // their last digits. Before anything else the ranks check that they were
 // given the same config (CheckRanksAgree: per-rank flags fail on every rank
 // with each rank's value); after every step they check that the loss and
-// the parameters are finite (CheckStepFinite: every rank stops with the
-// epoch, step, rank and value). Errors: ranks that disagree, a non-finite
+// the parameters (every kParameterCheckInterval steps and at the end of each
+// epoch) are finite (CheckStepFinite: every rank stops with the epoch, step,
+// rank and value). Errors: ranks that disagree, a non-finite
 // loss or parameter, a bad config (named), an empty shard (the
 // tutorial divides by zero there: the message says to lower --batch_size or
 // the world size), a device that cannot be used, or a failure of DDP or the

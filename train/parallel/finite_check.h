@@ -24,11 +24,16 @@
 // rank's inf gradient reaches every rank's parameters, and the gathered
 // report names the rank whose loss went non-finite first.
 //
-// Cost: one scan of the parameters (a vectorisable integer max over their
-// bits on the CPU; x * 0 summed on a device, one host sync) and one
-// AllGather of 2 * world_size int64, staged through device memory when the
-// model is not on the CPU (see staged_all_gather.h).
-// bench/ddp_benchmark.cc measures it on the large-MLP step.
+// Cost: one AllGather of 2 * world_size int64 per call, staged through
+// device memory when the model is not on the CPU (see staged_all_gather.h),
+// plus, when `check_parameters`, one scan of the parameters (a vectorised
+// integer max over their bits; parameters off the CPU are copied to the host
+// first). The scan reads every parameter: on the large MLP of
+// bench/ddp_benchmark.cc (25 M parameters) it is about 4 % of a step, so
+// trainers scan every kParameterCheckInterval steps and at the end of each
+// epoch, and judge the loss at every step: a non-finite parameter then
+// stops the run within that many steps (usually at the next step, through
+// a non-finite loss). ddp_benchmark's ddp_checked mode measures the cost.
 //
 // GradScaler (not there yet): a scaler that found non-finite gradients
 // skips the optimizer step and passes outcome = kSkipped; the check then
@@ -59,11 +64,23 @@ struct StepCheck {
   // Every rank must pass the same outcome (a scaler decides it from
   // all-reduced gradients, so it agrees).
   StepOutcome outcome = StepOutcome::kApplied;
+  // Also scan the parameters (see Cost above). Ranks may differ here.
+  bool check_parameters = true;
 };
 
+// How often trainers scan the parameters: with the large MLP's 4 % per
+// scan, 1/16 of that keeps the check under 1 % of the step.
+inline constexpr int64_t kParameterCheckInterval = 16;
+
+// Whether step `step` (0-based) of an epoch of `steps_per_epoch` steps is
+// one that scans the parameters: every kParameterCheckInterval-th step of
+// the epoch and its last step.
+bool ParameterCheckDue(int64_t step, int64_t steps_per_epoch);
+
 // Returns `check.outcome` when every rank's loss (unless skipped) and
-// parameters are finite. Otherwise FailedPrecondition, the same on every
-// rank, naming the epoch, the step, each rank that saw a non-finite value
+// parameters (if asked; f32 or f64, else InvalidArgument) are finite.
+// Otherwise FailedPrecondition, the same on
+// every rank, naming the epoch, the step, each rank that saw a non-finite value
 // with the first such value's name ("loss" or the parameter's name) and
 // value, and a hint. Errors of the communicator (a timeout, a peer that
 // failed) come back as they are.

@@ -190,5 +190,30 @@ TEST(FiniteCheckTest, OneRanksBadDataStopsEveryRankInTraining) {
                         "parameter 0.weight = nan; rank 1: loss = nan"));
 }
 
+// Without check_parameters only the loss is judged: a bad parameter passes.
+TEST(FiniteCheckTest, ParametersAreScannedOnlyWhenAsked) {
+  for (const absl::Status& s :
+       RunRanks(2, [](int, comm::Communicator& comm) -> absl::Status {
+         TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model, Mlp());
+         model->Parameters()[1].data<float>()[0] = std::nanf("");
+         return CheckStepFinite(comm, *model,
+                                {.loss = 1, .check_parameters = false})
+             .status();
+       })) {
+    EXPECT_TRUE(s.ok()) << s;
+  }
+}
+
+TEST(FiniteCheckTest, ParameterCheckIsDueEveryIntervalAndAtEpochEnd) {
+  std::vector<int64_t> due;
+  for (int64_t step = 0; step < 40; ++step) {
+    if (ParameterCheckDue(step, 40)) due.push_back(step);
+  }
+  EXPECT_EQ(due, (std::vector<int64_t>{kParameterCheckInterval - 1,
+                                       2 * kParameterCheckInterval - 1, 39}));
+  EXPECT_TRUE(ParameterCheckDue(0, 1));
+  EXPECT_FALSE(ParameterCheckDue(0, 2));
+}
+
 }  // namespace
 }  // namespace tandem::train
