@@ -10,20 +10,20 @@
 #include <string>
 #include <vector>
 
-#include "comm/conformance/launcher.h"
+#include "comm/launcher.h"
 #include "sim/sim.h"
 
 namespace tandem::sim {
 
-class SimLauncher : public comm::conformance::Launcher {
+class SimLauncher : public comm::Launcher {
  public:
   // `options` for every run; its timeout bounds each operation.
   explicit SimLauncher(Options options = DefaultOptions());
 
   std::string name() const override { return "sim"; }
   bool SupportsWorldSize(int world_size) const override;
-  std::vector<comm::conformance::RankStatus> Run(
-      int world_size, const comm::conformance::RankFn& fn) override;
+  std::vector<comm::RankStatus> Run(int world_size,
+                                    const comm::RankFn& fn) override;
 
   // One minute per operation: generous for 16 MiB under ThreadSanitizer,
   // far below the test watchdog.

@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/conformance/launcher.h"
+#include "comm/launcher.h"
 #include "comm/types.h"
 #include "gtest/gtest.h"
 

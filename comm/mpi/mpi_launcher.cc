@@ -14,8 +14,7 @@ bool MpiLauncher::SupportsWorldSize(int world_size) const {
   return world_size == launch_size_;
 }
 
-std::vector<conformance::RankStatus> MpiLauncher::Run(
-    int world_size, const conformance::RankFn& fn) {
+std::vector<RankStatus> MpiLauncher::Run(int world_size, const RankFn& fn) {
   if (comm_ == nullptr) {
     absl::StatusOr<std::unique_ptr<MpiCommunicator>> created =
         MpiCommunicator::Create(options_);

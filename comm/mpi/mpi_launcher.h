@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "comm/conformance/launcher.h"
+#include "comm/launcher.h"
 #include "comm/mpi/mpi_communicator.h"
 
 namespace tandem::comm {
 
-class MpiLauncher : public conformance::Launcher {
+class MpiLauncher : public Launcher {
  public:
   // `options` for the communicator created by the first Run().
   explicit MpiLauncher(MpiOptions options = {.timeout = absl::Seconds(120)});
@@ -33,8 +33,7 @@ class MpiLauncher : public conformance::Launcher {
   // True only for the size mpirun started (OMPI_COMM_WORLD_SIZE etc.); 1
   // when the binary runs without a launcher.
   bool SupportsWorldSize(int world_size) const override;
-  std::vector<conformance::RankStatus> Run(
-      int world_size, const conformance::RankFn& fn) override;
+  std::vector<RankStatus> Run(int world_size, const RankFn& fn) override;
 
   // Destroys the communicator (MPI_Finalize). Call once, after the tests.
   void Shutdown() { comm_.reset(); }

@@ -32,9 +32,9 @@ bool NcclLocalLauncher::SupportsWorldSize(int world_size) const {
   return world_size >= 1 && world_size <= DeviceCount();
 }
 
-std::vector<conformance::RankStatus> NcclLocalLauncher::Run(
-    int world_size, const conformance::RankFn& fn) {
-  std::vector<conformance::RankStatus> out;
+std::vector<RankStatus> NcclLocalLauncher::Run(int world_size,
+                                               const RankFn& fn) {
+  std::vector<RankStatus> out;
   if (world_ != nullptr &&
       (world_->world_size() != world_size || !world_->healthy())) {
     world_.reset();  // one world at a time: each holds NCCL buffers per GPU

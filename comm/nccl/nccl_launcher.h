@@ -19,21 +19,20 @@
 #include <string>
 #include <vector>
 
-#include "comm/conformance/launcher.h"
+#include "comm/launcher.h"
 #include "comm/nccl/local_gpus.h"
 #include "comm/nccl/nccl_communicator.h"
 
 namespace tandem::comm {
 
-class NcclLocalLauncher : public conformance::Launcher {
+class NcclLocalLauncher : public Launcher {
  public:
   explicit NcclLocalLauncher(NcclOptions options = DefaultOptions());
   ~NcclLocalLauncher() override;
 
   std::string name() const override { return "nccl"; }
   bool SupportsWorldSize(int world_size) const override;
-  std::vector<conformance::RankStatus> Run(
-      int world_size, const conformance::RankFn& fn) override;
+  std::vector<RankStatus> Run(int world_size, const RankFn& fn) override;
 
   // Destroys the kept communicators now. Call it before the process exits
   // (a gtest Environment's TearDown): NCCL must not be finalised from static

@@ -1,19 +1,19 @@
-// Launcher: how the conformance suite starts a world of ranks on one backend.
+// Launcher: how an engine starts a world of ranks.
 //
-// The suite (comm/conformance/conformance.h) is written against this
-// interface only, so every backend runs the same tests: sim starts N threads
-// in-process; MPI runs under mpirun, each process one rank; NCCL one thread
-// per GPU. A backend joins by implementing Launcher and instantiating the
-// suite with it (TANDEM_INSTANTIATE_COMM_CONFORMANCE).
+// The conformance suite (comm/conformance/conformance.h) is written against
+// this interface only, so every backend runs the same tests: sim starts N
+// threads in-process; MPI runs under mpirun, each process one rank; NCCL one
+// thread per GPU. A backend joins by implementing Launcher and instantiating
+// the suite with it (TANDEM_INSTANTIATE_COMM_CONFORMANCE).
 //
-//   class SimLauncher : public comm::conformance::Launcher {
+//   class SimLauncher : public comm::Launcher {
 //    public:
 //     std::string name() const override { return "sim"; }
 //     bool SupportsWorldSize(int n) const override { return n >= 1; }
 //     std::vector<RankStatus> Run(int n, const RankFn& fn) override { ... }
 //   };
-#ifndef TANDEM_COMM_CONFORMANCE_LAUNCHER_H_
-#define TANDEM_COMM_CONFORMANCE_LAUNCHER_H_
+#ifndef TANDEM_COMM_LAUNCHER_H_
+#define TANDEM_COMM_LAUNCHER_H_
 
 #include <functional>
 #include <string>
@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 
-namespace tandem::comm::conformance {
+namespace tandem::comm {
 
 // What each rank runs; returns an error describing the first wrong result.
 using RankFn = std::function<absl::Status(int rank, Communicator& comm)>;
@@ -51,6 +51,6 @@ class Launcher {
   virtual std::vector<RankStatus> Run(int world_size, const RankFn& fn) = 0;
 };
 
-}  // namespace tandem::comm::conformance
+}  // namespace tandem::comm
 
-#endif  // TANDEM_COMM_CONFORMANCE_LAUNCHER_H_
+#endif  // TANDEM_COMM_LAUNCHER_H_
