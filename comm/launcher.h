@@ -9,7 +9,7 @@
 //   class SimLauncher : public comm::Launcher {
 //    public:
 //     std::string name() const override { return "sim"; }
-//     bool SupportsWorldSize(int n) const override { return n >= 1; }
+//     absl::Status CanRun(int n) const override { ... }
 //     std::vector<RankStatus> Run(int n, const RankFn& fn) override { ... }
 //   };
 #ifndef TANDEM_COMM_LAUNCHER_H_
@@ -36,13 +36,15 @@ class Launcher {
  public:
   virtual ~Launcher() = default;
 
-  // Short name for messages ("sim", "mpi").
+  // Short name for messages ("sim", "mpi", "nccl").
   virtual std::string name() const = 0;
 
-  // Whether Run() can start `world_size` ranks here (sim: any size it
-  // supports; MPI: exactly the size mpirun started). Tests for other sizes
-  // are skipped.
-  virtual bool SupportsWorldSize(int world_size) const = 0;
+  // OK when Run() can start `world_size` ranks here and now (sim: 1 to
+  // sim::kMaxWorldSize; MPI: exactly the size mpirun started; NCCL: at most
+  // the visible GPUs). Otherwise an error whose message says why and what to
+  // run instead (the conformance suite skips such sizes). Never blocks for
+  // long and starts nothing.
+  virtual absl::Status CanRun(int world_size) const = 0;
 
   // Runs fn(rank, comm) on every rank of a fresh world of `world_size` ranks
   // and returns the status of each rank this process hosts (sim: all of
@@ -50,6 +52,11 @@ class Launcher {
   // backend's own timeouts bound every wait.
   virtual std::vector<RankStatus> Run(int world_size, const RankFn& fn) = 0;
 };
+
+// The one error that explains a run: OK when every status is; otherwise the
+// first that is not kAborted (the cause; the others were aborted because of
+// it), else the first, its message prefixed with "rank <r>: ".
+absl::Status MostTellingStatus(const std::vector<RankStatus>& statuses);
 
 }  // namespace tandem::comm
 

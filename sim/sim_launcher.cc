@@ -17,8 +17,11 @@ Options SimLauncher::DefaultOptions() {
   return options;
 }
 
-bool SimLauncher::SupportsWorldSize(int world_size) const {
-  return world_size >= 1 && world_size <= kMaxWorldSize;
+absl::Status SimLauncher::CanRun(int world_size) const {
+  if (world_size >= 1 && world_size <= kMaxWorldSize) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the simulated cluster runs 1 to ", kMaxWorldSize,
+                   " ranks, not ", world_size));
 }
 
 std::vector<comm::RankStatus> SimLauncher::Run(int world_size,
