@@ -11,8 +11,8 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "train/launch/backend.h"
 #include "train/launch/builtin_engines.h"
 
@@ -44,6 +44,13 @@ bool SplitFlag(absl::string_view arg, absl::string_view& name,
   name = arg.substr(0, eq);
   value = has_value ? arg.substr(eq + 1) : absl::string_view();
   return !name.empty();
+}
+
+// The flags of the examples and of this runner; absl's own (--flagfile,
+// --fromenv, --version...) are not handled here, so they count as unknown
+// rather than being accepted and ignored.
+bool IsExampleFlag(const absl::CommandLineFlag& flag) {
+  return absl::StrContains(flag.Filename(), "train/examples/");
 }
 
 }  // namespace
@@ -80,7 +87,7 @@ absl::StatusOr<ParsedCommandLine> ParseExampleFlags(
     } else if (flag != nullptr && !has_value && flag->IsOfType<bool>()) {
       bool_value = "true";
     }
-    if (flag == nullptr || flag->IsRetired()) {
+    if (flag == nullptr || flag->IsRetired() || !IsExampleFlag(*flag)) {
       return Usage(absl::StrCat("unknown flag '", arg, "'"));
     }
     if (!bool_value.empty()) {
@@ -107,7 +114,7 @@ std::string ExampleHelp(const ExampleSpec& spec) {
       "cannot run here).\n\nFlags (--name=value):\n");
   std::vector<const absl::CommandLineFlag*> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (absl::StrContains(flag->Filename(), "train/examples/")) {
+    if (IsExampleFlag(*flag)) {
       flags.push_back(flag);
     }
   }

@@ -21,12 +21,13 @@
 //
 // The command line is parsed here, not by absl::ParseCommandLine (which exits
 // 1 on an unknown flag): flags are --name=value, --name value, --bool_flag or
-// --nobool_flag (one or two dashes); --help (or -h) prints the usage and
-// exits 0. Positional arguments, an unknown flag or a bad value are usage
-// errors. Exit codes, as Python's argparse: 0 success, 2 usage error (bad
-// flag, backend that cannot run here; the message says what to run instead),
-// 1 runtime error (a rank failed; its error goes to stderr). Every message
-// starts with the example's name.
+// --nobool_flag (one or two dashes), for flags defined under train/examples/
+// only (absl's --flagfile or --fromenv are unknown, never silently ignored);
+// --help (or -h) prints the usage and exits 0. Positional arguments, an unknown
+// flag or a bad value are usage errors. Exit codes, as Python's argparse: 0
+// success, 2 usage error (bad flag, backend that cannot run here; the message
+// says what to run instead), 1 runtime error (a rank failed; its error goes to
+// stderr). Every message starts with the example's name.
 #ifndef TANDEM_TRAIN_EXAMPLES_EXAMPLE_MAIN_H_
 #define TANDEM_TRAIN_EXAMPLES_EXAMPLE_MAIN_H_
 

@@ -48,6 +48,9 @@ TEST(ParseExampleFlagsTest, UnknownFlagsAndBadValuesAreUsageErrors) {
   EXPECT_EQ(Error({"--epochz=3"}),
             "unknown flag '--epochz=3'; see --help for the flags");
   EXPECT_THAT(Error({"--nottest_epochs"}), HasSubstr("unknown flag"));
+  // absl's own flags would be accepted by absl and do nothing here.
+  EXPECT_THAT(Error({"--flagfile=flags.txt"}), HasSubstr("unknown flag"));
+  EXPECT_THAT(Error({"--fromenv=epochs"}), HasSubstr("unknown flag"));
   EXPECT_THAT(Error({"--notest_epochs"}), HasSubstr("unknown flag"));
   EXPECT_THAT(Error({"--test_epochs=three"}),
               HasSubstr("bad value 'three' for --test_epochs"));
