@@ -50,6 +50,7 @@
 #include "comm/communicator.h"
 #include "comm/types.h"
 #include "sim/sim.h"
+#include "train/launch/builtin_engines.h"
 
 ABSL_FLAG(std::string, world_sizes, "2,4,8", "Comma-separated world sizes.");
 ABSL_FLAG(std::string, ops,
@@ -334,13 +335,13 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
   std::fputs(table.Header().c_str(), stdout);
   std::fflush(stdout);
   std::map<int64_t, Row> rows;
-  sim::Options options;
+  train::RunOptions options;
   if (absl::GetFlag(FLAGS_spin_us) >= 0) {
     options.spin = absl::Microseconds(absl::GetFlag(FLAGS_spin_us));
   }
-  sim::RunResult result = sim::Run(
-      n,
-      [&](int rank, comm::Communicator& comm) {
+  const absl::Status status = train::BuiltinEngines().Run(
+      {"sim", n}, options, [&](comm::Communicator& comm) {
+        const int rank = comm.rank();
         const int64_t max_count = CountFor(op, sizes.back(), n);
         Buffers buf;
         const bool gathers =
@@ -402,9 +403,8 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
           }
         }
         return absl::OkStatus();
-      },
-      options);
-  if (!result.ok()) return result.status();
+      });
+  if (!status.ok()) return status;
 
   if (op == OpKind::kAllReduce && n == 2) {
     if (auto it = rows.find(4096); it != rows.end()) {

@@ -84,9 +84,7 @@
 #include "base/status_macros.h"
 #include "bench/flag_checks.h"
 #include "comm/communicator.h"
-#include "comm/mpi/mpi_communicator.h"
 #include "comm/types.h"
-#include "sim/sim.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/generator.h"
@@ -98,6 +96,7 @@
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
+#include "train/launch/builtin_engines.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
 
@@ -655,13 +654,12 @@ absl::Status RunSim() {
     PrintModelHeader(*model, "sim");
     for (const Case& c : cases) {
       CaseResult result;
-      sim::RunResult run = sim::Run(
-          c.world, [&](int rank, comm::Communicator& comm) -> absl::Status {
+      TANDEM_RETURN_IF_ERROR(train::BuiltinEngines().Run(
+          {"sim", c.world}, {}, [&](comm::Communicator& comm) -> absl::Status {
             TANDEM_ASSIGN_OR_RETURN(CaseResult r, RunCase(comm, c));
-            if (rank == 0) result = r;
+            if (comm.rank() == 0) result = r;
             return absl::OkStatus();
-          });
-      TANDEM_RETURN_IF_ERROR(run.status());
+          }));
       PrintRow(c, result, "sim");
     }
   }
@@ -742,30 +740,30 @@ int Main() {
     return 1;
   }
   const std::string backend = absl::GetFlag(FLAGS_backend);
-  if (backend == "sim") {
-    if (absl::Status s = RunSim(); !s.ok()) {
-      std::fprintf(stderr, "ddp_benchmark: %s\n", s.ToString().c_str());
-      return 1;
-    }
-    return 0;
-  }
-  if (backend != "mpi") {
+  if (backend != "sim" && backend != "mpi") {
     std::fprintf(stderr,
                  "ddp_benchmark: --backend must be sim or mpi, found '%s'\n",
                  backend.c_str());
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<comm::MpiCommunicator>> comm =
-      comm::MpiCommunicator::Create();
-  if (!comm.ok()) {
+  // Through the launch registry: sim inside an MPI job, or mpi with the
+  // wrong launcher, is a usage error that says what to run instead.
+  const train::LaunchRegistry registry = train::BuiltinEngines();
+  absl::StatusOr<train::LaunchContext> here = train::DetectLaunchContext();
+  absl::StatusOr<train::ResolvedBackend> resolved =
+      here.ok() ? registry.Resolve({backend, backend == "sim" ? 1 : 0}, *here)
+                : absl::StatusOr<train::ResolvedBackend>(here.status());
+  if (!resolved.ok()) {
     std::fprintf(stderr, "ddp_benchmark: %s\n",
-                 comm.status().ToString().c_str());
-    return 1;
+                 std::string(resolved.status().message()).c_str());
+    return 2;
   }
-  if (absl::Status s = RunMpi(**comm); !s.ok()) {
-    std::fprintf(stderr, "ddp_benchmark on rank %d: %s\n", (*comm)->rank(),
-                 s.ToString().c_str());
-    comm::MpiAbort(1);
+  // On mpi, a failing rank prints its error and ends the job (the engine's
+  // on_rank_error); the others never get here.
+  const absl::Status s =
+      backend == "sim" ? RunSim() : registry.Run(*resolved, {}, RunMpi);
+  if (!s.ok()) {
+    std::fprintf(stderr, "ddp_benchmark: %s\n", s.ToString().c_str());
     return 1;
   }
   return 0;

@@ -42,6 +42,18 @@
 
 namespace tandem::comm {
 
+// Where a rank's buffers live: host memory (ordinal -1) or CUDA device
+// `ordinal` (among the devices this process sees). Comm's own words for it:
+// train/launch maps it to a tensor Device.
+struct CommDevice {
+  MemorySpace space = MemorySpace::kHost;
+  int ordinal = -1;
+
+  static CommDevice Host() { return {}; }
+  static CommDevice Cuda(int ordinal) { return {MemorySpace::kCuda, ordinal}; }
+  bool operator==(const CommDevice&) const = default;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -50,6 +62,9 @@ class Communicator {
   virtual int size() const = 0;
   // "sim", "mpi", "nccl".
   virtual std::string_view backend() const = 0;
+  // Where this rank works: the memory its model and batches should live in
+  // (sim and mpi: the host, the default; nccl: the rank's GPU).
+  virtual CommDevice device() const { return CommDevice::Host(); }
 
   // In place: every rank's `buf` ends up holding the elementwise reduction of
   // all ranks' `buf`. Avg on an integer dtype is an argument error.

@@ -17,14 +17,17 @@ Options SimLauncher::DefaultOptions() {
   return options;
 }
 
-bool SimLauncher::SupportsWorldSize(int world_size) const {
-  return world_size >= 1 && world_size <= kMaxWorldSize;
+absl::Status SimLauncher::CanRun(int world_size) const {
+  if (world_size >= 1 && world_size <= kMaxWorldSize) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("the simulated cluster runs 1 to ", kMaxWorldSize,
+                   " ranks, not ", world_size));
 }
 
-std::vector<comm::conformance::RankStatus> SimLauncher::Run(
-    int world_size, const comm::conformance::RankFn& fn) {
+std::vector<comm::RankStatus> SimLauncher::Run(int world_size,
+                                               const comm::RankFn& fn) {
   RunResult result = sim::Run(world_size, fn, options_);
-  std::vector<comm::conformance::RankStatus> out;
+  std::vector<comm::RankStatus> out;
   if (!result.launch.ok()) {
     out.push_back({0, result.launch});
     return out;

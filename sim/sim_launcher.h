@@ -1,5 +1,7 @@
-// SimLauncher: runs the conformance suite (comm/conformance) on the simulated
-// cluster, every rank a thread of this process.
+// SimLauncher: starts a world of ranks on the simulated cluster, every rank a
+// thread of this process (sim::Run behind the comm::Launcher interface). The
+// conformance suite (comm/conformance) and the launch registry
+// (train/launch/registry.h) both start sim through it.
 //
 //   TANDEM_INSTANTIATE_COMM_CONFORMANCE(
 //       Sim, std::make_shared<tandem::sim::SimLauncher>(),
@@ -10,20 +12,22 @@
 #include <string>
 #include <vector>
 
-#include "comm/conformance/launcher.h"
+#include "absl/status/status.h"
+#include "comm/launcher.h"
 #include "sim/sim.h"
 
 namespace tandem::sim {
 
-class SimLauncher : public comm::conformance::Launcher {
+class SimLauncher : public comm::Launcher {
  public:
   // `options` for every run; its timeout bounds each operation.
   explicit SimLauncher(Options options = DefaultOptions());
 
   std::string name() const override { return "sim"; }
-  bool SupportsWorldSize(int world_size) const override;
-  std::vector<comm::conformance::RankStatus> Run(
-      int world_size, const comm::conformance::RankFn& fn) override;
+  // InvalidArgument outside 1 to kMaxWorldSize.
+  absl::Status CanRun(int world_size) const override;
+  std::vector<comm::RankStatus> Run(int world_size,
+                                    const comm::RankFn& fn) override;
 
   // One minute per operation: generous for 16 MiB under ThreadSanitizer,
   // far below the test watchdog.

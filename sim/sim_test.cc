@@ -70,7 +70,8 @@ TEST_F(SimRunTest, RejectsBadOptions) {
 TEST_F(SimRunTest, EveryRankRunsOnceWithItsRankAndTheWorldSize) {
   std::vector<std::atomic<int>> seen(5);
   RunResult result = sim::Run(5, [&](int rank, comm::Communicator& comm) {
-    if (comm.rank() != rank || comm.size() != 5 || comm.backend() != "sim") {
+    if (comm.rank() != rank || comm.size() != 5 || comm.backend() != "sim" ||
+        comm.device() != comm::CommDevice::Host()) {
       return absl::InternalError("wrong identity");
     }
     seen[rank].fetch_add(1);

@@ -16,9 +16,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "comm/communicator.h"
-#include "comm/conformance/launcher.h"
 #include "comm/conformance/patterns.h"
 #include "comm/conformance/watchdog.h"
+#include "comm/launcher.h"
 #include "comm/types.h"
 #include "comm/work.h"
 #include "gtest/gtest.h"
@@ -742,7 +742,7 @@ void PrintTo(const WorldCase& c, std::ostream* os) {
 
 TEST_P(CollectiveConformanceTest, MatchesReference) {
   const CollectiveCase& c = GetParam();
-  if (!c.launcher->SupportsWorldSize(c.world_size)) {
+  if (!c.launcher->CanRun(c.world_size).ok()) {
     GTEST_SKIP() << c.launcher->name() << " cannot run world size "
                  << c.world_size << " here";
   }
@@ -758,7 +758,7 @@ TEST_P(CollectiveConformanceTest, MatchesReference) {
 
 TEST_P(MixedOutstandingTest, EveryOpInFlightWaitedInAnyOrder) {
   const WorldCase& c = GetParam();
-  if (!c.launcher->SupportsWorldSize(c.world_size)) GTEST_SKIP();
+  if (!c.launcher->CanRun(c.world_size).ok()) GTEST_SKIP();
   Watchdog watchdog(DefaultWatchdogLimit(), TestName());
   ExpectAllOk(c.launcher->Run(c.world_size, RunMixed), c.world_size,
               *c.launcher);
@@ -766,7 +766,7 @@ TEST_P(MixedOutstandingTest, EveryOpInFlightWaitedInAnyOrder) {
 
 TEST_P(BadInputConformanceTest, RejectedAtEnqueueWithExpectedAndFound) {
   const WorldCase& c = GetParam();
-  if (!c.launcher->SupportsWorldSize(c.world_size)) GTEST_SKIP();
+  if (!c.launcher->CanRun(c.world_size).ok()) GTEST_SKIP();
   Watchdog watchdog(DefaultWatchdogLimit(), TestName());
   ExpectAllOk(c.launcher->Run(c.world_size, RunBadInput), c.world_size,
               *c.launcher);

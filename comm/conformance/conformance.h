@@ -9,7 +9,7 @@
 //       tandem::comm::conformance::SuiteOptions());
 //
 // An MPI test binary started by `mpirun -np 4` passes an MPI launcher whose
-// SupportsWorldSize() accepts only 4; the other world sizes skip.
+// CanRun() accepts only 4; the other world sizes skip.
 //
 // Suites:
 //   CollectiveConformanceTest: every op (AllReduce, ReduceScatter, AllGather,
@@ -33,7 +33,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/conformance/launcher.h"
+#include "comm/launcher.h"
 #include "comm/types.h"
 #include "gtest/gtest.h"
 

@@ -11,21 +11,21 @@
 namespace tandem::comm {
 namespace {
 
-std::shared_ptr<MpiLauncher>& Launcher() {
+std::shared_ptr<MpiLauncher>& TheLauncher() {
   static auto* launcher =
       new std::shared_ptr<MpiLauncher>(std::make_shared<MpiLauncher>());
   return *launcher;
 }
 
 TANDEM_INSTANTIATE_COMM_CONFORMANCE(
-    Mpi, Launcher(), ::tandem::comm::conformance::SuiteOptions());
+    Mpi, TheLauncher(), ::tandem::comm::conformance::SuiteOptions());
 
 }  // namespace
 
 int RunAll(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
   int rc = RUN_ALL_TESTS();
-  Launcher()->Shutdown();
+  TheLauncher()->Shutdown();
   return rc;
 }
 

@@ -42,6 +42,7 @@ class MpiEnvironment : public ::testing::Environment {
 
 TEST(MpiCommunicatorTest, RanksAndSizes) {
   EXPECT_EQ(comm->backend(), "mpi");
+  EXPECT_EQ(comm->device(), CommDevice::Host());
   EXPECT_GE(comm->size(), 1);
   EXPECT_GE(comm->rank(), 0);
   EXPECT_LT(comm->rank(), comm->size());

@@ -10,12 +10,14 @@ MpiLauncher::MpiLauncher(MpiOptions options) : options_(options) {
   if (env.ok() && env->has_value()) launch_size_ = (*env)->world_size;
 }
 
-bool MpiLauncher::SupportsWorldSize(int world_size) const {
-  return world_size == launch_size_;
+absl::Status MpiLauncher::CanRun(int world_size) const {
+  if (world_size == launch_size_) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat("the MPI job has ", launch_size_, " rank(s), not ",
+                   world_size, "; start it with mpirun -np ", world_size));
 }
 
-std::vector<conformance::RankStatus> MpiLauncher::Run(
-    int world_size, const conformance::RankFn& fn) {
+std::vector<RankStatus> MpiLauncher::Run(int world_size, const RankFn& fn) {
   if (comm_ == nullptr) {
     absl::StatusOr<std::unique_ptr<MpiCommunicator>> created =
         MpiCommunicator::Create(options_);

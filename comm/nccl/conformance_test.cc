@@ -11,7 +11,7 @@
 namespace tandem::comm {
 namespace {
 
-std::shared_ptr<NcclLocalLauncher> Launcher() {
+std::shared_ptr<NcclLocalLauncher> TheLauncher() {
   static auto* const launcher = new std::shared_ptr<NcclLocalLauncher>(
       std::make_shared<NcclLocalLauncher>());
   return *launcher;
@@ -20,14 +20,14 @@ std::shared_ptr<NcclLocalLauncher> Launcher() {
 // Finalises the kept NCCL communicators while CUDA is still up.
 class ReleaseCommunicators : public ::testing::Environment {
  public:
-  void TearDown() override { Launcher()->Release(); }
+  void TearDown() override { TheLauncher()->Release(); }
 };
 
 [[maybe_unused]] ::testing::Environment* const release_env =
     ::testing::AddGlobalTestEnvironment(new ReleaseCommunicators);
 
 TANDEM_INSTANTIATE_COMM_CONFORMANCE(
-    Nccl, Launcher(), ::tandem::comm::conformance::SuiteOptions());
+    Nccl, TheLauncher(), ::tandem::comm::conformance::SuiteOptions());
 
 }  // namespace
 }  // namespace tandem::comm

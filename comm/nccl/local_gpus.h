@@ -5,7 +5,8 @@
 //   comm::LocalRunResult result = comm::RunOnLocalGpus(
 //       /*world_size=*/4, [](int rank, comm::NcclCommunicator& comm)
 //                              -> absl::Status {
-//         // this thread's current device is comm.device() == rank
+//         // this thread's current device is comm.device() ==
+//         CommDevice::Cuda(rank)
 //         ... allocate on the device, comm.AllReduce(...)->Wait() ...
 //         return absl::OkStatus();
 //       });

@@ -5,7 +5,8 @@
 //   TANDEM_ASSIGN_OR_RETURN(auto mpi, comm::MpiCommunicator::Create());
 //   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::NcclCommunicator> nccl,
 //                           comm::CreateNcclCommunicatorFromMpi(*mpi));
-//   // nccl->rank() == mpi->rank(); nccl->device() == local rank % GPUs seen
+//   // nccl->rank() == mpi->rank(); nccl->device().ordinal == local rank % GPUs
+//   seen
 //
 // Protocol (every rank runs it; it is collective over `bootstrap`):
 //   1. each rank checks that it can drive a GPU: CUDA sees at least one

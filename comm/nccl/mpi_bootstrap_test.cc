@@ -91,12 +91,12 @@ TEST(MpiBootstrapTest, OneProcessPerGpuGivesExactResults) {
   const int r = nccl.rank();
   EXPECT_EQ(r, mpi->rank());
   EXPECT_EQ(n, mpi->size());
-  EXPECT_EQ(nccl.device(), mpi->local_rank() % LocalGpuCount());
+  EXPECT_EQ(nccl.device().ordinal, mpi->local_rank() % LocalGpuCount());
 
   // Device buffers directly.
   std::vector<float> x(4096);
   for (int i = 0; i < 4096; ++i) x[i] = static_cast<float>((r + 1) * (i % 5));
-  auto dev = DeviceBuffer::Allocate(nccl.device(), 4096 * 4);
+  auto dev = DeviceBuffer::Allocate(nccl.device().ordinal, 4096 * 4);
   ASSERT_TRUE(dev.ok()) << dev.status();
   ASSERT_TRUE(dev->CopyFromHost(x.data(), 4096 * 4).ok());
   ASSERT_TRUE(nccl.AllReduce(dev->View(DType::kF32, 0, 4096), ReduceOp::kAvg)

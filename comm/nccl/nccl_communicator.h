@@ -159,8 +159,8 @@ class NcclCommunicator final : public Communicator {
   int rank() const override;
   int size() const override;
   std::string_view backend() const override { return "nccl"; }
-  // The CUDA device ordinal this rank drives.
-  int device() const;
+  // The CUDA device this rank drives: CommDevice::Cuda(ordinal).
+  CommDevice device() const override;
 
   // The stream whose work each operation is ordered after (a cudaStream_t;
   // nullptr is the legacy default stream). Must belong to device(). Takes

@@ -737,7 +737,9 @@ NcclCommunicator::~NcclCommunicator() { state_->Close(); }
 
 int NcclCommunicator::rank() const { return state_->rank; }
 int NcclCommunicator::size() const { return state_->size; }
-int NcclCommunicator::device() const { return state_->device; }
+CommDevice NcclCommunicator::device() const {
+  return CommDevice::Cuda(state_->device);
+}
 
 void NcclCommunicator::set_compute_stream(void* cuda_stream) {
   state_->compute_stream = static_cast<cudaStream_t>(cuda_stream);

@@ -48,7 +48,9 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<State> state)
 NcclCommunicator::~NcclCommunicator() = default;
 int NcclCommunicator::rank() const { return state_->rank; }
 int NcclCommunicator::size() const { return state_->size; }
-int NcclCommunicator::device() const { return state_->device; }
+CommDevice NcclCommunicator::device() const {
+  return CommDevice::Cuda(state_->device);
+}
 void NcclCommunicator::set_compute_stream(void*) {}
 void* NcclCommunicator::compute_stream() const { return nullptr; }
 void* NcclCommunicator::communication_stream() const { return nullptr; }

@@ -58,7 +58,7 @@ template <typename T>
 absl::StatusOr<DeviceBuffer> ToDevice(const NcclCommunicator& comm,
                                       const std::vector<T>& host) {
   absl::StatusOr<DeviceBuffer> dev = DeviceBuffer::Allocate(
-      comm.device(), static_cast<int64_t>(host.size() * sizeof(T)));
+      comm.device().ordinal, static_cast<int64_t>(host.size() * sizeof(T)));
   if (!dev.ok()) return dev.status();
   absl::Status s = dev->CopyFromHost(host.data(), dev->bytes());
   if (!s.ok()) return s;
@@ -215,7 +215,7 @@ TEST(OneGpuTest, EveryOperationOnWorldSizeOne) {
   LocalRunResult result =
       RunOnLocalGpus(1, [](int rank, NcclCommunicator& comm) -> absl::Status {
         RANK_CHECK(comm.backend() == "nccl", "backend");
-        RANK_CHECK(comm.device() == 0, comm.device());
+        RANK_CHECK(comm.device() == CommDevice::Cuda(0), comm.device().ordinal);
         std::vector<float> x(1000);
         for (int i = 0; i < 1000; ++i) x[i] = static_cast<float>(i % 13) - 6;
         for (ReduceOp op : kAllReduceOps) {

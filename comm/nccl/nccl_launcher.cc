@@ -6,14 +6,16 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "comm/nccl/cuda_probe.h"
 #include "comm/nccl/local_gpus.h"
 #include "comm/nccl/staging_communicator.h"
 
 namespace tandem::comm {
 
-NcclLocalLauncher::NcclLocalLauncher(NcclOptions options)
-    : options_(std::move(options)) {}
+NcclLocalLauncher::NcclLocalLauncher(NcclOptions options, NcclRankSetup setup)
+    : options_(std::move(options)), setup_(std::move(setup)) {}
 
 NcclLocalLauncher::~NcclLocalLauncher() = default;
 
@@ -28,13 +30,28 @@ int NcclLocalLauncher::DeviceCount() const {
   return device_count_;
 }
 
-bool NcclLocalLauncher::SupportsWorldSize(int world_size) const {
-  return world_size >= 1 && world_size <= DeviceCount();
+absl::Status NcclLocalLauncher::CanRun(int world_size) const {
+  const int gpus = DeviceCount();
+  if (gpus == 0) {
+    absl::StatusOr<CudaProbe> probe = ProbeCuda();
+    return absl::FailedPreconditionError(
+        absl::StrCat("nccl needs a CUDA device, and none was found (",
+                     probe.ok() ? probe->no_device_reason
+                                : std::string(probe.status().message()),
+                     ")"));
+  }
+  if (world_size < 1 || world_size > gpus) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("nccl runs 1 rank per visible CUDA device: ", world_size,
+                     " rank(s) asked for, ", gpus,
+                     " device(s) visible (CUDA_VISIBLE_DEVICES)"));
+  }
+  return absl::OkStatus();
 }
 
-std::vector<conformance::RankStatus> NcclLocalLauncher::Run(
-    int world_size, const conformance::RankFn& fn) {
-  std::vector<conformance::RankStatus> out;
+std::vector<RankStatus> NcclLocalLauncher::Run(int world_size,
+                                               const RankFn& fn) {
+  std::vector<RankStatus> out;
   if (world_ != nullptr &&
       (world_->world_size() != world_size || !world_->healthy())) {
     world_.reset();  // one world at a time: each holds NCCL buffers per GPU
@@ -50,6 +67,10 @@ std::vector<conformance::RankStatus> NcclLocalLauncher::Run(
   }
   LocalRunResult result =
       world_->Run([&](int rank, NcclCommunicator& device) -> absl::Status {
+        if (setup_.prepare) {
+          if (absl::Status s = setup_.prepare(device); !s.ok()) return s;
+        }
+        if (!setup_.stage_host_buffers) return fn(rank, device);
         StagingCommunicator host(device);
         return fn(rank, host);
       });

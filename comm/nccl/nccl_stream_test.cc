@@ -46,7 +46,7 @@ TEST(NcclStreamTest, OrderedAfterTheComputeStreamAndHandedToAnother) {
             cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking));
         comm.set_compute_stream(compute);
         absl::StatusOr<DeviceBuffer> dev =
-            DeviceBuffer::Allocate(comm.device(), kCount * 4, compute);
+            DeviceBuffer::Allocate(comm.device().ordinal, kCount * 4, compute);
         if (!dev.ok()) return dev.status();
         std::vector<float> zeros(kCount, 0.0f);
         if (absl::Status s = dev->CopyFromHost(zeros.data(), kCount * 4);

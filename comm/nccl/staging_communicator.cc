@@ -103,7 +103,7 @@ class Stager {
   // Copies `host` into a new device buffer; returns its index.
   absl::StatusOr<int> Stage(const BufferView& host) {
     absl::StatusOr<DeviceBuffer> dev = DeviceBuffer::Allocate(
-        comm_.device(), host.bytes(), comm_.compute_stream());
+        comm_.device().ordinal, host.bytes(), comm_.compute_stream());
     if (!dev.ok()) return dev.status();
     if (absl::Status s = dev->CopyFromHost(host.data, host.bytes()); !s.ok()) {
       return s;

@@ -44,6 +44,9 @@ class StagingCommunicator final : public Communicator {
   int rank() const override { return device_->rank(); }
   int size() const override { return device_->size(); }
   std::string_view backend() const override { return "nccl"; }
+  // The device communicator's GPU: the rank works there, even though this
+  // wrapper also accepts host buffers.
+  CommDevice device() const override { return device_->device(); }
   LineSink& output() const override { return device_->output(); }
 
   [[nodiscard]] std::unique_ptr<Work> AllReduce(BufferView buf,

@@ -34,7 +34,7 @@ expect_error() {  # exit code, message fragment, then the flags
   fi
 }
 if ! nvidia-smi -L >/dev/null 2>&1; then
-  expect_error 2 "digits_ddp: --backend=nccl needs a CUDA device, and none was found" --backend=nccl
+  expect_error 2 "digits_ddp: --backend=nccl: needs a CUDA device, and none was found" --backend=nccl
   expect_error 2 "Run on the CPU instead: --backend=sim" --backend=nccl --world_size=2
 fi
 expect_error 2 "unknown --backend=gloo" --backend=gloo

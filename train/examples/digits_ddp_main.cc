@@ -6,23 +6,16 @@
 //
 // Rank 0 prints the global training loss after every epoch and, at the end,
 // the global test accuracy (see train/examples/digits_ddp_lib.h); on nccl each
-// rank trains on its own GPU. Exits 0 on success, 1 when training fails, 2 on a
-// bad flag or a backend that cannot run here (--backend=nccl without a CUDA
-// device says what to run instead).
-#include <cstdio>
+// rank trains on its own GPU. The common flags (--backend, --world_size,
+// --timeout) and the exit codes (0 success, 1 training failed, 2 usage error)
+// come from train/examples/example_main.h.
+#include <cstdint>
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "train/examples/digits_ddp_lib.h"
-#include "train/launch/backend.h"
+#include "train/examples/example_main.h"
 
-ABSL_FLAG(std::string, backend, "auto",
-          "sim (ranks as threads), mpi (under mpirun/srun), nccl (GPUs), or "
-          "auto: mpi under mpirun, nccl with GPUs, else sim.");
-ABSL_FLAG(int, world_size, 0,
-          "Ranks; 0: the MPI job's size, the number of GPUs, or 2 simulated.");
 ABSL_FLAG(std::string, data, "train/data/digits.csv.gz",
           "The digits CSV (64 pixel columns 0..16, then the label).");
 ABSL_FLAG(int64_t, epochs, 20, "Training epochs.");
@@ -34,40 +27,25 @@ ABSL_FLAG(int64_t, hidden, 128, "Hidden units of the MLP 64-hidden-10.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of the model's initialisation.");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Trains an MLP on the UCI hand-written digits with "
-      "DistributedDataParallel "
-      "and prints the global test accuracy.\n"
-      "  digits_ddp [--backend=sim|mpi|nccl|auto] [--world_size=N] "
-      "[--epochs=20]");
-  absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<tandem::train::ResolvedBackend> backend =
-      tandem::train::ResolveBackend(
-          {.backend = absl::GetFlag(FLAGS_backend),
-           .world_size = absl::GetFlag(FLAGS_world_size)});
-  if (!backend.ok()) {
-    std::fprintf(stderr, "digits_ddp: %s\n",
-                 std::string(backend.status().message()).c_str());
-    return 2;
-  }
-  tandem::train::DigitsConfig config;
-  config.data_path = absl::GetFlag(FLAGS_data);
-  config.epochs = absl::GetFlag(FLAGS_epochs);
-  config.global_batch_size = absl::GetFlag(FLAGS_global_batch_size);
-  config.lr = absl::GetFlag(FLAGS_lr);
-  config.momentum = absl::GetFlag(FLAGS_momentum);
-  config.hidden = absl::GetFlag(FLAGS_hidden);
-  config.seed = absl::GetFlag(FLAGS_seed);
-  absl::Status status = tandem::train::RunOnBackend(
-      *backend, [&config](tandem::comm::Communicator& comm) {
-        // The rank's GPU on nccl, else the CPU.
-        return tandem::train::RunDigitsDdp(comm, config,
-                                           tandem::train::DeviceFor(comm))
-            .status();
+  using tandem::train::ExampleRank;
+  return tandem::train::ExampleMain(
+      argc, argv,
+      {.name = "digits_ddp",
+       .summary = "trains an MLP on the UCI hand-written digits with "
+                  "DistributedDataParallel and prints the global test "
+                  "accuracy."},
+      []() -> absl::StatusOr<ExampleRank> {
+        tandem::train::DigitsConfig config;
+        config.data_path = absl::GetFlag(FLAGS_data);
+        config.epochs = absl::GetFlag(FLAGS_epochs);
+        config.global_batch_size = absl::GetFlag(FLAGS_global_batch_size);
+        config.lr = absl::GetFlag(FLAGS_lr);
+        config.momentum = absl::GetFlag(FLAGS_momentum);
+        config.hidden = absl::GetFlag(FLAGS_hidden);
+        config.seed = absl::GetFlag(FLAGS_seed);
+        return
+            [config](tandem::comm::Communicator& comm, tandem::Device device) {
+              return tandem::train::RunDigitsDdp(comm, config, device).status();
+            };
       });
-  if (!status.ok()) {
-    std::fprintf(stderr, "digits_ddp: %s\n", status.ToString().c_str());
-    return 1;
-  }
-  return 0;
 }

@@ -50,7 +50,7 @@ expect_error() {  # exit code, message fragment, then the flags
 # Without mpirun, --backend=mpi is a one-process MPI job (a singleton).
 expect_error 2 "the MPI job has 1 rank(s); start it with mpirun -np 2" --backend=mpi --world_size=2
 if ! nvidia-smi -L >/dev/null 2>&1; then
-  expect_error 2 "--backend=nccl needs a CUDA device, and none was found" --backend=nccl
+  expect_error 2 "--backend=nccl: needs a CUDA device, and none was found" --backend=nccl
   expect_error 2 "Run on the CPU instead: --backend=sim" --backend=nccl
 fi
 expect_error 2 "unknown --backend=gloo" --backend=gloo

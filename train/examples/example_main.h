@@ -1,0 +1,87 @@
+// The examples' shared runner: the flags every example has, the command line,
+// the backend, and the exit codes. Each example's main is a few lines:
+//
+//   ABSL_FLAG(int64_t, epochs, 3, "Training epochs.");
+//   int main(int argc, char** argv) {
+//     return tandem::train::ExampleMain(
+//         argc, argv, {.name = "toy_ddp", .summary = "The toy example."},
+//         []() -> absl::StatusOr<tandem::train::ExampleRank> {
+//           // Read and check this example's flags (an error here is a usage
+//           // error), then say what every rank runs.
+//           return [](comm::Communicator& comm, Device device) { ... };
+//         });
+//   }
+//
+// Common flags (defined here, once):
+//   --backend      an engine of the launch registry or auto (the help lists
+//                  them, generated from train/launch/builtin_engines.h)
+//   --world_size   ranks; 0: the engine's default
+//   --timeout      seconds every collective may take, > 0 and finite
+//                  (default 300, as torch's init_process_group(timeout=))
+//
+// The command line is parsed here, not by absl::ParseCommandLine (which exits
+// 1 on an unknown flag): flags are --name=value, --name value, --bool_flag or
+// --nobool_flag (one or two dashes), for flags defined under train/examples/
+// only (absl's --flagfile or --fromenv are unknown, never silently ignored);
+// --help (or -h) prints the usage and exits 0. Positional arguments, an unknown
+// flag or a bad value are usage errors. Exit codes, as Python's argparse: 0
+// success, 2 usage error (bad flag, backend that cannot run here; the message
+// says what to run instead), 1 runtime error (a rank failed; its error goes to
+// stderr). Every message starts with the example's name.
+#ifndef TANDEM_TRAIN_EXAMPLES_EXAMPLE_MAIN_H_
+#define TANDEM_TRAIN_EXAMPLES_EXAMPLE_MAIN_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/communicator.h"
+#include "tensor/device.h"
+
+namespace tandem::train {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitRuntimeError = 1;
+inline constexpr int kExitUsageError = 2;
+
+struct ExampleSpec {
+  std::string name;     // "toy_ddp": the first word of every message
+  std::string summary;  // what the example does, for --help
+};
+
+// What each rank runs; `device` is where the rank keeps its model and data
+// (train::DeviceFor: its GPU on nccl, else the CPU).
+using ExampleRank =
+    std::function<absl::Status(comm::Communicator& comm, Device device)>;
+
+// Reads the example's own flags after parsing; an error is a usage error.
+using ExampleSetup = std::function<absl::StatusOr<ExampleRank>()>;
+
+// Parses the command line, resolves the backend, runs the example on every
+// rank this process hosts and returns the exit code (above).
+int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
+                const ExampleSetup& setup);
+
+// What ParseExampleFlags found.
+enum class ParsedCommandLine { kRun, kHelp };
+
+// Sets the registered absl flags from `args` (the command line without the
+// program name). InvalidArgument naming the argument for a positional
+// argument, an unknown flag, a missing or bad value; kHelp for --help or -h.
+absl::StatusOr<ParsedCommandLine> ParseExampleFlags(
+    const std::vector<std::string>& args);
+
+// --timeout in seconds as a Duration: InvalidArgument unless > 0 and finite.
+absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds);
+
+// The --help text: the summary, the exit codes, then every flag defined under
+// train/examples/ (the common ones and the example's own), --backend's help
+// generated from the launch registry.
+std::string ExampleHelp(const ExampleSpec& spec);
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_EXAMPLES_EXAMPLE_MAIN_H_

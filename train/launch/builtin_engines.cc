@@ -1,0 +1,162 @@
+#include "train/launch/builtin_engines.h"
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "comm/launch_env.h"
+#include "comm/mpi/mpi_communicator.h"
+#include "comm/mpi/mpi_launcher.h"
+#include "comm/nccl/cuda_probe.h"
+#include "comm/nccl/nccl_communicator.h"
+#include "comm/nccl/nccl_launcher.h"
+#include "sim/sim_launcher.h"
+#include "tensor/cuda/cuda.h"
+
+namespace tandem::train {
+namespace {
+
+// Started by mpirun or srun (not torchrun): the processes are MPI ranks.
+bool UnderMpiLauncher(const LaunchContext& here) {
+  return here.launch.has_value() && here.launch->launcher != "torchrun";
+}
+
+Engine SimEngine() {
+  Engine e;
+  e.name = "sim";
+  e.description = "ranks as threads in this process";
+  e.auto_order = 2;
+  e.auto_picks = [](const LaunchContext&) { return true; };
+  e.default_world_size = [](const LaunchContext& here) {
+    return here.gpu_count > 0 ? here.gpu_count : 2;
+  };
+  e.available = [](int world_size, const LaunchContext&) {
+    return sim::SimLauncher().CanRun(world_size);
+  };
+  e.make_launcher = [](const RunOptions& options) {
+    sim::Options sim_options;
+    sim_options.timeout = options.timeout;
+    if (options.spin.has_value()) sim_options.spin = *options.spin;
+    return std::make_unique<sim::SimLauncher>(sim_options);
+  };
+  return e;
+}
+
+Engine MpiEngine() {
+  Engine e;
+  e.name = "mpi";
+  e.description = "one process per rank, under mpirun or srun";
+  e.joins_launched_world = true;
+  e.auto_order = 0;
+  e.auto_picks = [](const LaunchContext& here) {
+    return UnderMpiLauncher(here) && here.launched_world_size() > 1;
+  };
+  e.default_world_size = [](const LaunchContext& here) {
+    return UnderMpiLauncher(here) ? here.launched_world_size() : 1;
+  };
+  e.available = [](int world_size, const LaunchContext& here) -> absl::Status {
+    if (!UnderMpiLauncher(here) && here.launched_world_size() > 1) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "mpi joins jobs started by mpirun or srun, and this process was "
+          "started by ",
+          here.launch->launcher, " (WORLD_SIZE=", here.launched_world_size(),
+          "); start the job with mpirun -np ", here.launched_world_size(),
+          " <binary> --backend=mpi"));
+    }
+    const int job = UnderMpiLauncher(here) ? here.launched_world_size() : 1;
+    if (world_size != job) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the MPI job has ", job, " rank(s); start it with mpirun -np ",
+          world_size, " (or drop --world_size)"));
+    }
+    return absl::OkStatus();
+  };
+  e.make_launcher = [](const RunOptions& options) {
+    comm::MpiOptions mpi_options;
+    mpi_options.timeout = options.timeout;
+    return std::make_unique<comm::MpiLauncher>(mpi_options);
+  };
+  // The other processes would wait for this rank's collectives until their
+  // timeout: say why, then end the whole job now, as mpirun users expect.
+  e.on_rank_error = [](const comm::RankStatus& rs) {
+    std::fprintf(stderr, "rank %d: %s\nrank %d: aborting the MPI job\n",
+                 rs.rank, rs.status.ToString().c_str(), rs.rank);
+    std::fflush(stderr);
+    comm::MpiAbort(1);
+  };
+  return e;
+}
+
+Engine NcclEngine() {
+  Engine e;
+  e.name = "nccl";
+  e.description = "one thread per local GPU";
+  e.auto_order = 1;
+  e.auto_picks = [](const LaunchContext& here) { return here.gpu_count > 0; };
+  e.default_world_size = [](const LaunchContext& here) {
+    return here.gpu_count;
+  };
+  e.available = [](int world_size, const LaunchContext& here) -> absl::Status {
+    if (here.gpu_count == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "needs a CUDA device, and none was found (", here.no_gpu_reason,
+          "). Run on the CPU instead: --backend=sim (ranks as threads in "
+          "this process) or, for real processes, mpirun -np N <binary> "
+          "--backend=mpi"));
+    }
+    if (world_size > here.gpu_count) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("only ", here.gpu_count,
+                       " CUDA device(s) are visible (CUDA_VISIBLE_DEVICES)"));
+    }
+    return absl::OkStatus();
+  };
+  e.make_launcher = [](const RunOptions& options) {
+    comm::NcclOptions nccl_options;
+    nccl_options.timeout = options.timeout;
+    comm::NcclRankSetup setup;
+    setup.stage_host_buffers = false;
+    // Each rank's thread has its device current. Its tensor ops go to its
+    // current stream there; its collectives must start after them.
+    setup.prepare = [](comm::NcclCommunicator& comm) -> absl::Status {
+      absl::StatusOr<void*> stream = cuda::CurrentStream(comm.device().ordinal);
+      if (!stream.ok()) return stream.status();
+      comm.set_compute_stream(*stream);
+      return absl::OkStatus();
+    };
+    return std::make_unique<comm::NcclLocalLauncher>(nccl_options, setup);
+  };
+  return e;
+}
+
+}  // namespace
+
+absl::StatusOr<LaunchContext> DetectLaunchContext() {
+  LaunchContext here;
+  absl::StatusOr<std::optional<comm::LaunchEnv>> env = comm::DetectLaunchEnv();
+  if (!env.ok()) return env.status();
+  here.launch = *env;
+  absl::StatusOr<comm::CudaProbe> probe = comm::ProbeCuda();
+  if (probe.ok()) {
+    here.gpu_count = probe->device_count;
+    here.no_gpu_reason = probe->no_device_reason;
+  } else {
+    here.no_gpu_reason = std::string(probe.status().message());
+  }
+  return here;
+}
+
+LaunchRegistry BuiltinEngines() {
+  LaunchRegistry registry;
+  // Distinct names and complete entries: Add cannot fail here.
+  for (Engine e : {SimEngine(), MpiEngine(), NcclEngine()}) {
+    absl::Status s = registry.Add(std::move(e));
+    (void)s;
+  }
+  return registry;
+}
+
+}  // namespace tandem::train

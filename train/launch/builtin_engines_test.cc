@@ -1,0 +1,178 @@
+#include "train/launch/builtin_engines.h"
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "comm/communicator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tensor/device.h"
+#include "train/launch/backend.h"
+#include "train/launch/test_util.h"
+
+namespace tandem::train {
+namespace {
+
+using ::testing::HasSubstr;
+
+LaunchContext NoGpu() {
+  LaunchContext here;
+  here.no_gpu_reason = "no CUDA driver";
+  return here;
+}
+
+LaunchContext Gpus(int n) {
+  LaunchContext here;
+  here.gpu_count = n;
+  return here;
+}
+
+std::string Resolved(const BackendChoice& choice, const LaunchContext& here) {
+  absl::StatusOr<ResolvedBackend> b = BuiltinEngines().Resolve(choice, here);
+  if (!b.ok()) return std::string(b.status().message());
+  return b->backend + ":" + std::to_string(b->world_size);
+}
+
+TEST(BuiltinEnginesTest, SimMpiNcclWithHelp) {
+  const LaunchRegistry registry = BuiltinEngines();
+  EXPECT_EQ(registry.Choices(), "sim, mpi, nccl or auto");
+  EXPECT_EQ(registry.BackendHelp(),
+            "sim (ranks as threads in this process), mpi (one process per "
+            "rank, under mpirun or srun), nccl (one thread per local GPU), or "
+            "auto: the first of mpi, nccl, sim that fits here.");
+}
+
+TEST(BuiltinEnginesTest, AutoRule) {
+  EXPECT_EQ(Resolved({}, NoGpu()), "sim:2");
+  EXPECT_EQ(Resolved(BackendChoice{"auto", 5}, NoGpu()), "sim:5");
+  EXPECT_EQ(Resolved({}, Gpus(4)), "nccl:4");
+  EXPECT_EQ(Resolved({}, LaunchedBy("OpenMPI", 3, 0)), "mpi:3");
+  EXPECT_EQ(Resolved({}, LaunchedBy("Slurm", 2, 0)), "mpi:2");
+  EXPECT_EQ(Resolved({}, LaunchedBy("OpenMPI", 1, 0)), "sim:2");
+}
+
+TEST(BuiltinEnginesTest, DefaultsAndLimits) {
+  EXPECT_EQ(Resolved(BackendChoice{"sim", 0}, Gpus(3)), "sim:3");
+  EXPECT_EQ(Resolved(BackendChoice{"mpi", 0}, NoGpu()), "mpi:1");
+  EXPECT_EQ(Resolved(BackendChoice{"sim", 5000}, NoGpu()),
+            "--backend=sim --world_size=5000: the simulated cluster runs 1 to "
+            "1024 ranks, not 5000");
+  EXPECT_EQ(Resolved(BackendChoice{"mpi", 2}, NoGpu()),
+            "--backend=mpi --world_size=2: the MPI job has 1 rank(s); start it "
+            "with mpirun -np 2 (or drop --world_size)");
+  EXPECT_EQ(Resolved(BackendChoice{"nccl", 3}, Gpus(2)),
+            "--backend=nccl --world_size=3: only 2 CUDA device(s) are visible "
+            "(CUDA_VISIBLE_DEVICES)");
+  const std::string no_gpu = Resolved(BackendChoice{"nccl", 0}, NoGpu());
+  EXPECT_THAT(no_gpu, HasSubstr("--backend=nccl: needs a CUDA device, and none "
+                                "was found (no CUDA driver)"));
+  EXPECT_THAT(no_gpu, HasSubstr("Run on the CPU instead: --backend=sim"));
+}
+
+TEST(BuiltinEnginesTest, SimOrNcclInsideAnMpiJobSaysUseMpi) {
+  for (std::string backend : {"sim", "nccl"}) {
+    const std::string got =
+        Resolved(BackendChoice{backend, 0}, LaunchedBy("OpenMPI", 2, 0));
+    EXPECT_THAT(got, HasSubstr("--backend=" + backend +
+                               " in a job of 2 processes started by OpenMPI"));
+    EXPECT_THAT(got, HasSubstr("Instead use --backend=mpi (each process one "
+                               "rank)"));
+  }
+}
+
+TEST(BuiltinEnginesTest, TorchrunWorldIsNeverIgnored) {
+  const LaunchContext torchrun = LaunchedBy("torchrun", 2, 0);
+  EXPECT_THAT(Resolved(BackendChoice{"sim", 0}, torchrun),
+              HasSubstr("--backend=sim in a job of 2 processes started by "
+                        "torchrun (WORLD_SIZE=2"));
+  const std::string automatic = Resolved({}, torchrun);
+  EXPECT_THAT(automatic, HasSubstr("No tandem engine joins a torchrun world"));
+  EXPECT_THAT(automatic, HasSubstr("mpirun -np 2 <binary> --backend=mpi"));
+  EXPECT_THAT(Resolved(BackendChoice{"mpi", 0}, torchrun),
+              HasSubstr("mpi joins jobs started by mpirun or srun, and this "
+                        "process was started by torchrun (WORLD_SIZE=2)"));
+  EXPECT_EQ(Resolved({}, LaunchedBy("torchrun", 1, 0)), "sim:2");
+}
+
+TEST(BuiltinEnginesTest, SimRunsEveryRankOnTheHost) {
+  std::atomic<int> ranks{0};
+  absl::Status s = BuiltinEngines().Run(
+      {"sim", 3}, {}, [&](comm::Communicator& comm) -> absl::Status {
+        if (comm.size() != 3 || DeviceFor(comm) != Device::CPU()) {
+          return absl::InternalError("wrong world or device");
+        }
+        ranks.fetch_add(1);
+        return comm.Barrier();
+      });
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(ranks.load(), 3);
+}
+
+TEST(BuiltinEnginesTest, SimTakesTheTimeout) {
+  const absl::Time start = absl::Now();
+  absl::Status s =
+      BuiltinEngines().Run({"sim", 2}, WithTimeout(absl::Milliseconds(200)),
+                           [](comm::Communicator& comm) -> absl::Status {
+                             if (comm.rank() == 1)
+                               absl::SleepFor(absl::Seconds(3));
+                             return comm.Barrier();
+                           });
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3) + absl::Seconds(2));
+}
+
+TEST(BuiltinEnginesTest, DetectLaunchContextReadsThisProcess) {
+  absl::StatusOr<LaunchContext> here = DetectLaunchContext();
+  ASSERT_TRUE(here.ok()) << here.status();
+  EXPECT_GE(here->gpu_count, 0);
+  if (here->gpu_count == 0) {
+    EXPECT_FALSE(here->no_gpu_reason.empty());
+  }
+}
+
+// A communicator that only says where it works.
+class OnDevice : public comm::Communicator {
+ public:
+  explicit OnDevice(comm::CommDevice device) : device_(device) {}
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string_view backend() const override { return "fake"; }
+  comm::CommDevice device() const override { return device_; }
+  std::unique_ptr<comm::Work> AllReduce(comm::BufferView,
+                                        comm::ReduceOp) override {
+    return nullptr;
+  }
+  std::unique_ptr<comm::Work> Broadcast(comm::BufferView, int) override {
+    return nullptr;
+  }
+  std::unique_ptr<comm::Work> AllGather(comm::BufferView,
+                                        comm::BufferView) override {
+    return nullptr;
+  }
+  std::unique_ptr<comm::Work> ReduceScatter(comm::BufferView, comm::BufferView,
+                                            comm::ReduceOp) override {
+    return nullptr;
+  }
+  std::unique_ptr<comm::Work> Send(comm::BufferView, int) override {
+    return nullptr;
+  }
+  std::unique_ptr<comm::Work> Recv(comm::BufferView, int) override {
+    return nullptr;
+  }
+  absl::Status Barrier() override { return absl::OkStatus(); }
+
+ private:
+  comm::CommDevice device_;
+};
+
+TEST(DeviceForTest, MapsTheCommunicatorsDeviceWithoutKnowingItsType) {
+  EXPECT_EQ(DeviceFor(OnDevice(comm::CommDevice::Cuda(1))), Device::CUDA(1));
+  EXPECT_EQ(DeviceFor(OnDevice(comm::CommDevice::Host())), Device::CPU());
+}
+
+}  // namespace
+}  // namespace tandem::train
