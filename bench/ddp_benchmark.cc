@@ -96,6 +96,7 @@
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
+#include "sim/sim.h"
 #include "train/launch/builtin_engines.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
