@@ -19,10 +19,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "comm/fingerprint.h"
 #include "comm/reduce.h"
 #include "comm/types.h"
 #include "sim/cpu_relax.h"
-#include "sim/fingerprint.h"
 
 namespace tandem::sim::internal {
 namespace {
@@ -54,8 +54,8 @@ Deadline DeadlineAfter(absl::Duration d) {
 
 // ----------------------------------------------------------------- Slot ---
 
-Slot::Slot(const Fingerprint& reference, std::vector<int> participant_ranks,
-           int world_size)
+Slot::Slot(const comm::Fingerprint& reference,
+           std::vector<int> participant_ranks, int world_size)
     : reference_(reference),
       participant_ranks_(std::move(participant_ranks)),
       world_size_(world_size),
@@ -224,7 +224,7 @@ Group::Group(int world_size, const Options& options)
       exited_(world_size, 0) {}
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
-    int rank, const Fingerprint& fp, Endpoint endpoint) {
+    int rank, const comm::Fingerprint& fp, Endpoint endpoint) {
   std::shared_ptr<Slot> slot;
   bool became_ready = false;
   {
@@ -239,7 +239,7 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
       open_collectives_.emplace(fp.seq, slot);
     } else {
       slot = it->second;
-      if (!SameCollective(slot->reference_, fp)) {
+      if (!comm::SameCollective(slot->reference_, fp)) {
         absl::Status mismatch = MismatchLocked(*slot, rank, fp);
         AbortLocked(mismatch);
         return mismatch;
@@ -259,7 +259,8 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
 }
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
-    int rank, int src, int dst, const Fingerprint& fp, Endpoint endpoint) {
+    int rank, int src, int dst, const comm::Fingerprint& fp,
+    Endpoint endpoint) {
   std::shared_ptr<Slot> slot;
   bool became_ready = false;
   const int index = rank == src ? 0 : 1;
@@ -275,10 +276,10 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
       open_p2p_.emplace(key, slot);
     } else {
       slot = it->second;
-      const Fingerprint& other = slot->reference_;
-      const Fingerprint& send = index == 0 ? fp : other;
-      const Fingerprint& recv = index == 0 ? other : fp;
-      if (!MatchingPointToPoint(send, recv)) {
+      const comm::Fingerprint& other = slot->reference_;
+      const comm::Fingerprint& send = index == 0 ? fp : other;
+      const comm::Fingerprint& recv = index == 0 ? other : fp;
+      if (!comm::MatchingPointToPoint(send, recv)) {
         absl::Status mismatch = absl::FailedPreconditionError(absl::StrCat(
             "sim: point-to-point mismatch on message #", fp.seq, " from rank ",
             src, " to rank ", dst, ": rank ", src, " issued ",
@@ -433,7 +434,7 @@ void Group::Wake(const Slot& slot) {
 }
 
 std::string Group::Describe(const Slot& slot) {
-  const Fingerprint& fp = slot.reference_;
+  const comm::Fingerprint& fp = slot.reference_;
   if (IsPointToPoint(fp.op)) {
     return absl::StrCat("message #", fp.seq, " from rank ",
                         slot.participant_ranks_[0], " to rank ",
@@ -444,7 +445,7 @@ std::string Group::Describe(const Slot& slot) {
 }
 
 absl::Status Group::MismatchLocked(const Slot& slot, int rank,
-                                   const Fingerprint& fp) {
+                                   const comm::Fingerprint& fp) {
   // Name the lower rank first so two-rank messages read the same every run.
   int first_rank = -1;
   for (int p = 0; p < slot.num_participants(); ++p) {
@@ -453,12 +454,12 @@ absl::Status Group::MismatchLocked(const Slot& slot, int rank,
       break;
     }
   }
-  const Fingerprint& first = slot.posted_[first_rank];
+  const comm::Fingerprint& first = slot.posted_[first_rank];
   const bool swap = rank < first_rank;
   const int a = swap ? rank : first_rank;
   const int b = swap ? first_rank : rank;
-  const Fingerprint& fa = swap ? fp : first;
-  const Fingerprint& fb = swap ? first : fp;
+  const comm::Fingerprint& fa = swap ? fp : first;
+  const comm::Fingerprint& fb = swap ? first : fp;
   return absl::FailedPreconditionError(absl::StrCat(
       "sim: collective mismatch at collective #", fp.seq, ": rank ", a,
       " issued ", fa.DebugString(), " but rank ", b, " issued ",
@@ -469,7 +470,7 @@ absl::Status Group::MismatchLocked(const Slot& slot, int rank,
 
 std::string Group::MissingRanksLocked(const Slot& slot) const {
   std::vector<std::string> parts;
-  const Fingerprint& fp = slot.reference_;
+  const comm::Fingerprint& fp = slot.reference_;
   for (int p = 0; p < slot.num_participants(); ++p) {
     if (slot.has_posted_[p]) continue;
     const int r = slot.participant_ranks_[p];

@@ -44,8 +44,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/fingerprint.h"
 #include "comm/types.h"
-#include "sim/fingerprint.h"
 #include "sim/options.h"
 
 namespace tandem::sim::internal {
@@ -73,11 +73,11 @@ class Slot {
 
   // `participant_ranks`: who takes part, by participant index (all ranks for
   // a collective; {sender, receiver} for a Send/Recv pair).
-  Slot(const Fingerprint& reference, std::vector<int> participant_ranks,
+  Slot(const comm::Fingerprint& reference, std::vector<int> participant_ranks,
        int world_size);
 
   // The first poster's fingerprint.
-  const Fingerprint& reference() const { return reference_; }
+  const comm::Fingerprint& reference() const { return reference_; }
   const std::vector<int>& participant_ranks() const {
     return participant_ranks_;
   }
@@ -107,7 +107,7 @@ class Slot {
   absl::Status RunTask(int g, int64_t t);
   int64_t TasksOfGroup(int g) const { return tasks_per_group_[g]; }
 
-  const Fingerprint reference_;
+  const comm::Fingerprint reference_;
   const std::vector<int> participant_ranks_;
   const int world_size_;
   const int64_t elem_size_;
@@ -115,7 +115,7 @@ class Slot {
 
   // Written under Group::mu_ while posting; read-only once ready.
   std::vector<Endpoint> endpoints_;
-  std::vector<Fingerprint> posted_;
+  std::vector<comm::Fingerprint> posted_;
   std::vector<char> has_posted_;
   int arrived_ = 0;
   std::atomic<bool> ready_{false};
@@ -154,15 +154,13 @@ class Group {
 
   // Posts `rank`'s part of its collective `fp.seq`. Returns the slot, or the
   // abort reason if the run has aborted (or aborts now, on a mismatch).
-  absl::StatusOr<std::shared_ptr<Slot>> PostCollective(int rank,
-                                                       const Fingerprint& fp,
-                                                       Endpoint endpoint);
+  absl::StatusOr<std::shared_ptr<Slot>> PostCollective(
+      int rank, const comm::Fingerprint& fp, Endpoint endpoint);
   // Posts a Send (rank == src) or Recv (rank == dst) of message `fp.seq` on
   // the (src, dst) pair.
-  absl::StatusOr<std::shared_ptr<Slot>> PostPointToPoint(int rank, int src,
-                                                         int dst,
-                                                         const Fingerprint& fp,
-                                                         Endpoint endpoint);
+  absl::StatusOr<std::shared_ptr<Slot>> PostPointToPoint(
+      int rank, int src, int dst, const comm::Fingerprint& fp,
+      Endpoint endpoint);
 
   enum class Phase { kReady, kTasksDone };
   // Rank `rank` waits until `slot` reaches `phase`. Fails (and aborts the
@@ -198,7 +196,8 @@ class Group {
   // Locks mu_, spinning on try_lock first while spinning is allowed.
   std::unique_lock<std::mutex> Lock() ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
-  absl::Status MismatchLocked(const Slot& slot, int rank, const Fingerprint& fp)
+  absl::Status MismatchLocked(const Slot& slot, int rank,
+                              const comm::Fingerprint& fp)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbortLocked(const absl::Status& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
