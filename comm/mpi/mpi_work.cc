@@ -210,6 +210,7 @@ void CollectiveCheck::Advance() {
     queue_.pop_front();
     if (work == nullptr) continue;  // destroyed; nothing to launch
     work->check_ = nullptr;
+    if (work->done_) continue;  // timed out while checking: never launched
     work->checked_ = status.ok();
     if (status.ok()) status = launch(*work);
     if (!status.ok()) work->Fail(std::move(status));
