@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -305,7 +306,8 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
 }
 
 AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
-                         Deadline wait_deadline, Deadline op_deadline) {
+                         Deadline wait_deadline, Deadline op_deadline,
+                         absl::Time issued) {
   auto reached = [&] {
     return phase == Phase::kReady ? slot.ready() : slot.tasks_done();
   };
@@ -323,6 +325,11 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
       CpuRelax();
     }
   }
+  const absl::Duration interval = options_.stall_note_interval;
+  const bool notes = rank == 0 && interval > absl::ZeroDuration() &&
+                     wait_deadline > Clock::now();
+  Deadline next_note =
+      notes ? DeadlineAfter(issued + interval - absl::Now()) : Deadline::max();
   std::unique_lock<std::mutex> lock = Lock();
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   AwaitResult result;
@@ -350,13 +357,40 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
       result = {AwaitResult::Kind::kWaitTimeout, absl::OkStatus()};
       break;
     }
+    if (now >= next_note) {
+      NoteLocked(slot, issued, op_deadline);
+      next_note = DeadlineAfter(interval);
+    }
     // Wake up at least hourly even for "infinite" deadlines.
-    const Deadline until =
-        std::min({op_deadline, wait_deadline, now + std::chrono::hours(1)});
+    const Deadline until = std::min(
+        {op_deadline, wait_deadline, now + std::chrono::hours(1), next_note});
     cvs_[rank].wait_until(lock, until);
   }
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
   return result;
+}
+
+void Group::NoteLocked(const Slot& slot, absl::Time issued,
+                       Deadline op_deadline) const {
+  const absl::Time now = absl::Now();
+  const std::string waiting =
+      slot.ready()
+          ? "every participant issued it; its data is "
+            "still moving"
+          : absl::StrCat("not yet issued by ", MissingRanksLocked(slot));
+  const std::string left =
+      op_deadline == Deadline::max()
+          ? std::string("no timeout")
+          : absl::StrCat("timeout in ",
+                         absl::FormatDuration(absl::Trunc(
+                             absl::FromChrono(op_deadline - Clock::now()),
+                             absl::Milliseconds(100))));
+  const std::string line = absl::StrCat(
+      "rank 0: still waiting for ", Describe(slot), " for ",
+      absl::FormatDuration(absl::Trunc(now - issued, absl::Milliseconds(100))),
+      "; ", waiting, "; ", left, "\n");
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
 }
 
 std::string Group::PendingDescription(const Slot& slot) const {

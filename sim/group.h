@@ -166,9 +166,13 @@ class Group {
   // Rank `rank` waits until `slot` reaches `phase`. Fails (and aborts the
   // run) when the op's deadline passes or when a participant that never
   // posted has exited; returns kWaitTimeout when `wait_deadline` passes
-  // first. At most one thread per rank waits at a time.
+  // first. At most one thread per rank waits at a time. While rank 0 waits
+  // (with a wait deadline in the future), it writes a "still waiting for"
+  // line to stderr every Options::stall_note_interval after `issued` (the
+  // operation's issue time).
   AwaitResult Await(int rank, const Slot& slot, Phase phase,
-                    Deadline wait_deadline, Deadline op_deadline);
+                    Deadline wait_deadline, Deadline op_deadline,
+                    absl::Time issued);
   // "not yet issued by rank 1 (it has issued 0 collectives)", for messages.
   std::string PendingDescription(const Slot& slot) const;
   // Waits until no thread runs tasks of `slot`. Only called after an abort
@@ -206,6 +210,12 @@ class Group {
   absl::Status TimeoutLocked(const Slot& slot) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string MissingRanksLocked(const Slot& slot) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "rank 0: still waiting for collective #3 AllReduce(f32 x 8, sum) for 30s;
+  // not yet issued by rank 2 (it has issued 3 collectives); timeout in 4m30s"
+  // to stderr.
+  void NoteLocked(const Slot& slot, absl::Time issued,
+                  Deadline op_deadline) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "collective #3 AllReduce(f32 x 8, sum)" or "Send #0 from rank 1 to rank 0".
   static std::string Describe(const Slot& slot);

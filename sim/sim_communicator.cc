@@ -72,7 +72,7 @@ bool SimWork::IsCompleted() {
     // Non-blocking check (wait deadline = now) that still enforces the
     // operation timeout and notices ranks that exited without issuing it.
     AwaitResult r = group_.Await(rank_, *slot_, Group::Phase::kReady,
-                                 Clock::now(), op_deadline_);
+                                 Clock::now(), op_deadline_, record().start);
     if (r.kind == AwaitResult::Kind::kFailed) {
       (void)Fail(r.status);
       return true;
@@ -98,12 +98,12 @@ absl::Status SimWork::Wait(absl::Duration timeout) {
                      group_.PendingDescription(*slot_)));
   };
   AwaitResult r = group_.Await(rank_, *slot_, Group::Phase::kReady,
-                               wait_deadline, op_deadline_);
+                               wait_deadline, op_deadline_, record().start);
   if (r.kind == AwaitResult::Kind::kWaitTimeout) return still_in_flight();
   if (r.kind == AwaitResult::Kind::kFailed) return Fail(r.status);
   slot_->Help(home_, group_, std::numeric_limits<int64_t>::max());
   r = group_.Await(rank_, *slot_, Group::Phase::kTasksDone, wait_deadline,
-                   op_deadline_);
+                   op_deadline_, record().start);
   if (r.kind == AwaitResult::Kind::kWaitTimeout) return still_in_flight();
   if (r.kind == AwaitResult::Kind::kFailed) return Fail(r.status);
   Finish(absl::OkStatus());
