@@ -744,14 +744,14 @@ int NcclCommunicator::rank() const { return state_->rank; }
 int NcclCommunicator::size() const { return state_->size; }
 int NcclCommunicator::device() const { return state_->device; }
 
-void NcclCommunicator::set_compute_stream(void* cuda_stream) {
-  state_->compute_stream = static_cast<cudaStream_t>(cuda_stream);
+void NcclCommunicator::set_compute_stream(CudaStreamHandle stream) {
+  state_->compute_stream = static_cast<cudaStream_t>(stream.raw);
 }
-void* NcclCommunicator::compute_stream() const {
-  return state_->compute_stream;
+CudaStreamHandle NcclCommunicator::compute_stream() const {
+  return CudaStreamHandle{state_->compute_stream};
 }
-void* NcclCommunicator::communication_stream() const {
-  return state_->comm_stream;
+CudaStreamHandle NcclCommunicator::communication_stream() const {
+  return CudaStreamHandle{state_->comm_stream};
 }
 
 void NcclCommunicator::set_abort_signal(std::shared_ptr<AbortSignal> signal) {
@@ -1028,7 +1028,7 @@ absl::Status NcclCommunicator::Synchronize() {
   return work.Wait(absl::InfiniteDuration());
 }
 
-absl::Status StreamWaitForWork(Work& work, void* cuda_stream) {
+absl::Status StreamWaitForWork(Work& work, CudaStreamHandle stream) {
   auto* nccl = dynamic_cast<NcclWork*>(&work);
   if (nccl == nullptr) {
     if (work.IsCompleted()) return work.Wait(absl::ZeroDuration());
@@ -1036,7 +1036,7 @@ absl::Status StreamWaitForWork(Work& work, void* cuda_stream) {
         "StreamWaitForWork: the Work does not come from a NcclCommunicator "
         "(and has not completed); wait for it on the host with Wait()");
   }
-  return nccl->StreamWait(static_cast<cudaStream_t>(cuda_stream));
+  return nccl->StreamWait(static_cast<cudaStream_t>(stream.raw));
 }
 
 }  // namespace tandem::comm

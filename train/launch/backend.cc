@@ -117,7 +117,7 @@ absl::Status RunOnBackend(
     auto rank_fn = [&fn](int, comm::NcclCommunicator& comm) -> absl::Status {
       absl::StatusOr<void*> stream = cuda::CurrentStream(comm.device());
       if (!stream.ok()) return stream.status();
-      comm.set_compute_stream(*stream);
+      comm.set_compute_stream(comm::CudaStreamHandle{*stream});
       return fn(comm);
     };
     return comm::RunOnLocalGpus(backend.world_size, rank_fn).status();
