@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "comm/communicator.h"
 #include "comm/conformance/launcher.h"
 #include "comm/conformance/patterns.h"
@@ -138,184 +139,198 @@ absl::Status CheckUnchanged(const Bytes& before, const Bytes& after,
                         static_cast<int64_t>(before.size()) / DTypeSize(dtype));
 }
 
-absl::Status RunCollectiveCase(const CollectiveCase& c, const Expected& e,
-                               int rank, Communicator& comm) {
-  const int n = c.world_size;
-  if (comm.size() != n || comm.rank() != rank) {
-    return absl::InternalError(absl::StrCat("launcher gave rank ", rank, " of ",
-                                            n, " a communicator with rank ",
-                                            comm.rank(), " of ", comm.size()));
+// One rank's buffers for one case, per operation k: `send[k]` what it reads
+// when that is a buffer of its own (empty otherwise: in place, or an op with
+// one buffer), `recv[k]` what it writes (in place: the one buffer).
+struct RankBuffers {
+  std::vector<Bytes> send;
+  std::vector<Bytes> recv;
+};
+
+// What rank `rank` contributes to operation k: the send buffer's contents.
+Bytes InputOf(const CollectiveCase& c, int rank, int k) {
+  switch (c.op) {
+    case OpKind::kAllReduce:
+      return Filled(PatternFor(c.reduce_op), c.dtype, rank, k, c.count);
+    case OpKind::kReduceScatter:
+      return Filled(PatternFor(c.reduce_op), c.dtype, rank, k,
+                    c.world_size * c.count);
+    default:
+      return Filled(Pattern::kCopy, c.dtype, rank, k, c.count);
   }
+}
+
+// Step 1: every buffer this rank issues, filled with its input or sentinels.
+RankBuffers MakeBuffers(const CollectiveCase& c, int rank) {
+  const int64_t elem = DTypeSize(c.dtype);
+  const int64_t count = c.count;
+  const int n = c.world_size;
+  RankBuffers b;
+  for (int k = 0; k < c.outstanding; ++k) {
+    switch (c.op) {
+      case OpKind::kAllReduce:
+        b.recv.push_back(InputOf(c, rank, k));
+        break;
+      case OpKind::kBroadcast:
+        b.recv.push_back(rank == c.root ? InputOf(c, rank, k)
+                                        : Bytes(count * elem, kSentinel));
+        break;
+      case OpKind::kReduceScatter:
+        if (c.in_place) {
+          b.recv.push_back(InputOf(c, rank, k));
+        } else {
+          b.send.push_back(InputOf(c, rank, k));
+          b.recv.emplace_back(count * elem, kSentinel);
+        }
+        break;
+      case OpKind::kAllGather: {
+        b.recv.emplace_back(n * count * elem, kSentinel);
+        Bytes mine = InputOf(c, rank, k);
+        if (!c.in_place) {
+          b.send.push_back(std::move(mine));
+        } else if (!mine.empty()) {
+          std::memcpy(b.recv[k].data() + rank * count * elem, mine.data(),
+                      mine.size());
+        }
+        break;
+      }
+      case OpKind::kSend:
+      case OpKind::kRecv:
+        b.send.push_back(InputOf(c, rank, k));
+        b.recv.emplace_back(count * elem, kSentinel);
+        break;
+      case OpKind::kBarrier:
+        break;
+    }
+  }
+  return b;
+}
+
+// Step 2: issues every operation of the case, all outstanding at once.
+// Send/Recv form a ring: even ranks post their Send first, odd ranks their
+// Recv first.
+std::vector<std::unique_ptr<Work>> Issue(const CollectiveCase& c, int rank,
+                                         Communicator& comm, RankBuffers& b) {
   const DType dt = c.dtype;
   const int64_t count = c.count;
-  const int k_total = c.outstanding;
+  const int n = c.world_size;
   std::vector<std::unique_ptr<Work>> works;
-  const std::string what = absl::StrCat("rank ", rank, " ", OpKindName(c.op));
-
-  switch (c.op) {
-    case OpKind::kAllReduce: {
-      std::vector<Bytes> buf;
-      for (int k = 0; k < k_total; ++k) {
-        buf.push_back(Filled(PatternFor(c.reduce_op), dt, rank, k, count));
-      }
-      for (int k = 0; k < k_total; ++k) {
+  for (int k = 0; k < c.outstanding; ++k) {
+    switch (c.op) {
+      case OpKind::kAllReduce:
         works.push_back(
-            comm.AllReduce(View(buf[k], dt, 0, count), c.reduce_op));
+            comm.AllReduce(View(b.recv[k], dt, 0, count), c.reduce_op));
+        break;
+      case OpKind::kBroadcast:
+        works.push_back(comm.Broadcast(View(b.recv[k], dt, 0, count), c.root));
+        break;
+      case OpKind::kReduceScatter: {
+        Bytes& in = c.in_place ? b.recv[k] : b.send[k];
+        BufferView out = c.in_place ? View(in, dt, rank * count, count)
+                                    : View(b.recv[k], dt, 0, count);
+        works.push_back(
+            comm.ReduceScatter(View(in, dt, 0, n * count), out, c.reduce_op));
+        break;
       }
-      if (absl::Status s = WaitAll(works, rank, what); !s.ok()) return s;
-      for (int k = 0; k < k_total; ++k) {
-        if (absl::Status s =
-                CompareBuffers(absl::StrCat(what, " buffer ", k), dt,
-                               buf[k].data(), e.per_buffer[k].data(), count);
-            !s.ok()) {
-          return s;
-        }
+      case OpKind::kAllGather: {
+        BufferView in = c.in_place ? View(b.recv[k], dt, rank * count, count)
+                                   : View(b.send[k], dt, 0, count);
+        works.push_back(comm.AllGather(in, View(b.recv[k], dt, 0, n * count)));
+        break;
       }
-      return absl::OkStatus();
-    }
-    case OpKind::kReduceScatter: {
-      std::vector<Bytes> send, recv, original;
-      for (int k = 0; k < k_total; ++k) {
-        send.push_back(Filled(PatternFor(c.reduce_op), dt, rank, k, n * count));
-        if (!c.in_place) {
-          original.push_back(send[k]);
-          recv.emplace_back(count * DTypeSize(dt), kSentinel);
-        }
-      }
-      for (int k = 0; k < k_total; ++k) {
-        BufferView out = c.in_place ? View(send[k], dt, rank * count, count)
-                                    : View(recv[k], dt, 0, count);
-        works.push_back(comm.ReduceScatter(View(send[k], dt, 0, n * count), out,
-                                           c.reduce_op));
-      }
-      if (absl::Status s = WaitAll(works, rank, what); !s.ok()) return s;
-      for (int k = 0; k < k_total; ++k) {
-        const uint8_t* got = c.in_place
-                                 ? send[k].data() + rank * count * DTypeSize(dt)
-                                 : recv[k].data();
-        const uint8_t* want =
-            e.per_buffer[k].data() + rank * count * DTypeSize(dt);
-        if (absl::Status s = CompareBuffers(absl::StrCat(what, " buffer ", k),
-                                            dt, got, want, count);
-            !s.ok()) {
-          return s;
-        }
-        if (!c.in_place) {
-          if (absl::Status s = CheckUnchanged(original[k], send[k], dt,
-                                              absl::StrCat(what, " send ", k));
-              !s.ok()) {
-            return s;
-          }
-        }
-      }
-      return absl::OkStatus();
-    }
-    case OpKind::kAllGather: {
-      std::vector<Bytes> send, recv;
-      for (int k = 0; k < k_total; ++k) {
-        recv.emplace_back(n * count * DTypeSize(dt), kSentinel);
-        Bytes mine = Filled(Pattern::kCopy, dt, rank, k, count);
-        if (c.in_place) {
-          if (!mine.empty()) {
-            std::memcpy(recv[k].data() + rank * count * DTypeSize(dt),
-                        mine.data(), mine.size());
-          }
-        } else {
-          send.push_back(std::move(mine));
-        }
-      }
-      for (int k = 0; k < k_total; ++k) {
-        BufferView in = c.in_place ? View(recv[k], dt, rank * count, count)
-                                   : View(send[k], dt, 0, count);
-        works.push_back(comm.AllGather(in, View(recv[k], dt, 0, n * count)));
-      }
-      if (absl::Status s = WaitAll(works, rank, what); !s.ok()) return s;
-      for (int k = 0; k < k_total; ++k) {
-        if (absl::Status s = CompareBuffers(absl::StrCat(what, " buffer ", k),
-                                            dt, recv[k].data(),
-                                            e.per_buffer[k].data(), n * count);
-            !s.ok()) {
-          return s;
-        }
-        if (!c.in_place) {
-          if (absl::Status s =
-                  CheckUnchanged(Filled(Pattern::kCopy, dt, rank, k, count),
-                                 send[k], dt, absl::StrCat(what, " send ", k));
-              !s.ok()) {
-            return s;
-          }
-        }
-      }
-      return absl::OkStatus();
-    }
-    case OpKind::kBroadcast: {
-      std::vector<Bytes> buf;
-      for (int k = 0; k < k_total; ++k) {
-        if (rank == c.root) {
-          buf.push_back(Filled(Pattern::kCopy, dt, rank, k, count));
-        } else {
-          buf.emplace_back(count * DTypeSize(dt), kSentinel);
-        }
-      }
-      for (int k = 0; k < k_total; ++k) {
-        works.push_back(comm.Broadcast(View(buf[k], dt, 0, count), c.root));
-      }
-      if (absl::Status s = WaitAll(works, rank, what); !s.ok()) return s;
-      for (int k = 0; k < k_total; ++k) {
-        if (absl::Status s =
-                CompareBuffers(absl::StrCat(what, " buffer ", k), dt,
-                               buf[k].data(), e.per_buffer[k].data(), count);
-            !s.ok()) {
-          return s;
-        }
-      }
-      return absl::OkStatus();
-    }
-    case OpKind::kSend:
-    case OpKind::kRecv: {
-      const int next = (rank + 1) % n;
-      const int prev = (rank + n - 1) % n;
-      std::vector<Bytes> send, recv;
-      for (int k = 0; k < k_total; ++k) {
-        send.push_back(Filled(Pattern::kCopy, dt, rank, k, count));
-        recv.emplace_back(count * DTypeSize(dt), kSentinel);
-      }
-      // Even ranks post their Send first, odd ranks their Recv first.
-      for (int k = 0; k < k_total; ++k) {
+      case OpKind::kSend:
+      case OpKind::kRecv: {
+        const int next = (rank + 1) % n;
+        const int prev = (rank + n - 1) % n;
+        auto send = [&] {
+          works.push_back(comm.Send(View(b.send[k], dt, 0, count), next));
+        };
+        auto recv = [&] {
+          works.push_back(comm.Recv(View(b.recv[k], dt, 0, count), prev));
+        };
         if (rank % 2 == 0) {
-          works.push_back(comm.Send(View(send[k], dt, 0, count), next));
-          works.push_back(comm.Recv(View(recv[k], dt, 0, count), prev));
+          send();
+          recv();
         } else {
-          works.push_back(comm.Recv(View(recv[k], dt, 0, count), prev));
-          works.push_back(comm.Send(View(send[k], dt, 0, count), next));
+          recv();
+          send();
         }
+        break;
       }
-      if (absl::Status s = WaitAll(works, rank, what); !s.ok()) return s;
-      for (int k = 0; k < k_total; ++k) {
-        Bytes want = Filled(Pattern::kCopy, dt, prev, k, count);
-        if (absl::Status s = CompareBuffers(
-                absl::StrCat(what, " message ", k, " from rank ", prev), dt,
-                recv[k].data(), want.data(), count);
-            !s.ok()) {
-          return s;
-        }
-        if (absl::Status s =
-                CheckUnchanged(Filled(Pattern::kCopy, dt, rank, k, count),
-                               send[k], dt, absl::StrCat(what, " send ", k));
-            !s.ok()) {
-          return s;
-        }
-      }
-      return absl::OkStatus();
-    }
-    case OpKind::kBarrier: {
-      for (int k = 0; k < k_total; ++k) {
-        if (absl::Status s = comm.Barrier(); !s.ok()) return s;
-      }
-      return absl::OkStatus();
+      case OpKind::kBarrier:
+        break;
     }
   }
-  return absl::InternalError("unknown op");
+  return works;
+}
+
+// Step 4: every output holds the reference result and every separate input
+// is unchanged.
+absl::Status CheckResults(const CollectiveCase& c, const Expected& e, int rank,
+                          const RankBuffers& b, absl::string_view what) {
+  const DType dt = c.dtype;
+  const int64_t elem = DTypeSize(dt);
+  const int64_t count = c.count;
+  const int n = c.world_size;
+  for (int k = 0; k < c.outstanding; ++k) {
+    std::string label = absl::StrCat(what, " buffer ", k);
+    const uint8_t* got = b.recv[k].data();
+    const uint8_t* want = nullptr;
+    Bytes message;
+    int64_t got_count = count;
+    switch (c.op) {
+      case OpKind::kAllReduce:
+      case OpKind::kBroadcast:
+        want = e.per_buffer[k].data();
+        break;
+      case OpKind::kReduceScatter:
+        if (c.in_place) got += rank * count * elem;
+        want = e.per_buffer[k].data() + rank * count * elem;
+        break;
+      case OpKind::kAllGather:
+        want = e.per_buffer[k].data();
+        got_count = n * count;
+        break;
+      case OpKind::kSend:
+      case OpKind::kRecv: {
+        const int prev = (rank + n - 1) % n;
+        label = absl::StrCat(what, " message ", k, " from rank ", prev);
+        message = InputOf(c, prev, k);
+        want = message.data();
+        break;
+      }
+      case OpKind::kBarrier:
+        return absl::OkStatus();
+    }
+    TANDEM_RETURN_IF_ERROR(CompareBuffers(label, dt, got, want, got_count));
+    if (!b.send.empty()) {
+      TANDEM_RETURN_IF_ERROR(CheckUnchanged(InputOf(c, rank, k), b.send[k], dt,
+                                            absl::StrCat(what, " send ", k)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One rank's part of a case: make its buffers, issue every operation, wait
+// for them in a rank-dependent order, check the results.
+absl::Status RunCollectiveCase(const CollectiveCase& c, const Expected& e,
+                               int rank, Communicator& comm) {
+  if (comm.size() != c.world_size || comm.rank() != rank) {
+    return absl::InternalError(absl::StrCat(
+        "launcher gave rank ", rank, " of ", c.world_size,
+        " a communicator with rank ", comm.rank(), " of ", comm.size()));
+  }
+  if (c.op == OpKind::kBarrier) {
+    for (int k = 0; k < c.outstanding; ++k) {
+      TANDEM_RETURN_IF_ERROR(comm.Barrier());
+    }
+    return absl::OkStatus();
+  }
+  const std::string what = absl::StrCat("rank ", rank, " ", OpKindName(c.op));
+  RankBuffers buffers = MakeBuffers(c, rank);
+  std::vector<std::unique_ptr<Work>> works = Issue(c, rank, comm, buffers);
+  TANDEM_RETURN_IF_ERROR(WaitAll(works, rank, what));  // step 3
+  return CheckResults(c, e, rank, buffers, what);
 }
 
 void ExpectAllOk(const std::vector<RankStatus>& statuses, int world_size,

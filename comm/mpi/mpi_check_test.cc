@@ -79,7 +79,7 @@ TEST(MpiRecordTest, CollectivesAndMessagesAreNumberedAndTimed) {
   EXPECT_EQ(s2->record().bytes, 24);
 }
 
-TEST(MpiCheckTest, OnByDefaultAndByEnvironment) {
+TEST(MpiCheckTest, OptionAndEnvironmentSwitch) {
   EXPECT_TRUE(CheckCollectivesEnabled({}));
   MpiOptions off;
   off.check_collectives = false;
@@ -89,6 +89,9 @@ TEST(MpiCheckTest, OnByDefaultAndByEnvironment) {
   EXPECT_TRUE(CheckCollectivesEnabled(off));
   setenv("TANDEM_DISTRIBUTED_DEBUG", "INFO", 1);
   EXPECT_FALSE(CheckCollectivesEnabled(off));
+  EXPECT_TRUE(CheckCollectivesEnabled({}));
+  setenv("TANDEM_DISTRIBUTED_DEBUG", "OFF", 1);
+  EXPECT_FALSE(CheckCollectivesEnabled({}));
   unsetenv("TANDEM_DISTRIBUTED_DEBUG");
 }
 

@@ -143,9 +143,10 @@ void PreferRingIallreduce() {
 }  // namespace
 
 bool CheckCollectivesEnabled(const MpiOptions& options) {
-  if (options.check_collectives) return true;
   const char* debug = std::getenv("TANDEM_DISTRIBUTED_DEBUG");
-  return debug != nullptr && std::string_view(debug) == "DETAIL";
+  if (debug != nullptr && std::string_view(debug) == "DETAIL") return true;
+  if (debug != nullptr && std::string_view(debug) == "OFF") return false;
+  return options.check_collectives;
 }
 
 struct MpiCommunicator::Impl {

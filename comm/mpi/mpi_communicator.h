@@ -81,9 +81,11 @@ struct MpiOptions {
   // (their choice wins) and on MPIs without that variable. The variable is
   // process-wide: it affects the application's own MPI_Iallreduce calls too.
   bool ring_iallreduce = true;
-  // The collective mismatch check (see above). Also turned on, whatever this
-  // says, by the environment variable TANDEM_DISTRIBUTED_DEBUG=DETAIL.
-  // Costs one small all-gather per collective (bench/PERFORMANCE.md).
+  // The collective mismatch check (see above). The environment variable
+  // TANDEM_DISTRIBUTED_DEBUG overrides it, in the spirit of PyTorch's
+  // TORCH_DISTRIBUTED_DEBUG: DETAIL turns it on, OFF turns it off; unset or
+  // any other value leaves this. Costs one small all-gather per collective
+  // (bench/PERFORMANCE.md).
   bool check_collectives = true;
   // While an operation is waited on, rank 0 prints a "still waiting for ..."
   // line to stderr this often. Zero: never.
@@ -91,7 +93,8 @@ struct MpiOptions {
 };
 
 // Whether a communicator created with `options` checks collectives
-// (options.check_collectives or TANDEM_DISTRIBUTED_DEBUG=DETAIL).
+// (options.check_collectives unless TANDEM_DISTRIBUTED_DEBUG is DETAIL or
+// OFF).
 bool CheckCollectivesEnabled(const MpiOptions& options);
 
 class MpiCommunicator final : public Communicator {
