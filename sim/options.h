@@ -62,7 +62,7 @@ struct Options {
   // collective #12 AllReduce(f32 x 1024, sum) for 30s; not yet issued by
   // rank 2 (it has issued 11 collectives); timeout in 4m30s", so a stuck run
   // never looks like a busy one. Zero: never. Must not be negative.
-  absl::Duration stall_note_interval = absl::ZeroDuration();
+  absl::Duration stall_note_interval = absl::Seconds(30);
 
   std::vector<Fault> faults;
 

@@ -64,9 +64,11 @@ TEST_F(StallNoteTest, RankZeroNotesEachIntervalThenTheTimeoutNamesTheMissing) {
   }
 }
 
-TEST_F(StallNoteTest, NoNotesByDefaultOrWhenTheWaitIsQuick) {
+TEST_F(StallNoteTest, NoNotesWhenOffOrWhenTheWaitIsQuick) {
+  EXPECT_EQ(Options().stall_note_interval, absl::Seconds(30));
   Options options;
   options.timeout = absl::Milliseconds(800);
+  options.stall_note_interval = absl::ZeroDuration();
   ::testing::internal::CaptureStderr();
   RunResult late = sim::Run(3, AllReduceUnlessLate, options);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");

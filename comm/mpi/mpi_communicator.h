@@ -88,8 +88,9 @@ struct MpiOptions {
   // (bench/PERFORMANCE.md).
   bool check_collectives = true;
   // While an operation is waited on, rank 0 prints a "still waiting for ..."
-  // line to stderr this often. Zero: never.
-  absl::Duration stall_note_interval = absl::ZeroDuration();
+  // line to stderr this often, so a stuck job never looks like a busy one.
+  // Zero: never.
+  absl::Duration stall_note_interval = absl::Seconds(30);
 };
 
 // Whether a communicator created with `options` checks collectives
