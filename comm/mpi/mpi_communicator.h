@@ -53,6 +53,8 @@
 // (Barrier included), Send/Recv per peer; `end` is when this rank saw the
 // operation complete.
 //
+// Lifetime: Works must not outlive their communicator.
+//
 // Thread-safety: one MpiCommunicator per process; call it (and its Works)
 // from one thread at a time. MPI must provide MPI_THREAD_SERIALIZED (checked
 // at Create with a clear error).

@@ -12,12 +12,14 @@
 //   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::NcclCommunicator> comm,
 //                           comm::NcclCommunicator::Create(id, rank, size,
 //                                                          /*device=*/rank));
-//   comm->set_compute_stream(my_stream);   // the stream that wrote `grads`
+//   // my_stream wrote `grads`:
+//   comm->set_compute_stream(comm::CudaStreamHandle{my_stream});
 //   auto work = comm->AllReduce(grads_view /* MemorySpace::kCuda */,
 //                               comm::ReduceOp::kAvg);
 //   ... keep launching kernels on my_stream; the all-reduce overlaps ...
 //   TANDEM_RETURN_IF_ERROR(work->Wait());        // host waits, or:
-//   TANDEM_RETURN_IF_ERROR(comm::StreamWaitForWork(*work, my_stream));
+//   TANDEM_RETURN_IF_ERROR(
+//       comm::StreamWaitForWork(*work, comm::CudaStreamHandle{my_stream}));
 //
 // Streams. Each communicator owns a communication stream on its device
 // (non-blocking with respect to the legacy default stream). Every operation
