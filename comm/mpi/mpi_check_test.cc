@@ -28,6 +28,12 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
+int WorldRank() {
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
 std::unique_ptr<MpiCommunicator> Make(MpiOptions options) {
   auto created = MpiCommunicator::Create(options);
   EXPECT_TRUE(created.ok()) << created.status();
@@ -168,6 +174,20 @@ TEST(MpiCheckTest, OffStillComputes) {
                   .ok());
   const int n = comm->size();
   EXPECT_EQ(v[4], n * (n - 1) / 2);
+}
+
+TEST(MpiCheckTest, OnForEveryRankWhenAnyRankAsksForIt) {
+  MpiOptions options{.timeout = absl::Seconds(30)};
+  options.check_collectives = WorldRank() == 0;
+  auto comm = Make(options);
+  ASSERT_NE(comm, nullptr);
+  if (comm->size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  // Rank 0 asked for the check: a mismatch is still caught on every rank.
+  std::vector<float> v(comm->rank() == 0 ? 2 : 3, 1.0f);
+  absl::Status s =
+      comm->AllReduce(HostView(absl::MakeSpan(v)), ReduceOp::kSum)->Wait();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("collective mismatch"));
 }
 
 TEST(MpiCreateTest, RejectsNegativeStallNoteInterval) {

@@ -255,7 +255,12 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(
   MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
   // Errors come back as codes we turn into Status, not job aborts.
   MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
-  if (CheckCollectivesEnabled(options)) {
+  // Ranks may disagree on the check (an environment variable set on some
+  // ranks only): it is on when any rank asks for it, so every rank issues
+  // the same fingerprint exchanges.
+  int check = CheckCollectivesEnabled(options) ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &check, 1, MPI_INT, MPI_MAX, impl->comm);
+  if (check) {
     MPI_Comm_dup(MPI_COMM_WORLD, &impl->check_comm);
     MPI_Comm_set_errhandler(impl->check_comm, MPI_ERRORS_RETURN);
   }

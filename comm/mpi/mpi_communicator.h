@@ -86,8 +86,9 @@ struct MpiOptions {
   // The collective mismatch check (see above). The environment variable
   // TANDEM_DISTRIBUTED_DEBUG overrides it, in the spirit of PyTorch's
   // TORCH_DISTRIBUTED_DEBUG: DETAIL turns it on, OFF turns it off; unset or
-  // any other value leaves this. Costs one small all-gather per collective
-  // (bench/PERFORMANCE.md).
+  // any other value leaves this. The check is on for every rank when it is
+  // on for any (Create agrees on it). Costs one small all-gather per
+  // collective (bench/PERFORMANCE.md).
   bool check_collectives = true;
   // While an operation is waited on, rank 0 prints a "still waiting for ..."
   // line to stderr this often, so a stuck job never looks like a busy one.
