@@ -57,6 +57,11 @@ ABSL_FLAG(std::string, engine, "tandem",
           "MPI_Wait), iallreduce_spin (MPI_Iallreduce + MPI_Test in a busy "
           "loop).");
 
+ABSL_FLAG(bool, check_collectives, true,
+          "MpiOptions::check_collectives: exchange every collective's "
+          "fingerprint before its data moves (TANDEM_DISTRIBUTED_DEBUG=DETAIL "
+          "or OFF overrides).");
+
 namespace tandem {
 namespace {
 
@@ -143,7 +148,11 @@ absl::Status Run(comm::Communicator& comm) {
     std::printf(
         "# tandem MpiCommunicator AllReduce, %d processes, f32, sum%s\n", n,
         absl::GetFlag(FLAGS_engine) == "tandem"
-            ? ""
+            ? (comm::CheckCollectivesEnabled(
+                   {.check_collectives =
+                        absl::GetFlag(FLAGS_check_collectives)})
+                   ? ", collective check on"
+                   : ", collective check off")
             : absl::StrCat(" (engine ", absl::GetFlag(FLAGS_engine),
                            ": bypasses MpiCommunicator)")
                   .c_str());
@@ -212,8 +221,10 @@ int main(int argc, char** argv) {
                  std::string(flags.message()).c_str());
     return 2;
   }
+  tandem::comm::MpiOptions options;
+  options.check_collectives = absl::GetFlag(FLAGS_check_collectives);
   absl::StatusOr<std::unique_ptr<tandem::comm::MpiCommunicator>> comm =
-      tandem::comm::MpiCommunicator::Create();
+      tandem::comm::MpiCommunicator::Create(options);
   if (!comm.ok()) {
     std::fprintf(stderr, "comm_benchmark_mpi: %s\n",
                  comm.status().ToString().c_str());

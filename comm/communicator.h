@@ -13,7 +13,8 @@
 //   * Every rank issues the same collectives (AllReduce, Broadcast,
 //     AllGather, ReduceScatter, Barrier) in the same order, with matching
 //     arguments: dtype, count, root and reduce op. A backend may check this
-//     (sim does, and fails every rank with both fingerprints on a mismatch).
+//     (sim and mpi do, and fail every rank with both fingerprints on a
+//     mismatch; comm/fingerprint.h).
 //   * Send/Recv pairs match in issue order per (sender, receiver) pair, with
 //     equal dtype and count. They are not ordered against collectives.
 //   * Several operations may be outstanding at once, and their Works may be

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -19,10 +20,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "comm/fingerprint.h"
 #include "comm/reduce.h"
 #include "comm/types.h"
 #include "sim/cpu_relax.h"
-#include "sim/fingerprint.h"
 
 namespace tandem::sim::internal {
 namespace {
@@ -54,8 +55,8 @@ Deadline DeadlineAfter(absl::Duration d) {
 
 // ----------------------------------------------------------------- Slot ---
 
-Slot::Slot(const Fingerprint& reference, std::vector<int> participant_ranks,
-           int world_size)
+Slot::Slot(const comm::Fingerprint& reference,
+           std::vector<int> participant_ranks, int world_size)
     : reference_(reference),
       participant_ranks_(std::move(participant_ranks)),
       world_size_(world_size),
@@ -224,7 +225,7 @@ Group::Group(int world_size, const Options& options)
       exited_(world_size, 0) {}
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
-    int rank, const Fingerprint& fp, Endpoint endpoint) {
+    int rank, const comm::Fingerprint& fp, Endpoint endpoint) {
   std::shared_ptr<Slot> slot;
   bool became_ready = false;
   {
@@ -239,7 +240,7 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
       open_collectives_.emplace(fp.seq, slot);
     } else {
       slot = it->second;
-      if (!SameCollective(slot->reference_, fp)) {
+      if (!comm::SameCollective(slot->reference_, fp)) {
         absl::Status mismatch = MismatchLocked(*slot, rank, fp);
         AbortLocked(mismatch);
         return mismatch;
@@ -259,7 +260,8 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
 }
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
-    int rank, int src, int dst, const Fingerprint& fp, Endpoint endpoint) {
+    int rank, int src, int dst, const comm::Fingerprint& fp,
+    Endpoint endpoint) {
   std::shared_ptr<Slot> slot;
   bool became_ready = false;
   const int index = rank == src ? 0 : 1;
@@ -275,10 +277,10 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
       open_p2p_.emplace(key, slot);
     } else {
       slot = it->second;
-      const Fingerprint& other = slot->reference_;
-      const Fingerprint& send = index == 0 ? fp : other;
-      const Fingerprint& recv = index == 0 ? other : fp;
-      if (!MatchingPointToPoint(send, recv)) {
+      const comm::Fingerprint& other = slot->reference_;
+      const comm::Fingerprint& send = index == 0 ? fp : other;
+      const comm::Fingerprint& recv = index == 0 ? other : fp;
+      if (!comm::MatchingPointToPoint(send, recv)) {
         absl::Status mismatch = absl::FailedPreconditionError(absl::StrCat(
             "sim: point-to-point mismatch on message #", fp.seq, " from rank ",
             src, " to rank ", dst, ": rank ", src, " issued ",
@@ -304,7 +306,8 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
 }
 
 AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
-                         Deadline wait_deadline, Deadline op_deadline) {
+                         Deadline wait_deadline, Deadline op_deadline,
+                         absl::Time issued) {
   auto reached = [&] {
     return phase == Phase::kReady ? slot.ready() : slot.tasks_done();
   };
@@ -322,6 +325,11 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
       CpuRelax();
     }
   }
+  const absl::Duration interval = options_.stall_note_interval;
+  const bool notes = rank == 0 && interval > absl::ZeroDuration() &&
+                     wait_deadline > Clock::now();
+  Deadline next_note =
+      notes ? DeadlineAfter(issued + interval - absl::Now()) : Deadline::max();
   std::unique_lock<std::mutex> lock = Lock();
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   AwaitResult result;
@@ -349,13 +357,40 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
       result = {AwaitResult::Kind::kWaitTimeout, absl::OkStatus()};
       break;
     }
+    if (now >= next_note) {
+      NoteLocked(slot, issued, op_deadline);
+      next_note = DeadlineAfter(interval);
+    }
     // Wake up at least hourly even for "infinite" deadlines.
-    const Deadline until =
-        std::min({op_deadline, wait_deadline, now + std::chrono::hours(1)});
+    const Deadline until = std::min(
+        {op_deadline, wait_deadline, now + std::chrono::hours(1), next_note});
     cvs_[rank].wait_until(lock, until);
   }
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
   return result;
+}
+
+void Group::NoteLocked(const Slot& slot, absl::Time issued,
+                       Deadline op_deadline) const {
+  const absl::Time now = absl::Now();
+  const std::string waiting =
+      slot.ready()
+          ? "every participant issued it; its data is "
+            "still moving"
+          : absl::StrCat("not yet issued by ", MissingRanksLocked(slot));
+  const std::string left =
+      op_deadline == Deadline::max()
+          ? std::string("no timeout")
+          : absl::StrCat("timeout in ",
+                         absl::FormatDuration(absl::Trunc(
+                             absl::FromChrono(op_deadline - Clock::now()),
+                             absl::Milliseconds(100))));
+  const std::string line = absl::StrCat(
+      "rank 0: still waiting for ", Describe(slot), " for ",
+      absl::FormatDuration(absl::Trunc(now - issued, absl::Milliseconds(100))),
+      "; ", waiting, "; ", left, "\n");
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
 }
 
 std::string Group::PendingDescription(const Slot& slot) const {
@@ -433,7 +468,7 @@ void Group::Wake(const Slot& slot) {
 }
 
 std::string Group::Describe(const Slot& slot) {
-  const Fingerprint& fp = slot.reference_;
+  const comm::Fingerprint& fp = slot.reference_;
   if (IsPointToPoint(fp.op)) {
     return absl::StrCat("message #", fp.seq, " from rank ",
                         slot.participant_ranks_[0], " to rank ",
@@ -444,7 +479,7 @@ std::string Group::Describe(const Slot& slot) {
 }
 
 absl::Status Group::MismatchLocked(const Slot& slot, int rank,
-                                   const Fingerprint& fp) {
+                                   const comm::Fingerprint& fp) {
   // Name the lower rank first so two-rank messages read the same every run.
   int first_rank = -1;
   for (int p = 0; p < slot.num_participants(); ++p) {
@@ -453,12 +488,12 @@ absl::Status Group::MismatchLocked(const Slot& slot, int rank,
       break;
     }
   }
-  const Fingerprint& first = slot.posted_[first_rank];
+  const comm::Fingerprint& first = slot.posted_[first_rank];
   const bool swap = rank < first_rank;
   const int a = swap ? rank : first_rank;
   const int b = swap ? first_rank : rank;
-  const Fingerprint& fa = swap ? fp : first;
-  const Fingerprint& fb = swap ? first : fp;
+  const comm::Fingerprint& fa = swap ? fp : first;
+  const comm::Fingerprint& fb = swap ? first : fp;
   return absl::FailedPreconditionError(absl::StrCat(
       "sim: collective mismatch at collective #", fp.seq, ": rank ", a,
       " issued ", fa.DebugString(), " but rank ", b, " issued ",
@@ -469,7 +504,7 @@ absl::Status Group::MismatchLocked(const Slot& slot, int rank,
 
 std::string Group::MissingRanksLocked(const Slot& slot) const {
   std::vector<std::string> parts;
-  const Fingerprint& fp = slot.reference_;
+  const comm::Fingerprint& fp = slot.reference_;
   for (int p = 0; p < slot.num_participants(); ++p) {
     if (slot.has_posted_[p]) continue;
     const int r = slot.participant_ranks_[p];

@@ -44,8 +44,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "comm/fingerprint.h"
 #include "comm/types.h"
-#include "sim/fingerprint.h"
 #include "sim/options.h"
 
 namespace tandem::sim::internal {
@@ -73,11 +73,11 @@ class Slot {
 
   // `participant_ranks`: who takes part, by participant index (all ranks for
   // a collective; {sender, receiver} for a Send/Recv pair).
-  Slot(const Fingerprint& reference, std::vector<int> participant_ranks,
+  Slot(const comm::Fingerprint& reference, std::vector<int> participant_ranks,
        int world_size);
 
   // The first poster's fingerprint.
-  const Fingerprint& reference() const { return reference_; }
+  const comm::Fingerprint& reference() const { return reference_; }
   const std::vector<int>& participant_ranks() const {
     return participant_ranks_;
   }
@@ -107,7 +107,7 @@ class Slot {
   absl::Status RunTask(int g, int64_t t);
   int64_t TasksOfGroup(int g) const { return tasks_per_group_[g]; }
 
-  const Fingerprint reference_;
+  const comm::Fingerprint reference_;
   const std::vector<int> participant_ranks_;
   const int world_size_;
   const int64_t elem_size_;
@@ -115,7 +115,7 @@ class Slot {
 
   // Written under Group::mu_ while posting; read-only once ready.
   std::vector<Endpoint> endpoints_;
-  std::vector<Fingerprint> posted_;
+  std::vector<comm::Fingerprint> posted_;
   std::vector<char> has_posted_;
   int arrived_ = 0;
   std::atomic<bool> ready_{false};
@@ -154,23 +154,25 @@ class Group {
 
   // Posts `rank`'s part of its collective `fp.seq`. Returns the slot, or the
   // abort reason if the run has aborted (or aborts now, on a mismatch).
-  absl::StatusOr<std::shared_ptr<Slot>> PostCollective(int rank,
-                                                       const Fingerprint& fp,
-                                                       Endpoint endpoint);
+  absl::StatusOr<std::shared_ptr<Slot>> PostCollective(
+      int rank, const comm::Fingerprint& fp, Endpoint endpoint);
   // Posts a Send (rank == src) or Recv (rank == dst) of message `fp.seq` on
   // the (src, dst) pair.
-  absl::StatusOr<std::shared_ptr<Slot>> PostPointToPoint(int rank, int src,
-                                                         int dst,
-                                                         const Fingerprint& fp,
-                                                         Endpoint endpoint);
+  absl::StatusOr<std::shared_ptr<Slot>> PostPointToPoint(
+      int rank, int src, int dst, const comm::Fingerprint& fp,
+      Endpoint endpoint);
 
   enum class Phase { kReady, kTasksDone };
   // Rank `rank` waits until `slot` reaches `phase`. Fails (and aborts the
   // run) when the op's deadline passes or when a participant that never
   // posted has exited; returns kWaitTimeout when `wait_deadline` passes
-  // first. At most one thread per rank waits at a time.
+  // first. At most one thread per rank waits at a time. While rank 0 waits
+  // (with a wait deadline in the future), it writes a "still waiting for"
+  // line to stderr every Options::stall_note_interval after `issued` (the
+  // operation's issue time).
   AwaitResult Await(int rank, const Slot& slot, Phase phase,
-                    Deadline wait_deadline, Deadline op_deadline);
+                    Deadline wait_deadline, Deadline op_deadline,
+                    absl::Time issued);
   // "not yet issued by rank 1 (it has issued 0 collectives)", for messages.
   std::string PendingDescription(const Slot& slot) const;
   // Waits until no thread runs tasks of `slot`. Only called after an abort
@@ -198,7 +200,8 @@ class Group {
   // Locks mu_, spinning on try_lock first while spinning is allowed.
   std::unique_lock<std::mutex> Lock() ABSL_NO_THREAD_SAFETY_ANALYSIS;
 
-  absl::Status MismatchLocked(const Slot& slot, int rank, const Fingerprint& fp)
+  absl::Status MismatchLocked(const Slot& slot, int rank,
+                              const comm::Fingerprint& fp)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AbortLocked(const absl::Status& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -207,6 +210,12 @@ class Group {
   absl::Status TimeoutLocked(const Slot& slot) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string MissingRanksLocked(const Slot& slot) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // "rank 0: still waiting for collective #3 AllReduce(f32 x 8, sum) for 30s;
+  // not yet issued by rank 2 (it has issued 3 collectives); timeout in 4m30s"
+  // to stderr.
+  void NoteLocked(const Slot& slot, absl::Time issued,
+                  Deadline op_deadline) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "collective #3 AllReduce(f32 x 8, sum)" or "Send #0 from rank 1 to rank 0".
   static std::string Describe(const Slot& slot);

@@ -57,6 +57,13 @@ struct Options {
   // a few microseconds, and a 2 us all-reduce takes 30 us from then on.
   absl::Duration spin = absl::Microseconds(100);
 
+  // While rank 0 waits for an operation, it writes one line to stderr this
+  // often (counted from the operation's issue): "rank 0: still waiting for
+  // collective #12 AllReduce(f32 x 1024, sum) for 30s; not yet issued by
+  // rank 2 (it has issued 11 collectives); timeout in 4m30s", so a stuck run
+  // never looks like a busy one. Zero: never. Must not be negative.
+  absl::Duration stall_note_interval = absl::Seconds(30);
+
   std::vector<Fault> faults;
 
   // When set, rank r's Communicator::output() is capture->sink(r) (lines are

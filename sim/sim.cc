@@ -35,6 +35,12 @@ absl::Status ValidateOptions(int world_size, const Options& options) {
         absl::StrCat("sim::Run: Options::timeout must be positive; found ",
                      absl::FormatDuration(options.timeout)));
   }
+  if (options.stall_note_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sim::Run: Options::stall_note_interval must be >= 0 (0: no notes); "
+        "found ",
+        absl::FormatDuration(options.stall_note_interval)));
+  }
   if (options.spin < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("sim::Run: Options::spin must be >= 0; found ",

@@ -13,10 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "comm/fingerprint.h"
 #include "comm/types.h"
 #include "comm/validate.h"
 #include "comm/work.h"
-#include "sim/fingerprint.h"
 #include "sim/group.h"
 
 namespace tandem::sim::internal {
@@ -32,26 +32,18 @@ absl::Status Host(OpKind op, absl::string_view name, const BufferView& buf,
                                    rank);
 }
 
-Fingerprint MakeFingerprint(OpKind op, comm::DType dtype, int64_t count) {
-  Fingerprint fp;
-  fp.op = op;
-  fp.dtype = dtype;
-  fp.count = count;
-  return fp;
-}
-
 }  // namespace
 
 // -------------------------------------------------------------- SimWork ---
 
 SimWork::SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
-                 const Fingerprint& fp, Deadline op_deadline,
+                 comm::WorkRecord record, Deadline op_deadline,
                  std::shared_ptr<std::atomic<bool>> released)
-    : group_(group),
+    : comm::Work(std::move(record)),
+      group_(group),
       slot_(std::move(slot)),
       home_(home),
       rank_(rank),
-      fp_(fp),
       op_deadline_(op_deadline),
       released_(std::move(released)) {}
 
@@ -62,7 +54,7 @@ SimWork::~SimWork() {
     // unwinds, so nobody may finish this operation. Fail everyone now.
     group_.Abort(absl::AbortedError(
         absl::StrCat("sim: rank ", rank_, " threw an exception while ",
-                     fp_.DebugString(), " was in flight")));
+                     record().fp.DebugString(), " was in flight")));
   }
   // Bounded by the operation timeout; ends at once if the run aborted.
   (void)Wait(absl::InfiniteDuration());
@@ -80,7 +72,7 @@ bool SimWork::IsCompleted() {
     // Non-blocking check (wait deadline = now) that still enforces the
     // operation timeout and notices ranks that exited without issuing it.
     AwaitResult r = group_.Await(rank_, *slot_, Group::Phase::kReady,
-                                 Clock::now(), op_deadline_);
+                                 Clock::now(), op_deadline_, record().start);
     if (r.kind == AwaitResult::Kind::kFailed) {
       (void)Fail(r.status);
       return true;
@@ -100,18 +92,18 @@ absl::Status SimWork::Wait(absl::Duration timeout) {
   const Deadline wait_deadline = DeadlineAfter(timeout);
   auto still_in_flight = [&] {
     return absl::DeadlineExceededError(
-        absl::StrCat("rank ", rank_, ": ", fp_.DebugString(),
+        absl::StrCat("rank ", rank_, ": ", record().fp.DebugString(),
                      " has not completed after ", absl::FormatDuration(timeout),
                      " (the Wait timeout; the operation is still in flight): ",
                      group_.PendingDescription(*slot_)));
   };
   AwaitResult r = group_.Await(rank_, *slot_, Group::Phase::kReady,
-                               wait_deadline, op_deadline_);
+                               wait_deadline, op_deadline_, record().start);
   if (r.kind == AwaitResult::Kind::kWaitTimeout) return still_in_flight();
   if (r.kind == AwaitResult::Kind::kFailed) return Fail(r.status);
   slot_->Help(home_, group_, std::numeric_limits<int64_t>::max());
   r = group_.Await(rank_, *slot_, Group::Phase::kTasksDone, wait_deadline,
-                   op_deadline_);
+                   op_deadline_, record().start);
   if (r.kind == AwaitResult::Kind::kWaitTimeout) return still_in_flight();
   if (r.kind == AwaitResult::Kind::kFailed) return Fail(r.status);
   Finish(absl::OkStatus());
@@ -120,6 +112,7 @@ absl::Status SimWork::Wait(absl::Duration timeout) {
 
 void SimWork::Finish(absl::Status status) {
   finished_ = true;
+  MarkEnded();
   status_ = std::move(status);
   released_->store(true);
 }
@@ -128,9 +121,10 @@ absl::Status SimWork::Fail(const absl::Status& reason) {
   // Tasks of other threads may still be writing into this rank's buffers;
   // the abort stopped new claims, so this wait is short.
   group_.AwaitQuiescent(rank_, *slot_);
-  Finish(absl::Status(reason.code(),
-                      absl::StrCat("rank ", rank_, ": ", fp_.DebugString(),
-                                   " failed: ", reason.message())));
+  Finish(
+      absl::Status(reason.code(),
+                   absl::StrCat("rank ", rank_, ": ", record().fp.DebugString(),
+                                " failed: ", reason.message())));
   return status_;
 }
 
@@ -150,12 +144,13 @@ SimCommunicator::Range SimCommunicator::RangeOf(const BufferView& buf) {
 
 std::unique_ptr<comm::Work> SimCommunicator::AllReduce(BufferView buf,
                                                        comm::ReduceOp op) {
+  comm::Fingerprint fp =
+      comm::MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count);
+  fp.reduce_op = op;
   for (const absl::Status& s : {comm::ValidateAllReduce(buf, op, rank_, size()),
                                 Host(OpKind::kAllReduce, "buf", buf, rank_)}) {
-    if (!s.ok()) return comm::MakeCompletedWork(s);
+    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
-  Fingerprint fp = MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count);
-  fp.reduce_op = op;
   Access access;
   access.writes.push_back(RangeOf(buf));
   return IssueCollective(fp, Endpoint{buf.data, buf.data}, std::move(access));
@@ -163,13 +158,14 @@ std::unique_ptr<comm::Work> SimCommunicator::AllReduce(BufferView buf,
 
 std::unique_ptr<comm::Work> SimCommunicator::Broadcast(BufferView buf,
                                                        int root) {
+  comm::Fingerprint fp =
+      comm::MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count);
+  fp.root = root;
   for (const absl::Status& s :
        {comm::ValidateBroadcast(buf, root, rank_, size()),
         Host(OpKind::kBroadcast, "buf", buf, rank_)}) {
-    if (!s.ok()) return comm::MakeCompletedWork(s);
+    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
-  Fingerprint fp = MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count);
-  fp.root = root;
   Access access;
   (rank_ == root ? access.reads : access.writes).push_back(RangeOf(buf));
   return IssueCollective(fp, Endpoint{buf.data, buf.data}, std::move(access));
@@ -177,13 +173,14 @@ std::unique_ptr<comm::Work> SimCommunicator::Broadcast(BufferView buf,
 
 std::unique_ptr<comm::Work> SimCommunicator::AllGather(BufferView send,
                                                        BufferView recv) {
+  comm::Fingerprint fp =
+      comm::MakeFingerprint(OpKind::kAllGather, send.dtype, send.count);
   for (const absl::Status& s :
        {comm::ValidateAllGather(send, recv, rank_, size()),
         Host(OpKind::kAllGather, "send", send, rank_),
         Host(OpKind::kAllGather, "recv", recv, rank_)}) {
-    if (!s.ok()) return comm::MakeCompletedWork(s);
+    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
-  Fingerprint fp = MakeFingerprint(OpKind::kAllGather, send.dtype, send.count);
   Access access;
   access.reads.push_back(RangeOf(send));
   access.writes.push_back(RangeOf(recv));
@@ -193,15 +190,15 @@ std::unique_ptr<comm::Work> SimCommunicator::AllGather(BufferView send,
 std::unique_ptr<comm::Work> SimCommunicator::ReduceScatter(BufferView send,
                                                            BufferView recv,
                                                            comm::ReduceOp op) {
+  comm::Fingerprint fp =
+      comm::MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count);
+  fp.reduce_op = op;
   for (const absl::Status& s :
        {comm::ValidateReduceScatter(send, recv, op, rank_, size()),
         Host(OpKind::kReduceScatter, "send", send, rank_),
         Host(OpKind::kReduceScatter, "recv", recv, rank_)}) {
-    if (!s.ok()) return comm::MakeCompletedWork(s);
+    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
-  Fingerprint fp =
-      MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count);
-  fp.reduce_op = op;
   Access access;
   access.reads.push_back(RangeOf(send));
   access.writes.push_back(RangeOf(recv));
@@ -209,13 +206,14 @@ std::unique_ptr<comm::Work> SimCommunicator::ReduceScatter(BufferView send,
 }
 
 std::unique_ptr<comm::Work> SimCommunicator::Send(BufferView buf, int peer) {
+  comm::Fingerprint fp =
+      comm::MakeFingerprint(OpKind::kSend, buf.dtype, buf.count);
+  fp.peer = peer;
   for (const absl::Status& s :
        {comm::ValidatePointToPoint(OpKind::kSend, buf, peer, rank_, size()),
         Host(OpKind::kSend, "buf", buf, rank_)}) {
-    if (!s.ok()) return comm::MakeCompletedWork(s);
+    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
-  Fingerprint fp = MakeFingerprint(OpKind::kSend, buf.dtype, buf.count);
-  fp.peer = peer;
   Access access;
   access.reads.push_back(RangeOf(buf));
   return IssuePointToPoint(peer, fp, Endpoint{buf.data, nullptr},
@@ -223,13 +221,14 @@ std::unique_ptr<comm::Work> SimCommunicator::Send(BufferView buf, int peer) {
 }
 
 std::unique_ptr<comm::Work> SimCommunicator::Recv(BufferView buf, int peer) {
+  comm::Fingerprint fp =
+      comm::MakeFingerprint(OpKind::kRecv, buf.dtype, buf.count);
+  fp.peer = peer;
   for (const absl::Status& s :
        {comm::ValidatePointToPoint(OpKind::kRecv, buf, peer, rank_, size()),
         Host(OpKind::kRecv, "buf", buf, rank_)}) {
-    if (!s.ok()) return comm::MakeCompletedWork(s);
+    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
-  Fingerprint fp = MakeFingerprint(OpKind::kRecv, buf.dtype, buf.count);
-  fp.peer = peer;
   Access access;
   access.writes.push_back(RangeOf(buf));
   return IssuePointToPoint(peer, fp, Endpoint{nullptr, buf.data},
@@ -237,19 +236,20 @@ std::unique_ptr<comm::Work> SimCommunicator::Recv(BufferView buf, int peer) {
 }
 
 absl::Status SimCommunicator::Barrier() {
-  Fingerprint fp = MakeFingerprint(OpKind::kBarrier, comm::DType::kF32, 0);
+  comm::Fingerprint fp =
+      comm::MakeFingerprint(OpKind::kBarrier, comm::DType::kF32, 0);
   return IssueCollective(fp, Endpoint{}, Access{})->Wait();
 }
 
-std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(Fingerprint fp,
-                                                             Endpoint endpoint,
-                                                             Access access) {
+std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
+    comm::Fingerprint fp, Endpoint endpoint, Access access) {
   fp.seq = next_collective_;
   if (group_.aborted()) {
-    return comm::MakeCompletedWork(Annotate(fp, group_.abort_reason()));
+    return comm::MakeCompletedWork(Annotate(fp, group_.abort_reason()),
+                                   comm::StartRecord(fp, size()));
   }
   if (absl::Status s = CheckNoConflict(fp, access); !s.ok()) {
-    return comm::MakeCompletedWork(s);
+    return comm::MakeRejectedWork(s, fp, size());
   }
   for (const Fault& fault : group_.options().faults) {
     if (fault.rank != rank_ || fault.collective != fp.seq) continue;
@@ -262,45 +262,53 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(Fingerprint fp,
       group_.Abort(absl::AbortedError(
           absl::StrCat("sim: rank ", rank_, " failed: ", injected.message())));
       ++next_collective_;
-      return comm::MakeCompletedWork(Annotate(fp, injected));
+      return comm::MakeCompletedWork(Annotate(fp, injected),
+                                     comm::StartRecord(fp, size()));
     }
   }
   absl::StatusOr<std::shared_ptr<Slot>> slot =
       group_.PostCollective(rank_, fp, endpoint);
   ++next_collective_;
-  if (!slot.ok()) return comm::MakeCompletedWork(Annotate(fp, slot.status()));
+  if (!slot.ok())
+    return comm::MakeCompletedWork(Annotate(fp, slot.status()),
+                                   comm::StartRecord(fp, size()));
   auto released = std::make_shared<std::atomic<bool>>(false);
   in_flight_.push_back(InFlight{released, fp, std::move(access)});
-  return std::make_unique<SimWork>(
-      group_, *std::move(slot), /*home=*/rank_, rank_, fp,
-      DeadlineAfter(group_.options().timeout), std::move(released));
+  return std::make_unique<SimWork>(group_, *std::move(slot), /*home=*/rank_,
+                                   rank_, comm::StartRecord(fp, size()),
+                                   DeadlineAfter(group_.options().timeout),
+                                   std::move(released));
 }
 
 std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
-    int peer, Fingerprint fp, Endpoint endpoint, Access access) {
+    int peer, comm::Fingerprint fp, Endpoint endpoint, Access access) {
   const bool is_send = fp.op == OpKind::kSend;
   int64_t& counter = is_send ? sends_to_[peer] : recvs_from_[peer];
   fp.seq = counter;
   if (group_.aborted()) {
-    return comm::MakeCompletedWork(Annotate(fp, group_.abort_reason()));
+    return comm::MakeCompletedWork(Annotate(fp, group_.abort_reason()),
+                                   comm::StartRecord(fp, size()));
   }
   if (absl::Status s = CheckNoConflict(fp, access); !s.ok()) {
-    return comm::MakeCompletedWork(s);
+    return comm::MakeRejectedWork(s, fp, size());
   }
   const int src = is_send ? rank_ : peer;
   const int dst = is_send ? peer : rank_;
   absl::StatusOr<std::shared_ptr<Slot>> slot =
       group_.PostPointToPoint(rank_, src, dst, fp, endpoint);
   ++counter;
-  if (!slot.ok()) return comm::MakeCompletedWork(Annotate(fp, slot.status()));
+  if (!slot.ok())
+    return comm::MakeCompletedWork(Annotate(fp, slot.status()),
+                                   comm::StartRecord(fp, size()));
   auto released = std::make_shared<std::atomic<bool>>(false);
   in_flight_.push_back(InFlight{released, fp, std::move(access)});
   return std::make_unique<SimWork>(group_, *std::move(slot), /*home=*/0, rank_,
-                                   fp, DeadlineAfter(group_.options().timeout),
+                                   comm::StartRecord(fp, size()),
+                                   DeadlineAfter(group_.options().timeout),
                                    std::move(released));
 }
 
-absl::Status SimCommunicator::CheckNoConflict(const Fingerprint& fp,
+absl::Status SimCommunicator::CheckNoConflict(const comm::Fingerprint& fp,
                                               const Access& access) {
   // Forget operations this rank has seen complete (or dropped).
   in_flight_.erase(
@@ -330,7 +338,7 @@ absl::Status SimCommunicator::CheckNoConflict(const Fingerprint& fp,
   return absl::OkStatus();
 }
 
-absl::Status SimCommunicator::Annotate(const Fingerprint& fp,
+absl::Status SimCommunicator::Annotate(const comm::Fingerprint& fp,
                                        const absl::Status& reason) const {
   return absl::Status(reason.code(),
                       absl::StrCat("rank ", rank_, ": ", fp.DebugString(),

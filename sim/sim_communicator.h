@@ -29,10 +29,10 @@
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
+#include "comm/fingerprint.h"
 #include "comm/line_sink.h"
 #include "comm/types.h"
 #include "comm/work.h"
-#include "sim/fingerprint.h"
 #include "sim/group.h"
 
 namespace tandem::sim::internal {
@@ -44,7 +44,7 @@ class SimWork : public comm::Work {
   // `released` is set once this rank has seen the Work complete or dropped
   // it (SimCommunicator's overlap check reads it).
   SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
-          const Fingerprint& fp, Deadline op_deadline,
+          comm::WorkRecord record, Deadline op_deadline,
           std::shared_ptr<std::atomic<bool>> released);
   ~SimWork() override;
 
@@ -62,7 +62,6 @@ class SimWork : public comm::Work {
   const std::shared_ptr<Slot> slot_;
   const int home_;
   const int rank_;
-  const Fingerprint fp_;
   const Deadline op_deadline_;
   const std::shared_ptr<std::atomic<bool>> released_;
   bool finished_ = false;
@@ -105,18 +104,19 @@ class SimCommunicator : public comm::Communicator {
   };
   struct InFlight {
     std::shared_ptr<const std::atomic<bool>> released;
-    Fingerprint fp;
+    comm::Fingerprint fp;
     Access access;
   };
 
   static Range RangeOf(const comm::BufferView& buf);
-  std::unique_ptr<comm::Work> IssueCollective(Fingerprint fp, Endpoint endpoint,
-                                              Access access);
-  std::unique_ptr<comm::Work> IssuePointToPoint(int peer, Fingerprint fp,
+  std::unique_ptr<comm::Work> IssueCollective(comm::Fingerprint fp,
+                                              Endpoint endpoint, Access access);
+  std::unique_ptr<comm::Work> IssuePointToPoint(int peer, comm::Fingerprint fp,
                                                 Endpoint endpoint,
                                                 Access access);
-  absl::Status CheckNoConflict(const Fingerprint& fp, const Access& access);
-  absl::Status Annotate(const Fingerprint& fp,
+  absl::Status CheckNoConflict(const comm::Fingerprint& fp,
+                               const Access& access);
+  absl::Status Annotate(const comm::Fingerprint& fp,
                         const absl::Status& reason) const;
 
   Group& group_;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -12,6 +13,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
 #include "comm/rank_printer.h"
@@ -222,6 +225,78 @@ TEST_F(SimRunTest, OutputIsCapturedPerRank) {
   // Rank 0's first line was printed before the barrier, so it comes first.
   EXPECT_EQ(all[0].rank, 0);
   EXPECT_EQ(all[0].text, "epoch 0 loss 1.5");
+}
+
+TEST_F(SimRunTest, WorkRecordsSayWhatWhichNumberHowBigAndWhen) {
+  RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) {
+    std::vector<float> v(1024, 1.0f);
+    const absl::Time before = absl::Now();
+    auto reduce =
+        comm.AllReduce(comm::HostView(absl::MakeSpan(v)), comm::ReduceOp::kSum);
+    EXPECT_TRUE(reduce->Wait().ok());
+    const comm::WorkRecord& r = reduce->record();
+    EXPECT_EQ(r.fp.DebugString(), "#0 AllReduce(f32 x 1024, sum)");
+    EXPECT_EQ(r.bytes, 4096);
+    EXPECT_GE(r.start, before);
+    EXPECT_TRUE(r.completed());
+    EXPECT_GE(r.end, r.start);
+    EXPECT_LE(r.end, absl::Now());
+
+    std::vector<float> gathered(2 * 1024);
+    auto gather = comm.AllGather(comm::HostView(absl::MakeSpan(v)),
+                                 comm::HostView(absl::MakeSpan(gathered)));
+    EXPECT_TRUE(gather->Wait().ok());
+    EXPECT_EQ(gather->record().fp.seq, 1);
+    EXPECT_EQ(gather->record().bytes, 2 * 4096);
+
+    // Rejected at issue: seq -1, and the next collective is still #2.
+    auto bad = comm.Broadcast(comm::HostView(absl::MakeSpan(v)), /*root=*/7);
+    EXPECT_FALSE(bad->Wait().ok());
+    EXPECT_EQ(bad->record().fp.seq, -1);
+    EXPECT_EQ(bad->record().fp.op, comm::OpKind::kBroadcast);
+    EXPECT_TRUE(bad->record().completed());
+
+    std::vector<int64_t> word(3);
+    std::unique_ptr<comm::Work> p2p =
+        rank == 0 ? comm.Send(comm::HostView(absl::MakeSpan(word)), 1)
+                  : comm.Recv(comm::HostView(absl::MakeSpan(word)), 0);
+    EXPECT_FALSE(p2p->record().completed() && rank == 1 && !p2p->IsCompleted());
+    EXPECT_TRUE(p2p->Wait().ok());
+    EXPECT_EQ(p2p->record().fp.DebugString(),
+              rank == 0 ? "#0 Send(i64 x 3, to rank 1)"
+                        : "#0 Recv(i64 x 3, from rank 0)");
+    EXPECT_EQ(p2p->record().bytes, 24);
+    EXPECT_TRUE(comm.Barrier().ok());
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(result.ok()) << result.status();
+}
+
+TEST_F(SimRunTest, WorkRecordStaysOpenUntilCompletionIsSeen) {
+  Options options;
+  options.faults = {
+      Fault::DelayAt(/*rank=*/1, /*collective=*/0, absl::Milliseconds(200))};
+  RunResult result = sim::Run(
+      2,
+      [](int rank, comm::Communicator& comm) {
+        std::vector<float> v(8, 1.0f);
+        auto work = comm.AllReduce(comm::HostView(absl::MakeSpan(v)),
+                                   comm::ReduceOp::kSum);
+        if (rank == 0) {
+          EXPECT_FALSE(work->IsCompleted());
+          EXPECT_FALSE(work->record().completed());
+          EXPECT_THAT(work->record().DebugString(), HasSubstr("in flight for"));
+        }
+        EXPECT_TRUE(work->Wait().ok());
+        EXPECT_TRUE(work->record().completed());
+        if (rank == 0) {
+          EXPECT_GE(work->record().end - work->record().start,
+                    absl::Milliseconds(150));
+        }
+        return absl::OkStatus();
+      },
+      options);
+  EXPECT_TRUE(result.ok()) << result.status();
 }
 
 TEST_F(SimRunTest, EmptyBuffersStillSynchronise) {

@@ -6,7 +6,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <thread>
+#include <memory>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,24 +16,17 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "base/half.h"
+#include "comm/fingerprint.h"
+#include "comm/mpi/mpi_work.h"
 #include "comm/validate.h"
 
 namespace tandem::comm {
 namespace {
 
-std::string MpiErrorString(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
-    return absl::StrCat("MPI error ", code);
-  }
-  return std::string(text, length);
-}
-
-absl::Status MpiError(absl::string_view call, int code, int rank) {
-  return absl::InternalError(
-      absl::StrCat(call, " on rank ", rank, " failed: ", MpiErrorString(code)));
-}
+using mpi_internal::CollectiveCheck;
+using mpi_internal::MpiError;
+using mpi_internal::MpiWork;
+using mpi_internal::WaitPolicy;
 
 // The MPI datatype that moves `dtype` bit for bit (f16/bf16 as 16-bit words).
 MPI_Datatype MoveType(DType dtype) {
@@ -119,92 +113,6 @@ absl::Status CheckCount(absl::string_view op, int64_t count, int rank) {
   return absl::OkStatus();
 }
 
-// One in-flight MPI operation. Owns its temporaries; `finish` runs once,
-// after MPI completes the requests (e.g. divide for Avg, round f32 -> f16).
-class MpiWork final : public Work {
- public:
-  MpiWork(std::string name, int rank, absl::Duration timeout)
-      : name_(std::move(name)),
-        rank_(rank),
-        deadline_(timeout == absl::InfiniteDuration() ? absl::InfiniteFuture()
-                                                      : absl::Now() + timeout) {
-  }
-
-  // Takes ownership of a started request.
-  void AddRequest(MPI_Request request) { requests_.push_back(request); }
-  std::vector<float>& scratch() { return scratch_; }
-  void set_finish(std::function<void()> finish) { finish_ = std::move(finish); }
-  void Fail(absl::Status status) {
-    status_ = std::move(status);
-    done_ = true;
-  }
-
-  bool IsCompleted() override {
-    if (!done_) Poll();
-    return done_;
-  }
-
-  absl::Status Wait(absl::Duration timeout) override {
-    const absl::Time give_up = timeout == absl::InfiniteDuration()
-                                   ? absl::InfiniteFuture()
-                                   : absl::Now() + timeout;
-    // Poll with yields for the first 20 ms: libnbc moves data only inside
-    // MPI_Testall, so any pause between polls adds straight to the
-    // operation's time (napping after 100 µs made a 140 µs 1 MiB all-reduce
-    // take 1.2 ms). A yield still lets other ranks sharing the core run.
-    // After that, the peer is late rather than the data in flight: nap 50 µs
-    // between polls so the waiting rank leaves the core to others.
-    const absl::Time nap_after = absl::Now() + absl::Milliseconds(20);
-    while (!done_) {
-      Poll();
-      if (done_) break;
-      const absl::Time now = absl::Now();
-      if (now >= deadline_) {
-        Fail(absl::DeadlineExceededError(absl::StrCat(
-            name_, " on rank ", rank_,
-            " did not complete within the MPI backend's timeout; a peer may "
-            "have died or issued different collectives. MPI cannot cancel "
-            "it: end the job.")));
-        break;
-      }
-      if (now >= give_up) {
-        return absl::DeadlineExceededError(absl::StrCat(
-            name_, " on rank ", rank_, " still in flight after ",
-            absl::FormatDuration(timeout), "; Wait again to keep waiting"));
-      }
-      if (now < nap_after) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
-    }
-    return status_;
-  }
-
- private:
-  void Poll() {
-    int flag = 0;
-    int rc = MPI_Testall(static_cast<int>(requests_.size()), requests_.data(),
-                         &flag, MPI_STATUSES_IGNORE);
-    if (rc != MPI_SUCCESS) {
-      Fail(MpiError(name_, rc, rank_));
-      return;
-    }
-    if (!flag) return;
-    if (finish_) finish_();
-    done_ = true;
-  }
-
-  std::string name_;
-  int rank_;
-  absl::Time deadline_;
-  std::vector<MPI_Request> requests_;
-  std::vector<float> scratch_;
-  std::function<void()> finish_;
-  bool done_ = false;
-  absl::Status status_;
-};
-
 // Sets OpenMPI's coll_libnbc_iallreduce_algorithm to 1 (ring) through the
 // MPI tool interface; see MpiOptions::ring_iallreduce. Best effort: any
 // failure (another MPI, an OpenMPI without the variable) leaves MPI's
@@ -236,11 +144,71 @@ void PreferRingIallreduce() {
 
 }  // namespace
 
+bool CheckCollectivesEnabled(const MpiOptions& options) {
+  const char* debug = std::getenv("TANDEM_DISTRIBUTED_DEBUG");
+  if (debug != nullptr && std::string_view(debug) == "DETAIL") return true;
+  if (debug != nullptr && std::string_view(debug) == "OFF") return false;
+  return options.check_collectives;
+}
+
 struct MpiCommunicator::Impl {
   MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm check_comm = MPI_COMM_NULL;  // fingerprints only
   bool initialized_mpi = false;
   MpiOptions options;
-  int64_t sequence = 0;  // collectives issued, for messages
+  std::unique_ptr<CollectiveCheck> check;  // null when the check is off
+  int64_t sequence = 0;                    // collectives issued
+  std::vector<int64_t> sends_to;           // messages issued to each peer
+  std::vector<int64_t> recvs_from;         // messages issued from each peer
+
+  WaitPolicy policy(int rank) const {
+    return {.rank = rank,
+            .timeout = options.timeout,
+            .stall_note_interval = options.stall_note_interval};
+  }
+  // Issues `launch` as a checked collective (or at once when the check is
+  // off) and returns its Work.
+  std::unique_ptr<Work> Collective(int rank, int size, const Fingerprint& fp,
+                                   MpiWork::Launch launch) {
+    Fingerprint numbered = fp;
+    numbered.seq = sequence++;
+    auto work =
+        std::make_unique<MpiWork>(StartRecord(numbered, size), policy(rank));
+    work->Start(std::move(launch), check.get());
+    return work;
+  }
+  // Send (op == kSend) or Recv of `buf` with `peer`: validated, numbered
+  // per peer, never checked (MPI matches them by pair and order).
+  std::unique_ptr<Work> PointToPoint(OpKind op, BufferView buf, int peer,
+                                     int rank, int size) {
+    const bool send = op == OpKind::kSend;
+    Fingerprint fp = MakeFingerprint(op, buf.dtype, buf.count);
+    fp.peer = peer;
+    absl::Status valid = ValidatePointToPoint(op, buf, peer, rank, size);
+    if (valid.ok())
+      valid =
+          ValidateMemorySpace(op, "buf", buf, MemorySpace::kHost, "mpi", rank);
+    if (valid.ok()) valid = CheckCount(OpKindName(op), buf.count, rank);
+    if (!valid.ok()) return MakeRejectedWork(valid, fp, size);
+    fp.seq = send ? sends_to[peer]++ : recvs_from[peer]++;
+    auto work = std::make_unique<MpiWork>(StartRecord(fp, size), policy(rank));
+    MPI_Comm mpi_comm = comm;
+    work->Start(
+        [=](MpiWork& w) -> absl::Status {
+          MPI_Request request;
+          const int n = static_cast<int>(buf.count);
+          int rc = send ? MPI_Isend(buf.data, n, MoveType(buf.dtype), peer,
+                                    /*tag=*/0, mpi_comm, &request)
+                        : MPI_Irecv(buf.data, n, MoveType(buf.dtype), peer,
+                                    /*tag=*/0, mpi_comm, &request);
+          if (rc != MPI_SUCCESS)
+            return MpiError(send ? "MPI_Isend" : "MPI_Irecv", rc, rank);
+          w.AddRequest(request);
+          return absl::OkStatus();
+        },
+        /*check=*/nullptr);
+    return work;
+  }
 };
 
 MpiCommunicator::MpiCommunicator(std::unique_ptr<Impl> impl)
@@ -251,6 +219,10 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         "MpiCommunicator: timeout must be positive");
+  }
+  if (options.stall_note_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "MpiCommunicator: stall_note_interval must be zero (off) or positive");
   }
   int finalized = 0;
   MPI_Finalized(&finalized);
@@ -285,6 +257,15 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(
   MPI_Comm_dup(MPI_COMM_WORLD, &impl->comm);
   // Errors come back as codes we turn into Status, not job aborts.
   MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
+  // Ranks may disagree on the check (an environment variable set on some
+  // ranks only): it is on when any rank asks for it, so every rank issues
+  // the same fingerprint exchanges.
+  int check = CheckCollectivesEnabled(options) ? 1 : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &check, 1, MPI_INT, MPI_MAX, impl->comm);
+  if (check) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &impl->check_comm);
+    MPI_Comm_set_errhandler(impl->check_comm, MPI_ERRORS_RETURN);
+  }
   auto comm =
       std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(impl)));
   MPI_Comm_rank(comm->impl_->comm, &comm->rank_);
@@ -295,75 +276,89 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(
   MPI_Comm_rank(local, &comm->local_rank_);
   MPI_Comm_size(local, &comm->local_size_);
   MPI_Comm_free(&local);
+  Impl& impl_ref = *comm->impl_;
+  impl_ref.sends_to.assign(comm->size_, 0);
+  impl_ref.recvs_from.assign(comm->size_, 0);
+  if (impl_ref.check_comm != MPI_COMM_NULL) {
+    impl_ref.check = std::make_unique<CollectiveCheck>(
+        impl_ref.check_comm, comm->rank_, comm->size_);
+  }
   return comm;
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  impl_->check.reset();
+  if (impl_->check_comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->check_comm);
   if (impl_->comm != MPI_COMM_NULL) MPI_Comm_free(&impl_->comm);
   if (impl_->initialized_mpi) MPI_Finalize();
 }
 
 std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
+  Fingerprint fp = MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count);
+  fp.reduce_op = op;
   absl::Status valid = ValidateAllReduce(buf, op, rank_, size_);
   if (valid.ok())
     valid = ValidateMemorySpace(OpKind::kAllReduce, "buf", buf,
                                 MemorySpace::kHost, "mpi", rank_);
   if (valid.ok()) valid = CheckCount("AllReduce", buf.count, rank_);
-  if (!valid.ok()) return MakeCompletedWork(valid);
-  auto work = std::make_unique<MpiWork>(
-      absl::StrCat("AllReduce #", impl_->sequence++, " (", buf.DebugString(),
-                   ", ", ReduceOpName(op), ")"),
-      rank_, impl_->options.timeout);
-  void* data = buf.data;
-  MPI_Datatype type = MoveType(buf.dtype);
-  if (IsHalf(buf.dtype)) {
-    work->scratch().resize(buf.count);
-    HalfToF32(buf.dtype, buf.data, work->scratch().data(), buf.count);
-    data = work->scratch().data();
-    type = MPI_FLOAT;
-  }
-  MPI_Request request;
-  int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(buf.count), type,
-                          ToMpiOp(op), impl_->comm, &request);
-  if (rc != MPI_SUCCESS)
-    return MakeCompletedWork(MpiError("MPI_Iallreduce", rc, rank_));
-  work->AddRequest(request);
+  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
+  MPI_Comm mpi_comm = impl_->comm;
+  const int rank = rank_;
   const int n = size_;
-  MpiWork* raw = work.get();
-  work->set_finish([raw, buf, op, n] {
-    if (IsHalf(buf.dtype)) {
-      if (op == ReduceOp::kAvg)
-        DivideInPlace(DType::kF32, raw->scratch().data(), buf.count, n);
-      F32ToHalf(buf.dtype, raw->scratch().data(), buf.data, buf.count);
-    } else if (op == ReduceOp::kAvg) {
-      DivideInPlace(buf.dtype, buf.data, buf.count, n);
-    }
-  });
-  return work;
+  return impl_->Collective(
+      rank_, size_, fp, [=](MpiWork& work) -> absl::Status {
+        void* data = buf.data;
+        MPI_Datatype type = MoveType(buf.dtype);
+        if (IsHalf(buf.dtype)) {
+          work.scratch().resize(buf.count);
+          HalfToF32(buf.dtype, buf.data, work.scratch().data(), buf.count);
+          data = work.scratch().data();
+          type = MPI_FLOAT;
+        }
+        MPI_Request request;
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, data, static_cast<int>(buf.count),
+                                type, ToMpiOp(op), mpi_comm, &request);
+        if (rc != MPI_SUCCESS) return MpiError("MPI_Iallreduce", rc, rank);
+        work.AddRequest(request);
+        MpiWork* raw = &work;
+        work.set_finish([raw, buf, op, n] {
+          if (IsHalf(buf.dtype)) {
+            if (op == ReduceOp::kAvg)
+              DivideInPlace(DType::kF32, raw->scratch().data(), buf.count, n);
+            F32ToHalf(buf.dtype, raw->scratch().data(), buf.data, buf.count);
+          } else if (op == ReduceOp::kAvg) {
+            DivideInPlace(buf.dtype, buf.data, buf.count, n);
+          }
+        });
+        return absl::OkStatus();
+      });
 }
 
 std::unique_ptr<Work> MpiCommunicator::Broadcast(BufferView buf, int root) {
+  Fingerprint fp = MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count);
+  fp.root = root;
   absl::Status valid = ValidateBroadcast(buf, root, rank_, size_);
   if (valid.ok())
     valid = ValidateMemorySpace(OpKind::kBroadcast, "buf", buf,
                                 MemorySpace::kHost, "mpi", rank_);
   if (valid.ok()) valid = CheckCount("Broadcast", buf.count, rank_);
-  if (!valid.ok()) return MakeCompletedWork(valid);
-  auto work = std::make_unique<MpiWork>(
-      absl::StrCat("Broadcast #", impl_->sequence++, " (", buf.DebugString(),
-                   ", root ", root, ")"),
-      rank_, impl_->options.timeout);
-  MPI_Request request;
-  int rc = MPI_Ibcast(buf.data, static_cast<int>(buf.count),
-                      MoveType(buf.dtype), root, impl_->comm, &request);
-  if (rc != MPI_SUCCESS)
-    return MakeCompletedWork(MpiError("MPI_Ibcast", rc, rank_));
-  work->AddRequest(request);
-  return work;
+  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
+  MPI_Comm mpi_comm = impl_->comm;
+  const int rank = rank_;
+  return impl_->Collective(
+      rank_, size_, fp, [=](MpiWork& work) -> absl::Status {
+        MPI_Request request;
+        int rc = MPI_Ibcast(buf.data, static_cast<int>(buf.count),
+                            MoveType(buf.dtype), root, mpi_comm, &request);
+        if (rc != MPI_SUCCESS) return MpiError("MPI_Ibcast", rc, rank);
+        work.AddRequest(request);
+        return absl::OkStatus();
+      });
 }
 
 std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send,
                                                  BufferView recv) {
+  Fingerprint fp = MakeFingerprint(OpKind::kAllGather, send.dtype, send.count);
   absl::Status valid = ValidateAllGather(send, recv, rank_, size_);
   if (valid.ok())
     valid = ValidateMemorySpace(OpKind::kAllGather, "send", send,
@@ -372,37 +367,36 @@ std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send,
     valid = ValidateMemorySpace(OpKind::kAllGather, "recv", recv,
                                 MemorySpace::kHost, "mpi", rank_);
   if (valid.ok()) valid = CheckCount("AllGather", recv.count, rank_);
-  if (!valid.ok()) return MakeCompletedWork(valid);
-  auto work =
-      std::make_unique<MpiWork>(absl::StrCat("AllGather #", impl_->sequence++,
-                                             " (", send.DebugString(), ")"),
-                                rank_, impl_->options.timeout);
   const int64_t slice_bytes = send.bytes();
   char* my_slice = static_cast<char*>(recv.data) + rank_ * slice_bytes;
-  const void* send_data = send.data;
-  if (Overlaps(send, recv)) {
-    if (send.data != my_slice) {
-      return MakeCompletedWork(absl::InvalidArgumentError(absl::StrCat(
-          "AllGather on rank ", rank_, ": send overlaps recv but is not rank ",
-          rank_,
-          "'s slice of it; pass disjoint buffers or exactly that slice")));
-    }
-    send_data = MPI_IN_PLACE;
+  const bool in_place = valid.ok() && Overlaps(send, recv);
+  if (in_place && send.data != my_slice) {
+    valid = absl::InvalidArgumentError(absl::StrCat(
+        "AllGather on rank ", rank_, ": send overlaps recv but is not rank ",
+        rank_, "'s slice of it; pass disjoint buffers or exactly that slice"));
   }
-  MPI_Request request;
-  int rc = MPI_Iallgather(send_data, static_cast<int>(send.count),
-                          MoveType(send.dtype), recv.data,
-                          static_cast<int>(send.count), MoveType(recv.dtype),
-                          impl_->comm, &request);
-  if (rc != MPI_SUCCESS)
-    return MakeCompletedWork(MpiError("MPI_Iallgather", rc, rank_));
-  work->AddRequest(request);
-  return work;
+  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
+  MPI_Comm mpi_comm = impl_->comm;
+  const int rank = rank_;
+  return impl_->Collective(
+      rank_, size_, fp, [=](MpiWork& work) -> absl::Status {
+        MPI_Request request;
+        int rc = MPI_Iallgather(
+            in_place ? MPI_IN_PLACE : send.data, static_cast<int>(send.count),
+            MoveType(send.dtype), recv.data, static_cast<int>(send.count),
+            MoveType(recv.dtype), mpi_comm, &request);
+        if (rc != MPI_SUCCESS) return MpiError("MPI_Iallgather", rc, rank);
+        work.AddRequest(request);
+        return absl::OkStatus();
+      });
 }
 
 std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
                                                      BufferView recv,
                                                      ReduceOp op) {
+  Fingerprint fp =
+      MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count);
+  fp.reduce_op = op;
   absl::Status valid = ValidateReduceScatter(send, recv, op, rank_, size_);
   if (valid.ok())
     valid = ValidateMemorySpace(OpKind::kReduceScatter, "send", send,
@@ -411,102 +405,75 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
     valid = ValidateMemorySpace(OpKind::kReduceScatter, "recv", recv,
                                 MemorySpace::kHost, "mpi", rank_);
   if (valid.ok()) valid = CheckCount("ReduceScatter", send.count, rank_);
-  if (!valid.ok()) return MakeCompletedWork(valid);
-  auto work = std::make_unique<MpiWork>(
-      absl::StrCat("ReduceScatter #", impl_->sequence++, " (",
-                   send.DebugString(), ", ", ReduceOpName(op), ")"),
-      rank_, impl_->options.timeout);
-  // Reduce in f32 for halves; copy the input when recv lies inside send (MPI
-  // would otherwise read a slice it is writing).
-  std::vector<float>& scratch = work->scratch();
-  const void* input = send.data;
-  void* output = recv.data;
-  MPI_Datatype type = MoveType(send.dtype);
-  const bool half = IsHalf(send.dtype);
-  if (half) {
-    scratch.resize(send.count + recv.count);
-    HalfToF32(send.dtype, send.data, scratch.data(), send.count);
-    input = scratch.data();
-    output = scratch.data() + send.count;
-    type = MPI_FLOAT;
-  } else if (Overlaps(send, recv)) {
-    const int64_t float_words =
-        (send.bytes() + sizeof(float) - 1) / sizeof(float);
-    scratch.resize(float_words);
-    std::memcpy(scratch.data(), send.data, send.bytes());
-    input = scratch.data();
-  }
-  MPI_Request request;
-  int rc =
-      MPI_Ireduce_scatter_block(input, output, static_cast<int>(recv.count),
-                                type, ToMpiOp(op), impl_->comm, &request);
-  if (rc != MPI_SUCCESS) {
-    return MakeCompletedWork(MpiError("MPI_Ireduce_scatter_block", rc, rank_));
-  }
-  work->AddRequest(request);
+  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
+  MPI_Comm mpi_comm = impl_->comm;
+  const int rank = rank_;
   const int n = size_;
-  MpiWork* raw = work.get();
-  work->set_finish([raw, send, recv, op, n, half] {
-    if (half) {
-      float* result = raw->scratch().data() + send.count;
-      if (op == ReduceOp::kAvg)
-        DivideInPlace(DType::kF32, result, recv.count, n);
-      F32ToHalf(recv.dtype, result, recv.data, recv.count);
-    } else if (op == ReduceOp::kAvg) {
-      DivideInPlace(recv.dtype, recv.data, recv.count, n);
-    }
-  });
-  return work;
+  return impl_->Collective(
+      rank_, size_, fp, [=](MpiWork& work) -> absl::Status {
+        // Reduce in f32 for halves; copy the input when recv lies inside
+        // send (MPI would otherwise read a slice it is writing).
+        std::vector<float>& scratch = work.scratch();
+        const void* input = send.data;
+        void* output = recv.data;
+        MPI_Datatype type = MoveType(send.dtype);
+        const bool half = IsHalf(send.dtype);
+        if (half) {
+          scratch.resize(send.count + recv.count);
+          HalfToF32(send.dtype, send.data, scratch.data(), send.count);
+          input = scratch.data();
+          output = scratch.data() + send.count;
+          type = MPI_FLOAT;
+        } else if (Overlaps(send, recv)) {
+          const int64_t float_words =
+              (send.bytes() + sizeof(float) - 1) / sizeof(float);
+          scratch.resize(float_words);
+          std::memcpy(scratch.data(), send.data, send.bytes());
+          input = scratch.data();
+        }
+        MPI_Request request;
+        int rc = MPI_Ireduce_scatter_block(input, output,
+                                           static_cast<int>(recv.count), type,
+                                           ToMpiOp(op), mpi_comm, &request);
+        if (rc != MPI_SUCCESS)
+          return MpiError("MPI_Ireduce_scatter_block", rc, rank);
+        work.AddRequest(request);
+        MpiWork* raw = &work;
+        work.set_finish([raw, send, recv, op, n, half] {
+          if (half) {
+            float* result = raw->scratch().data() + send.count;
+            if (op == ReduceOp::kAvg)
+              DivideInPlace(DType::kF32, result, recv.count, n);
+            F32ToHalf(recv.dtype, result, recv.data, recv.count);
+          } else if (op == ReduceOp::kAvg) {
+            DivideInPlace(recv.dtype, recv.data, recv.count, n);
+          }
+        });
+        return absl::OkStatus();
+      });
 }
 
 std::unique_ptr<Work> MpiCommunicator::Send(BufferView buf, int peer) {
-  absl::Status valid =
-      ValidatePointToPoint(OpKind::kSend, buf, peer, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kSend, "buf", buf, MemorySpace::kHost,
-                                "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("Send", buf.count, rank_);
-  if (!valid.ok()) return MakeCompletedWork(valid);
-  auto work = std::make_unique<MpiWork>(
-      absl::StrCat("Send to ", peer, " (", buf.DebugString(), ")"), rank_,
-      impl_->options.timeout);
-  MPI_Request request;
-  int rc = MPI_Isend(buf.data, static_cast<int>(buf.count), MoveType(buf.dtype),
-                     peer, /*tag=*/0, impl_->comm, &request);
-  if (rc != MPI_SUCCESS)
-    return MakeCompletedWork(MpiError("MPI_Isend", rc, rank_));
-  work->AddRequest(request);
-  return work;
+  return impl_->PointToPoint(OpKind::kSend, buf, peer, rank_, size_);
 }
 
 std::unique_ptr<Work> MpiCommunicator::Recv(BufferView buf, int peer) {
-  absl::Status valid =
-      ValidatePointToPoint(OpKind::kRecv, buf, peer, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kRecv, "buf", buf, MemorySpace::kHost,
-                                "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("Recv", buf.count, rank_);
-  if (!valid.ok()) return MakeCompletedWork(valid);
-  auto work = std::make_unique<MpiWork>(
-      absl::StrCat("Recv from ", peer, " (", buf.DebugString(), ")"), rank_,
-      impl_->options.timeout);
-  MPI_Request request;
-  int rc = MPI_Irecv(buf.data, static_cast<int>(buf.count), MoveType(buf.dtype),
-                     peer, /*tag=*/0, impl_->comm, &request);
-  if (rc != MPI_SUCCESS)
-    return MakeCompletedWork(MpiError("MPI_Irecv", rc, rank_));
-  work->AddRequest(request);
-  return work;
+  return impl_->PointToPoint(OpKind::kRecv, buf, peer, rank_, size_);
 }
 
 absl::Status MpiCommunicator::Barrier() {
-  MpiWork work(absl::StrCat("Barrier #", impl_->sequence++), rank_,
-               impl_->options.timeout);
-  MPI_Request request;
-  int rc = MPI_Ibarrier(impl_->comm, &request);
-  if (rc != MPI_SUCCESS) return MpiError("MPI_Ibarrier", rc, rank_);
-  work.AddRequest(request);
-  return work.Wait(absl::InfiniteDuration());
+  MPI_Comm mpi_comm = impl_->comm;
+  const int rank = rank_;
+  std::unique_ptr<Work> work = impl_->Collective(
+      rank_, size_, MakeFingerprint(OpKind::kBarrier, DType::kF32, 0),
+      [=](MpiWork& barrier) -> absl::Status {
+        MPI_Request request;
+        int rc = MPI_Ibarrier(mpi_comm, &request);
+        if (rc != MPI_SUCCESS) return MpiError("MPI_Ibarrier", rc, rank);
+        barrier.AddRequest(request);
+        return absl::OkStatus();
+      });
+  return work->Wait(absl::InfiniteDuration());
 }
 
 void MpiAbort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }

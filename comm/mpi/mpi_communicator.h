@@ -31,13 +31,29 @@
 //     (Broadcast, AllGather, Send/Recv) are raw 16-bit copies.
 //   * In-place AllGather and ReduceScatter (the send slice inside recv, or
 //     the reverse) are supported.
-// Not checked, unlike sim: MPI cannot see mismatched collectives across
-// ranks (fingerprints); a mismatch is undefined behaviour in MPI.
+//   * Checked, as in sim (MpiOptions::check_collectives): before its data
+//     moves, every collective exchanges its fingerprint (op, sequence number,
+//     dtype, count, root, reduce op) with every rank; on a mismatch the
+//     operation fails on every rank with kFailedPrecondition naming each
+//     fingerprint and the ranks that issued it, and no data reaches MPI
+//     (where a mismatch is undefined behaviour: truncation errors, crashes
+//     or hangs). See comm/mpi/mpi_work.h. Send/Recv are not checked.
 //
 // Timeouts: an operation not complete within `options.timeout` of being
-// issued fails with kDeadlineExceeded naming the operation and its sequence
-// number. MPI cannot cancel a collective, so the buffers stay in MPI's hands:
-// the caller should end the job (MpiAbort) rather than reuse them.
+// issued fails with kDeadlineExceeded naming the operation, its sequence
+// number, how long it waited and how far it got (with the check on: whether
+// every rank has issued it; MPI cannot tell which ranks are missing). While a
+// Work waits, rank 0 prints "rank 0: still waiting for AllReduce #12 (...)
+// for 30s; ...; timeout in 4m30s" to stderr every
+// `options.stall_note_interval`. MPI cannot cancel a collective, so the
+// buffers stay in MPI's hands after a timeout: the caller should end the job
+// (MpiAbort) rather than reuse them.
+//
+// Work records (comm/work.h): collectives are numbered in issue order from 0
+// (Barrier included), Send/Recv per peer; `end` is when this rank saw the
+// operation complete.
+//
+// Lifetime: Works must not outlive their communicator.
 //
 // Thread-safety: one MpiCommunicator per process; call it (and its Works)
 // from one thread at a time. MPI must provide MPI_THREAD_SERIALIZED (checked
@@ -67,7 +83,23 @@ struct MpiOptions {
   // (their choice wins) and on MPIs without that variable. The variable is
   // process-wide: it affects the application's own MPI_Iallreduce calls too.
   bool ring_iallreduce = true;
+  // The collective mismatch check (see above). The environment variable
+  // TANDEM_DISTRIBUTED_DEBUG overrides it, in the spirit of PyTorch's
+  // TORCH_DISTRIBUTED_DEBUG: DETAIL turns it on, OFF turns it off; unset or
+  // any other value leaves this. The check is on for every rank when it is
+  // on for any (Create agrees on it). Costs one small all-gather per
+  // collective (bench/PERFORMANCE.md).
+  bool check_collectives = true;
+  // While an operation is waited on, rank 0 prints a "still waiting for ..."
+  // line to stderr this often, so a stuck job never looks like a busy one.
+  // Zero: never.
+  absl::Duration stall_note_interval = absl::Seconds(30);
 };
+
+// Whether a communicator created with `options` checks collectives
+// (options.check_collectives unless TANDEM_DISTRIBUTED_DEBUG is DETAIL or
+// OFF).
+bool CheckCollectivesEnabled(const MpiOptions& options);
 
 class MpiCommunicator final : public Communicator {
  public:

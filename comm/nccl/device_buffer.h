@@ -27,17 +27,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "comm/cuda_stream.h"
 #include "comm/types.h"
 
 namespace tandem::comm {
 
 class DeviceBuffer {
  public:
-  // `bytes` >= 0 on CUDA device `device`, allocated on `stream` (a
-  // cudaStream_t of that device; nullptr is the legacy default stream).
+  // `bytes` >= 0 on CUDA device `device`, allocated on `stream` (of that
+  // device; {} is the legacy default stream).
   // Zero bytes gives a buffer with data() == nullptr.
   static absl::StatusOr<DeviceBuffer> Allocate(int device, int64_t bytes,
-                                               void* stream = nullptr);
+                                               CudaStreamHandle stream = {});
 
   DeviceBuffer() = default;
   DeviceBuffer(DeviceBuffer&& other) noexcept;
@@ -51,7 +52,7 @@ class DeviceBuffer {
   int device() const { return device_; }
 
   // The stream the memory is returned on when this buffer dies.
-  void set_release_stream(void* stream) { release_stream_ = stream; }
+  void set_release_stream(CudaStreamHandle stream) { release_stream_ = stream; }
 
   // Copies `n` bytes between host memory and [offset, offset + n) of this
   // buffer; blocks until done. kOutOfRange if the range is not inside.
@@ -68,8 +69,8 @@ class DeviceBuffer {
   void* data_ = nullptr;
   int64_t bytes_ = 0;
   int device_ = -1;
-  void* alloc_stream_ = nullptr;
-  void* release_stream_ = nullptr;
+  CudaStreamHandle alloc_stream_;
+  CudaStreamHandle release_stream_;
 };
 
 }  // namespace tandem::comm

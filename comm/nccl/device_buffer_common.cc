@@ -9,8 +9,8 @@ DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       bytes_(std::exchange(other.bytes_, 0)),
       device_(std::exchange(other.device_, -1)),
-      alloc_stream_(std::exchange(other.alloc_stream_, nullptr)),
-      release_stream_(std::exchange(other.release_stream_, nullptr)) {}
+      alloc_stream_(std::exchange(other.alloc_stream_, {})),
+      release_stream_(std::exchange(other.release_stream_, {})) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   if (this != &other) {
@@ -18,8 +18,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
     device_ = std::exchange(other.device_, -1);
-    alloc_stream_ = std::exchange(other.alloc_stream_, nullptr);
-    release_stream_ = std::exchange(other.release_stream_, nullptr);
+    alloc_stream_ = std::exchange(other.alloc_stream_, {});
+    release_stream_ = std::exchange(other.release_stream_, {});
   }
   return *this;
 }

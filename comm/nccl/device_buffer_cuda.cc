@@ -31,7 +31,7 @@ absl::Status CheckRange(absl::string_view what, int64_t n, int64_t offset,
 }  // namespace
 
 absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(int device, int64_t bytes,
-                                                    void* stream) {
+                                                    CudaStreamHandle stream) {
   if (bytes < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DeviceBuffer::Allocate: bytes must be >= 0; found ", bytes));
@@ -50,7 +50,7 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(int device, int64_t bytes,
   buffer.release_stream_ = stream;
   if (bytes == 0) return buffer;
   err = cudaMallocAsync(&buffer.data_, static_cast<size_t>(bytes),
-                        static_cast<cudaStream_t>(stream));
+                        static_cast<cudaStream_t>(stream.raw));
   if (err != cudaSuccess) {
     buffer.data_ = nullptr;
     return CudaError(absl::StrCat("cudaMallocAsync(", bytes, " bytes)"), err,
@@ -63,7 +63,7 @@ absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(int device, int64_t bytes,
 void DeviceBuffer::Release() {
   if (data_ == nullptr) return;
   cudaSetDevice(device_);
-  cudaFreeAsync(data_, static_cast<cudaStream_t>(release_stream_));
+  cudaFreeAsync(data_, static_cast<cudaStream_t>(release_stream_.raw));
   data_ = nullptr;
   bytes_ = 0;
 }
@@ -75,7 +75,7 @@ absl::Status DeviceBuffer::CopyFromHost(const void* src, int64_t n,
   }
   if (n == 0) return absl::OkStatus();
   cudaSetDevice(device_);
-  cudaStream_t stream = static_cast<cudaStream_t>(alloc_stream_);
+  cudaStream_t stream = static_cast<cudaStream_t>(alloc_stream_.raw);
   cudaError_t err =
       cudaMemcpyAsync(static_cast<char*>(data_) + offset, src,
                       static_cast<size_t>(n), cudaMemcpyHostToDevice, stream);
@@ -91,7 +91,7 @@ absl::Status DeviceBuffer::CopyToHost(void* dst, int64_t n,
   }
   if (n == 0) return absl::OkStatus();
   cudaSetDevice(device_);
-  cudaStream_t stream = static_cast<cudaStream_t>(alloc_stream_);
+  cudaStream_t stream = static_cast<cudaStream_t>(alloc_stream_.raw);
   cudaError_t err =
       cudaMemcpyAsync(dst, static_cast<const char*>(data_) + offset,
                       static_cast<size_t>(n), cudaMemcpyDeviceToHost, stream);

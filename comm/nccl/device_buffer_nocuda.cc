@@ -19,7 +19,8 @@ absl::Status NoCuda(const char* what) {
 
 }  // namespace
 
-absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(int, int64_t, void*) {
+absl::StatusOr<DeviceBuffer> DeviceBuffer::Allocate(int, int64_t,
+                                                    CudaStreamHandle) {
   return NoCuda("Allocate");
 }
 

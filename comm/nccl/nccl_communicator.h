@@ -12,12 +12,14 @@
 //   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::NcclCommunicator> comm,
 //                           comm::NcclCommunicator::Create(id, rank, size,
 //                                                          /*device=*/rank));
-//   comm->set_compute_stream(my_stream);   // the stream that wrote `grads`
+//   // my_stream wrote `grads`:
+//   comm->set_compute_stream(comm::CudaStreamHandle{my_stream});
 //   auto work = comm->AllReduce(grads_view /* MemorySpace::kCuda */,
 //                               comm::ReduceOp::kAvg);
 //   ... keep launching kernels on my_stream; the all-reduce overlaps ...
 //   TANDEM_RETURN_IF_ERROR(work->Wait());        // host waits, or:
-//   TANDEM_RETURN_IF_ERROR(comm::StreamWaitForWork(*work, my_stream));
+//   TANDEM_RETURN_IF_ERROR(
+//       comm::StreamWaitForWork(*work, comm::CudaStreamHandle{my_stream}));
 //
 // Streams. Each communicator owns a communication stream on its device
 // (non-blocking with respect to the legacy default stream). Every operation
@@ -107,6 +109,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/communicator.h"
+#include "comm/cuda_stream.h"
 #include "comm/nccl/abort_signal.h"
 #include "comm/types.h"
 #include "comm/work.h"
@@ -162,13 +165,13 @@ class NcclCommunicator final : public Communicator {
   // The CUDA device this rank drives: CommDevice::Cuda(ordinal).
   CommDevice device() const override;
 
-  // The stream whose work each operation is ordered after (a cudaStream_t;
-  // nullptr is the legacy default stream). Must belong to device(). Takes
-  // effect for operations issued afterwards.
-  void set_compute_stream(void* cuda_stream);
-  void* compute_stream() const;
-  // The communicator's own stream (a cudaStream_t), where NCCL runs.
-  void* communication_stream() const;
+  // The stream whose work each operation is ordered after ({} is the legacy
+  // default stream). Must belong to device(). Takes effect for operations
+  // issued afterwards.
+  void set_compute_stream(CudaStreamHandle stream);
+  CudaStreamHandle compute_stream() const;
+  // The communicator's own stream, where NCCL runs.
+  CudaStreamHandle communication_stream() const;
 
   // Replaces options.abort_signal (RunOnLocalGpus gives each run a fresh
   // one). nullptr clears it.
@@ -215,14 +218,14 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<State> state_;
 };
 
-// Makes `cuda_stream` (a cudaStream_t of the Work's device; nullptr is the
-// legacy default stream) wait for `work` on the GPU, without blocking the
+// Makes `stream` (of the Work's device; {} is the legacy default stream)
+// wait for `work` on the GPU, without blocking the
 // host: later work on that stream sees the operation's results. `work` must
 // come from a NcclCommunicator; a Work that already completed (e.g. an
 // argument error) returns its status at once and adds no wait. Returns
 // kInvalidArgument for a Work of another backend; an error of the operation
 // itself still surfaces through Work::Wait().
-absl::Status StreamWaitForWork(Work& work, void* cuda_stream);
+absl::Status StreamWaitForWork(Work& work, CudaStreamHandle stream);
 
 }  // namespace tandem::comm
 

@@ -31,9 +31,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
+#include "comm/fingerprint.h"
 #include "comm/nccl/avg_kernel.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/validate.h"
+#include "comm/work.h"
 
 namespace tandem::comm {
 namespace {
@@ -396,8 +398,10 @@ using State = NcclCommunicator::State;
 class NcclWork final : public Work {
  public:
   NcclWork(std::shared_ptr<State> state, std::string name,
-           std::shared_ptr<Ticket> ticket, absl::Time deadline)
-      : state_(std::move(state)),
+           std::shared_ptr<Ticket> ticket, absl::Time deadline,
+           WorkRecord record)
+      : Work(std::move(record)),
+        state_(std::move(state)),
         name_(std::move(name)),
         ticket_(std::move(ticket)),
         deadline_(deadline) {}
@@ -439,6 +443,7 @@ class NcclWork final : public Work {
   void Finish(absl::Status status) {
     status_ = std::move(status);
     done_ = true;
+    MarkEnded();
   }
 
   // Fails this Work and, unless it already is, aborts the communicator.
@@ -741,14 +746,14 @@ CommDevice NcclCommunicator::device() const {
   return CommDevice::Cuda(state_->device);
 }
 
-void NcclCommunicator::set_compute_stream(void* cuda_stream) {
-  state_->compute_stream = static_cast<cudaStream_t>(cuda_stream);
+void NcclCommunicator::set_compute_stream(CudaStreamHandle stream) {
+  state_->compute_stream = static_cast<cudaStream_t>(stream.raw);
 }
-void* NcclCommunicator::compute_stream() const {
-  return state_->compute_stream;
+CudaStreamHandle NcclCommunicator::compute_stream() const {
+  return CudaStreamHandle{state_->compute_stream};
 }
-void* NcclCommunicator::communication_stream() const {
-  return state_->comm_stream;
+CudaStreamHandle NcclCommunicator::communication_stream() const {
+  return CudaStreamHandle{state_->comm_stream};
 }
 
 void NcclCommunicator::set_abort_signal(std::shared_ptr<AbortSignal> signal) {
@@ -777,19 +782,28 @@ namespace {
 // the communication stream, records the completion. `name` is built only
 // after the sequence number is taken.
 std::unique_ptr<Work> LaunchCollective(
-    const std::shared_ptr<State>& state, OpKind op,
+    const std::shared_ptr<State>& state, Fingerprint fp,
     const std::function<std::string(int64_t seq)>& name_of,
     const std::function<absl::Status(State&)>& body) {
   State& s = *state;
-  if (absl::Status u = s.Usable(op); !u.ok()) return MakeCompletedWork(u);
-  if (absl::Status d = s.SetDevice(); !d.ok()) return MakeCompletedWork(d);
+  const OpKind op = fp.op;
+  if (absl::Status u = s.Usable(op); !u.ok()) {
+    return MakeRejectedWork(u, fp, s.size);
+  }
+  if (absl::Status d = s.SetDevice(); !d.ok()) {
+    return MakeRejectedWork(d, fp, s.size);
+  }
   s.FlushP2p();  // queued Send/Recv were issued first
-  if (absl::Status u = s.Usable(op); !u.ok()) return MakeCompletedWork(u);
+  if (absl::Status u = s.Usable(op); !u.ok()) {
+    return MakeRejectedWork(u, fp, s.size);
+  }
   // Not yet issued: a failure here leaves the sequence untouched.
   if (absl::Status o = s.OrderAfterCompute(); !o.ok()) {
-    return MakeCompletedWork(o);
+    return MakeRejectedWork(o, fp, s.size);
   }
   const int64_t seq = s.collectives++;
+  fp.seq = seq;
+  WorkRecord record = StartRecord(fp, s.size);
   const std::string name = name_of(seq);
   const absl::Time deadline = DeadlineAfter(s.options.timeout);
   absl::Status issued = body(s);
@@ -808,10 +822,11 @@ std::unique_ptr<Work> LaunchCollective(
         issued.code(),
         absl::StrCat(s.Full(name), " failed to launch: ", issued.message()));
     s.Abort(failed);
-    return MakeCompletedWork(failed);
+    return MakeCompletedWork(failed, std::move(record));
   }
-  return std::make_unique<NcclWork>(
-      state, name, LaunchedTicket(std::move(completion)), deadline);
+  return std::make_unique<NcclWork>(state, name,
+                                    LaunchedTicket(std::move(completion)),
+                                    deadline, std::move(record));
 }
 
 absl::Status Divide(State& s, const BufferView& buf) {
@@ -835,9 +850,11 @@ std::unique_ptr<Work> NcclCommunicator::AllReduce(BufferView buf, ReduceOp op) {
   absl::Status valid = ValidateAllReduce(buf, op, s.rank, s.size);
   if (valid.ok())
     valid = ValidateDeviceBuffer(OpKind::kAllReduce, "buf", buf, s);
-  if (!valid.ok()) return MakeCompletedWork(valid);
+  Fingerprint fp = MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count);
+  fp.reduce_op = op;
+  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   return LaunchCollective(
-      state_, OpKind::kAllReduce,
+      state_, fp,
       [&](int64_t seq) {
         return absl::StrCat("AllReduce #", seq, " (", buf.DebugString(), ", ",
                             ReduceOpName(op), ")");
@@ -860,9 +877,11 @@ std::unique_ptr<Work> NcclCommunicator::Broadcast(BufferView buf, int root) {
   absl::Status valid = ValidateBroadcast(buf, root, s.rank, s.size);
   if (valid.ok())
     valid = ValidateDeviceBuffer(OpKind::kBroadcast, "buf", buf, s);
-  if (!valid.ok()) return MakeCompletedWork(valid);
+  Fingerprint fp = MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count);
+  fp.root = root;
+  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   return LaunchCollective(
-      state_, OpKind::kBroadcast,
+      state_, fp,
       [&](int64_t seq) {
         return absl::StrCat("Broadcast #", seq, " (", buf.DebugString(),
                             ", root ", root, ")");
@@ -885,9 +904,11 @@ std::unique_ptr<Work> NcclCommunicator::AllGather(BufferView send,
     valid = ValidateDeviceBuffer(OpKind::kAllGather, "send", send, s);
   if (valid.ok())
     valid = ValidateDeviceBuffer(OpKind::kAllGather, "recv", recv, s);
-  if (!valid.ok()) return MakeCompletedWork(valid);
+  const Fingerprint fp =
+      MakeFingerprint(OpKind::kAllGather, send.dtype, send.count);
+  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   return LaunchCollective(
-      state_, OpKind::kAllGather,
+      state_, fp,
       [&](int64_t seq) {
         return absl::StrCat("AllGather #", seq, " (", send.DebugString(), ")");
       },
@@ -913,9 +934,12 @@ std::unique_ptr<Work> NcclCommunicator::ReduceScatter(BufferView send,
   if (valid.ok()) {
     valid = ValidateDeviceBuffer(OpKind::kReduceScatter, "recv", recv, s);
   }
-  if (!valid.ok()) return MakeCompletedWork(valid);
+  Fingerprint fp =
+      MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count);
+  fp.reduce_op = op;
+  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   return LaunchCollective(
-      state_, OpKind::kReduceScatter,
+      state_, fp,
       [&](int64_t seq) {
         return absl::StrCat("ReduceScatter #", seq, " (", send.DebugString(),
                             ", ", ReduceOpName(op), ")");
@@ -942,15 +966,19 @@ std::unique_ptr<Work> QueueP2p(const std::shared_ptr<State>& state, bool send,
   absl::Status valid = ValidatePointToPoint(op, buf, peer, s.rank, s.size);
   if (valid.ok()) valid = ValidateDeviceBuffer(op, "buf", buf, s);
   if (valid.ok()) valid = s.Usable(op);
-  if (!valid.ok()) return MakeCompletedWork(valid);
+  Fingerprint fp = MakeFingerprint(op, buf.dtype, buf.count);
+  fp.peer = peer;
+  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   const int64_t seq = send ? s.sends[peer]++ : s.recvs[peer]++;
+  fp.seq = seq;
   std::string name = absl::StrCat(send ? "Send #" : "Recv #", seq,
                                   send ? " to rank " : " from rank ", peer,
                                   " (", buf.DebugString(), ")");
   auto ticket = std::make_shared<Ticket>();
   s.pending.push_back(PendingP2p{send, buf, peer, ticket});
   return std::make_unique<NcclWork>(state, std::move(name), std::move(ticket),
-                                    DeadlineAfter(s.options.timeout));
+                                    DeadlineAfter(s.options.timeout),
+                                    StartRecord(fp, s.size));
 }
 
 }  // namespace
@@ -967,7 +995,7 @@ absl::Status NcclCommunicator::Barrier() {
   const BufferView word{state_->scratch, 1, DType::kF32, MemorySpace::kCuda,
                         state_->device};
   std::unique_ptr<Work> work = LaunchCollective(
-      state_, OpKind::kBarrier,
+      state_, MakeFingerprint(OpKind::kBarrier, DType::kF32, 0),
       [](int64_t seq) { return absl::StrCat("Barrier #", seq); },
       [&](State& st) -> absl::Status {
         return st.AwaitNccl("ncclAllReduce (Barrier)",
@@ -997,11 +1025,12 @@ absl::Status NcclCommunicator::Synchronize() {
   NcclWork work(
       state_,
       absl::StrCat("Synchronize (after ", s.collectives, " collectives)"),
-      LaunchedTicket(*std::move(c)), DeadlineAfter(s.options.timeout));
+      LaunchedTicket(*std::move(c)), DeadlineAfter(s.options.timeout),
+      WorkRecord{});  // not an operation of the contract; never read
   return work.Wait(absl::InfiniteDuration());
 }
 
-absl::Status StreamWaitForWork(Work& work, void* cuda_stream) {
+absl::Status StreamWaitForWork(Work& work, CudaStreamHandle stream) {
   auto* nccl = dynamic_cast<NcclWork*>(&work);
   if (nccl == nullptr) {
     if (work.IsCompleted()) return work.Wait(absl::ZeroDuration());
@@ -1009,7 +1038,7 @@ absl::Status StreamWaitForWork(Work& work, void* cuda_stream) {
         "StreamWaitForWork: the Work does not come from a NcclCommunicator "
         "(and has not completed); wait for it on the host with Wait()");
   }
-  return nccl->StreamWait(static_cast<cudaStream_t>(cuda_stream));
+  return nccl->StreamWait(static_cast<cudaStream_t>(stream.raw));
 }
 
 }  // namespace tandem::comm

@@ -51,9 +51,9 @@ int NcclCommunicator::size() const { return state_->size; }
 CommDevice NcclCommunicator::device() const {
   return CommDevice::Cuda(state_->device);
 }
-void NcclCommunicator::set_compute_stream(void*) {}
-void* NcclCommunicator::compute_stream() const { return nullptr; }
-void* NcclCommunicator::communication_stream() const { return nullptr; }
+void NcclCommunicator::set_compute_stream(CudaStreamHandle) {}
+CudaStreamHandle NcclCommunicator::compute_stream() const { return {}; }
+CudaStreamHandle NcclCommunicator::communication_stream() const { return {}; }
 void NcclCommunicator::set_abort_signal(std::shared_ptr<AbortSignal>) {}
 absl::Status NcclCommunicator::MakeDeviceCurrent() const {
   return NoCuda("NcclCommunicator::MakeDeviceCurrent");
@@ -86,7 +86,7 @@ std::unique_ptr<Work> NcclCommunicator::Recv(BufferView, int) {
 }
 absl::Status NcclCommunicator::Barrier() { return NoCuda("NCCL Barrier"); }
 
-absl::Status StreamWaitForWork(Work& work, void*) {
+absl::Status StreamWaitForWork(Work& work, CudaStreamHandle) {
   if (work.IsCompleted()) return work.Wait(absl::ZeroDuration());
   return NoCuda("StreamWaitForWork");
 }

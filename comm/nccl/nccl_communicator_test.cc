@@ -189,10 +189,10 @@ TEST(ArgsTest, WorldSizeMustBePositive) {
 TEST(ArgsTest, StreamWaitForACompletedWorkReturnsItsStatus) {
   std::unique_ptr<Work> failed =
       MakeCompletedWork(absl::InvalidArgumentError("bad buffer"));
-  absl::Status s = StreamWaitForWork(*failed, nullptr);
+  absl::Status s = StreamWaitForWork(*failed, CudaStreamHandle{});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "bad buffer");
-  EXPECT_TRUE(StreamWaitForWork(*MakeCompletedWork(), nullptr).ok());
+  EXPECT_TRUE(StreamWaitForWork(*MakeCompletedWork(), CudaStreamHandle{}).ok());
 }
 
 TEST(LocalRunResultTest, StatusPrefersTheCauseOverAborts) {

@@ -44,9 +44,9 @@ TEST(NcclStreamTest, OrderedAfterTheComputeStreamAndHandedToAnother) {
             cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
         RETURN_IF_CUDA(
             cudaStreamCreateWithFlags(&consumer, cudaStreamNonBlocking));
-        comm.set_compute_stream(compute);
-        absl::StatusOr<DeviceBuffer> dev =
-            DeviceBuffer::Allocate(comm.device().ordinal, kCount * 4, compute);
+        comm.set_compute_stream(CudaStreamHandle{compute});
+        absl::StatusOr<DeviceBuffer> dev = DeviceBuffer::Allocate(
+            comm.device().ordinal, kCount * 4, CudaStreamHandle{compute});
         if (!dev.ok()) return dev.status();
         std::vector<float> zeros(kCount, 0.0f);
         if (absl::Status s = dev->CopyFromHost(zeros.data(), kCount * 4);
@@ -62,7 +62,9 @@ TEST(NcclStreamTest, OrderedAfterTheComputeStreamAndHandedToAnother) {
         std::unique_ptr<Work> work =
             comm.AllReduce(dev->View(DType::kF32, 0, kCount), ReduceOp::kSum);
         // Consumer stream: waits for the all-reduce on the GPU, not the host.
-        if (absl::Status s = StreamWaitForWork(*work, consumer); !s.ok())
+        if (absl::Status s =
+                StreamWaitForWork(*work, CudaStreamHandle{consumer});
+            !s.ok())
           return s;
         std::vector<float> host(kCount, -1.0f);
         RETURN_IF_CUDA(cudaMemcpyAsync(host.data(), dev->data(), kCount * 4,
@@ -81,7 +83,7 @@ TEST(NcclStreamTest, OrderedAfterTheComputeStreamAndHandedToAnother) {
           return absl::InternalError("Wait() OK but IsCompleted() false");
         }
         if (absl::Status s = comm.Synchronize(); !s.ok()) return s;
-        comm.set_compute_stream(nullptr);
+        comm.set_compute_stream(CudaStreamHandle{});
         dev = DeviceBuffer();  // freed on the communication stream
         RETURN_IF_CUDA(cudaStreamSynchronize(compute));
         RETURN_IF_CUDA(cudaStreamDestroy(compute));

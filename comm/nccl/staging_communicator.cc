@@ -33,7 +33,8 @@ class StagedWork final : public Work {
   StagedWork(std::unique_ptr<Work> inner, std::vector<DeviceBuffer> buffers,
              std::vector<Mirror> outputs, std::vector<Mirror> inputs,
              std::string what)
-      : inner_(std::move(inner)),
+      : Work(inner->record()),
+        inner_(std::move(inner)),
         buffers_(std::move(buffers)),
         outputs_(std::move(outputs)),
         inputs_(std::move(inputs)),
@@ -57,6 +58,7 @@ class StagedWork final : public Work {
  private:
   void Finish(absl::Status s) {
     done_ = true;
+    MarkEnded();
     if (!s.ok()) {
       status_ = std::move(s);
       return;

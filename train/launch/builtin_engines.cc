@@ -39,6 +39,7 @@ Engine SimEngine() {
   e.make_launcher = [](const RunOptions& options) {
     sim::Options sim_options;
     sim_options.timeout = options.timeout;
+    sim_options.stall_note_interval = options.stall_note_interval;
     if (options.spin.has_value()) sim_options.spin = *options.spin;
     return std::make_unique<sim::SimLauncher>(sim_options);
   };
@@ -77,6 +78,7 @@ Engine MpiEngine() {
   e.make_launcher = [](const RunOptions& options) {
     comm::MpiOptions mpi_options;
     mpi_options.timeout = options.timeout;
+    mpi_options.stall_note_interval = options.stall_note_interval;
     return std::make_unique<comm::MpiLauncher>(mpi_options);
   };
   // The other processes would wait for this rank's collectives until their
@@ -124,7 +126,7 @@ Engine NcclEngine() {
     setup.prepare = [](comm::NcclCommunicator& comm) -> absl::Status {
       absl::StatusOr<void*> stream = cuda::CurrentStream(comm.device().ordinal);
       if (!stream.ok()) return stream.status();
-      comm.set_compute_stream(*stream);
+      comm.set_compute_stream(comm::CudaStreamHandle{*stream});
       return absl::OkStatus();
     };
     return std::make_unique<comm::NcclLocalLauncher>(nccl_options, setup);

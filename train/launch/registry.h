@@ -74,8 +74,8 @@ struct RunOptions {
   // Every operation must complete within `timeout` (positive, finite or
   // infinite), as torch's init_process_group(timeout=).
   absl::Duration timeout = absl::Seconds(300);
-  // How often a rank blocked on its peers says "still waiting for ...".
-  // Carried for the engines; they do not take it yet.
+  // How often rank 0, blocked on its peers, writes "still waiting for ..."
+  // to stderr (sim and mpi; zero turns the note off).
   absl::Duration stall_note_interval = absl::Seconds(30);
   // How long a waiting rank spins before it blocks (sim only: its
   // sim::Options::spin); nullopt keeps the engine's default.
