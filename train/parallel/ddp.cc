@@ -21,6 +21,7 @@
 #include "tensor/ops.h"
 #include "train/parallel/ddp_step.h"
 #include "train/parallel/flat_buckets.h"
+#include "train/parallel/staged_all_gather.h"
 #include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
@@ -37,38 +38,6 @@ absl::Status Annotate(const absl::Status& status, int rank,
 
 absl::Duration Remaining(absl::Time deadline) {
   return std::max(deadline - absl::Now(), absl::ZeroDuration());
-}
-
-// AllGather of host int64 values (`recv` holds size() * send.size()). When
-// `device` is not the CPU the values travel through staging tensors on it:
-// a backend that trains CUDA parameters may accept device memory only (NCCL
-// does), and the parameters' device is memory every backend that moves them
-// accepts. The staging copies block, so the host values are final on return.
-absl::Status AllGatherHostI64(comm::Communicator& comm, Device device,
-                              absl::Span<int64_t> send,
-                              absl::Span<int64_t> recv, absl::Time deadline) {
-  if (device.is_cpu()) {
-    return comm.AllGather(comm::HostView(send), comm::HostView(recv))
-        ->Wait(Remaining(deadline));
-  }
-  const int64_t n = static_cast<int64_t>(send.size());
-  const int64_t m = static_cast<int64_t>(recv.size());
-  TANDEM_ASSIGN_OR_RETURN(Tensor host_send,
-                          Tensor::FromBuffer(send.data(), n, DType::kI64, {n}));
-  TANDEM_ASSIGN_OR_RETURN(Tensor device_send, host_send.To(device));
-  TANDEM_ASSIGN_OR_RETURN(Tensor device_recv,
-                          Tensor::Empty({m}, DType::kI64, device));
-  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send_view,
-                          ToBufferView(device_send));
-  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv_view,
-                          ToBufferView(device_recv));
-  TANDEM_RETURN_IF_ERROR(
-      comm.AllGather(send_view, recv_view)->Wait(Remaining(deadline)));
-  TANDEM_ASSIGN_OR_RETURN(Tensor host_recv, device_recv.To(Device::CPU()));
-  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> values,
-                          host_recv.ToVector<int64_t>());
-  std::copy(values.begin(), values.end(), recv.begin());
-  return absl::OkStatus();
 }
 
 // ---- The description of a model that Create() compares across ranks.
@@ -253,15 +222,15 @@ absl::Status DistributedDataParallel::VerifyAcrossRanks() {
   int64_t length = static_cast<int64_t>(mine.size());
   std::vector<int64_t> lengths(world_size_);
   TANDEM_RETURN_IF_ERROR(
-      Annotate(AllGatherHostI64(*comm_, device, absl::MakeSpan(&length, 1),
-                                absl::MakeSpan(lengths), deadline),
+      Annotate(AllGatherInt64(*comm_, device, absl::MakeSpan(&length, 1),
+                              absl::MakeSpan(lengths), Remaining(deadline)),
                rank_, "exchanging model descriptions"));
   const int64_t max_length = *std::max_element(lengths.begin(), lengths.end());
   mine.resize(max_length, 0);
   std::vector<int64_t> all(static_cast<size_t>(max_length) * world_size_);
   TANDEM_RETURN_IF_ERROR(
-      Annotate(AllGatherHostI64(*comm_, device, absl::MakeSpan(mine),
-                                absl::MakeSpan(all), deadline),
+      Annotate(AllGatherInt64(*comm_, device, absl::MakeSpan(mine),
+                              absl::MakeSpan(all), Remaining(deadline)),
                rank_, "exchanging model descriptions"));
 
   std::vector<std::vector<EntryDesc>> params(world_size_);

@@ -11,12 +11,13 @@
 #include "comm/types.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
+#include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
 
 absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
                             absl::Span<const int64_t> send,
-                            absl::Span<int64_t> recv) {
+                            absl::Span<int64_t> recv, absl::Duration timeout) {
   const int64_t n = static_cast<int64_t>(send.size());
   if (static_cast<int64_t>(recv.size()) != n * comm.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -27,23 +28,21 @@ absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
     // The communicator does not write `send`; its view type is not const.
     const comm::BufferView send_view =
         comm::HostView(const_cast<int64_t*>(send.data()), n, comm::DType::kI64);
-    return comm.AllGather(send_view, comm::HostView(recv))->Wait();
+    return comm.AllGather(send_view, comm::HostView(recv))->Wait(timeout);
   }
   TANDEM_ASSIGN_OR_RETURN(
       Tensor host_send,
       Tensor::FromVector(std::vector<int64_t>(send.begin(), send.end())));
-  TANDEM_ASSIGN_OR_RETURN(Tensor dev_send, host_send.To(device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor device_send, host_send.To(device));
   TANDEM_ASSIGN_OR_RETURN(
-      Tensor host_recv,
-      Tensor::FromVector(std::vector<int64_t>(recv.begin(), recv.end())));
-  TANDEM_ASSIGN_OR_RETURN(Tensor dev_recv, host_recv.To(device));
-  auto view = [&](Tensor& t) {
-    return comm::BufferView{t.raw_data(), t.numel(), comm::DType::kI64,
-                            comm::MemorySpace::kCuda, device.index()};
-  };
-  TANDEM_RETURN_IF_ERROR(
-      comm.AllGather(view(dev_send), view(dev_recv))->Wait());
-  TANDEM_ASSIGN_OR_RETURN(host_recv, dev_recv.To(Device::CPU()));
+      Tensor device_recv,
+      Tensor::Empty({n * comm.size()}, DType::kI64, device));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send_view,
+                          ToBufferView(device_send));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv_view,
+                          ToBufferView(device_recv));
+  TANDEM_RETURN_IF_ERROR(comm.AllGather(send_view, recv_view)->Wait(timeout));
+  TANDEM_ASSIGN_OR_RETURN(Tensor host_recv, device_recv.To(Device::CPU()));
   const int64_t* out = host_recv.data<int64_t>();
   std::copy(out, out + host_recv.numel(), recv.begin());
   return absl::OkStatus();
