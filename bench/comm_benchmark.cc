@@ -36,14 +36,13 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/types/span.h"
+#include "base/command_line.h"
 #include "base/status_macros.h"
 #include "bench/flag_checks.h"
 #include "comm/bandwidth.h"
@@ -514,8 +513,13 @@ int Main() {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Times the sim backend's collectives and prints the nccl-tests table.");
-  absl::ParseCommandLine(argc, argv);
+  if (std::optional<int> exit_code = tandem::HandleCommandLine(
+          {.program = "comm_benchmark",
+           .summary = "Times the sim backend's collectives and prints the "
+                      "nccl-tests table.",
+           .flag_folders = {"bench/"}},
+          argc, argv)) {
+    return *exit_code;
+  }
   return tandem::Main();
 }

@@ -31,15 +31,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/command_line.h"
 #include "bench/flag_checks.h"
 #include "comm/bandwidth.h"
 #include "comm/communicator.h"
@@ -197,10 +197,16 @@ absl::Status Run(comm::Communicator& comm) {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Times tandem's MPI backend all-reduce (f32 sum) and prints the "
-      "nccl-tests table. Run under mpirun.");
-  absl::ParseCommandLine(argc, argv);
+  // Parsed before MPI starts: every rank exits 2 alike on a usage error.
+  if (std::optional<int> exit_code = tandem::HandleCommandLine(
+          {.program = "comm_benchmark_mpi",
+           .summary =
+               "Times tandem's MPI backend all-reduce (f32 sum) and prints the "
+               "nccl-tests table. Run under mpirun.",
+           .flag_folders = {"bench/"}},
+          argc, argv)) {
+    return *exit_code;
+  }
   const std::string engine = absl::GetFlag(FLAGS_engine);
   if (engine != "tandem" && engine != "iallreduce_wait" &&
       engine != "iallreduce_spin") {

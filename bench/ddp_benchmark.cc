@@ -66,14 +66,13 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
@@ -81,10 +80,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "base/command_line.h"
 #include "base/status_macros.h"
 #include "bench/flag_checks.h"
 #include "comm/communicator.h"
 #include "comm/types.h"
+#include "sim/sim.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/generator.h"
@@ -96,7 +97,6 @@
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
-#include "sim/sim.h"
 #include "train/launch/builtin_engines.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
@@ -774,9 +774,14 @@ int Main() {
 }  // namespace tandem
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Times DistributedDataParallel training steps (sim or mpi backend) "
-      "against local training and the cblas_sgemm peak.");
-  absl::ParseCommandLine(argc, argv);
+  if (std::optional<int> exit_code = tandem::HandleCommandLine(
+          {.program = "ddp_benchmark",
+           .summary = "Times DistributedDataParallel training steps (sim or "
+                      "mpi backend) against local training and the "
+                      "cblas_sgemm peak.",
+           .flag_folders = {"bench/"}},
+          argc, argv)) {
+    return *exit_code;
+  }
   return tandem::Main();
 }

@@ -15,11 +15,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "base/command_line.h"
 #include "bench/flag_checks.h"
 #include "comm/bandwidth.h"
 
@@ -53,11 +53,16 @@ double TimeAllReduce(std::vector<float>& buf, int64_t count, int iters) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Times raw OpenMPI MPI_Allreduce (f32 sum) and prints the nccl-tests "
-      "table. Run under mpirun.");
-  absl::ParseCommandLine(argc, argv);
-  // Before MPI starts: every rank checks the same flags and exits 2 alike.
+  // Before MPI starts: every rank parses and checks the same flags and
+  // exits 2 alike on a usage error.
+  if (std::optional<int> exit_code = tandem::HandleCommandLine(
+          {.program = "mpi_allreduce_peer",
+           .summary = "Times raw OpenMPI MPI_Allreduce (f32 sum) and prints "
+                      "the nccl-tests table. Run under mpirun.",
+           .flag_folders = {"bench/"}},
+          argc, argv)) {
+    return *exit_code;
+  }
   absl::Status flags = tandem::bench::CheckSizeSweep(
       absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes), 1,
       absl::GetFlag(FLAGS_target_seconds));

@@ -14,13 +14,13 @@ expect_output() {  # expected, then the flags
   fi
 }
 
-expect_error() {  # message fragment, then the flags
+expect_error() {  # message fragment, then the flags; every error is exit 2
   local want=$1; shift
   local got
   got=$("$bin" "$@" 2>&1)
   local rc=$?
-  if [[ $rc -eq 0 || "$got" != *"$want"* ]]; then
-    echo "FAIL: sampler $* exited $rc with '$got', expected an error with '$want'"
+  if [[ $rc -ne 2 || "$got" != *"$want"* ]]; then
+    echo "FAIL: sampler $* exited $rc with '$got', expected exit 2 with '$want'"
     fails=$((fails + 1))
   fi
 }
@@ -33,7 +33,16 @@ expect_output "" --size=0 --num_replicas=2 --rank=1
 expect_error "rank must be in [0, 1]" --size=10 --num_replicas=2 --rank=2
 expect_error "--size must be given and >= 0" --size=-1
 expect_error "num_replicas (the world size) must be >= 1, got 0" --size=5 --num_replicas=0
-expect_error "unexpected argument" --size=5 extra
+expect_error "unexpected argument 'extra'" --size=5 extra
+# Flag-parse errors are usage errors too (exit 2, one line naming the flag).
+expect_error "sampler: unknown flag '--sise=5'" --sise=5
+expect_error "bad value 'inf' for --size" --size=inf
+expect_error "bad value 'abc' for --size" --size=abc
+expect_error "unknown flag '--flagfile=x'" --flagfile=x
+help=$("$bin" --help)
+if [[ $? -ne 0 || "$help" != *"--num_replicas"* ]]; then
+  echo "FAIL: sampler --help printed '$help'"; fails=$((fails + 1))
+fi
 # Never a signal, never unbounded memory (issue 18).
 expect_error "overflows a 64-bit size" --size=9223372036854775807
 expect_error "GiB of physical memory" --size=1000000000000000

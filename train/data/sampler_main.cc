@@ -5,13 +5,13 @@
 //   4,5,0,2
 #include <cstdint>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_join.h"
+#include "base/command_line.h"
 #include "train/data/distributed_sampler.h"
 
 ABSL_FLAG(int64_t, size, -1,
@@ -27,15 +27,20 @@ ABSL_FLAG(bool, drop_last, false,
           "instead of padding with repeated samples.");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Prints the indices one rank of torch.utils.data.distributed."
-      "DistributedSampler yields, comma-separated, bit-identical to PyTorch.\n"
-      "Example: sampler --size=10 --num_replicas=3 --rank=0 --epoch=1");
-  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
-  if (rest.size() > 1) {
-    std::cerr << "sampler: unexpected argument '" << rest[1]
-              << "'; all options are flags, see --help\n";
-    return 2;
+  // Usage errors (unknown flag, bad value, positional argument) exit 2.
+  if (std::optional<int> exit_code = tandem::HandleCommandLine(
+          {.program = "sampler",
+           .summary =
+               "Prints the indices one rank of torch.utils.data.distributed."
+               "DistributedSampler yields, comma-separated, bit-identical to "
+               "PyTorch.",
+           .flag_folders = {"train/data/"},
+           .exit_codes = "Exit codes: 0 success, 2 usage error (bad flag or "
+                         "value).",
+           .help_epilogue = "Example: sampler --size=10 --num_replicas=3 "
+                            "--rank=0 --epoch=1"},
+          argc, argv)) {
+    return *exit_code;
   }
   const int64_t size = absl::GetFlag(FLAGS_size);
   if (size < 0) {

@@ -19,8 +19,9 @@
 //   --timeout      seconds every collective may take, > 0 and finite
 //                  (default 300, as torch's init_process_group(timeout=))
 //
-// The command line is parsed here, not by absl::ParseCommandLine (which exits
-// 1 on an unknown flag): flags are --name=value, --name value, --bool_flag or
+// The command line is parsed by base/command_line.h, not by
+// absl::ParseCommandLine (which exits 1 on an unknown flag): flags are
+// --name=value, --name value, --bool_flag or
 // --nobool_flag (one or two dashes), for flags defined under train/examples/
 // only (absl's --flagfile or --fromenv are unknown, never silently ignored);
 // --help (or -h) prints the usage and exits 0. Positional arguments, an unknown
@@ -38,14 +39,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/command_line.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
 
 namespace tandem::train {
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitRuntimeError = 1;
-inline constexpr int kExitUsageError = 2;
+using ::tandem::kExitOk;
+using ::tandem::kExitRuntimeError;
+using ::tandem::kExitUsageError;
 
 struct ExampleSpec {
   std::string name;     // "toy_ddp": the first word of every message
@@ -65,8 +67,8 @@ using ExampleSetup = std::function<absl::StatusOr<ExampleRank>()>;
 int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
                 const ExampleSetup& setup);
 
-// What ParseExampleFlags found.
-enum class ParsedCommandLine { kRun, kHelp };
+// What ParseExampleFlags found (kRun or kHelp).
+using ::tandem::ParsedCommandLine;
 
 // Sets the registered absl flags from `args` (the command line without the
 // program name). InvalidArgument naming the argument for a positional
