@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "comm/communicator.h"
-#include "comm/conformance/collective_case.h"
+#include "comm/conformance/internal/collective_case.h"
 #include "comm/conformance/patterns.h"
 #include "comm/conformance/watchdog.h"
 #include "comm/launcher.h"

@@ -17,7 +17,7 @@
 #include "absl/time/clock.h"
 #include "base/half.h"
 #include "comm/fingerprint.h"
-#include "comm/mpi/mpi_work.h"
+#include "comm/mpi/internal/mpi_work.h"
 #include "comm/validate.h"
 
 namespace tandem::comm {

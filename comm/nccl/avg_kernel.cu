@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "comm/nccl/avg_kernel.h"
+#include "comm/nccl/internal/avg_kernel.h"
 
 namespace tandem::comm::nccl_internal {
 namespace {

@@ -32,7 +32,7 @@
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "comm/fingerprint.h"
-#include "comm/nccl/avg_kernel.h"
+#include "comm/nccl/internal/avg_kernel.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/validate.h"
 #include "comm/work.h"

@@ -6,8 +6,8 @@
 
 #include <cstdint>
 
+#include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/kernel_util.cuh"
-#include "tensor/cuda/kernels.h"
 
 namespace tandem::cuda::kernels {
 namespace {

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/kernel_util.cuh"
-#include "tensor/cuda/kernels.h"
 
 namespace tandem::cuda::kernels {
 namespace {

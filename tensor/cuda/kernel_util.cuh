@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tensor/cuda/kernels.h"
+#include "tensor/cuda/internal/kernels.h"
 #include "tensor/dtype.h"
 
 namespace tandem::cuda::kernels {

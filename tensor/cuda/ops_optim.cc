@@ -4,10 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/cuda/cuda_ops.h"
-#include "tensor/cuda/kernels.h"
-#include "tensor/cuda/runtime_internal.h"
-#include "tensor/cuda/status.h"
+#include "tensor/cuda/internal/cuda_ops.h"
+#include "tensor/cuda/internal/kernels.h"
+#include "tensor/cuda/internal/runtime_internal.h"
+#include "tensor/cuda/internal/status.h"
 #include "tensor/ops_internal.h"
 
 namespace tandem::cuda::internal {

@@ -1,8 +1,8 @@
 // Argument checks and scratch shared by the CUDA ops.
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "tensor/cuda/cuda_ops.h"
-#include "tensor/cuda/kernels.h"
+#include "tensor/cuda/internal/cuda_ops.h"
+#include "tensor/cuda/internal/kernels.h"
 #include "tensor/ops_internal.h"
 
 namespace tandem::cuda::internal {

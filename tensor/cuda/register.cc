@@ -6,9 +6,9 @@
 #include "absl/status/status.h"
 #include "base/status_macros.h"
 #include "tensor/allocator.h"
-#include "tensor/cuda/caching_allocator.h"
 #include "tensor/cuda/cuda.h"
-#include "tensor/cuda/cuda_ops.h"
+#include "tensor/cuda/internal/caching_allocator.h"
+#include "tensor/cuda/internal/cuda_ops.h"
 #include "tensor/device_ops.h"
 
 namespace tandem::cuda {

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/cuda/cuda.h"
-#include "tensor/cuda/runtime_internal.h"
-#include "tensor/cuda/status.h"
+#include "tensor/cuda/internal/runtime_internal.h"
+#include "tensor/cuda/internal/status.h"
 
 namespace tandem::cuda {
 namespace {

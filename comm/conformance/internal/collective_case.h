@@ -3,8 +3,8 @@
 // at once), wait for them in a rank-dependent order, check the results
 // against a reference computed once per case. Internal to the suite
 // (conformance.cc).
-#ifndef TANDEM_COMM_CONFORMANCE_COLLECTIVE_CASE_H_
-#define TANDEM_COMM_CONFORMANCE_COLLECTIVE_CASE_H_
+#ifndef TANDEM_COMM_CONFORMANCE_INTERNAL_COLLECTIVE_CASE_H_
+#define TANDEM_COMM_CONFORMANCE_INTERNAL_COLLECTIVE_CASE_H_
 
 #include <cstdint>
 #include <vector>
@@ -43,4 +43,4 @@ absl::Status RunCollectiveCase(const CollectiveCase& c, const Expected& e,
 
 }  // namespace tandem::comm::conformance
 
-#endif  // TANDEM_COMM_CONFORMANCE_COLLECTIVE_CASE_H_
+#endif  // TANDEM_COMM_CONFORMANCE_INTERNAL_COLLECTIVE_CASE_H_

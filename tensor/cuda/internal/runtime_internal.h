@@ -1,8 +1,8 @@
 // Internal (CUDA builds only): what kernels and ops need from the runtime —
 // entering a device (current device + the thread's current stream) and the
 // thread's cuBLAS handle.
-#ifndef TANDEM_TENSOR_CUDA_RUNTIME_INTERNAL_H_
-#define TANDEM_TENSOR_CUDA_RUNTIME_INTERNAL_H_
+#ifndef TANDEM_TENSOR_CUDA_INTERNAL_RUNTIME_INTERNAL_H_
+#define TANDEM_TENSOR_CUDA_INTERNAL_RUNTIME_INTERNAL_H_
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -28,4 +28,4 @@ absl::StatusOr<cublasHandle_t> BlasHandle(int device, cudaStream_t stream);
 
 }  // namespace tandem::cuda::internal
 
-#endif  // TANDEM_TENSOR_CUDA_RUNTIME_INTERNAL_H_
+#endif  // TANDEM_TENSOR_CUDA_INTERNAL_RUNTIME_INTERNAL_H_

@@ -1,4 +1,4 @@
-#include "tensor/cuda/caching_allocator.h"
+#include "tensor/cuda/internal/caching_allocator.h"
 
 #include <cuda_runtime.h>
 
@@ -11,9 +11,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/cuda/internal/runtime_internal.h"
+#include "tensor/cuda/internal/status.h"
 #include "tensor/cuda/memory.h"
-#include "tensor/cuda/runtime_internal.h"
-#include "tensor/cuda/status.h"
 
 namespace tandem::cuda {
 namespace internal {

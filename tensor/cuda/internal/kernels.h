@@ -20,8 +20,8 @@
 //
 // Determinism: no kernel uses floating-point atomics; gradients of
 // scattered ops (col2im, max-pool backward) are gathers.
-#ifndef TANDEM_TENSOR_CUDA_KERNELS_H_
-#define TANDEM_TENSOR_CUDA_KERNELS_H_
+#ifndef TANDEM_TENSOR_CUDA_INTERNAL_KERNELS_H_
+#define TANDEM_TENSOR_CUDA_INTERNAL_KERNELS_H_
 
 #include <cuda_runtime.h>
 
@@ -204,4 +204,4 @@ cudaError_t AdamWStep(DType dtype, void* p, const void* g, void* m, void* v,
 
 }  // namespace tandem::cuda::kernels
 
-#endif  // TANDEM_TENSOR_CUDA_KERNELS_H_
+#endif  // TANDEM_TENSOR_CUDA_INTERNAL_KERNELS_H_

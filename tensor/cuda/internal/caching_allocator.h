@@ -1,8 +1,8 @@
 // Internal (CUDA builds only): the caching allocator behind
 // DeviceType::kCUDA (contract and statistics in tensor/cuda/memory.h), and
 // the host<->device copies of Tensor::To / CopyFrom.
-#ifndef TANDEM_TENSOR_CUDA_CACHING_ALLOCATOR_H_
-#define TANDEM_TENSOR_CUDA_CACHING_ALLOCATOR_H_
+#ifndef TANDEM_TENSOR_CUDA_INTERNAL_CACHING_ALLOCATOR_H_
+#define TANDEM_TENSOR_CUDA_INTERNAL_CACHING_ALLOCATOR_H_
 
 #include <cuda_runtime.h>
 
@@ -64,4 +64,4 @@ class CachingAllocator : public Allocator {
 
 }  // namespace tandem::cuda::internal
 
-#endif  // TANDEM_TENSOR_CUDA_CACHING_ALLOCATOR_H_
+#endif  // TANDEM_TENSOR_CUDA_INTERNAL_CACHING_ALLOCATOR_H_

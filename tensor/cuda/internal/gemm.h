@@ -17,8 +17,8 @@
 // M == 0 or N == 0 does nothing; K == 0 sets C = beta * C without cuBLAS
 // (beta must then be 0 or 1). Dimensions beyond 32-bit int are
 // InvalidArgument.
-#ifndef TANDEM_TENSOR_CUDA_GEMM_H_
-#define TANDEM_TENSOR_CUDA_GEMM_H_
+#ifndef TANDEM_TENSOR_CUDA_INTERNAL_GEMM_H_
+#define TANDEM_TENSOR_CUDA_INTERNAL_GEMM_H_
 
 #include <cuda_runtime.h>
 
@@ -45,4 +45,4 @@ absl::Status GemmStridedBatched(int device, cudaStream_t stream, DType dtype,
 
 }  // namespace tandem::cuda::internal
 
-#endif  // TANDEM_TENSOR_CUDA_GEMM_H_
+#endif  // TANDEM_TENSOR_CUDA_INTERNAL_GEMM_H_

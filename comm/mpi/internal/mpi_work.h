@@ -13,8 +13,8 @@
 // Works), so MPI sees the same collective order on every rank whichever Work
 // the caller polls first. The communicator stays usable after a mismatch:
 // every rank failed that one operation.
-#ifndef TANDEM_COMM_MPI_MPI_WORK_H_
-#define TANDEM_COMM_MPI_MPI_WORK_H_
+#ifndef TANDEM_COMM_MPI_INTERNAL_MPI_WORK_H_
+#define TANDEM_COMM_MPI_INTERNAL_MPI_WORK_H_
 
 #include <mpi.h>
 
@@ -122,4 +122,4 @@ class CollectiveCheck {
 
 }  // namespace tandem::comm::mpi_internal
 
-#endif  // TANDEM_COMM_MPI_MPI_WORK_H_
+#endif  // TANDEM_COMM_MPI_INTERNAL_MPI_WORK_H_

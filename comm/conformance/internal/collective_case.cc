@@ -1,4 +1,4 @@
-#include "comm/conformance/collective_case.h"
+#include "comm/conformance/internal/collective_case.h"
 
 #include <cstdint>
 #include <cstring>

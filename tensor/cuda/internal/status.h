@@ -7,8 +7,8 @@
 // The message names the call (its source text) and the error's name and
 // description; "no device" errors become FailedPrecondition and
 // out-of-memory ResourceExhausted, so callers can tell them apart.
-#ifndef TANDEM_TENSOR_CUDA_STATUS_H_
-#define TANDEM_TENSOR_CUDA_STATUS_H_
+#ifndef TANDEM_TENSOR_CUDA_INTERNAL_STATUS_H_
+#define TANDEM_TENSOR_CUDA_INTERNAL_STATUS_H_
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -42,4 +42,4 @@ absl::Status CublasStatus(cublasStatus_t status, const char* call);
     }                                                                      \
   } while (false)
 
-#endif  // TANDEM_TENSOR_CUDA_STATUS_H_
+#endif  // TANDEM_TENSOR_CUDA_INTERNAL_STATUS_H_

@@ -1,4 +1,4 @@
-#include "tensor/cuda/gemm.h"
+#include "tensor/cuda/internal/gemm.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/cuda/cuda.h"
-#include "tensor/cuda/runtime_internal.h"
-#include "tensor/cuda/status.h"
+#include "tensor/cuda/internal/runtime_internal.h"
+#include "tensor/cuda/internal/status.h"
 
 namespace tandem::cuda::internal {
 namespace {

@@ -1,8 +1,8 @@
 // Internal to comm/nccl: the division that turns NCCL's Sum into the
 // contract's Avg (Sum / world size, rounded once). Plain types only, so the
 // declaration is shared by the nvcc-compiled kernel and the host code.
-#ifndef TANDEM_COMM_NCCL_AVG_KERNEL_H_
-#define TANDEM_COMM_NCCL_AVG_KERNEL_H_
+#ifndef TANDEM_COMM_NCCL_INTERNAL_AVG_KERNEL_H_
+#define TANDEM_COMM_NCCL_INTERNAL_AVG_KERNEL_H_
 
 #include <cstdint>
 
@@ -20,4 +20,4 @@ int LaunchDivideInPlace(void* data, int64_t count, int format, int divisor,
 
 }  // namespace tandem::comm::nccl_internal
 
-#endif  // TANDEM_COMM_NCCL_AVG_KERNEL_H_
+#endif  // TANDEM_COMM_NCCL_INTERNAL_AVG_KERNEL_H_

@@ -9,8 +9,8 @@
 // kernels.h) or cuBLAS calls (tensor/cuda/gemm.h), and records a backward
 // that runs on the device too. Nothing synchronises except CrossEntropy's
 // label check. The methods are split over ops_*.cc by topic.
-#ifndef TANDEM_TENSOR_CUDA_CUDA_OPS_H_
-#define TANDEM_TENSOR_CUDA_CUDA_OPS_H_
+#ifndef TANDEM_TENSOR_CUDA_INTERNAL_CUDA_OPS_H_
+#define TANDEM_TENSOR_CUDA_INTERNAL_CUDA_OPS_H_
 
 #include <cuda_runtime.h>
 
@@ -84,4 +84,4 @@ absl::StatusOr<Tensor> ReduceScratch(Device device);
 
 }  // namespace tandem::cuda::internal
 
-#endif  // TANDEM_TENSOR_CUDA_CUDA_OPS_H_
+#endif  // TANDEM_TENSOR_CUDA_INTERNAL_CUDA_OPS_H_

@@ -1,4 +1,4 @@
-#include "comm/mpi/mpi_work.h"
+#include "comm/mpi/internal/mpi_work.h"
 
 #include <mpi.h>
 

@@ -1,4 +1,4 @@
-#include "tensor/cuda/status.h"
+#include "tensor/cuda/internal/status.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
