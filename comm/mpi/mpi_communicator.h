@@ -37,7 +37,7 @@
 //     operation fails on every rank with kFailedPrecondition naming each
 //     fingerprint and the ranks that issued it, and no data reaches MPI
 //     (where a mismatch is undefined behaviour: truncation errors, crashes
-//     or hangs). See comm/mpi/mpi_work.h. Send/Recv are not checked.
+//     or hangs). See comm/mpi/internal/mpi_work.h. Send/Recv are not checked.
 //
 // Timeouts: an operation not complete within `options.timeout` of being
 // issued fails with kDeadlineExceeded naming the operation, its sequence

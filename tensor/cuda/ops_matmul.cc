@@ -1,4 +1,4 @@
-// CUDA ops: MatMul and Linear on cuBLAS (tensor/cuda/gemm.h). Backward
+// CUDA ops: MatMul and Linear on cuBLAS (tensor/cuda/internal/gemm.h). Backward
 // GEMMs write straight into the gradient buffers (beta = 1 to accumulate,
 // 0 to overwrite), as on the CPU.
 #include <cuda_runtime.h>

@@ -6,9 +6,9 @@
 // rules and messages, plus "every input on one device"), enters the device
 // (current device + the thread's current stream), allocates outputs and
 // scratch through the caching allocator, queues kernels (tensor/cuda/
-// kernels.h) or cuBLAS calls (tensor/cuda/gemm.h), and records a backward
-// that runs on the device too. Nothing synchronises except CrossEntropy's
-// label check. The methods are split over ops_*.cc by topic.
+// kernels.h) or cuBLAS calls (tensor/cuda/internal/gemm.h), and records a
+// backward that runs on the device too. Nothing synchronises except
+// CrossEntropy's label check. The methods are split over ops_*.cc by topic.
 #ifndef TANDEM_TENSOR_CUDA_INTERNAL_CUDA_OPS_H_
 #define TANDEM_TENSOR_CUDA_INTERNAL_CUDA_OPS_H_
 
