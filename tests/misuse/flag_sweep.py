@@ -83,12 +83,7 @@ BINARIES = {
 # (binary, flag, value) -> why it is not run here (owner and symptom, as
 # found by this sweep). The examples' flags belong to the launch and checks
 # branches.
-KNOWN = {
-    ("toy_ddp", "epochs", INT64_MAX):
-        "launch/checks: trains for ever (no upper bound on --epochs)",
-    ("digits_ddp", "epochs", INT64_MAX):
-        "launch/checks: trains for ever (no upper bound on --epochs)",
-}
+KNOWN = {}
 
 
 def main():

@@ -167,13 +167,17 @@ absl::Status CheckGlobalBatch(int64_t global_batch_size, int world_size) {
 // lr and momentum are checked where the optimizer is built (Sgd::Create:
 // PyTorch's rules, and finite).
 absl::Status CheckConfig(const DigitsConfig& c) {
-  if (c.epochs < 0 || c.global_batch_size < 1 || c.hidden < 1 ||
-      !(c.test_fraction > 0 && c.test_fraction < 1)) {
+  // A million epochs is far beyond any use of this example; more is a typo
+  // (or INT64_MAX) that would train for ever rather than fail.
+  constexpr int64_t kMaxEpochs = 1000000;
+  if (c.epochs < 0 || c.epochs > kMaxEpochs || c.global_batch_size < 1 ||
+      c.hidden < 1 || !(c.test_fraction > 0 && c.test_fraction < 1)) {
     return absl::InvalidArgumentError(
         absl::StrCat("digits_ddp: bad configuration: epochs=", c.epochs,
                      " global_batch_size=", c.global_batch_size,
                      " hidden=", c.hidden, " test_fraction=", c.test_fraction,
-                     " (need epochs >= 0, global_batch_size >= 1, hidden >= 1, "
+                     " (need 0 <= epochs <= ", kMaxEpochs,
+                     ", global_batch_size >= 1, hidden >= 1, "
                      "0 < test_fraction < 1)"));
   }
   return absl::OkStatus();

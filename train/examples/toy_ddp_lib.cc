@@ -123,10 +123,15 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        {"--log_ranks", config.log_all_ranks ? "all" : "0"}}));
   // lr is checked where the optimizer is built (Sgd::Create: PyTorch's
   // rule, and finite).
-  if (config.epochs < 0 || config.batch_size < 1 || config.loss_precision < 0 ||
+  // A million epochs is far beyond any use of this example; more is a typo
+  // (or INT64_MAX) that would train for ever rather than fail.
+  constexpr int64_t kMaxEpochs = 1000000;
+  if (config.epochs < 0 || config.epochs > kMaxEpochs ||
+      config.batch_size < 1 || config.loss_precision < 0 ||
       config.loss_precision > 17) {
     return absl::InvalidArgumentError(
-        absl::StrCat("toy_ddp: expected epochs >= 0, batch_size >= 1 and "
+        absl::StrCat("toy_ddp: expected 0 <= epochs <= ", kMaxEpochs,
+                     ", batch_size >= 1 and "
                      "0 <= loss_precision <= 17; got epochs = ",
                      config.epochs, ", batch_size = ", config.batch_size,
                      ", loss_precision = ", config.loss_precision));
