@@ -41,8 +41,7 @@ void SgdUpdate(T* p, const T* g, T* buf, bool first, int64_t n,
 
 }  // namespace
 
-absl::StatusOr<Sgd> Sgd::Create(std::vector<Tensor> params, double lr,
-                                SgdOptions options) {
+absl::Status Sgd::CheckHyperParameters(double lr, const SgdOptions& options) {
   TANDEM_RETURN_IF_ERROR(
       CheckHyperParameter("Sgd", "learning rate", "lr", lr, lr >= 0, ">= 0"));
   TANDEM_RETURN_IF_ERROR(CheckHyperParameter("Sgd", "momentum value",
@@ -60,6 +59,12 @@ absl::StatusOr<Sgd> Sgd::Create(std::vector<Tensor> params, double lr,
         options.momentum, " and dampening ", options.dampening,
         ": pass momentum > 0 and dampening 0, or nesterov = false"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Sgd> Sgd::Create(std::vector<Tensor> params, double lr,
+                                SgdOptions options) {
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameters(lr, options));
   TANDEM_RETURN_IF_ERROR(ValidateParams("Sgd", params));
   return Sgd(std::move(params), lr, options);
 }

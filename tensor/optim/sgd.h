@@ -49,6 +49,12 @@ class Sgd : public Optimizer {
   static absl::StatusOr<Sgd> Create(std::vector<Tensor> params, double lr,
                                     SgdOptions options = {});
 
+  // The hyper-parameter half of Create's checks, for callers that want to
+  // reject a bad flag before building a model (the examples: a usage error,
+  // exit 2, before any rank starts).
+  static absl::Status CheckHyperParameters(double lr,
+                                           const SgdOptions& options = {});
+
   absl::Status Step() override;
 
   const SgdOptions& options() const { return options_; }

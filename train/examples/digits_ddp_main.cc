@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "tensor/optim/sgd.h"
 #include "train/examples/digits_ddp_lib.h"
 #include "train/examples/example_main.h"
 
@@ -43,6 +44,13 @@ int main(int argc, char** argv) {
         config.momentum = absl::GetFlag(FLAGS_momentum);
         config.hidden = absl::GetFlag(FLAGS_hidden);
         config.seed = absl::GetFlag(FLAGS_seed);
+        // A bad --lr or --momentum is a usage error, found before any rank
+        // starts (each rank's Sgd::Create checks again).
+        if (absl::Status s = tandem::optim::Sgd::CheckHyperParameters(
+                config.lr, {.momentum = config.momentum});
+            !s.ok()) {
+          return s;
+        }
         return
             [config](tandem::comm::Communicator& comm, tandem::Device device) {
               return tandem::train::RunDigitsDdp(comm, config, device).status();

@@ -18,6 +18,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tensor/optim/sgd.h"
 #include "train/examples/example_main.h"
 #include "train/examples/toy_ddp_lib.h"
 
@@ -52,6 +53,13 @@ int main(int argc, char** argv) {
         config.seed = absl::GetFlag(FLAGS_seed);
         config.log_all_ranks = log_ranks == "all";
         config.loss_precision = absl::GetFlag(FLAGS_loss_precision);
+        // A bad --lr is a usage error, found before any rank starts (each
+        // rank's Sgd::Create checks again).
+        if (absl::Status s =
+                tandem::optim::Sgd::CheckHyperParameters(config.lr);
+            !s.ok()) {
+          return s;
+        }
         return
             [config](tandem::comm::Communicator& comm, tandem::Device device) {
               return tandem::train::RunToyDdp(comm, config, device);
