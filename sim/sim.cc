@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
+#include "comm/launcher.h"
 #include "comm/line_sink.h"
 #include "comm/rank_printer.h"
 #include "comm/validate.h"
@@ -96,23 +97,12 @@ bool RunResult::ok() const { return status().ok(); }
 
 absl::Status RunResult::status() const {
   if (!launch.ok()) return launch;
-  const absl::Status* first = nullptr;
-  int first_rank = -1;
+  std::vector<comm::RankStatus> statuses;
+  statuses.reserve(ranks.size());
   for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
-    const absl::Status& s = ranks[r];
-    if (s.ok()) continue;
-    if (s.code() != absl::StatusCode::kAborted) {
-      return absl::Status(s.code(),
-                          absl::StrCat("rank ", r, ": ", s.message()));
-    }
-    if (first == nullptr) {
-      first = &s;
-      first_rank = r;
-    }
+    statuses.push_back({r, ranks[r]});
   }
-  if (first == nullptr) return absl::OkStatus();
-  return absl::Status(
-      first->code(), absl::StrCat("rank ", first_rank, ": ", first->message()));
+  return comm::MostTellingStatus(statuses);
 }
 
 RunResult Run(int world_size, const RankFn& fn, const Options& options) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "comm/launcher.h"
 #include "comm/nccl/abort_signal.h"
 #include "comm/nccl/cuda_probe.h"
 #include "comm/nccl/nccl_communicator.h"
@@ -69,23 +70,12 @@ bool LocalRunResult::ok() const { return status().ok(); }
 
 absl::Status LocalRunResult::status() const {
   if (!launch.ok()) return launch;
-  const absl::Status* first = nullptr;
-  int first_rank = -1;
+  std::vector<RankStatus> statuses;
+  statuses.reserve(ranks.size());
   for (int r = 0; r < static_cast<int>(ranks.size()); ++r) {
-    const absl::Status& s = ranks[r];
-    if (s.ok()) continue;
-    if (s.code() != absl::StatusCode::kAborted) {
-      return absl::Status(s.code(),
-                          absl::StrCat("rank ", r, ": ", s.message()));
-    }
-    if (first == nullptr) {
-      first = &s;
-      first_rank = r;
-    }
+    statuses.push_back({r, ranks[r]});
   }
-  if (first == nullptr) return absl::OkStatus();
-  return absl::Status(
-      first->code(), absl::StrCat("rank ", first_rank, ": ", first->message()));
+  return MostTellingStatus(statuses);
 }
 
 int LocalGpuCount() {
