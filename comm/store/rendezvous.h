@@ -1,0 +1,26 @@
+// The arrival check every store-bootstrapped engine starts with: each rank
+// announces itself under `prefix` and waits for all the others, so a world
+// that never fills up fails with the ranks that did not arrive.
+//
+//   RETURN_IF_ERROR(ArriveAndWait(client, "gloo/0", rank, world_size));
+//
+// Blocks up to the client's timeout. Thread-safe as the client is.
+#ifndef TANDEM_COMM_STORE_RENDEZVOUS_H_
+#define TANDEM_COMM_STORE_RENDEZVOUS_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "comm/store/tcp_store.h"
+
+namespace tandem::comm {
+
+// Sets "<prefix>/arrived/<rank>" and waits for every rank's key. On timeout:
+// DeadlineExceeded "rank R of W: ranks 2, 3 did not arrive at the TCP store
+// at HOST:PORT within T" plus what to check.
+absl::Status ArriveAndWait(TcpStoreClient& client, const std::string& prefix,
+                           int rank, int world_size);
+
+}  // namespace tandem::comm
+
+#endif  // TANDEM_COMM_STORE_RENDEZVOUS_H_
