@@ -106,7 +106,7 @@ class TcpStoreServer::Loop {
 
  private:
   void Accept() {
-    int fd = accept(listen_fd_, nullptr, nullptr);
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) return;
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     int one = 1;

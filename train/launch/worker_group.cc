@@ -1,0 +1,347 @@
+#include "train/launch/worker_group.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "comm/store/tcp_store.h"
+
+extern char** environ;
+
+namespace tandem::train {
+namespace {
+
+struct Worker {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;
+  int err_fd = -1;      // read end of its stderr pipe; -1 once at EOF
+  std::string partial;  // a stderr line not yet complete
+  std::deque<std::string> tail;
+  bool running = false;
+  int wait_status = 0;
+};
+
+void WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // our stderr is gone: nothing better to do
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+void KeepLine(Worker& w, std::string line, int keep) {
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  w.tail.push_back(std::move(line));
+  while (static_cast<int>(w.tail.size()) > keep) w.tail.pop_front();
+}
+
+// Reads what is there on w's stderr pipe and forwards whole lines.
+void Drain(Worker& w, int keep) {
+  if (w.err_fd < 0) return;
+  char buf[65536];
+  while (true) {
+    ssize_t n = read(w.err_fd, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {  // EOF or a broken pipe: flush the unfinished line
+      if (!w.partial.empty()) {
+        WriteAll(STDERR_FILENO, w.partial + "\n");
+        KeepLine(w, std::move(w.partial), keep);
+        w.partial.clear();
+      }
+      close(w.err_fd);
+      w.err_fd = -1;
+      return;
+    }
+    w.partial.append(buf, static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t nl; (nl = w.partial.find('\n', start)) != std::string::npos;
+         start = nl + 1) {
+      std::string line = w.partial.substr(start, nl + 1 - start);
+      WriteAll(STDERR_FILENO, line);
+      KeepLine(w, std::move(line), keep);
+    }
+    w.partial.erase(0, start);
+  }
+}
+
+std::vector<std::string> WorkerEnv(const WorkerGroupOptions& o, int port,
+                                   const Worker& w, int restart) {
+  std::map<std::string, std::string> set = {
+      {"RANK", absl::StrCat(w.rank)},
+      {"LOCAL_RANK", absl::StrCat(w.local_rank)},
+      {"WORLD_SIZE", absl::StrCat(o.nnodes * o.nproc_per_node)},
+      {"LOCAL_WORLD_SIZE", absl::StrCat(o.nproc_per_node)},
+      {"GROUP_RANK", absl::StrCat(o.node_rank)},
+      {"ROLE_RANK", absl::StrCat(w.rank)},
+      {"MASTER_ADDR", o.master_addr},
+      {"MASTER_PORT", absl::StrCat(port)},
+      {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(restart)},
+      {"TORCHELASTIC_MAX_RESTARTS", absl::StrCat(o.max_restarts)},
+  };
+  if (o.node_rank == 0) set["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    const std::string name(entry.substr(0, entry.find('=')));
+    if (set.count(name) == 0 && name != "TORCHELASTIC_USE_AGENT_STORE") {
+      env.emplace_back(entry);
+    }
+  }
+  for (const auto& [name, value] : set) env.push_back(name + "=" + value);
+  return env;
+}
+
+absl::Status Spawn(const WorkerGroupOptions& o, int port, int restart,
+                   Worker& w) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("tandemrun: pipe(): ", std::strerror(errno)));
+  }
+  std::vector<std::string> env = WorkerEnv(o, port, w, restart);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = o.command;
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(fds[1]);
+  if (rc != 0) {
+    close(fds[0]);
+    return absl::UnavailableError(
+        absl::StrCat("tandemrun: cannot start '", o.command[0], "' for rank ",
+                     w.rank, ": ", std::strerror(rc),
+                     "; check the program path (it is looked up on PATH)"));
+  }
+  fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
+  w.pid = pid;
+  w.err_fd = fds[0];
+  w.running = true;
+  return absl::OkStatus();
+}
+
+struct AttemptOutcome {
+  std::optional<WorkerFailure> failure;
+  int signal = 0;  // a forwarded signal ended the attempt
+};
+
+void SignalAll(std::vector<Worker>& workers, int sig) {
+  for (Worker& w : workers) {
+    if (w.running) kill(w.pid, sig);
+  }
+}
+
+// Watches one attempt's workers until all have exited and their stderr is
+// drained.
+AttemptOutcome Watch(std::vector<Worker>& workers,
+                     const WorkerGroupOptions& o) {
+  AttemptOutcome outcome;
+  std::optional<absl::Time> kill_at;  // set once we stop the workers
+  const int keep = std::max(o.stderr_tail_lines, 1);
+  int failed_index = -1;
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<Worker*> owners;
+    for (Worker& w : workers) {
+      if (w.err_fd >= 0) {
+        fds.push_back({w.err_fd, POLLIN, 0});
+        owners.push_back(&w);
+      }
+    }
+    if (o.signal_fd >= 0) fds.push_back({o.signal_fd, POLLIN, 0});
+    bool any_running = false;
+    for (const Worker& w : workers) any_running = any_running || w.running;
+    if (!any_running) {
+      // Everyone exited: take what is left in the pipes (a grandchild that
+      // keeps one open must not hold us up) and stop.
+      for (Worker& w : workers) {
+        Drain(w, keep);
+        if (w.err_fd >= 0) {
+          close(w.err_fd);
+          w.err_fd = -1;
+        }
+      }
+      break;
+    }
+    poll(fds.data(), fds.size(), 50);
+    for (size_t i = 0; i < owners.size(); ++i) {
+      if (fds[i].revents != 0) Drain(*owners[i], keep);
+    }
+    if (o.signal_fd >= 0 && (fds.back().revents & POLLIN)) {
+      unsigned char sig = 0;
+      if (read(o.signal_fd, &sig, 1) == 1 && sig != 0) {
+        SignalAll(workers, sig);
+        if (outcome.signal == 0) outcome.signal = sig;
+        if (!kill_at) kill_at = absl::Now() + o.stop_grace;
+      }
+    }
+    for (size_t i = 0; i < workers.size(); ++i) {
+      Worker& w = workers[i];
+      if (!w.running) continue;
+      int status = 0;
+      if (waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      w.running = false;
+      w.wait_status = status;
+      const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+      if (failed && failed_index < 0 && outcome.signal == 0 && !kill_at) {
+        failed_index = static_cast<int>(i);
+        WorkerFailure f;
+        f.rank = w.rank;
+        f.local_rank = w.local_rank;
+        f.pid = w.pid;
+        f.time = absl::Now();
+        if (WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
+        if (WIFSIGNALED(status)) f.signal = WTERMSIG(status);
+        outcome.failure = f;
+        SignalAll(workers, SIGTERM);
+        kill_at = absl::Now() + o.stop_grace;
+      }
+    }
+    if (kill_at && absl::Now() >= *kill_at) {
+      SignalAll(workers, SIGKILL);
+      kill_at = absl::InfiniteFuture();
+    }
+  }
+  if (outcome.failure) {
+    const Worker& w = workers[static_cast<size_t>(failed_index)];
+    outcome.failure->stderr_tail.assign(w.tail.begin(), w.tail.end());
+  }
+  return outcome;
+}
+
+absl::Status Check(const WorkerGroupOptions& o) {
+  if (o.command.empty() || o.command[0].empty()) {
+    return absl::InvalidArgumentError(
+        "tandemrun: no worker program given; usage: tandemrun "
+        "--nproc_per_node=N -- PROGRAM [ARGS...]");
+  }
+  if (o.nproc_per_node < 1 || o.nnodes < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tandemrun: --nproc_per_node=", o.nproc_per_node,
+                     " and --nnodes=", o.nnodes, " must both be at least 1"));
+  }
+  if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tandemrun: --node_rank=", o.node_rank,
+                     " is outside [0, --nnodes=", o.nnodes, ")"));
+  }
+  if (o.master_port < 0 || o.master_port > 65535 ||
+      (o.master_port == 0 && o.nnodes > 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tandemrun: --master_port=", o.master_port,
+        " must be in [1, 65535] (0, any free port, only with --nnodes=1)"));
+  }
+  if (o.max_restarts < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tandemrun: --max_restarts=", o.max_restarts, " must be at least 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
+    const WorkerGroupOptions& options) {
+  if (absl::Status s = Check(options); !s.ok()) return s;
+  WorkerGroupResult result;
+  int port = options.master_port;
+  for (int attempt = 0;; ++attempt) {
+    // A fresh store per attempt: keys of a failed attempt must not satisfy
+    // the rendezvous of the next.
+    std::unique_ptr<comm::TcpStoreServer> store;
+    if (options.node_rank == 0) {
+      absl::StatusOr<std::unique_ptr<comm::TcpStoreServer>> started =
+          comm::TcpStoreServer::Start({.bind_address = "", .port = port});
+      if (!started.ok()) return started.status();
+      store = std::move(*started);
+      port = store->port();
+    }
+    result.master_port = port;
+    std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
+    absl::Status spawned = absl::OkStatus();
+    for (int i = 0; i < options.nproc_per_node && spawned.ok(); ++i) {
+      workers[i].local_rank = i;
+      workers[i].rank = options.node_rank * options.nproc_per_node + i;
+      spawned = Spawn(options, port, attempt, workers[i]);
+    }
+    if (!spawned.ok()) {
+      SignalAll(workers, SIGKILL);
+      for (Worker& w : workers) {
+        if (w.running) waitpid(w.pid, nullptr, 0);
+        if (w.err_fd >= 0) close(w.err_fd);
+      }
+      return spawned;
+    }
+    AttemptOutcome outcome = Watch(workers, options);
+    result.restarts = attempt;
+    if (outcome.signal != 0) {
+      result.exit_code = 128 + outcome.signal;
+      result.failure.reset();
+      return result;
+    }
+    if (!outcome.failure) {
+      result.exit_code = 0;
+      result.failure.reset();
+      return result;
+    }
+    result.failure = outcome.failure;
+    if (attempt >= options.max_restarts) {
+      result.exit_code = 1;
+      return result;
+    }
+    const WorkerFailure& f = *outcome.failure;
+    WriteAll(
+        STDERR_FILENO,
+        absl::StrCat("tandemrun: rank ", f.rank, " failed (",
+                     f.signal != 0 ? absl::StrCat("signal ", f.signal)
+                                   : absl::StrCat("exit code ", f.exit_code),
+                     "); restarting all ", options.nproc_per_node,
+                     " workers (restart ", attempt + 1, " of ",
+                     options.max_restarts, ")\n"));
+  }
+}
+
+std::string FailureReport(const std::string& program, const WorkerFailure& f) {
+  const std::string rule(60, '=');
+  const std::string thin(60, '-');
+  std::string exit = f.signal != 0
+                         ? absl::StrCat("-", f.signal, " (signal ", f.signal,
+                                        ": ", strsignal(f.signal), ")")
+                         : absl::StrCat(f.exit_code);
+  std::string tail = f.stderr_tail.empty()
+                         ? "    <no stderr output>"
+                         : "    " + absl::StrJoin(f.stderr_tail, "\n    ");
+  char host[256] = "?";
+  gethostname(host, sizeof(host) - 1);
+  return absl::StrCat(
+      rule, "\n", program, " FAILED\n", thin,
+      "\nRoot Cause (first observed failure):\n[0]:\n", "  time      : ",
+      absl::FormatTime("%Y-%m-%d_%H:%M:%S", f.time, absl::UTCTimeZone()),
+      "\n  host      : ", host, "\n  rank      : ", f.rank,
+      " (local_rank: ", f.local_rank, ")\n  exitcode  : ", exit,
+      " (pid: ", f.pid, ")\n  stderr (last lines):\n", tail, "\n", rule, "\n");
+}
+
+}  // namespace tandem::train

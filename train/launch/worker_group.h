@@ -1,0 +1,92 @@
+// The local half of tandemrun: starts this node's workers with torchrun's
+// environment, watches them, stops them all when one fails, restarts the
+// group up to max_restarts times, and explains the failure the way torchrun's
+// ChildFailedError does.
+//
+//   WorkerGroupOptions options;
+//   options.command = {"bazel-bin/train/toy_ddp", "--backend=gloo"};
+//   options.nproc_per_node = 2;
+//   absl::StatusOr<WorkerGroupResult> result = RunWorkerGroup(options);
+//   if (result.ok() && result->failure) std::cerr << FailureReport(...);
+//
+// Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
+// GROUP_RANK, ROLE_RANK, MASTER_ADDR, MASTER_PORT,
+// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS and, where this node
+// hosts the TCP store (node_rank 0), TORCHELASTIC_USE_AGENT_STORE=True (rank 0
+// then does not host one itself), on top of tandemrun's own environment.
+// stdout is inherited untouched; stderr passes through a pipe, forwarded
+// line by line (whole lines, so workers' lines never interleave mid-line)
+// while the last lines of each worker are kept for the report.
+//
+// Blocking: RunWorkerGroup returns when every worker of the last attempt has
+// exited. Every wait is bounded: a stopped worker gets SIGTERM, then SIGKILL
+// after stop_grace. Not thread-safe; call from one thread.
+#ifndef TANDEM_TRAIN_LAUNCH_WORKER_GROUP_H_
+#define TANDEM_TRAIN_LAUNCH_WORKER_GROUP_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace tandem::train {
+
+struct WorkerGroupOptions {
+  // The worker program and its arguments; the program is looked up on PATH.
+  std::vector<std::string> command;
+  int nproc_per_node = 1;
+  int nnodes = 1;
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  // The store's port. 0 (node 0 only): any free port, told to the workers.
+  int master_port = 29500;
+  int max_restarts = 0;
+  // How long a stopped worker has between SIGTERM and SIGKILL.
+  absl::Duration stop_grace = absl::Seconds(5);
+  // Lines of each worker's stderr kept for the failure report.
+  int stderr_tail_lines = 10;
+  // Read end of a pipe on which the caller writes one byte per signal it
+  // wants forwarded to the workers (its signal handler does); -1: none.
+  // A forwarded signal ends the group without a restart.
+  int signal_fd = -1;
+};
+
+struct WorkerFailure {
+  int rank = 0;
+  int local_rank = 0;
+  int64_t pid = 0;
+  int exit_code = 0;  // when it exited
+  int signal = 0;     // when a signal killed it (exit_code is then 0)
+  std::vector<std::string> stderr_tail;
+  absl::Time time;
+};
+
+struct WorkerGroupResult {
+  // 0 when every worker of the last attempt exited 0; 1 after a failure
+  // with no restarts left; 128 + signal after a forwarded signal.
+  int exit_code = 0;
+  // The first failure of the last attempt (none after a clean run or a
+  // forwarded signal).
+  std::optional<WorkerFailure> failure;
+  int restarts = 0;     // how many times the group was restarted
+  int master_port = 0;  // the port the workers were told
+};
+
+// InvalidArgument for options that cannot work (no command, a size below 1,
+// node_rank outside [0, nnodes), master_port 0 on a node that does not host
+// the store); Unavailable when the store cannot listen or a worker cannot be
+// started (naming the program). Worker failures are not errors: they are in
+// the result.
+absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
+    const WorkerGroupOptions& options);
+
+// torchrun's ChildFailedError report for `failure` of `program`.
+std::string FailureReport(const std::string& program,
+                          const WorkerFailure& failure);
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_LAUNCH_WORKER_GROUP_H_

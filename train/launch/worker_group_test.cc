@@ -1,0 +1,211 @@
+#include "train/launch/worker_group.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::train {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class WorkerGroupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* tmp = std::getenv("TEST_TMPDIR");
+    dir_ = std::filesystem::path(tmp ? tmp : "/tmp") /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    setenv("DIR", dir_.c_str(), 1);
+  }
+
+  // Options running `script` under /bin/sh in every worker ($DIR is the
+  // test's folder).
+  WorkerGroupOptions Shell(const std::string& script, int n) {
+    WorkerGroupOptions o;
+    o.command = {"/bin/sh", "-c", script};
+    o.nproc_per_node = n;
+    o.master_port = 0;
+    o.stop_grace = absl::Seconds(2);
+    return o;
+  }
+
+  std::string Read(const std::string& name) {
+    std::ifstream in(dir_ / name);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(WorkerGroupTest, WorkersGetTorchrunsEnvironment) {
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(
+      Shell("echo \"$RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE "
+            "$GROUP_RANK $MASTER_ADDR $MASTER_PORT $TORCHELASTIC_RESTART_COUNT "
+            "$TORCHELASTIC_USE_AGENT_STORE\" > $DIR/w$RANK",
+            3));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_FALSE(r->failure.has_value());
+  ASSERT_GT(r->master_port, 0);
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(Read(absl::StrCat("w", rank)),
+              absl::StrCat(rank, " ", rank, " 3 3 0 127.0.0.1 ", r->master_port,
+                           " 0 True\n"));
+  }
+}
+
+TEST_F(WorkerGroupTest, SecondNodeRanksAndNoAgentStore) {
+  WorkerGroupOptions o = Shell(
+      "echo \"$RANK $LOCAL_RANK $WORLD_SIZE $GROUP_RANK "
+      "${TORCHELASTIC_USE_AGENT_STORE:-none}\" > $DIR/w$RANK",
+      2);
+  o.nnodes = 2;
+  o.node_rank = 1;
+  o.master_port = 29999;  // node 1 hosts no store: nothing listens here
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Read("w2"), "2 0 4 1 none\n");
+  EXPECT_EQ(Read("w3"), "3 1 4 1 none\n");
+}
+
+TEST_F(WorkerGroupTest, AFailureStopsTheOthersAndIsReported) {
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(Shell(
+      "if [ $RANK = 1 ]; then for i in $(seq 1 12); do echo line$i >&2; done; "
+      "printf unfinished >&2; exit 3; fi; exec sleep 120",
+      3));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 1);
+  ASSERT_TRUE(r->failure.has_value());
+  EXPECT_EQ(r->failure->rank, 1);
+  EXPECT_EQ(r->failure->exit_code, 3);
+  EXPECT_EQ(r->failure->signal, 0);
+  ASSERT_EQ(r->failure->stderr_tail.size(), 10u);
+  EXPECT_EQ(r->failure->stderr_tail.front(), "line4");
+  EXPECT_EQ(r->failure->stderr_tail.back(), "unfinished");
+  const std::string report = FailureReport("worker.sh", *r->failure);
+  EXPECT_THAT(report, HasSubstr("worker.sh FAILED"));
+  EXPECT_THAT(report, HasSubstr("rank      : 1 (local_rank: 1)"));
+  EXPECT_THAT(report, HasSubstr("exitcode  : 3 (pid: "));
+  EXPECT_THAT(report, HasSubstr("    line12\n    unfinished\n"));
+}
+
+TEST_F(WorkerGroupTest, AKilledWorkerIsReportedWithItsSignal) {
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(
+      Shell("if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 120", 2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 1);
+  ASSERT_TRUE(r->failure.has_value());
+  EXPECT_EQ(r->failure->rank, 0);
+  EXPECT_EQ(r->failure->signal, SIGKILL);
+  EXPECT_THAT(FailureReport("w", *r->failure),
+              HasSubstr("exitcode  : -9 (signal 9: Killed)"));
+}
+
+TEST_F(WorkerGroupTest, AWorkerIgnoringSigtermIsKilled) {
+  WorkerGroupOptions o = Shell(
+      "if [ $RANK = 0 ]; then exit 5; fi; trap '' TERM; exec sleep 120", 2);
+  o.stop_grace = absl::Milliseconds(200);
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_EQ(r->failure->exit_code, 5);
+}
+
+TEST_F(WorkerGroupTest, RestartsAfterAFailure) {
+  WorkerGroupOptions o = Shell(
+      "echo $TORCHELASTIC_RESTART_COUNT >> $DIR/attempts$RANK; "
+      "if [ $RANK = 1 ] && [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then exit 4; "
+      "fi",
+      2);
+  o.max_restarts = 1;
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 0);
+  EXPECT_EQ(r->restarts, 1);
+  EXPECT_FALSE(r->failure.has_value());
+  EXPECT_EQ(Read("attempts1"), "0\n1\n");
+}
+
+TEST_F(WorkerGroupTest, GivesUpAfterMaxRestarts) {
+  WorkerGroupOptions o = Shell(
+      "echo $TORCHELASTIC_RESTART_COUNT >> $DIR/attempts$RANK; exit 7", 1);
+  o.max_restarts = 2;
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 1);
+  EXPECT_EQ(r->restarts, 2);
+  EXPECT_EQ(r->failure->exit_code, 7);
+  EXPECT_EQ(Read("attempts0"), "0\n1\n2\n");
+}
+
+TEST_F(WorkerGroupTest, ForwardsSignals) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  WorkerGroupOptions o = Shell(
+      "trap 'echo TERM > $DIR/term$RANK; exit 0' TERM; touch $DIR/ready$RANK; "
+      "while true; do sleep 0.05; done",
+      2);
+  o.signal_fd = fds[0];
+  std::thread signaller([&] {
+    while (!std::filesystem::exists(dir_ / "ready0") ||
+           !std::filesystem::exists(dir_ / "ready1")) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const unsigned char sig = SIGTERM;
+    ASSERT_EQ(write(fds[1], &sig, 1), 1);
+  });
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
+  signaller.join();
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 128 + SIGTERM);
+  EXPECT_FALSE(r->failure.has_value());
+  EXPECT_EQ(Read("term0"), "TERM\n");
+  EXPECT_EQ(Read("term1"), "TERM\n");
+}
+
+TEST_F(WorkerGroupTest, AMissingProgramIsAnError) {
+  WorkerGroupOptions o;
+  o.command = {"/no/such/program"};
+  o.master_port = 0;
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("cannot start '/no/such/program' for rank 0"));
+}
+
+TEST_F(WorkerGroupTest, BadOptionsAreUsageErrors) {
+  WorkerGroupOptions o = Shell("true", 0);
+  EXPECT_THAT(RunWorkerGroup(o).status().message(),
+              HasSubstr("--nproc_per_node=0"));
+  o = Shell("true", 1);
+  o.node_rank = 2;
+  EXPECT_THAT(RunWorkerGroup(o).status().message(),
+              HasSubstr("--node_rank=2 is outside [0, --nnodes=1)"));
+  o = Shell("true", 1);
+  o.nnodes = 2;
+  EXPECT_EQ(RunWorkerGroup(o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o = WorkerGroupOptions();
+  EXPECT_THAT(RunWorkerGroup(o).status().message(),
+              HasSubstr("no worker program given"));
+}
+
+}  // namespace
+}  // namespace tandem::train
