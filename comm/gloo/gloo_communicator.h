@@ -1,0 +1,93 @@
+// GlooCommunicator: the Communicator contract (comm/communicator.h) over
+// Gloo's TCP transport, the library behind PyTorch's gloo backend. One
+// process per rank; the ranks find each other through the TCP store
+// (comm/store/tcp_store.h), as torch.distributed.init_process_group("gloo")
+// does through c10d's TCPStore.
+//
+//   absl::StatusOr<std::unique_ptr<TcpStoreClient>> store =
+//       TcpStoreClient::Connect({.host = "127.0.0.1", .port = 29500,
+//                                .timeout = absl::Seconds(300)});
+//   absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
+//       GlooCommunicator::Create({.rank = r, .size = n, .store = store->get(),
+//                                 .prefix = "job0"});
+//   TANDEM_RETURN_IF_ERROR((*comm)->AllReduce(view, ReduceOp::kSum)->Wait());
+//
+// Execution: every operation is queued at issue and run, in issue order, by
+// the communicator's one worker thread (Gloo's collectives block), so
+// operations complete in issue order, as every rank issues them in the same
+// order. Send and Recv are posted by that thread in order and complete on
+// their own (a second thread waits for them), so a ring of Send-then-Recv
+// never deadlocks.
+// Arithmetic: results equal the simulated cluster's bit for bit wherever the
+// order of combination cannot matter (the conformance patterns): f16/bf16 are
+// reduced in f32 and rounded once; Avg is the Sum divided by the world size;
+// ReduceScatter is an all-reduce of the whole send buffer of which each rank
+// keeps its slice (Gloo has no reduce-scatter for arbitrary sizes).
+// Errors: a Gloo failure (a peer gone, the timeout passed) fails that Work
+// and every later one (kAborted, naming the first failure): the connections
+// are not usable after it. Every operation is bounded by options.timeout.
+// Thread-safety: as every Communicator, one rank's calls come from one
+// thread; the Works may be waited from that thread.
+#ifndef TANDEM_COMM_GLOO_GLOO_COMMUNICATOR_H_
+#define TANDEM_COMM_GLOO_GLOO_COMMUNICATOR_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/communicator.h"
+#include "comm/store/tcp_store.h"
+
+namespace tandem::comm {
+
+struct GlooOptions {
+  int rank = 0;
+  int size = 1;
+  // Used during Create only (the rendezvous); not owned, must outlive
+  // Create.
+  TcpStoreClient* store = nullptr;
+  // Keys of this communicator's rendezvous start with it; communicators
+  // created over one store need distinct prefixes.
+  std::string prefix = "gloo";
+  // The address this rank listens on for its peers; empty: 127.0.0.1 when
+  // the store is on a loopback address, else this host's name.
+  std::string hostname;
+  // Bounds the rendezvous and every operation.
+  absl::Duration timeout = absl::Seconds(300);
+};
+
+class GlooCommunicator : public Communicator {
+ public:
+  // Arrives at the store (an error names the ranks that never did), then
+  // connects a full mesh of TCP pairs. Blocks up to options.timeout.
+  static absl::StatusOr<std::unique_ptr<GlooCommunicator>> Create(
+      const GlooOptions& options);
+  // Finishes the queued operations (each bounded by the timeout), then
+  // closes the connections.
+  ~GlooCommunicator() override;
+
+  int rank() const override;
+  int size() const override;
+  std::string_view backend() const override { return "gloo"; }
+
+  std::unique_ptr<Work> AllReduce(BufferView buf, ReduceOp op) override;
+  std::unique_ptr<Work> Broadcast(BufferView buf, int root) override;
+  std::unique_ptr<Work> AllGather(BufferView send, BufferView recv) override;
+  std::unique_ptr<Work> ReduceScatter(BufferView send, BufferView recv,
+                                      ReduceOp op) override;
+  std::unique_ptr<Work> Send(BufferView buf, int peer) override;
+  std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
+  absl::Status Barrier() override;
+
+  class Impl;
+
+ private:
+  explicit GlooCommunicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tandem::comm
+
+#endif  // TANDEM_COMM_GLOO_GLOO_COMMUNICATOR_H_
