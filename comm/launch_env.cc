@@ -56,6 +56,17 @@ absl::StatusOr<std::optional<LaunchEnv>> DetectLaunchEnv(
                      &env.local_world_size);
       }
     }
+    if (s.ok() && env.launcher == "torchrun") {
+      env.master_addr = lookup("MASTER_ADDR").value_or("");
+      if (std::optional<std::string> port = lookup("MASTER_PORT")) {
+        s = ParseInt(scheme, "MASTER_PORT", *port, &env.master_port);
+        if (s.ok() && env.master_port > 65535) {
+          s = absl::InvalidArgumentError(
+              absl::StrCat("torchrun launch: MASTER_PORT=", env.master_port,
+                           " is not a port (1 to 65535)"));
+        }
+      }
+    }
     if (!s.ok()) return s;
     if (env.world_size < 1 || env.rank >= env.world_size) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -7,7 +7,8 @@
 //   }
 //
 // Checked in this order, first complete set wins:
-//   torchrun:  RANK, LOCAL_RANK, WORLD_SIZE (LOCAL_WORLD_SIZE optional)
+//   torchrun:  RANK, LOCAL_RANK, WORLD_SIZE (LOCAL_WORLD_SIZE, MASTER_ADDR
+//              and MASTER_PORT optional)
 //   OpenMPI:   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
 //              OMPI_COMM_WORLD_SIZE (OMPI_COMM_WORLD_LOCAL_SIZE optional)
 //   Slurm:     SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS
@@ -32,6 +33,10 @@ struct LaunchEnv {
   int world_size = 1;
   int local_world_size = -1;  // -1 when the launcher does not say
   std::string launcher;       // "torchrun", "OpenMPI" or "Slurm"
+  // torchrun only: where the rendezvous store listens (MASTER_ADDR,
+  // MASTER_PORT); empty and 0 when not set.
+  std::string master_addr = {};
+  int master_port = 0;
 };
 
 // Returns the value of an environment variable, or nullopt when unset.

@@ -37,6 +37,25 @@ TEST(LaunchEnvTest, Torchrun) {
   EXPECT_EQ((*env)->local_rank, 1);
   EXPECT_EQ((*env)->world_size, 8);
   EXPECT_EQ((*env)->local_world_size, 2);
+  EXPECT_EQ((*env)->master_addr, "");
+  EXPECT_EQ((*env)->master_port, 0);
+}
+
+TEST(LaunchEnvTest, TorchrunStoreAddress) {
+  auto env = Detect({{"RANK", "0"},
+                     {"LOCAL_RANK", "0"},
+                     {"WORLD_SIZE", "2"},
+                     {"MASTER_ADDR", "10.0.0.1"},
+                     {"MASTER_PORT", "29500"}});
+  ASSERT_TRUE(env.ok() && env->has_value());
+  EXPECT_EQ((*env)->master_addr, "10.0.0.1");
+  EXPECT_EQ((*env)->master_port, 29500);
+  auto bad = Detect({{"RANK", "0"},
+                     {"LOCAL_RANK", "0"},
+                     {"WORLD_SIZE", "2"},
+                     {"MASTER_PORT", "70000"}});
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("MASTER_PORT=70000 is not a port"));
 }
 
 TEST(LaunchEnvTest, OpenMpiAndSlurm) {

@@ -37,7 +37,8 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   expect_error 2 "digits_ddp: --backend=nccl: needs a CUDA device, and none was found" --backend=nccl
   expect_error 2 "Run on the CPU instead: --backend=sim" --backend=nccl --world_size=2
 fi
-expect_error 2 "unknown --backend=gloo" --backend=gloo
+expect_error 2 "unknown --backend=tcp" --backend=tcp
+expect_error 2 "gloo joins jobs started by tandemrun or torchrun" --backend=gloo
 expect_error 2 "--world_size=-1; expected 0 (default) or more" --world_size=-1
 expect_error 2 "the MPI job has 1 rank(s); start it with mpirun -np 2" --backend=mpi --world_size=2
 

@@ -37,12 +37,14 @@ for bin in "$@"; do
     expect "$bin" 2 "expected seconds > 0 and finite" "$bin" --timeout=$t
   done
   expect "$bin" 0 "Exit codes: 0 success, 1 runtime error (a rank failed), 2 usage error" "$bin" --help
-  expect "$bin" 0 "--backend  sim (ranks as threads in this process), mpi (one process per rank, under mpirun or srun), nccl (one thread per local GPU), or auto" "$bin" --help
+  expect "$bin" 0 "--backend  sim (ranks as threads in this process), mpi (one process per rank, under mpirun or srun), nccl (one thread per local GPU), gloo (one process per rank, under tandemrun or torchrun), or auto" "$bin" --help
   expect "$bin" 0 "--timeout  Seconds every collective may take" "$bin" -h
 
-  # torchrun's variables: no engine joins a torchrun world yet.
+  # torchrun's variables: gloo joins a torchrun world, given the store's
+  # address.
   expect "$bin" 2 "$name: --backend=sim in a job of 2 processes started by torchrun (WORLD_SIZE=2, this is rank 0)" "${torchrun2[@]}" "$bin" --backend=sim
-  expect "$bin" 2 "No tandem engine joins a torchrun world yet: start the job with mpirun -np 2 <binary> --backend=mpi" "${torchrun2[@]}" "$bin"
+  expect "$bin" 2 "Instead use --backend=gloo (each process one rank)" "${torchrun2[@]}" "$bin" --backend=sim
+  expect "$bin" 2 "--backend=gloo: gloo needs MASTER_ADDR and MASTER_PORT" "${torchrun2[@]}" "$bin"
   expect "$bin" 2 "mpi joins jobs started by mpirun or srun, and this process was started by torchrun" "${torchrun2[@]}" "$bin" --backend=mpi
   # mpirun's variables (without mpirun: only what the binary reads).
   expect "$bin" 2 "--backend=sim in a job of 2 processes started by OpenMPI (OMPI_COMM_WORLD_SIZE=2" "${mpi2[@]}" "$bin" --backend=sim

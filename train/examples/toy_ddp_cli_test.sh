@@ -53,7 +53,8 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
   expect_error 2 "--backend=nccl: needs a CUDA device, and none was found" --backend=nccl
   expect_error 2 "Run on the CPU instead: --backend=sim" --backend=nccl
 fi
-expect_error 2 "unknown --backend=gloo" --backend=gloo
+expect_error 2 "unknown --backend=tcp" --backend=tcp
+expect_error 2 "gloo joins jobs started by tandemrun or torchrun" --backend=gloo
 expect_error 2 "--log_ranks=1; expected all or 0" --log_ranks=1
 expect_error 2 "--world_size=-3; expected 0 (default) or more" --world_size=-3
 expect_error 2 "the simulated cluster runs 1 to 1024 ranks" --backend=sim --world_size=5000

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "comm/gloo/gloo_launcher.h"
 #include "comm/launch_env.h"
 #include "comm/mpi/mpi_communicator.h"
 #include "comm/mpi/mpi_launcher.h"
@@ -51,6 +52,7 @@ Engine MpiEngine() {
   e.name = "mpi";
   e.description = "one process per rank, under mpirun or srun";
   e.joins_launched_world = true;
+  e.launchers = {"OpenMPI", "Slurm"};
   e.auto_order = 0;
   e.auto_picks = [](const LaunchContext& here) {
     return UnderMpiLauncher(here) && here.launched_world_size() > 1;
@@ -88,6 +90,57 @@ Engine MpiEngine() {
                  rs.rank, rs.status.ToString().c_str(), rs.rank);
     std::fflush(stderr);
     comm::MpiAbort(1);
+  };
+  return e;
+}
+
+// Started by torchrun or tandemrun: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT.
+bool UnderTorchrun(const LaunchContext& here) {
+  return here.launch.has_value() && here.launch->launcher == "torchrun";
+}
+
+Engine GlooEngine() {
+  Engine e;
+  e.name = "gloo";
+  e.description = "one process per rank, under tandemrun or torchrun";
+  e.joins_launched_world = true;
+  e.launchers = {"torchrun"};
+  e.auto_order = 0;
+  e.auto_picks = [](const LaunchContext& here) {
+    return UnderTorchrun(here) && here.launched_world_size() > 1;
+  };
+  e.default_world_size = [](const LaunchContext& here) {
+    return UnderTorchrun(here) ? here.launched_world_size() : 1;
+  };
+  e.available = [](int world_size, const LaunchContext& here) -> absl::Status {
+    if (!UnderTorchrun(here)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gloo joins jobs started by tandemrun or torchrun, and this "
+          "process was ",
+          here.launch.has_value()
+              ? absl::StrCat("started by ", here.launch->launcher)
+              : std::string("started alone"),
+          "; start the job with tandemrun --nproc_per_node=N -- <binary> "
+          "--backend=gloo"));
+    }
+    if (here.launch->master_addr.empty() || here.launch->master_port == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gloo needs MASTER_ADDR and MASTER_PORT (where the ranks meet) "
+          "besides RANK and WORLD_SIZE, and found MASTER_ADDR='",
+          here.launch->master_addr, "' MASTER_PORT=", here.launch->master_port,
+          "; start the job with tandemrun --nproc_per_node=",
+          here.launched_world_size(), " -- <binary>, which sets them all"));
+    }
+    if (world_size != here.launched_world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the tandemrun job has ", here.launched_world_size(),
+          " rank(s) (WORLD_SIZE); start it with tandemrun --nproc_per_node=",
+          world_size, " (or drop --world_size)"));
+    }
+    return absl::OkStatus();
+  };
+  e.make_launcher = [](const RunOptions& options) {
+    return std::make_unique<comm::GlooLauncher>(options.timeout);
   };
   return e;
 }
@@ -154,7 +207,7 @@ absl::StatusOr<LaunchContext> DetectLaunchContext() {
 LaunchRegistry BuiltinEngines() {
   LaunchRegistry registry;
   // Distinct names and complete entries: Add cannot fail here.
-  for (Engine e : {SimEngine(), MpiEngine(), NcclEngine()}) {
+  for (Engine e : {SimEngine(), MpiEngine(), NcclEngine(), GlooEngine()}) {
     absl::Status s = registry.Add(std::move(e));
     (void)s;
   }

@@ -37,13 +37,14 @@ std::string Resolved(const BackendChoice& choice, const LaunchContext& here) {
   return b->backend + ":" + std::to_string(b->world_size);
 }
 
-TEST(BuiltinEnginesTest, SimMpiNcclWithHelp) {
+TEST(BuiltinEnginesTest, SimMpiNcclGlooWithHelp) {
   const LaunchRegistry registry = BuiltinEngines();
-  EXPECT_EQ(registry.Choices(), "sim, mpi, nccl or auto");
+  EXPECT_EQ(registry.Choices(), "sim, mpi, nccl, gloo or auto");
   EXPECT_EQ(registry.BackendHelp(),
             "sim (ranks as threads in this process), mpi (one process per "
-            "rank, under mpirun or srun), nccl (one thread per local GPU), or "
-            "auto: the first of mpi, nccl, sim that fits here.");
+            "rank, under mpirun or srun), nccl (one thread per local GPU), "
+            "gloo (one process per rank, under tandemrun or torchrun), or "
+            "auto: the first of mpi, gloo, nccl, sim that fits here.");
 }
 
 TEST(BuiltinEnginesTest, AutoRule) {
@@ -89,13 +90,38 @@ TEST(BuiltinEnginesTest, TorchrunWorldIsNeverIgnored) {
   EXPECT_THAT(Resolved(BackendChoice{"sim", 0}, torchrun),
               HasSubstr("--backend=sim in a job of 2 processes started by "
                         "torchrun (WORLD_SIZE=2"));
-  const std::string automatic = Resolved({}, torchrun);
-  EXPECT_THAT(automatic, HasSubstr("No tandem engine joins a torchrun world"));
-  EXPECT_THAT(automatic, HasSubstr("mpirun -np 2 <binary> --backend=mpi"));
+  EXPECT_THAT(Resolved(BackendChoice{"sim", 0}, torchrun),
+              HasSubstr("Instead use --backend=gloo (each process one rank)"));
+  EXPECT_EQ(Resolved({}, torchrun), "gloo:2");
+  EXPECT_EQ(Resolved(BackendChoice{"gloo", 0}, torchrun), "gloo:2");
+  EXPECT_EQ(Resolved(BackendChoice{"gloo", 3}, torchrun),
+            "--backend=gloo --world_size=3: the tandemrun job has 2 rank(s) "
+            "(WORLD_SIZE); start it with tandemrun --nproc_per_node=3 (or "
+            "drop --world_size)");
   EXPECT_THAT(Resolved(BackendChoice{"mpi", 0}, torchrun),
               HasSubstr("mpi joins jobs started by mpirun or srun, and this "
                         "process was started by torchrun (WORLD_SIZE=2)"));
   EXPECT_EQ(Resolved({}, LaunchedBy("torchrun", 1, 0)), "sim:2");
+}
+
+TEST(BuiltinEnginesTest, GlooNeedsTheStoreAddress) {
+  LaunchContext here = LaunchedBy("torchrun", 2, 1);
+  here.launch->master_port = 0;
+  EXPECT_THAT(Resolved({}, here),
+              HasSubstr("--backend=gloo: gloo needs MASTER_ADDR and "
+                        "MASTER_PORT (where the ranks meet) besides RANK and "
+                        "WORLD_SIZE, and found MASTER_ADDR='127.0.0.1' "
+                        "MASTER_PORT=0; start the job with tandemrun "
+                        "--nproc_per_node=2 -- <binary>"));
+}
+
+TEST(BuiltinEnginesTest, GlooNeedsTandemrun) {
+  EXPECT_THAT(Resolved(BackendChoice{"gloo", 0}, NoGpu()),
+              HasSubstr("--backend=gloo: gloo joins jobs started by tandemrun "
+                        "or torchrun, and this process was started alone; "
+                        "start the job with tandemrun --nproc_per_node=N"));
+  EXPECT_THAT(Resolved(BackendChoice{"gloo", 0}, LaunchedBy("OpenMPI", 2, 0)),
+              HasSubstr("started by OpenMPI"));
 }
 
 TEST(BuiltinEnginesTest, SimRunsEveryRankOnTheHost) {

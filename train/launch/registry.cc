@@ -20,25 +20,32 @@ std::string WorldVariable(const comm::LaunchEnv& env) {
   return "OMPI_COMM_WORLD_SIZE";
 }
 
-// What to run instead, with the engines that join a launched world of `n`
-// processes: under torchrun, start the job again with mpirun; under
-// mpirun/srun, pick such an engine.
-std::string JoinAdvice(const std::vector<Engine>& engines, int n,
-                       bool torchrun) {
-  std::vector<std::string> names;
+// What to run instead: the engines that join a world started by `env`'s
+// launcher, or, when none does, the engines that join some other launcher's.
+std::string JoinAdvice(const std::vector<Engine>& engines,
+                       const comm::LaunchEnv& env) {
+  std::vector<std::string> here;
+  std::vector<std::string> elsewhere;
   for (const Engine& e : engines) {
-    if (e.joins_launched_world) names.push_back("--backend=" + e.name);
+    if (!e.joins_launched_world) continue;
+    const bool joins = std::find(e.launchers.begin(), e.launchers.end(),
+                                 env.launcher) != e.launchers.end();
+    (joins ? here : elsewhere).push_back("--backend=" + e.name);
   }
   const std::string alone =
       "run one process without the launcher and choose --world_size";
-  if (names.empty()) return alone;
-  const std::string joining =
-      absl::StrCat(absl::StrJoin(names, " or "), " (each process one rank)");
-  if (torchrun) {
-    return absl::StrCat("start the job with mpirun -np ", n, " <binary> ",
-                        joining, ", or ", alone);
+  if (!here.empty()) {
+    return absl::StrCat("Instead use ", absl::StrJoin(here, " or "),
+                        " (each process one rank), or ", alone);
   }
-  return absl::StrCat("use ", joining, ", or ", alone);
+  if (env.launcher == "torchrun" && !elsewhere.empty()) {
+    return absl::StrCat(
+        "No tandem engine joins a torchrun world here: start the job with "
+        "mpirun -np ",
+        env.world_size, " <binary> ", absl::StrJoin(elsewhere, " or "),
+        " (each process one rank), or ", alone);
+  }
+  return absl::StrCat("Instead ", alone);
 }
 
 // Why an engine that hosts the whole world in this process cannot run inside
@@ -46,16 +53,13 @@ std::string JoinAdvice(const std::vector<Engine>& engines, int n,
 absl::Status PrivateWorldError(const std::vector<Engine>& engines,
                                const std::string& asked,
                                const comm::LaunchEnv& env) {
-  const bool torchrun = env.launcher == "torchrun";
   return absl::FailedPreconditionError(absl::StrCat(
       "--backend=", asked, " in a job of ", env.world_size,
       " processes started by ", env.launcher, " (", WorldVariable(env), "=",
       env.world_size, ", this is rank ", env.rank,
       "): every process would run its own private world and the job would "
       "run ",
-      env.world_size, " times. ",
-      torchrun ? "No tandem engine joins a torchrun world yet: " : "Instead ",
-      JoinAdvice(engines, env.world_size, torchrun)));
+      env.world_size, " times. ", JoinAdvice(engines, env)));
 }
 
 }  // namespace

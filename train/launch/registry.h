@@ -22,16 +22,19 @@
 //         collectives are ordered after the thread's tensor stream
 //         (tensor/cuda/cuda.h CurrentStream), so DDP can reduce gradients that
 //         backward just queued without a host synchronisation.
-//   auto  mpi under mpirun/srun with more than one rank, nccl when a CUDA
-//         device is present, else sim.
+//   gloo  this process is one rank of a job started by tandemrun or
+//         torchrun (comm::GlooLauncher): the ranks meet at the TCP store at
+//         MASTER_ADDR:MASTER_PORT.
+//   auto  mpi under mpirun/srun and gloo under tandemrun/torchrun with more
+//         than one rank, nccl when a CUDA device is present, else sim.
 // World size 0 means the engine's default: the job's size (mpi), the number
 // of GPUs (nccl), or, for sim, the number of GPUs if there are any, else 2.
 //
 // A launch environment is never ignored: an engine that hosts the whole world
 // in this process (sim, nccl) inside a launched world of more than one
 // process (mpirun/srun, or torchrun's RANK/WORLD_SIZE) is an error saying
-// what was detected and what to run instead, and so is `auto` under torchrun
-// (no engine joins a torchrun world yet).
+// what was detected and what to run instead (the engines that join that
+// launcher's world).
 //
 // No global state: BuiltinEngines() (train/launch/builtin_engines.h) builds a
 // fresh registry; tests build their own with fake engines and a fake
@@ -91,6 +94,10 @@ struct Engine {
   // True when each process is one rank of a world a launcher started (mpi);
   // false when this process hosts the whole world (sim, nccl).
   bool joins_launched_world = false;
+  // The launchers (comm::LaunchEnv::launcher) whose worlds it joins: mpi
+  // joins "OpenMPI" and "Slurm", gloo "torchrun"; the advice after a
+  // private-world error names the engines that join the detected launcher.
+  std::vector<std::string> launchers;
   // Whether `auto` picks this engine here; auto takes the first engine, in
   // ascending `auto_order`, for which this says yes.
   std::function<bool(const LaunchContext&)> auto_picks;

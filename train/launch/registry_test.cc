@@ -57,6 +57,7 @@ Engine FakeEngine(const std::string& name, Seen* seen, bool picks, int order,
   e.name = name;
   e.description = name + " description";
   e.joins_launched_world = joins;
+  if (joins) e.launchers = {"OpenMPI", "Slurm"};
   e.auto_order = order;
   e.auto_picks = [picks](const LaunchContext&) { return picks; };
   e.default_world_size = [](const LaunchContext& here) {
@@ -175,7 +176,20 @@ TEST_F(RegistryTest, AutoUnderTorchrunSaysNoEngineJoinsIt) {
               HasSubstr("--backend=auto in a job of 2 processes started by "
                         "torchrun (WORLD_SIZE=2"));
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr("No tandem engine joins a torchrun world yet"));
+              HasSubstr("No tandem engine joins a torchrun world here: start "
+                        "the job with mpirun -np 2 <binary> --backend=procs"));
+}
+
+TEST_F(RegistryTest, AdviceNamesTheEngineThatJoinsTheLauncher) {
+  Engine joiner = FakeEngine("tcp", &seen_, false, 5, /*joins=*/true);
+  joiner.launchers = {"torchrun"};
+  ASSERT_TRUE(registry_.Add(std::move(joiner)).ok());
+  absl::Status s =
+      registry_
+          .Resolve(BackendChoice{"threads", 0}, LaunchedBy("torchrun", 2, 1))
+          .status();
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("Instead use --backend=tcp (each process one rank)"));
 }
 
 TEST_F(RegistryTest, ALaunchedWorldOfOneIsAPlainStart) {

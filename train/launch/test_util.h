@@ -17,7 +17,16 @@ inline LaunchContext LaunchedBy(const std::string& launcher, int world_size,
                                 int rank) {
   LaunchContext here;
   here.no_gpu_reason = "no CUDA driver";
-  here.launch = comm::LaunchEnv{rank, rank, world_size, -1, launcher};
+  comm::LaunchEnv env;
+  env.rank = rank;
+  env.local_rank = rank;
+  env.world_size = world_size;
+  env.launcher = launcher;
+  if (launcher == "torchrun") {  // as tandemrun and torchrun set them
+    env.master_addr = "127.0.0.1";
+    env.master_port = 29500;
+  }
+  here.launch = env;
   return here;
 }
 
