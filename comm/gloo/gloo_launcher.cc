@@ -51,8 +51,7 @@ GlooLauncher::GlooLauncher(absl::Duration timeout, const EnvLookup& lookup)
     return;
   }
   master_addr_ = *addr;
-  host_store_ = rank_ == 0 &&
-                lookup("TORCHELASTIC_USE_AGENT_STORE").value_or("") != "True";
+  agent_store_ = lookup("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True";
 }
 
 absl::Status GlooLauncher::CanRun(int world_size) const {
@@ -68,17 +67,15 @@ absl::Status GlooLauncher::CanRun(int world_size) const {
 absl::Status GlooLauncher::Connect() {
   if (comm_ != nullptr) return absl::OkStatus();
   if (!connect_status_.ok()) return connect_status_;
-  if (host_store_) {
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
-        TcpStoreServer::Start({.bind_address = "", .port = master_port_});
-    if (!server.ok()) return connect_status_ = server.status();
-    server_ = std::move(*server);
-  }
-  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
-      TcpStoreClient::Connect(
-          {.host = master_addr_, .port = master_port_, .timeout = timeout_});
-  if (!client.ok()) return connect_status_ = client.status();
-  client_ = std::move(*client);
+  absl::StatusOr<LaunchStore> store =
+      ConnectLaunchStore({.master_addr = master_addr_,
+                          .master_port = master_port_,
+                          .rank = rank_,
+                          .agent_store = agent_store_},
+                         timeout_);
+  if (!store.ok()) return connect_status_ = store.status();
+  server_ = std::move(store->server);
+  client_ = std::move(store->client);
   absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
       GlooCommunicator::Create({.rank = rank_,
                                 .size = world_size_,

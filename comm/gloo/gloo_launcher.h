@@ -25,6 +25,7 @@
 #include "comm/gloo/gloo_communicator.h"
 #include "comm/launch_env.h"
 #include "comm/launcher.h"
+#include "comm/store/launch_store.h"
 #include "comm/store/tcp_store.h"
 
 namespace tandem::comm {
@@ -54,7 +55,7 @@ class GlooLauncher : public Launcher {
   int world_size_ = 1;
   std::string master_addr_;
   int master_port_ = 0;
-  bool host_store_ = false;  // rank 0 without an agent store
+  bool agent_store_ = false;  // tandemrun hosts the store
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<TcpStoreClient> client_;
   std::unique_ptr<GlooCommunicator> comm_;

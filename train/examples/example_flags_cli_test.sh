@@ -37,7 +37,7 @@ for bin in "$@"; do
     expect "$bin" 2 "expected seconds > 0 and finite" "$bin" --timeout=$t
   done
   expect "$bin" 0 "Exit codes: 0 success, 1 runtime error (a rank failed), 2 usage error" "$bin" --help
-  expect "$bin" 0 "--backend  sim (ranks as threads in this process), mpi (one process per rank, under mpirun or srun), nccl (one thread per local GPU), gloo (one process per rank, under tandemrun or torchrun), or auto" "$bin" --help
+  expect "$bin" 0 "--backend  sim (ranks as threads in this process), mpi (one process per rank, under mpirun or srun), nccl (one thread per local GPU; one process per GPU under tandemrun), gloo (one process per rank, under tandemrun or torchrun), or auto" "$bin" --help
   expect "$bin" 0 "--timeout  Seconds every collective may take" "$bin" -h
 
   # torchrun's variables: gloo joins a torchrun world, given the store's

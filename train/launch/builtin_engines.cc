@@ -14,6 +14,7 @@
 #include "comm/nccl/cuda_probe.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/nccl/nccl_launcher.h"
+#include "comm/nccl/nccl_store_launcher.h"
 #include "sim/sim_launcher.h"
 #include "tensor/cuda/cuda.h"
 
@@ -106,8 +107,10 @@ Engine GlooEngine() {
   e.joins_launched_world = true;
   e.launchers = {"torchrun"};
   e.auto_order = 0;
+  // Under tandemrun with GPUs, auto picks nccl (one process per GPU).
   e.auto_picks = [](const LaunchContext& here) {
-    return UnderTorchrun(here) && here.launched_world_size() > 1;
+    return UnderTorchrun(here) && here.launched_world_size() > 1 &&
+           here.gpu_count == 0;
   };
   e.default_world_size = [](const LaunchContext& here) {
     return UnderTorchrun(here) ? here.launched_world_size() : 1;
@@ -148,11 +151,13 @@ Engine GlooEngine() {
 Engine NcclEngine() {
   Engine e;
   e.name = "nccl";
-  e.description = "one thread per local GPU";
+  e.description =
+      "one thread per local GPU; one process per GPU under tandemrun";
+  e.launchers = {"torchrun"};
   e.auto_order = 1;
   e.auto_picks = [](const LaunchContext& here) { return here.gpu_count > 0; };
   e.default_world_size = [](const LaunchContext& here) {
-    return here.gpu_count;
+    return UnderTorchrun(here) ? here.launched_world_size() : here.gpu_count;
   };
   e.available = [](int world_size, const LaunchContext& here) -> absl::Status {
     if (here.gpu_count == 0) {
@@ -162,6 +167,27 @@ Engine NcclEngine() {
           "this process) or, for real processes, mpirun -np N <binary> "
           "--backend=mpi"));
     }
+    if (UnderTorchrun(here)) {
+      const int local = here.launch->local_world_size > 0
+                            ? here.launch->local_world_size
+                            : here.launched_world_size();
+      if (world_size != here.launched_world_size()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the tandemrun job has ", here.launched_world_size(),
+                         " rank(s) (WORLD_SIZE); start it with tandemrun "
+                         "--nproc_per_node=",
+                         world_size, " (or drop --world_size)"));
+      }
+      if (local > here.gpu_count) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            local, " processes share this node (LOCAL_WORLD_SIZE) but only ",
+            here.gpu_count,
+            " CUDA device(s) are visible; start tandemrun with "
+            "--nproc_per_node=",
+            here.gpu_count));
+      }
+      return absl::OkStatus();
+    }
     if (world_size > here.gpu_count) {
       return absl::InvalidArgumentError(
           absl::StrCat("only ", here.gpu_count,
@@ -169,7 +195,8 @@ Engine NcclEngine() {
     }
     return absl::OkStatus();
   };
-  e.make_launcher = [](const RunOptions& options) {
+  e.make_launcher =
+      [](const RunOptions& options) -> std::unique_ptr<comm::Launcher> {
     comm::NcclOptions nccl_options;
     nccl_options.timeout = options.timeout;
     comm::NcclRankSetup setup;
@@ -182,6 +209,11 @@ Engine NcclEngine() {
       comm.set_compute_stream(comm::CudaStreamHandle{*stream});
       return absl::OkStatus();
     };
+    absl::StatusOr<std::optional<comm::LaunchEnv>> env =
+        comm::DetectLaunchEnv();
+    if (env.ok() && env->has_value() && (*env)->launcher == "torchrun") {
+      return std::make_unique<comm::NcclStoreLauncher>(nccl_options, setup);
+    }
     return std::make_unique<comm::NcclLocalLauncher>(nccl_options, setup);
   };
   return e;

@@ -42,8 +42,9 @@ TEST(BuiltinEnginesTest, SimMpiNcclGlooWithHelp) {
   EXPECT_EQ(registry.Choices(), "sim, mpi, nccl, gloo or auto");
   EXPECT_EQ(registry.BackendHelp(),
             "sim (ranks as threads in this process), mpi (one process per "
-            "rank, under mpirun or srun), nccl (one thread per local GPU), "
-            "gloo (one process per rank, under tandemrun or torchrun), or "
+            "rank, under mpirun or srun), nccl (one thread per local GPU; one "
+            "process per GPU under tandemrun), gloo (one process per rank, "
+            "under tandemrun or torchrun), or "
             "auto: the first of mpi, gloo, nccl, sim that fits here.");
 }
 
@@ -113,6 +114,21 @@ TEST(BuiltinEnginesTest, GlooNeedsTheStoreAddress) {
                         "WORLD_SIZE, and found MASTER_ADDR='127.0.0.1' "
                         "MASTER_PORT=0; start the job with tandemrun "
                         "--nproc_per_node=2 -- <binary>"));
+}
+
+TEST(BuiltinEnginesTest, NcclUnderTandemrunIsOneProcessPerGpu) {
+  LaunchContext torchrun = LaunchedBy("torchrun", 2, 1);
+  EXPECT_THAT(Resolved(BackendChoice{"nccl", 0}, torchrun),
+              HasSubstr("--backend=nccl: needs a CUDA device, and none was "
+                        "found (no CUDA driver)"));
+  torchrun.gpu_count = 2;
+  EXPECT_EQ(Resolved(BackendChoice{"nccl", 0}, torchrun), "nccl:2");
+  EXPECT_EQ(Resolved({}, torchrun), "nccl:2");  // auto: GPUs, so nccl
+  torchrun.gpu_count = 1;
+  torchrun.launch->local_world_size = 2;
+  EXPECT_THAT(Resolved(BackendChoice{"nccl", 0}, torchrun),
+              HasSubstr("2 processes share this node (LOCAL_WORLD_SIZE) but "
+                        "only 1 CUDA device(s) are visible"));
 }
 
 TEST(BuiltinEnginesTest, GlooNeedsTandemrun) {

@@ -141,7 +141,12 @@ absl::StatusOr<ResolvedBackend> LaunchRegistry::Resolve(
           "unknown --backend=", choice.backend, "; expected ", Choices()));
     }
   }
-  if (launched && !engine->joins_launched_world) {
+  // An engine that hosts its world in-process may still run one rank per
+  // process under the launchers it lists (nccl under torchrun).
+  const bool listed =
+      launched && std::find(engine->launchers.begin(), engine->launchers.end(),
+                            here.launch->launcher) != engine->launchers.end();
+  if (launched && !engine->joins_launched_world && !listed) {
     return PrivateWorldError(engines_, choice.backend, *here.launch);
   }
   const int n = choice.world_size == 0 ? engine->default_world_size(here)

@@ -17,7 +17,10 @@
 //   mpi   this process is one rank of a job started by mpirun or srun
 //         (comm::MpiLauncher); the world size is the job's. A rank that fails
 //         prints its error and ends the whole job (MPI_Abort).
-//   nccl  one thread per local GPU (comm::NcclLocalLauncher, direct mode):
+//   nccl  under tandemrun/torchrun: one process per GPU, rank on
+//         cuda:LOCAL_RANK, bootstrapped through the TCP store
+//         (comm::NcclStoreLauncher). Otherwise
+//         one thread per local GPU (comm::NcclLocalLauncher, direct mode):
 //         rank r drives CUDA device r with that device current, and its
 //         collectives are ordered after the thread's tensor stream
 //         (tensor/cuda/cuda.h CurrentStream), so DDP can reduce gradients that
@@ -97,6 +100,9 @@ struct Engine {
   // The launchers (comm::LaunchEnv::launcher) whose worlds it joins: mpi
   // joins "OpenMPI" and "Slurm", gloo "torchrun"; the advice after a
   // private-world error names the engines that join the detected launcher.
+  // An engine that hosts its world in this process (joins_launched_world
+  // false) but lists a launcher runs one rank per process under it instead
+  // (nccl under torchrun: one process per GPU).
   std::vector<std::string> launchers;
   // Whether `auto` picks this engine here; auto takes the first engine, in
   // ascending `auto_order`, for which this says yes.
