@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "bench/allreduce_sweep.h"
 #include "bench/flag_checks.h"
 #include "comm/bandwidth.h"
 #include "comm/communicator.h"
@@ -68,12 +69,6 @@ namespace {
 using comm::DType;
 using comm::ReduceOp;
 
-double Now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 absl::Status AllReduceOnce(comm::Communicator& comm, std::vector<float>& buf,
                            int64_t count) {
   const std::string& engine = absl::GetFlag(FLAGS_engine);
@@ -98,99 +93,26 @@ absl::Status AllReduceOnce(comm::Communicator& comm, std::vector<float>& buf,
   return absl::OkStatus();
 }
 
-// The slowest rank's value of `v`.
-absl::Status MaxOverRanks(comm::Communicator& comm, double& v) {
-  return comm.AllReduce(comm::HostView(&v, 1, DType::kF64), ReduceOp::kMax)
-      ->Wait();
-}
-
-// Seconds per all-reduce over `iters` operations, the slowest rank's.
-absl::StatusOr<double> TimeAllReduce(comm::Communicator& comm,
-                                     std::vector<float>& buf, int64_t count,
-                                     int64_t iters) {
-  if (absl::Status s = comm.Barrier(); !s.ok()) return s;
-  const double start = Now();
-  for (int64_t i = 0; i < iters; ++i) {
-    if (absl::Status s = AllReduceOnce(comm, buf, count); !s.ok()) return s;
-  }
-  double per_op = (Now() - start) / static_cast<double>(iters);
-  if (absl::Status s = MaxOverRanks(comm, per_op); !s.ok()) return s;
-  return per_op;
-}
-
-absl::StatusOr<int64_t> CountWrong(comm::Communicator& comm,
-                                   std::vector<float>& buf, int64_t count) {
-  const int n = comm.size();
-  auto value = [](int rank, int64_t i) {
-    return static_cast<float>(rank * 8 + i % 7);
-  };
-  for (int64_t i = 0; i < count; ++i) buf[i] = value(comm.rank(), i);
-  if (absl::Status s = AllReduceOnce(comm, buf, count); !s.ok()) return s;
-  int64_t wrong = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    float want = 0;
-    for (int q = 0; q < n; ++q) want += value(q, i);
-    wrong += buf[i] != want;
-  }
-  if (absl::Status s =
-          comm.AllReduce(comm::HostView(&wrong, 1, DType::kI64), ReduceOp::kSum)
-              ->Wait();
-      !s.ok()) {
-    return s;
-  }
-  return wrong;
-}
-
 absl::Status Run(comm::Communicator& comm) {
-  const int n = comm.size();
-  const comm::BandwidthTable table(comm::OpKind::kAllReduce, n);
-  if (comm.rank() == 0) {
-    std::printf(
-        "# tandem MpiCommunicator AllReduce, %d processes, f32, sum%s\n", n,
-        absl::GetFlag(FLAGS_engine) == "tandem"
-            ? (comm::CheckCollectivesEnabled(
-                   {.check_collectives =
-                        absl::GetFlag(FLAGS_check_collectives)})
-                   ? ", collective check on"
-                   : ", collective check off")
-            : absl::StrCat(" (engine ", absl::GetFlag(FLAGS_engine),
-                           ": bypasses MpiCommunicator)")
-                  .c_str());
-    std::fputs(table.Header().c_str(), stdout);
-    std::fflush(stdout);
-  }
-  const int64_t max_count =
-      std::max<int64_t>(absl::GetFlag(FLAGS_max_bytes) / 4, 1);
-  std::vector<float> buf(max_count, 0.0f);
-  for (int64_t bytes : bench::GeometricSizes(
-           std::max<int64_t>(4, absl::GetFlag(FLAGS_min_bytes)),
-           absl::GetFlag(FLAGS_max_bytes), 2)) {
-    const int64_t count = bytes / 4;
-    std::fill(buf.begin(), buf.begin() + count, 1.0f);
-    absl::StatusOr<double> probe = TimeAllReduce(comm, buf, count, 1);  // warm
-    if (probe.ok()) probe = TimeAllReduce(comm, buf, count, 2);
-    if (!probe.ok()) return probe.status();
-    const int64_t iters = static_cast<int64_t>(
-        std::clamp(absl::GetFlag(FLAGS_target_seconds) / std::max(*probe, 1e-9),
-                   5.0, 100000.0));
-    absl::StatusOr<double> seconds = TimeAllReduce(comm, buf, count, iters);
-    if (!seconds.ok()) return seconds.status();
-    absl::StatusOr<int64_t> wrong = CountWrong(comm, buf, count);
-    if (!wrong.ok()) return wrong.status();
-    if (comm.rank() == 0) {
-      std::fputs(table
-                     .Row({.bytes = count * 4,
-                           .count = count,
-                           .dtype = DType::kF32,
-                           .redop = ReduceOp::kSum,
-                           .seconds = *seconds,
-                           .wrong = *wrong})
-                     .c_str(),
-                 stdout);
-      std::fflush(stdout);
-    }
-  }
-  return absl::OkStatus();
+  const std::string title = absl::StrCat(
+      "# tandem MpiCommunicator AllReduce, ", comm.size(),
+      " processes, f32, sum",
+      absl::GetFlag(FLAGS_engine) == "tandem"
+          ? (comm::CheckCollectivesEnabled(
+                 {.check_collectives = absl::GetFlag(FLAGS_check_collectives)})
+                 ? ", collective check on"
+                 : ", collective check off")
+          : absl::StrCat(" (engine ", absl::GetFlag(FLAGS_engine),
+                         ": bypasses MpiCommunicator)"));
+  bench::AllReduceSweep sweep;
+  sweep.min_bytes = absl::GetFlag(FLAGS_min_bytes);
+  sweep.max_bytes = absl::GetFlag(FLAGS_max_bytes);
+  sweep.target_seconds = absl::GetFlag(FLAGS_target_seconds);
+  sweep.title = title;
+  sweep.once = [&comm](std::vector<float>& buf, int64_t count) {
+    return AllReduceOnce(comm, buf, count);
+  };
+  return bench::RunAllReduceSweep(comm, sweep);
 }
 
 }  // namespace
