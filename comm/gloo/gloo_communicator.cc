@@ -74,7 +74,8 @@ class GlooCommunicator::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    tasks_cv_.notify_all();
+    posted_cv_.notify_all();
     worker_.join();
     waiter_.join();
   }
@@ -90,7 +91,7 @@ class GlooCommunicator::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       tasks_.push_back({std::move(task), state, fp});
     }
-    cv_.notify_all();
+    tasks_cv_.notify_one();
     return std::make_unique<GlooWork>(std::move(record), std::move(state));
   }
 
@@ -207,7 +208,7 @@ class GlooCommunicator::Impl {
       std::lock_guard<std::mutex> lock(mu_);
       posted_.push_back({std::move(buf), send, std::move(state)});
     }
-    cv_.notify_all();
+    posted_cv_.notify_one();
   }
 
   // The status of a later operation once one has failed.
@@ -244,10 +245,10 @@ class GlooCommunicator::Impl {
       Queued q;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
+        tasks_cv_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
         if (tasks_.empty()) {  // stop_ and drained
           worker_done_ = true;
-          cv_.notify_all();
+          posted_cv_.notify_all();
           return;
         }
         q = std::move(tasks_.front());
@@ -281,7 +282,8 @@ class GlooCommunicator::Impl {
       Posted p;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return !posted_.empty() || worker_done_; });
+        posted_cv_.wait(lock,
+                        [this] { return !posted_.empty() || worker_done_; });
         if (posted_.empty()) return;
         p = std::move(posted_.front());
         posted_.pop_front();
@@ -310,7 +312,10 @@ class GlooCommunicator::Impl {
   std::vector<int64_t> recv_seq_;
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  // Separate wake-ups for the worker (tasks_) and the waiter (posted_):
+  // one shared variable woke both on every operation.
+  std::condition_variable tasks_cv_;
+  std::condition_variable posted_cv_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // The worker has run its last task: nothing more will be posted.
   bool worker_done_ ABSL_GUARDED_BY(mu_) = false;
