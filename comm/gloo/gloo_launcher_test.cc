@@ -46,7 +46,7 @@ TEST(GlooLauncherTest, NeedsATorchrunLaunch) {
   EXPECT_THAT(no_port.CanRun(2).message(), HasSubstr("MASTER_PORT=<unset>"));
 }
 
-TEST(GlooLauncherTest, AWorldOfOneRunsAlone) {
+TEST(GlooLauncherTest, PortZeroIsRefused) {
   GlooLauncher launcher(absl::Seconds(10), Env({{"RANK", "0"},
                                                 {"LOCAL_RANK", "0"},
                                                 {"WORLD_SIZE", "1"},
