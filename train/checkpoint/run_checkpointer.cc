@@ -39,15 +39,20 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
   return *resumed;
 }
 
+bool RunCheckpointer::SaveDueAfter(int64_t step, int64_t steps_in_epoch) const {
+  if (!enabled()) return false;
+  const int64_t next = global_step_ + 1;
+  return step + 1 >= steps_in_epoch ||
+         (options_.every_steps > 0 && next % options_.every_steps == 0);
+}
+
 absl::Status RunCheckpointer::AfterStep(const TrainingState& state,
                                         int64_t epoch, int64_t step,
                                         int64_t steps_in_epoch) {
+  const bool save = SaveDueAfter(step, steps_in_epoch);
   ++global_step_;
-  if (!enabled() || comm_.rank() != 0) return absl::OkStatus();
+  if (!save || comm_.rank() != 0) return absl::OkStatus();
   const bool epoch_over = step + 1 >= steps_in_epoch;
-  const bool due =
-      options_.every_steps > 0 && global_step_ % options_.every_steps == 0;
-  if (!epoch_over && !due) return absl::OkStatus();
   TrainingProgress next;
   next.epoch = epoch_over ? epoch + 1 : epoch;
   next.step_in_epoch = epoch_over ? 0 : step + 1;

@@ -59,6 +59,11 @@ class RunCheckpointer {
   absl::Status AfterStep(const TrainingState& state, int64_t epoch,
                          int64_t step, int64_t steps_in_epoch);
 
+  // Whether the next AfterStep(state, epoch, step, steps_in_epoch) saves (on
+  // rank 0). The same answer on every rank, so ranks can gather what rank 0
+  // must save (a collective) just before.
+  bool SaveDueAfter(int64_t step, int64_t steps_in_epoch) const;
+
   int64_t global_step() const { return global_step_; }
 
  private:

@@ -1,5 +1,6 @@
 #include "train/examples/toy_ddp_lib.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +26,8 @@
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
+#include "train/checkpoint/run_checkpointer.h"
+#include "train/checkpoint/training_checkpoint.h"
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
 #include "train/data/distributed_sampler.h"
@@ -120,7 +123,9 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        {"--lr", config.lr},
                        {"--seed", config.seed},
                        {"--loss_precision", config.loss_precision},
-                       {"--log_ranks", config.log_all_ranks ? "all" : "0"}}));
+                       {"--log_ranks", config.log_all_ranks ? "all" : "0"},
+                       {"--checkpoint_dir", config.checkpoint.dir},
+                       {"--checkpoint_every", config.checkpoint.every_steps}}));
   // lr is checked where the optimizer is built (Sgd::Create: PyTorch's
   // rule, and finite).
   // A million epochs is far beyond any use of this example; more is a typo
@@ -170,6 +175,13 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
   TANDEM_RETURN_IF_ERROR(model->To(device));  // model.to(rank)
   TANDEM_ASSIGN_OR_RETURN(optim::Sgd optimizer,
                           optim::Sgd::Create(model->Parameters(), config.lr));
+  // Resume (every rank) before DDP broadcasts rank 0's parameters.
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, "toy_ddp");
+  checkpoint::TrainingState state;
+  state.model = model.get();
+  state.optimizer = &optimizer;
+  TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
+                          checkpointer.Resume(state));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
                           DistributedDataParallel::Create(*model, comm));
 
@@ -177,11 +189,12 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
     return DataLoader::Create(train_ds, sampler.Indices(), config.batch_size,
                               /*drop_last=*/true);
   };
-  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
+  for (int64_t epoch = start.epoch; epoch < config.epochs; ++epoch) {
     sampler.SetEpoch(epoch);
     model->Train();
     TANDEM_ASSIGN_OR_RETURN(DataLoader loader, train_loader());
-    for (int64_t b = 0; b < loader.num_batches(); ++b) {
+    for (int64_t b = epoch == start.epoch ? start.step_in_epoch : 0;
+         b < loader.num_batches(); ++b) {
       TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
       TANDEM_ASSIGN_OR_RETURN(batch, OnDevice(std::move(batch), device));
       TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(batch.features));
@@ -205,11 +218,15 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                .loss = loss_value,
                .check_parameters = ParameterCheckDue(b, loader.num_batches())})
               .status());
+      TANDEM_RETURN_IF_ERROR(
+          checkpointer.AfterStep(state, epoch, b, loader.num_batches()));
     }
   }
 
   model->Eval();
-  // The train loader still iterates the last epoch's order.
+  // The train loader iterates the last epoch's order (set here too for a run
+  // resumed after its last epoch, whose loop did not run).
+  sampler.SetEpoch(std::max<int64_t>(config.epochs - 1, 0));
   TANDEM_ASSIGN_OR_RETURN(DataLoader loader, train_loader());
   TANDEM_ASSIGN_OR_RETURN(
       float train_acc, ComputeAccuracy(*ddp, loader, "training", rank, device));

@@ -30,6 +30,7 @@
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "train/checkpoint/run_checkpointer.h"
 
 namespace tandem::train {
 
@@ -45,6 +46,12 @@ struct ToyDdpConfig {
   // Decimals of the printed loss; the tutorial prints 2. More digits show
   // how close tandem and PyTorch are.
   int loss_precision = 2;
+  // --checkpoint_dir / --checkpoint_every: rank 0 saves the model, the
+  // optimizer and the progress (train/checkpoint/run_checkpointer.h); a
+  // folder that holds a checkpoint resumes from it (rank 0 says so) and
+  // prints only the steps still to run. The final weights equal an
+  // uninterrupted run's bit for bit.
+  checkpoint::CheckpointOptions checkpoint;
 };
 
 // Runs the tutorial on `comm`'s rank (collective: every rank calls it).
