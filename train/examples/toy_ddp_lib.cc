@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -44,17 +45,6 @@ absl::StatusOr<TensorDataset> MakeDataset(const std::vector<float>& xy,
   TANDEM_ASSIGN_OR_RETURN(Tensor features, Tensor::FromVector(xy, {n, 2}));
   TANDEM_ASSIGN_OR_RETURN(Tensor y, Tensor::FromVector(labels));
   return TensorDataset::Create(features, y);
-}
-
-// NeuralNetwork(num_inputs=2, num_outputs=2) of the tutorial.
-absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(Generator& gen) {
-  auto model = std::make_unique<nn::Sequential>();
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(2, 30, gen)));
-  TANDEM_RETURN_IF_ERROR(model->Append(std::make_unique<nn::ReLU>()));
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(30, 20, gen)));
-  TANDEM_RETURN_IF_ERROR(model->Append(std::make_unique<nn::ReLU>()));
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(20, 2, gen)));
-  return model;
 }
 
 // `batch` with its features and labels on `device` (unchanged on the CPU).
@@ -111,6 +101,38 @@ absl::StatusOr<float> ComputeAccuracy(DistributedDataParallel& model,
 }
 
 }  // namespace
+
+// The tutorial's NeuralNetwork: its layers live in a Sequential registered
+// as "layers", so the state dict's names are PyTorch's ("layers.0.weight").
+class ToyNetwork : public nn::Module {
+ public:
+  static absl::StatusOr<std::unique_ptr<ToyNetwork>> Create(Generator& gen) {
+    auto layers = std::make_unique<nn::Sequential>();
+    TANDEM_RETURN_IF_ERROR(layers->Append(nn::Linear::Create(2, 30, gen)));
+    TANDEM_RETURN_IF_ERROR(layers->Append(std::make_unique<nn::ReLU>()));
+    TANDEM_RETURN_IF_ERROR(layers->Append(nn::Linear::Create(30, 20, gen)));
+    TANDEM_RETURN_IF_ERROR(layers->Append(std::make_unique<nn::ReLU>()));
+    TANDEM_RETURN_IF_ERROR(layers->Append(nn::Linear::Create(20, 2, gen)));
+    auto net = std::unique_ptr<ToyNetwork>(new ToyNetwork());
+    TANDEM_ASSIGN_OR_RETURN(net->layers_,
+                            net->RegisterModule("layers", std::move(layers)));
+    return net;
+  }
+  absl::StatusOr<Tensor> Forward(const Tensor& input) override {
+    return layers_->Forward(input);
+  }
+  std::string_view type_name() const override { return "NeuralNetwork"; }
+
+ private:
+  ToyNetwork() = default;
+  nn::Sequential* layers_ = nullptr;  // owned by the Module base
+};
+
+absl::StatusOr<std::unique_ptr<nn::Module>> BuildToyModel(Generator& gen) {
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ToyNetwork> net,
+                          ToyNetwork::Create(gen));
+  return std::unique_ptr<nn::Module>(std::move(net));
+}
 
 absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        Device device) {
@@ -170,8 +192,8 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
 
   // torch.manual_seed(seed); model = NeuralNetwork(2, 2)
   Generator gen(config.seed);
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
-                          BuildModel(gen));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Module> model,
+                          BuildToyModel(gen));
   TANDEM_RETURN_IF_ERROR(model->To(device));  // model.to(rank)
   TANDEM_ASSIGN_OR_RETURN(optim::Sgd optimizer,
                           optim::Sgd::Create(model->Parameters(), config.lr));
