@@ -30,7 +30,13 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
   TANDEM_ASSIGN_OR_RETURN(
       std::optional<TrainingProgress> resumed,
       LoadTrainingCheckpoint(options_.dir, state, comm_.size()));
-  if (!resumed.has_value()) return start;
+  if (!resumed.has_value()) {
+    // Rank 0 writes there later: find a bad folder now, not after an epoch.
+    if (comm_.rank() == 0) {
+      TANDEM_RETURN_IF_ERROR(CreateCheckpointFolder(options_.dir));
+    }
+    return start;
+  }
   global_step_ = resumed->global_step;
   comm::RankPrinter(comm_).PrintOnRank0(
       absl::StrCat(who_, ": resuming from ", options_.dir, " at epoch ",

@@ -48,7 +48,8 @@ class RunCheckpointer {
   // (LoadTrainingCheckpoint) and rank 0 prints
   //   "<who>: resuming from <dir> at epoch E, step S (after G steps)"
   // with E and S counted from 1; returns where to start (all zeros without a
-  // checkpoint, or when checkpoints are off). InvalidArgument for
+  // checkpoint, or when checkpoints are off; rank 0 then creates the folder,
+  // so that a bad one fails before training). InvalidArgument for
   // every_steps < 0.
   absl::StatusOr<TrainingProgress> Resume(TrainingState& state);
 

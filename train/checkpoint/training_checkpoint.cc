@@ -57,11 +57,7 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
     return absl::InvalidArgumentError(
         "SaveTrainingCheckpoint: the model and the optimizer are required");
   }
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return absl::InternalError(absl::StrCat(
-        "checkpoint: cannot create the folder ", dir, ": ",
-        std::strerror(errno), "; pass a --checkpoint_dir whose parent exists"));
-  }
+  TANDEM_RETURN_IF_ERROR(CreateCheckpointFolder(dir));
   const std::string step = absl::StrCat(progress.global_step);
   Metadata meta = {{"format", "tandem-training-state"},
                    {kGlobalStepKey, step},
@@ -81,6 +77,15 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
       SaveSafetensors(Join(dir, kTrainingStateFile), optimizer_tensors, meta));
   return SaveSafetensors(Join(dir, kModelFile), state.model->StateDict(),
                          {{"format", "pt"}, {kGlobalStepKey, step}});
+}
+
+absl::Status CreateCheckpointFolder(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::InternalError(absl::StrCat(
+        "checkpoint: cannot create the folder ", dir, ": ",
+        std::strerror(errno), "; pass a --checkpoint_dir whose parent exists"));
+  }
+  return absl::OkStatus();
 }
 
 bool HasTrainingCheckpoint(const std::string& dir) {

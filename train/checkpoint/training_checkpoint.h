@@ -81,6 +81,10 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
                                     const TrainingState& state,
                                     const TrainingProgress& progress);
 
+// Creates `dir` (one level) unless it exists. Internal error naming the
+// folder and the cause otherwise.
+absl::Status CreateCheckpointFolder(const std::string& dir);
+
 // Whether `dir` holds a checkpoint (its model file exists).
 bool HasTrainingCheckpoint(const std::string& dir);
 

@@ -88,6 +88,25 @@ absl::StatusOr<TensorDataset> RandomDataset(int64_t n, Generator& gen) {
 
 }  // namespace
 
+absl::Status CheckDdpDemoConfig(const DdpDemoConfig& config) {
+  constexpr int64_t kMaxBatch = 4096;
+  constexpr int64_t kMaxEpochs = 1000000;
+  constexpr int64_t kMaxDatasetSize = 65536;
+  constexpr int64_t kMaxClasses = 10000;
+  if (config.batch_size < 1 || config.batch_size > kMaxBatch ||
+      config.epochs < 0 || config.epochs > kMaxEpochs ||
+      config.dataset_size < 1 || config.dataset_size > kMaxDatasetSize ||
+      config.num_classes < 1 || config.num_classes > kMaxClasses) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected 1 <= --batchSize <= ", kMaxBatch, ", 0 <= --epochs <= ",
+        kMaxEpochs, ", 1 <= --dataset-size <= ", kMaxDatasetSize,
+        " and 1 <= --num-classes <= ", kMaxClasses, "; got ", config.batch_size,
+        ", ", config.epochs, ", ", config.dataset_size, " and ",
+        config.num_classes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                         Device device) {
   TANDEM_RETURN_IF_ERROR(
@@ -99,19 +118,7 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                        {"--seed", config.seed},
                        {"--checkpoint_dir", config.checkpoint.dir},
                        {"--checkpoint_every", config.checkpoint.every_steps}}));
-  // Far beyond any use of the demo; more is a typo that would run for ever
-  // or allocate without bound.
-  constexpr int64_t kMaxEpochs = 1000000;
-  constexpr int64_t kMaxDatasetSize = 1 << 20;  // 12 GiB of images
-  if (config.batch_size < 1 || config.epochs < 0 ||
-      config.epochs > kMaxEpochs || config.dataset_size < 1 ||
-      config.dataset_size > kMaxDatasetSize || config.num_classes < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ddp_demo: expected --batchSize >= 1, 0 <= --epochs <= ", kMaxEpochs,
-        ", 1 <= --dataset-size <= ", kMaxDatasetSize,
-        " and --num-classes >= 1; got ", config.batch_size, ", ", config.epochs,
-        ", ", config.dataset_size, ", ", config.num_classes));
-  }
+  TANDEM_RETURN_IF_ERROR(CheckDdpDemoConfig(config));
   const comm::RankPrinter out(comm);
 
   // torch.manual_seed(seed); dataset = RandomDataset(...); model = Model(...)

@@ -41,6 +41,13 @@ struct DdpDemoConfig {
   checkpoint::CheckpointOptions checkpoint;  // --checkpoint_dir/_every
 };
 
+// InvalidArgument naming the flags unless 1 <= batch_size <= 4096,
+// 0 <= epochs <= 10^6, 1 <= dataset_size <= 65536 and
+// 1 <= num_classes <= 10000. The bounds keep a typo from allocating without
+// bound (65536 images are 805 MB; a batch of 4096 needs ~650 MB for the
+// convolution; 10000 classes make a 576 MB Linear) or running for ever.
+absl::Status CheckDdpDemoConfig(const DdpDemoConfig& config);
+
 // Runs the script on `comm`'s rank (collective). `device` is where the rank
 // trains (the model and every batch go there). Errors: ranks given different
 // configs (every rank names each one's values), a bad config (named), a

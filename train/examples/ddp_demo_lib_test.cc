@@ -78,7 +78,7 @@ TEST(DdpDemoTest, BadConfigIsNamed) {
   c.num_classes = 0;
   DemoRun run = RunOnSim(1, c);
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(run.status.ToString(), HasSubstr("--num-classes >= 1"));
+  EXPECT_THAT(run.status.ToString(), HasSubstr("1 <= --num-classes <= 10000"));
 }
 
 }  // namespace

@@ -21,7 +21,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "train/examples/ddp_demo_lib.h"
 #include "train/examples/example_main.h"
 
@@ -82,13 +81,9 @@ int main(int argc, char** argv) {
         config.dataset_size = absl::GetFlag(FLAGS_dataset_size);
         config.num_classes = absl::GetFlag(FLAGS_num_classes);
         config.seed = absl::GetFlag(FLAGS_seed);
-        if (config.batch_size < 1 || config.dataset_size < 1 ||
-            config.num_classes < 1 || config.epochs < 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "expected --batchSize, --dataset-size and --num-classes >= 1 "
-              "and --epochs >= 0; got ",
-              config.batch_size, ", ", config.dataset_size, ", ",
-              config.num_classes, ", ", config.epochs));
+        if (absl::Status s = tandem::train::CheckDdpDemoConfig(config);
+            !s.ok()) {
+          return s;
         }
         absl::StatusOr<tandem::train::checkpoint::CheckpointOptions>
             checkpoint = tandem::train::ExampleCheckpointOptions();
