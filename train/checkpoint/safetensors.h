@@ -24,7 +24,7 @@
 //
 // Names are kept as given: a module's StateDict() names are PyTorch's
 // state_dict() names, so torch's load_state_dict accepts a tandem file and
-// vice versa (train/checkpoint/interop_test.sh checks both ways).
+// vice versa (train/examples/safetensors_interop_test.cc checks both ways).
 //
 // Thread-safety: pure functions of their arguments; the file functions block
 // on disk I/O.
