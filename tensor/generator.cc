@@ -2,7 +2,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -121,6 +124,46 @@ void Generator::Normal(float* out, int64_t n, float mean, float std) {
     Uniform(tail, 16, 0.0f, 1.0f);
     NormalFill16(tail, mean, std);
   }
+}
+
+std::string Generator::State() const {
+  std::ostringstream out;
+  out << "tandem-generator-v1 " << initial_seed_ << " " << engine_ << " ";
+  if (next_double_normal_.has_value()) {
+    uint64_t bits;
+    std::memcpy(&bits, &*next_double_normal_, sizeof(bits));
+    out << "1 " << bits;
+  } else {
+    out << "0 0";
+  }
+  return out.str();
+}
+
+absl::Status Generator::SetState(const std::string& state) {
+  std::istringstream in(state);
+  std::string tag;
+  uint64_t seed = 0;
+  std::mt19937 engine;
+  int has_normal = 0;
+  uint64_t bits = 0;
+  in >> tag >> seed >> engine >> has_normal >> bits;
+  std::string rest;
+  if (in.fail() || tag != "tandem-generator-v1" ||
+      (has_normal != 0 && has_normal != 1) || (in >> rest)) {
+    return absl::InvalidArgumentError(
+        "Generator::SetState: the text is not a Generator::State() result "
+        "(expected \"tandem-generator-v1 <seed> <624 words and position> "
+        "<0|1> <bits>\"); pass what State() returned");
+  }
+  initial_seed_ = seed;
+  engine_ = engine;
+  next_double_normal_.reset();
+  if (has_normal == 1) {
+    double value;
+    std::memcpy(&value, &bits, sizeof(value));
+    next_double_normal_ = value;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace tandem

@@ -31,7 +31,10 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <string>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace tandem {
 
@@ -52,6 +55,15 @@ class Generator {
   // Mersenne Twister; InitialSeed() reports the full value.
   void ManualSeed(uint64_t seed);
   uint64_t InitialSeed() const { return initial_seed_; }
+
+  // The whole state as text (the seed, the Mersenne Twister's 624 words and
+  // position, the cached normal sample), for checkpoints: a generator given
+  // it by SetState continues the same stream bit for bit. Portable across
+  // builds (std::mt19937's textual form is fixed by the C++ standard).
+  std::string State() const;
+  // Restores a State() result. InvalidArgument when `state` is not one;
+  // the generator is then unchanged.
+  absl::Status SetState(const std::string& state);
 
   // One 32-bit output of the Mersenne Twister (PyTorch's random()).
   uint32_t Random();

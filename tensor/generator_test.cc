@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -280,6 +281,34 @@ TEST(GeneratorTest, NormalShortPathCachesTheSecondSample) {
   EXPECT_EQ(b, both[1]);
   Generator reference(8);
   for (int i = 0; i < 4; ++i) reference.Random();
+  EXPECT_EQ(gen.Random(), reference.Random());
+}
+
+TEST(GeneratorTest, StateRestoresTheStreamExactly) {
+  Generator gen(99);
+  gen.Randperm(10);
+  float one;
+  gen.Normal(&one, 1, 0.f, 1.f);  // leaves a cached second sample
+  const std::string state = gen.State();
+  std::vector<float> expected(20);
+  gen.Normal(expected.data(), 3, 0.f, 1.f);
+  gen.Uniform(expected.data() + 3, 17, -1.f, 1.f);
+
+  Generator other(1);
+  ASSERT_TRUE(other.SetState(state).ok());
+  EXPECT_EQ(other.InitialSeed(), 99u);
+  std::vector<float> got(20);
+  other.Normal(got.data(), 3, 0.f, 1.f);
+  other.Uniform(got.data() + 3, 17, -1.f, 1.f);
+  EXPECT_EQ(got, expected);
+}
+
+TEST(GeneratorTest, SetStateRefusesOtherTextAndChangesNothing) {
+  Generator gen(5);
+  Generator reference(5);
+  EXPECT_FALSE(gen.SetState("").ok());
+  EXPECT_FALSE(gen.SetState("tandem-generator-v1 5 1 2 3").ok());
+  EXPECT_FALSE(gen.SetState(reference.State() + " extra").ok());
   EXPECT_EQ(gen.Random(), reference.Random());
 }
 

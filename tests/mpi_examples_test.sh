@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The examples under mpirun print exactly what they print on the simulated
 # cluster: toy_ddp (every rank's lines, compared rank by rank, since processes
-# interleave differently from threads) and digits_ddp (rank 0's lines), for
-# world sizes 2 and 3.
+# interleave differently from threads), digits_ddp and ddp_demo (rank 0's
+# lines), for world sizes 2 and 3.
 #
-#   mpi_examples_test.sh MPIRUN_WRAPPER TOY_DDP DIGITS_DDP
+#   mpi_examples_test.sh MPIRUN_WRAPPER TOY_DDP DIGITS_DDP DDP_DEMO
 set -uo pipefail
-mpirun_wrapper=$1 toy=$2 digits=$3
+mpirun_wrapper=$1 toy=$2 digits=$3 demo=$4
 fails=0
 
 # Stable sort by the "[GPUk]" prefix: each rank's lines keep their order.
@@ -30,6 +30,9 @@ for n in 2 3; do
   sim=$("$digits" --backend=sim --world_size="$n" --epochs=3 --global_batch_size=60)
   mpi=$("$mpirun_wrapper" "$n" "$digits" --backend=mpi --epochs=3 --global_batch_size=60)
   compare "digits_ddp n=$n" "${sim/ on sim,/ on mpi,}" "$mpi"
+  sim=$("$demo" --backend=sim --world_size="$n" --epochs=2 --dataset-size=24 --batchSize=4)
+  mpi=$("$mpirun_wrapper" "$n" "$demo" --backend=mpi --epochs=2 --dataset-size=24 --batchSize=4)
+  compare "ddp_demo n=$n" "$sim" "$mpi"
 done
 # Auto-detection: under mpirun the default backend is mpi.
 auto=$("$mpirun_wrapper" 2 "$toy" | by_rank)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -127,6 +129,83 @@ absl::Status AdamW::Step() {
           p.numel(), options_, s);
     }
   }
+  return absl::OkStatus();
+}
+
+std::vector<StateEntry> AdamW::ExportState() const {
+  std::vector<StateEntry> out;
+  for (size_t i = 0; i < state_.size(); ++i) {
+    const ParamState& st = state_[i];
+    if (st.step == 0) continue;
+    absl::StatusOr<Tensor> step =
+        Tensor::FromVector<int64_t>({st.step}, Shape{});
+    if (step.ok()) out.push_back({absl::StrCat(i, ".step"), *step});
+    out.push_back({absl::StrCat(i, ".exp_avg"), st.exp_avg});
+    out.push_back({absl::StrCat(i, ".exp_avg_sq"), st.exp_avg_sq});
+    if (st.max_exp_avg_sq.defined()) {
+      out.push_back({absl::StrCat(i, ".max_exp_avg_sq"), st.max_exp_avg_sq});
+    }
+  }
+  return out;
+}
+
+absl::Status AdamW::ImportState(const std::vector<StateEntry>& state) {
+  std::vector<ParamState> next(params_.size());
+  std::vector<bool> has_step(params_.size(), false);
+  for (const StateEntry& e : state) {
+    size_t i = 0;
+    std::string key;
+    TANDEM_RETURN_IF_ERROR(ParseStateName("AdamW", e.name, i, key));
+    ParamState& st = next[i];
+    Tensor* slot = nullptr;
+    if (key == "step") {
+      absl::StatusOr<std::vector<int64_t>> v =
+          e.tensor.defined() && e.tensor.ndim() == 0 &&
+                  e.tensor.dtype() == DType::kI64
+              ? e.tensor.ToVector<int64_t>()
+              : absl::StatusOr<std::vector<int64_t>>(
+                    absl::InvalidArgumentError("not an i64 scalar"));
+      if (!v.ok() || (*v)[0] < 1 || has_step[i]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("AdamW: optimizer state entry \"", e.name,
+                         "\" must be given once, as an i64 scalar >= 1"));
+      }
+      has_step[i] = true;
+      st.step = (*v)[0];
+      continue;
+    }
+    if (key == "exp_avg") {
+      slot = &st.exp_avg;
+    } else if (key == "exp_avg_sq") {
+      slot = &st.exp_avg_sq;
+    } else if (key == "max_exp_avg_sq" && options_.amsgrad) {
+      slot = &st.max_exp_avg_sq;
+    }
+    if (slot == nullptr || slot->defined()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "AdamW: optimizer state entry \"", e.name,
+          "\" is unknown or given twice (AdamW keeps step, exp_avg, "
+          "exp_avg_sq and, with amsgrad, max_exp_avg_sq)"));
+    }
+    TANDEM_ASSIGN_OR_RETURN(*slot, StateLike("AdamW", e.name, e.tensor, i));
+  }
+  for (size_t i = 0; i < next.size(); ++i) {
+    const ParamState& st = next[i];
+    const bool any = has_step[i] || st.exp_avg.defined() ||
+                     st.exp_avg_sq.defined() || st.max_exp_avg_sq.defined();
+    const bool all = has_step[i] && st.exp_avg.defined() &&
+                     st.exp_avg_sq.defined() &&
+                     (!options_.amsgrad || st.max_exp_avg_sq.defined());
+    if (any && !all) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "AdamW: the optimizer state of parameter ", i,
+          " is incomplete: expected ", i, ".step, ", i, ".exp_avg, ", i,
+          ".exp_avg_sq",
+          options_.amsgrad ? absl::StrCat(" and ", i, ".max_exp_avg_sq") : "",
+          " together"));
+    }
+  }
+  state_ = std::move(next);
   return absl::OkStatus();
 }
 

@@ -51,6 +51,11 @@ class AdamW : public Optimizer {
                                       AdamWOptions options = {});
 
   absl::Status Step() override;
+  // For every parameter that has stepped: "<i>.step" (an i64 scalar; PyTorch
+  // 1.13 keeps an f32 one), "<i>.exp_avg", "<i>.exp_avg_sq" and, with
+  // amsgrad, "<i>.max_exp_avg_sq".
+  std::vector<StateEntry> ExportState() const override;
+  absl::Status ImportState(const std::vector<StateEntry>& state) override;
 
   const AdamWOptions& options() const { return options_; }
   // Steps taken by parameter i (0 before its first).

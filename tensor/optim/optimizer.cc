@@ -106,4 +106,53 @@ absl::Status Optimizer::CheckStepable(std::string_view who, size_t i) const {
   return absl::OkStatus();
 }
 
+absl::Status Optimizer::ParseStateName(std::string_view who,
+                                       const std::string& name, size_t& index,
+                                       std::string& key) const {
+  const size_t dot = name.find('.');
+  size_t value = 0;
+  bool ok = dot != std::string::npos && dot > 0 && dot + 1 < name.size();
+  for (size_t j = 0; ok && j < dot; ++j) {
+    if (name[j] < '0' || name[j] > '9' || value > params_.size()) {
+      ok = false;
+    } else {
+      value = value * 10 + static_cast<size_t>(name[j] - '0');
+    }
+  }
+  if (!ok || value >= params_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(who), ": optimizer state entry \"", name,
+        "\" is not \"<parameter index>.<key>\" with an index below ",
+        params_.size(),
+        " (the parameter count); the state must come from an optimizer over "
+        "the same parameters"));
+  }
+  index = value;
+  key = name.substr(dot + 1);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> Optimizer::StateLike(std::string_view who,
+                                            const std::string& name,
+                                            const Tensor& t, size_t i) const {
+  const Tensor& p = params_[i];
+  if (!t.defined() || t.shape() != p.shape() || t.dtype() != p.dtype()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(who), ": optimizer state entry \"", name, "\" has ",
+        t.defined()
+            ? absl::StrCat(ShapeToString(t.shape()), " ", DTypeName(t.dtype()))
+            : std::string("no tensor"),
+        " but parameter ", i, " is ", ShapeToString(p.shape()), " ",
+        DTypeName(p.dtype()),
+        "; the state must come from an optimizer over the same parameters"));
+  }
+  Tensor copy;
+  if (t.device() == p.device()) {
+    TANDEM_ASSIGN_OR_RETURN(copy, t.Clone());
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(copy, t.To(p.device()));
+  }
+  return copy.Detach();
+}
+
 }  // namespace tandem::optim

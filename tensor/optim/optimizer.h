@@ -33,14 +33,25 @@
 #define TANDEM_TENSOR_OPTIM_OPTIMIZER_H_
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "tensor/tensor.h"
 
 namespace tandem::optim {
+
+// One tensor of an optimizer's per-parameter state, for checkpoints. `name`
+// is "<parameter index>.<key>", PyTorch's optimizer.state_dict()["state"]
+// flattened: "0.momentum_buffer" (Sgd), "3.exp_avg", "3.exp_avg_sq",
+// "3.max_exp_avg_sq", "3.step" (AdamW).
+struct StateEntry {
+  std::string name;
+  Tensor tensor;
+};
 
 class Optimizer {
  public:
@@ -61,6 +72,20 @@ class Optimizer {
   // gradients that alias DDP buckets; PyTorch 1.13's
   // zero_grad(set_to_none=False)), or dropped with set_to_none.
   void ZeroGrad(bool set_to_none = false);
+
+  // The per-parameter state (see StateEntry), for checkpoints: parameters
+  // without state (never stepped) have no entries. The tensors alias the
+  // optimizer's state: serialize or Clone() them before the next Step().
+  virtual std::vector<StateEntry> ExportState() const = 0;
+  // Replaces the whole per-parameter state with `state` (an ExportState()
+  // result, e.g. read back from a checkpoint), copying the tensors onto each
+  // parameter's device; parameters without entries lose their state (as
+  // torch's optimizer.load_state_dict). All or nothing: an unknown name, a
+  // parameter index out of range, a tensor whose shape or dtype differs from
+  // its parameter's (or a step that is not an i64 scalar >= 1), or an
+  // incomplete set (AdamW needs step, exp_avg and exp_avg_sq together) is an
+  // InvalidArgument naming the entry, and the state is left as it was.
+  virtual absl::Status ImportState(const std::vector<StateEntry>& state) = 0;
 
   const std::vector<Tensor>& params() const { return params_; }
   double lr() const { return lr_; }
@@ -96,6 +121,17 @@ class Optimizer {
   // At Step() time: parameter i's gradient matches it (dtype, element
   // count, device).
   absl::Status CheckStepable(std::string_view who, size_t i) const;
+
+  // Splits a StateEntry name "<i>.<key>" into the parameter index and key.
+  // InvalidArgument (prefixed by `who`) for a malformed name or an index out
+  // of range.
+  absl::Status ParseStateName(std::string_view who, const std::string& name,
+                              size_t& index, std::string& key) const;
+  // Checks that `t` has parameter i's shape and dtype; returns a copy of it
+  // on the parameter's device, in fresh storage.
+  absl::StatusOr<Tensor> StateLike(std::string_view who,
+                                   const std::string& name, const Tensor& t,
+                                   size_t i) const;
 
   std::vector<Tensor> params_;
   double lr_;

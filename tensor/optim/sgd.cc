@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -106,6 +108,34 @@ absl::Status Sgd::Step() {
                         first, p.numel(), options_, lr_);
     }
   }
+  return absl::OkStatus();
+}
+
+std::vector<StateEntry> Sgd::ExportState() const {
+  std::vector<StateEntry> out;
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (buffers_[i].defined()) {
+      out.push_back({absl::StrCat(i, ".momentum_buffer"), buffers_[i]});
+    }
+  }
+  return out;
+}
+
+absl::Status Sgd::ImportState(const std::vector<StateEntry>& state) {
+  std::vector<Tensor> buffers(params_.size());
+  for (const StateEntry& e : state) {
+    size_t i = 0;
+    std::string key;
+    TANDEM_RETURN_IF_ERROR(ParseStateName("Sgd", e.name, i, key));
+    if (key != "momentum_buffer" || buffers[i].defined()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Sgd: optimizer state entry \"", e.name,
+                       "\" is unknown or given twice (Sgd keeps only "
+                       "\"<i>.momentum_buffer\")"));
+    }
+    TANDEM_ASSIGN_OR_RETURN(buffers[i], StateLike("Sgd", e.name, e.tensor, i));
+  }
+  buffers_ = std::move(buffers);
   return absl::OkStatus();
 }
 

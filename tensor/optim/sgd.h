@@ -56,6 +56,9 @@ class Sgd : public Optimizer {
                                            const SgdOptions& options = {});
 
   absl::Status Step() override;
+  // "<i>.momentum_buffer" for every parameter with a buffer.
+  std::vector<StateEntry> ExportState() const override;
+  absl::Status ImportState(const std::vector<StateEntry>& state) override;
 
   const SgdOptions& options() const { return options_; }
   // Parameter i's momentum buffer; undefined before its first step (or

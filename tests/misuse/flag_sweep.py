@@ -2,7 +2,7 @@
 """The flag sweep (issue 18 section 5): every numeric flag of every binary at
 0, -1, its type's maximum, inf and nan (sampler, comm_benchmark,
 comm_benchmark_mpi, mpi_allreduce_peer, ddp_benchmark, tensor_benchmark with
-Google Benchmark's numeric flags, toy_ddp, digits_ddp).
+Google Benchmark's numeric flags, toy_ddp, digits_ddp, ddp_demo).
 
     tests/misuse/flag_sweep.py [--only=TEXT]
     ./bazelw test //tests/misuse:flag_sweep_test
@@ -63,7 +63,13 @@ BINARIES = {
         "benchmark_repetitions": "int"}),
     "TOY_DDP": (["--backend=sim", "--world_size=2", "--epochs=1"], {
         "world_size": "int", "epochs": "int64", "batch_size": "int64",
-        "lr": "double", "seed": "uint64", "loss_precision": "int"}),
+        "lr": "double", "seed": "uint64", "loss_precision": "int",
+        "checkpoint_every": "int64"}),
+    "DDP_DEMO": (["--backend=sim", "--world_size=2", "--epochs=1",
+                  "--dataset-size=8", "--batchSize=4"], {
+        "world_size": "int", "epochs": "int64", "batchSize": "int64",
+        "dataset_size": "int64", "num_classes": "int64", "seed": "uint64",
+        "checkpoint_every": "int64"}),
     # MPI binaries run as singletons (one process, no mpirun needed).
     "COMM_BENCHMARK_MPI": (["--min_bytes=8", "--max_bytes=64",
                             "--target_seconds=0.001"], {

@@ -1,10 +1,14 @@
 #include "train/examples/digits_ddp_lib.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
@@ -19,12 +23,15 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
+#include "train/checkpoint/run_checkpointer.h"
+#include "train/checkpoint/training_checkpoint.h"
 #include "train/data/csv_dataset.h"
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
 #include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
+#include "train/parallel/staged_all_gather.h"
 #include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
@@ -183,6 +190,48 @@ absl::Status CheckConfig(const DigitsConfig& c) {
   return absl::OkStatus();
 }
 
+// Every rank's running loss sum and sample count of the epoch, kept in a
+// mid-epoch checkpoint as the doubles' bits (exact), so that the resumed
+// epoch's line is the one an uninterrupted run prints. Collective.
+absl::StatusOr<checkpoint::Metadata> GatherLossSums(
+    comm::Communicator& comm, Device device, const std::vector<double>& sums) {
+  int64_t send[2];
+  std::memcpy(send, sums.data(), sizeof(send));
+  std::vector<int64_t> all(2 * static_cast<size_t>(comm.size()));
+  TANDEM_RETURN_IF_ERROR(
+      AllGatherInt64(comm, device, send, absl::MakeSpan(all)));
+  checkpoint::Metadata out;
+  for (int r = 0; r < comm.size(); ++r) {
+    out[absl::StrCat("digits.epoch_loss_sum_bits.", r)] =
+        absl::StrCat(all[2 * r]);
+    out[absl::StrCat("digits.epoch_loss_count_bits.", r)] =
+        absl::StrCat(all[2 * r + 1]);
+  }
+  return out;
+}
+
+// This rank's entries of GatherLossSums' result.
+absl::StatusOr<std::vector<double>> LossSums(const checkpoint::Metadata& extra,
+                                             int rank) {
+  std::vector<double> out;
+  for (const char* what : {"sum", "count"}) {
+    const std::string key =
+        absl::StrCat("digits.epoch_loss_", what, "_bits.", rank);
+    auto it = extra.find(key);
+    int64_t bits = 0;
+    if (it == extra.end() || !absl::SimpleAtoi(it->second, &bits)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "digits_ddp: the checkpoint has no valid \"", key,
+          "\" entry for the epoch it resumes in; start from a fresh "
+          "--checkpoint_dir"));
+    }
+    double v;
+    std::memcpy(&v, &bits, sizeof(v));
+    out.push_back(v);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
@@ -199,7 +248,9 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                        {"--hidden", config.hidden},
                        {"--seed", config.seed},
                        {"--split_seed", config.split_seed},
-                       {"--test_fraction", config.test_fraction}}));
+                       {"--test_fraction", config.test_fraction},
+                       {"--checkpoint_dir", config.checkpoint.dir},
+                       {"--checkpoint_every", config.checkpoint.every_steps}}));
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
   TANDEM_RETURN_IF_ERROR(
       CheckGlobalBatch(config.global_batch_size, comm.size()));
@@ -215,6 +266,14 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
                           optim::Sgd::Create(model->Parameters(), config.lr,
                                              {.momentum = config.momentum}));
+  // Resume (every rank) before DDP broadcasts rank 0's parameters.
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm,
+                                           "digits_ddp");
+  checkpoint::TrainingState state;
+  state.model = model.get();
+  state.optimizer = &sgd;
+  TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
+                          checkpointer.Resume(state));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
                           DistributedDataParallel::Create(*model, comm));
   TANDEM_ASSIGN_OR_RETURN(DistributedSampler sampler,
@@ -229,7 +288,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       std::string(comm.backend()), batch_size, config.hidden));
 
   DigitsResult result;
-  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
+  for (int64_t epoch = start.epoch; epoch < config.epochs; ++epoch) {
     sampler.SetEpoch(epoch);
     model->Train();
     TANDEM_ASSIGN_OR_RETURN(
@@ -237,7 +296,13 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
         DataLoader::Create(split.train, sampler.Indices(), batch_size,
                            /*drop_last=*/false));
     std::vector<double> loss_sum_and_count = {0, 0};
-    for (int64_t b = 0; b < loader.num_batches(); ++b) {
+    const int64_t first_step = epoch == start.epoch ? start.step_in_epoch : 0;
+    if (first_step > 0) {
+      // Resumed mid-epoch: the loss of the steps already taken.
+      TANDEM_ASSIGN_OR_RETURN(loss_sum_and_count,
+                              LossSums(state.extra, comm.rank()));
+    }
+    for (int64_t b = first_step; b < loader.num_batches(); ++b) {
       TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
       TANDEM_ASSIGN_OR_RETURN(Tensor features,
                               OnDevice(batch.features, device));
@@ -261,6 +326,14 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
               .status());
       loss_sum_and_count[0] += value * batch.labels.numel();
       loss_sum_and_count[1] += batch.labels.numel();
+      state.extra.clear();
+      if (checkpointer.SaveDueAfter(b, loader.num_batches()) &&
+          b + 1 < loader.num_batches()) {
+        TANDEM_ASSIGN_OR_RETURN(
+            state.extra, GatherLossSums(comm, device, loss_sum_and_count));
+      }
+      TANDEM_RETURN_IF_ERROR(
+          checkpointer.AfterStep(state, epoch, b, loader.num_batches()));
     }
     TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, loss_sum_and_count, device));
     result.final_train_loss = loss_sum_and_count[0] / loss_sum_and_count[1];

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "train/checkpoint/run_checkpointer.h"
 
 namespace tandem::train {
 
@@ -42,6 +43,13 @@ struct DigitsConfig {
   uint64_t seed = 0;         // model initialisation
   uint64_t split_seed = 42;  // which samples are held out
   double test_fraction = 0.2;
+  // --checkpoint_dir / --checkpoint_every
+  // (train/checkpoint/run_checkpointer.h): rank 0 saves the model, Sgd's
+  // momentum buffers, the progress and the epoch's running loss sum; a folder
+  // holding a checkpoint resumes from it, and the resumed run prints the same
+  // epoch lines as an uninterrupted one (from the resumed epoch on) and ends
+  // with the same weights, bit for bit.
+  checkpoint::CheckpointOptions checkpoint;
 };
 
 struct DigitsResult {

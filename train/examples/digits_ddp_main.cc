@@ -44,6 +44,10 @@ int main(int argc, char** argv) {
         config.momentum = absl::GetFlag(FLAGS_momentum);
         config.hidden = absl::GetFlag(FLAGS_hidden);
         config.seed = absl::GetFlag(FLAGS_seed);
+        absl::StatusOr<tandem::train::checkpoint::CheckpointOptions>
+            checkpoint = tandem::train::ExampleCheckpointOptions();
+        if (!checkpoint.ok()) return checkpoint.status();
+        config.checkpoint = *checkpoint;
         // A bad --lr or --momentum is a usage error, found before any rank
         // starts (each rank's Sgd::Create checks again).
         if (absl::Status s = tandem::optim::Sgd::CheckHyperParameters(

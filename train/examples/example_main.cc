@@ -22,6 +22,15 @@ ABSL_FLAG(double, timeout, 300,
           "Seconds every collective may take before the job fails and names "
           "the ranks that never arrived; > 0 and finite.");
 
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Folder of the run's checkpoint (model.safetensors with PyTorch's "
+          "names, training_state.safetensors beside it), written by rank 0 at "
+          "every epoch end; a folder that holds one resumes from it. Empty: "
+          "no checkpoints.");
+ABSL_FLAG(int64_t, checkpoint_every, 0,
+          "With --checkpoint_dir, also checkpoint every N steps; 0: at epoch "
+          "ends only.");
+
 namespace tandem::train {
 namespace {
 
@@ -52,6 +61,22 @@ absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds) {
                      "; expected seconds > 0 and finite (e.g. --timeout=300)"));
   }
   return absl::Seconds(seconds);
+}
+
+absl::StatusOr<checkpoint::CheckpointOptions> ExampleCheckpointOptions() {
+  checkpoint::CheckpointOptions options;
+  options.dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.every_steps = absl::GetFlag(FLAGS_checkpoint_every);
+  if (options.every_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--checkpoint_every=", options.every_steps,
+                     "; expected 0 (epoch ends only) or a step count >= 1"));
+  }
+  if (options.every_steps > 0 && options.dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--checkpoint_every needs --checkpoint_dir=DIR (where to write)");
+  }
+  return options;
 }
 
 absl::StatusOr<ParsedCommandLine> ParseExampleFlags(

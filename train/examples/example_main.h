@@ -18,6 +18,9 @@
 //   --world_size   ranks; 0: the engine's default
 //   --timeout      seconds every collective may take, > 0 and finite
 //                  (default 300, as torch's init_process_group(timeout=))
+//   --checkpoint_dir, --checkpoint_every
+//                  checkpoints (train/checkpoint/run_checkpointer.h); an
+//                  example reads them with ExampleCheckpointOptions()
 //
 // The command line is parsed by base/command_line.h, not by
 // absl::ParseCommandLine (which exits 1 on an unknown flag): flags are
@@ -42,6 +45,7 @@
 #include "base/command_line.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "train/checkpoint/run_checkpointer.h"
 
 namespace tandem::train {
 
@@ -75,6 +79,11 @@ using ::tandem::ParsedCommandLine;
 // argument, an unknown flag, a missing or bad value; kHelp for --help or -h.
 absl::StatusOr<ParsedCommandLine> ParseExampleFlags(
     const std::vector<std::string>& args);
+
+// --checkpoint_dir and --checkpoint_every, for an ExampleSetup to pass to
+// its ranks. InvalidArgument (a usage error) for a negative
+// --checkpoint_every or one without --checkpoint_dir.
+absl::StatusOr<checkpoint::CheckpointOptions> ExampleCheckpointOptions();
 
 // --timeout in seconds as a Duration: InvalidArgument unless > 0 and finite.
 absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds);

@@ -1,11 +1,13 @@
 #include "train/examples/toy_ddp_lib.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -25,6 +27,8 @@
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
+#include "train/checkpoint/run_checkpointer.h"
+#include "train/checkpoint/training_checkpoint.h"
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
 #include "train/data/distributed_sampler.h"
@@ -41,17 +45,6 @@ absl::StatusOr<TensorDataset> MakeDataset(const std::vector<float>& xy,
   TANDEM_ASSIGN_OR_RETURN(Tensor features, Tensor::FromVector(xy, {n, 2}));
   TANDEM_ASSIGN_OR_RETURN(Tensor y, Tensor::FromVector(labels));
   return TensorDataset::Create(features, y);
-}
-
-// NeuralNetwork(num_inputs=2, num_outputs=2) of the tutorial.
-absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(Generator& gen) {
-  auto model = std::make_unique<nn::Sequential>();
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(2, 30, gen)));
-  TANDEM_RETURN_IF_ERROR(model->Append(std::make_unique<nn::ReLU>()));
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(30, 20, gen)));
-  TANDEM_RETURN_IF_ERROR(model->Append(std::make_unique<nn::ReLU>()));
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(20, 2, gen)));
-  return model;
 }
 
 // `batch` with its features and labels on `device` (unchanged on the CPU).
@@ -109,6 +102,38 @@ absl::StatusOr<float> ComputeAccuracy(DistributedDataParallel& model,
 
 }  // namespace
 
+// The tutorial's NeuralNetwork: its layers live in a Sequential registered
+// as "layers", so the state dict's names are PyTorch's ("layers.0.weight").
+class ToyNetwork : public nn::Module {
+ public:
+  static absl::StatusOr<std::unique_ptr<ToyNetwork>> Create(Generator& gen) {
+    auto layers = std::make_unique<nn::Sequential>();
+    TANDEM_RETURN_IF_ERROR(layers->Append(nn::Linear::Create(2, 30, gen)));
+    TANDEM_RETURN_IF_ERROR(layers->Append(std::make_unique<nn::ReLU>()));
+    TANDEM_RETURN_IF_ERROR(layers->Append(nn::Linear::Create(30, 20, gen)));
+    TANDEM_RETURN_IF_ERROR(layers->Append(std::make_unique<nn::ReLU>()));
+    TANDEM_RETURN_IF_ERROR(layers->Append(nn::Linear::Create(20, 2, gen)));
+    auto net = std::unique_ptr<ToyNetwork>(new ToyNetwork());
+    TANDEM_ASSIGN_OR_RETURN(net->layers_,
+                            net->RegisterModule("layers", std::move(layers)));
+    return net;
+  }
+  absl::StatusOr<Tensor> Forward(const Tensor& input) override {
+    return layers_->Forward(input);
+  }
+  std::string_view type_name() const override { return "NeuralNetwork"; }
+
+ private:
+  ToyNetwork() = default;
+  nn::Sequential* layers_ = nullptr;  // owned by the Module base
+};
+
+absl::StatusOr<std::unique_ptr<nn::Module>> BuildToyModel(Generator& gen) {
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<ToyNetwork> net,
+                          ToyNetwork::Create(gen));
+  return std::unique_ptr<nn::Module>(std::move(net));
+}
+
 absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        Device device) {
   // First, before any rank can fail alone on its own flags: per-rank flags
@@ -120,7 +145,9 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        {"--lr", config.lr},
                        {"--seed", config.seed},
                        {"--loss_precision", config.loss_precision},
-                       {"--log_ranks", config.log_all_ranks ? "all" : "0"}}));
+                       {"--log_ranks", config.log_all_ranks ? "all" : "0"},
+                       {"--checkpoint_dir", config.checkpoint.dir},
+                       {"--checkpoint_every", config.checkpoint.every_steps}}));
   // lr is checked where the optimizer is built (Sgd::Create: PyTorch's
   // rule, and finite).
   // A million epochs is far beyond any use of this example; more is a typo
@@ -165,11 +192,18 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
 
   // torch.manual_seed(seed); model = NeuralNetwork(2, 2)
   Generator gen(config.seed);
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
-                          BuildModel(gen));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Module> model,
+                          BuildToyModel(gen));
   TANDEM_RETURN_IF_ERROR(model->To(device));  // model.to(rank)
   TANDEM_ASSIGN_OR_RETURN(optim::Sgd optimizer,
                           optim::Sgd::Create(model->Parameters(), config.lr));
+  // Resume (every rank) before DDP broadcasts rank 0's parameters.
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, "toy_ddp");
+  checkpoint::TrainingState state;
+  state.model = model.get();
+  state.optimizer = &optimizer;
+  TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
+                          checkpointer.Resume(state));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
                           DistributedDataParallel::Create(*model, comm));
 
@@ -177,11 +211,12 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
     return DataLoader::Create(train_ds, sampler.Indices(), config.batch_size,
                               /*drop_last=*/true);
   };
-  for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
+  for (int64_t epoch = start.epoch; epoch < config.epochs; ++epoch) {
     sampler.SetEpoch(epoch);
     model->Train();
     TANDEM_ASSIGN_OR_RETURN(DataLoader loader, train_loader());
-    for (int64_t b = 0; b < loader.num_batches(); ++b) {
+    for (int64_t b = epoch == start.epoch ? start.step_in_epoch : 0;
+         b < loader.num_batches(); ++b) {
       TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
       TANDEM_ASSIGN_OR_RETURN(batch, OnDevice(std::move(batch), device));
       TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(batch.features));
@@ -205,11 +240,15 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                .loss = loss_value,
                .check_parameters = ParameterCheckDue(b, loader.num_batches())})
               .status());
+      TANDEM_RETURN_IF_ERROR(
+          checkpointer.AfterStep(state, epoch, b, loader.num_batches()));
     }
   }
 
   model->Eval();
-  // The train loader still iterates the last epoch's order.
+  // The train loader iterates the last epoch's order (set here too for a run
+  // resumed after its last epoch, whose loop did not run).
+  sampler.SetEpoch(std::max<int64_t>(config.epochs - 1, 0));
   TANDEM_ASSIGN_OR_RETURN(DataLoader loader, train_loader());
   TANDEM_ASSIGN_OR_RETURN(
       float train_acc, ComputeAccuracy(*ddp, loader, "training", rank, device));

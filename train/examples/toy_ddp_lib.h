@@ -25,11 +25,15 @@
 #define TANDEM_TRAIN_EXAMPLES_TOY_DDP_LIB_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "tensor/generator.h"
+#include "tensor/nn/module.h"
+#include "train/checkpoint/run_checkpointer.h"
 
 namespace tandem::train {
 
@@ -45,6 +49,12 @@ struct ToyDdpConfig {
   // Decimals of the printed loss; the tutorial prints 2. More digits show
   // how close tandem and PyTorch are.
   int loss_precision = 2;
+  // --checkpoint_dir / --checkpoint_every: rank 0 saves the model, the
+  // optimizer and the progress (train/checkpoint/run_checkpointer.h); a
+  // folder that holds a checkpoint resumes from it (rank 0 says so) and
+  // prints only the steps still to run. The final weights equal an
+  // uninterrupted run's bit for bit.
+  checkpoint::CheckpointOptions checkpoint;
 };
 
 // Runs the tutorial on `comm`'s rank (collective: every rank calls it).
@@ -64,6 +74,13 @@ struct ToyDdpConfig {
 // communicator.
 absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        Device device = Device::CPU());
+
+// The tutorial's NeuralNetwork(num_inputs=2, num_outputs=2): an MLP
+// 2 -> 30 -> 20 -> 2 with ReLU, initialised from `gen` as nn.Linear does,
+// its parameters named as in PyTorch: "layers.0.weight", "layers.0.bias",
+// "layers.2.weight", ... (so a checkpoint loads into the PyTorch script's
+// model with load_state_dict).
+absl::StatusOr<std::unique_ptr<nn::Module>> BuildToyModel(Generator& gen);
 
 // Python's str(float) (== repr): the shortest digits that round-trip, in
 // fixed notation for 1e-4 <= |x| < 1e16 with ".0" added to integral values

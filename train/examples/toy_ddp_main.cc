@@ -53,6 +53,10 @@ int main(int argc, char** argv) {
         config.seed = absl::GetFlag(FLAGS_seed);
         config.log_all_ranks = log_ranks == "all";
         config.loss_precision = absl::GetFlag(FLAGS_loss_precision);
+        absl::StatusOr<tandem::train::checkpoint::CheckpointOptions>
+            checkpoint = tandem::train::ExampleCheckpointOptions();
+        if (!checkpoint.ok()) return checkpoint.status();
+        config.checkpoint = *checkpoint;
         // A bad --lr is a usage error, found before any rank starts (each
         // rank's Sgd::Create checks again).
         if (absl::Status s =

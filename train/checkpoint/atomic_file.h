@@ -1,0 +1,40 @@
+// Crash-safe file replacement for checkpoints.
+//
+//   TANDEM_RETURN_IF_ERROR(WriteFileAtomically("/ckpt/model.safetensors",
+//                                              bytes));
+//
+// A reader of `path` sees either the old file or the new one in full, never a
+// torn mix, even if the process or the machine dies mid-write: the bytes go to
+// a temporary file in the same folder ("<path>.tmp.<pid>"), which is fsync'ed,
+// renamed over `path` (atomic on POSIX within one file system), and then the
+// folder is fsync'ed so that the rename itself is durable.
+//
+// Blocking (disk I/O). Thread-safe for distinct paths; two writers of one path
+// race (the last rename wins, each file whole).
+#ifndef TANDEM_TRAIN_CHECKPOINT_ATOMIC_FILE_H_
+#define TANDEM_TRAIN_CHECKPOINT_ATOMIC_FILE_H_
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tandem::train::checkpoint {
+
+// Replaces `path` with `bytes` as described above. The folder must exist.
+// Errors (kInternal/kNotFound/kPermissionDenied from errno) name the path and
+// the failing call; the temporary file is removed and `path` is unchanged.
+absl::Status WriteFileAtomically(const std::string& path,
+                                 std::string_view bytes);
+
+// The whole content of `path`. NotFound when it does not exist; other errors
+// name the path and the failing call.
+absl::StatusOr<std::string> ReadFile(const std::string& path);
+
+// Whether `path` exists (any file type).
+bool FileExists(const std::string& path);
+
+}  // namespace tandem::train::checkpoint
+
+#endif  // TANDEM_TRAIN_CHECKPOINT_ATOMIC_FILE_H_

@@ -1,0 +1,44 @@
+// The small JSON subset a safetensors header uses, parsed and written.
+//
+//   TANDEM_ASSIGN_OR_RETURN(JsonValue v, ParseJson(R"({"a": [1, 2]})"));
+//   v.object.at("a").array[1].integer;  // 2
+//
+// Supported: objects, arrays, strings (every escape, \u with surrogate pairs,
+// stored as UTF-8), integers that fit int64_t, true/false/null. Not
+// supported (an error naming the offset): numbers with a fraction or an
+// exponent, which no safetensors header holds. Duplicate keys in an object
+// are an error (a header naming one tensor twice is corrupt). Nesting is
+// limited to 64 levels. Pure functions; thread-safe.
+#ifndef TANDEM_TRAIN_CHECKPOINT_JSON_H_
+#define TANDEM_TRAIN_CHECKPOINT_JSON_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tandem::train::checkpoint {
+
+struct JsonValue {
+  enum class Kind { kNull, kBool, kInteger, kString, kArray, kObject };
+  Kind kind = Kind::kNull;
+  bool boolean = false;
+  int64_t integer = 0;
+  std::string string;
+  std::vector<JsonValue> array;
+  std::map<std::string, JsonValue> object;  // keys sorted
+};
+
+// Parses `text`, which must hold exactly one value (whitespace around it is
+// allowed). InvalidArgument says what was expected and at which byte.
+absl::StatusOr<JsonValue> ParseJson(std::string_view text);
+
+// `s` as a JSON string literal, quotes included ("\"a\\\"b\"").
+std::string JsonQuote(std::string_view s);
+
+}  // namespace tandem::train::checkpoint
+
+#endif  // TANDEM_TRAIN_CHECKPOINT_JSON_H_

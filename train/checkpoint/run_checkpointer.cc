@@ -1,0 +1,70 @@
+#include "train/checkpoint/run_checkpointer.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "comm/rank_printer.h"
+
+namespace tandem::train::checkpoint {
+
+RunCheckpointer::RunCheckpointer(CheckpointOptions options,
+                                 const comm::Communicator& comm,
+                                 std::string who)
+    : options_(std::move(options)), comm_(comm), who_(std::move(who)) {}
+
+absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
+  if (options_.every_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(who_, ": --checkpoint_every=", options_.every_steps,
+                     "; expected 0 (epoch ends only) or a step count >= 1"));
+  }
+  TrainingProgress start;
+  start.world_size = comm_.size();
+  if (!enabled()) return start;
+  TANDEM_ASSIGN_OR_RETURN(
+      std::optional<TrainingProgress> resumed,
+      LoadTrainingCheckpoint(options_.dir, state, comm_.size()));
+  if (!resumed.has_value()) {
+    // Rank 0 writes there later: find a bad folder now, not after an epoch.
+    if (comm_.rank() == 0) {
+      TANDEM_RETURN_IF_ERROR(CreateCheckpointFolder(options_.dir));
+    }
+    return start;
+  }
+  global_step_ = resumed->global_step;
+  comm::RankPrinter(comm_).PrintOnRank0(
+      absl::StrCat(who_, ": resuming from ", options_.dir, " at epoch ",
+                   resumed->epoch + 1, ", step ", resumed->step_in_epoch + 1,
+                   " (after ", resumed->global_step, " steps)"));
+  return *resumed;
+}
+
+bool RunCheckpointer::SaveDueAfter(int64_t step, int64_t steps_in_epoch) const {
+  if (!enabled()) return false;
+  const int64_t next = global_step_ + 1;
+  return step + 1 >= steps_in_epoch ||
+         (options_.every_steps > 0 && next % options_.every_steps == 0);
+}
+
+absl::Status RunCheckpointer::AfterStep(const TrainingState& state,
+                                        int64_t epoch, int64_t step,
+                                        int64_t steps_in_epoch) {
+  const bool save = SaveDueAfter(step, steps_in_epoch);
+  ++global_step_;
+  if (!save || comm_.rank() != 0) return absl::OkStatus();
+  const bool epoch_over = step + 1 >= steps_in_epoch;
+  TrainingProgress next;
+  next.epoch = epoch_over ? epoch + 1 : epoch;
+  next.step_in_epoch = epoch_over ? 0 : step + 1;
+  next.global_step = global_step_;
+  next.world_size = comm_.size();
+  return SaveTrainingCheckpoint(options_.dir, state, next);
+}
+
+}  // namespace tandem::train::checkpoint

@@ -1,0 +1,79 @@
+// The examples' checkpoint policy (--checkpoint_dir, --checkpoint_every) over
+// SaveTrainingCheckpoint / LoadTrainingCheckpoint.
+//
+//   RunCheckpointer ckpt({.dir = dir, .every_steps = 5}, comm, "toy_ddp");
+//   TANDEM_ASSIGN_OR_RETURN(TrainingProgress start, ckpt.Resume(state));
+//   for (int64_t epoch = start.epoch; epoch < epochs; ++epoch) {
+//     for (int64_t b = epoch == start.epoch ? start.step_in_epoch : 0;
+//          b < steps; ++b) {
+//       ... one step ...
+//       TANDEM_RETURN_IF_ERROR(ckpt.AfterStep(state, epoch, b, steps));
+//     }
+//   }
+//
+// Saving: rank 0 only (DDP keeps every rank's model and optimizer identical),
+// at the end of every epoch and, with every_steps > 0, after every
+// every_steps-th step of the run. Other ranks return at once; nothing is
+// communicated. Loading: every rank reads the same files (a folder every rank
+// can read: the same machine, or a shared file system).
+//
+// Thread-safety: one per rank; used by that rank's thread only.
+#ifndef TANDEM_TRAIN_CHECKPOINT_RUN_CHECKPOINTER_H_
+#define TANDEM_TRAIN_CHECKPOINT_RUN_CHECKPOINTER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "train/checkpoint/training_checkpoint.h"
+
+namespace tandem::train::checkpoint {
+
+struct CheckpointOptions {
+  std::string dir;          // empty: checkpoints off
+  int64_t every_steps = 0;  // 0: at epoch ends only; > 0: also every N steps
+};
+
+class RunCheckpointer {
+ public:
+  // `comm` must outlive this; `who` starts the resume line ("toy_ddp").
+  RunCheckpointer(CheckpointOptions options, const comm::Communicator& comm,
+                  std::string who);
+
+  bool enabled() const { return !options_.dir.empty(); }
+
+  // Every rank: with a checkpoint in the folder, restores `state` from it
+  // (LoadTrainingCheckpoint) and rank 0 prints
+  //   "<who>: resuming from <dir> at epoch E, step S (after G steps)"
+  // with E and S counted from 1; returns where to start (all zeros without a
+  // checkpoint, or when checkpoints are off; rank 0 then creates the folder,
+  // so that a bad one fails before training). InvalidArgument for
+  // every_steps < 0.
+  absl::StatusOr<TrainingProgress> Resume(TrainingState& state);
+
+  // After step `step` (0-based) of `epoch`, which has `steps_in_epoch` steps.
+  // Counts the run's steps; on rank 0 saves when the epoch is over or the
+  // count is a multiple of every_steps. The saved progress points at the
+  // next step (the next epoch's step 0 after the last step).
+  absl::Status AfterStep(const TrainingState& state, int64_t epoch,
+                         int64_t step, int64_t steps_in_epoch);
+
+  // Whether the next AfterStep(state, epoch, step, steps_in_epoch) saves (on
+  // rank 0). The same answer on every rank, so ranks can gather what rank 0
+  // must save (a collective) just before.
+  bool SaveDueAfter(int64_t step, int64_t steps_in_epoch) const;
+
+  int64_t global_step() const { return global_step_; }
+
+ private:
+  CheckpointOptions options_;
+  const comm::Communicator& comm_;
+  std::string who_;
+  int64_t global_step_ = 0;
+};
+
+}  // namespace tandem::train::checkpoint
+
+#endif  // TANDEM_TRAIN_CHECKPOINT_RUN_CHECKPOINTER_H_

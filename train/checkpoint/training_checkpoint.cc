@@ -1,0 +1,192 @@
+#include "train/checkpoint/training_checkpoint.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "train/checkpoint/atomic_file.h"
+#include "train/checkpoint/safetensors.h"
+
+namespace tandem::train::checkpoint {
+namespace {
+
+constexpr char kOptimizerPrefix[] = "optimizer.";
+constexpr char kGeneratorPrefix[] = "generator.";
+constexpr char kExtraPrefix[] = "extra.";
+constexpr char kGlobalStepKey[] = "tandem.global_step";
+
+std::string Join(const std::string& dir, const char* file) {
+  return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+absl::StatusOr<int64_t> IntEntry(const Metadata& m, const std::string& key,
+                                 const std::string& file) {
+  auto it = m.find(key);
+  int64_t value = 0;
+  if (it != m.end()) {
+    const char* end = it->second.data() + it->second.size();
+    const std::from_chars_result r =
+        std::from_chars(it->second.data(), end, value);
+    if (r.ec == std::errc() && r.ptr == end && value >= 0) return value;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "checkpoint file ", file, ": metadata entry \"", key,
+      "\" is missing or not an integer >= 0; the file was not written by "
+      "tandem's SaveTrainingCheckpoint (or is damaged): start from a fresh "
+      "--checkpoint_dir"));
+}
+
+}  // namespace
+
+absl::Status SaveTrainingCheckpoint(const std::string& dir,
+                                    const TrainingState& state,
+                                    const TrainingProgress& progress) {
+  if (state.model == nullptr || state.optimizer == nullptr) {
+    return absl::InvalidArgumentError(
+        "SaveTrainingCheckpoint: the model and the optimizer are required");
+  }
+  TANDEM_RETURN_IF_ERROR(CreateCheckpointFolder(dir));
+  const std::string step = absl::StrCat(progress.global_step);
+  Metadata meta = {{"format", "tandem-training-state"},
+                   {kGlobalStepKey, step},
+                   {"epoch", absl::StrCat(progress.epoch)},
+                   {"step_in_epoch", absl::StrCat(progress.step_in_epoch)},
+                   {"world_size", absl::StrCat(progress.world_size)},
+                   {"optimizer.lr", absl::StrCat(state.optimizer->lr())}};
+  for (const auto& [name, gen] : state.generators) {
+    meta[kGeneratorPrefix + name] = gen->State();
+  }
+  for (const auto& [key, value] : state.extra) meta[kExtraPrefix + key] = value;
+  nn::StateDict optimizer_tensors;
+  for (optim::StateEntry& e : state.optimizer->ExportState()) {
+    optimizer_tensors.push_back({kOptimizerPrefix + e.name, e.tensor});
+  }
+  TANDEM_RETURN_IF_ERROR(
+      SaveSafetensors(Join(dir, kTrainingStateFile), optimizer_tensors, meta));
+  return SaveSafetensors(Join(dir, kModelFile), state.model->StateDict(),
+                         {{"format", "pt"}, {kGlobalStepKey, step}});
+}
+
+absl::Status CreateCheckpointFolder(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::InternalError(absl::StrCat(
+        "checkpoint: cannot create the folder ", dir, ": ",
+        std::strerror(errno), "; pass a --checkpoint_dir whose parent exists"));
+  }
+  return absl::OkStatus();
+}
+
+bool HasTrainingCheckpoint(const std::string& dir) {
+  return FileExists(Join(dir, kModelFile));
+}
+
+absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
+    const std::string& dir, TrainingState& state, int64_t world_size) {
+  if (state.model == nullptr || state.optimizer == nullptr) {
+    return absl::InvalidArgumentError(
+        "LoadTrainingCheckpoint: the model and the optimizer are required");
+  }
+  if (!HasTrainingCheckpoint(dir)) return std::nullopt;
+  const std::string model_path = Join(dir, kModelFile);
+  const std::string state_path = Join(dir, kTrainingStateFile);
+  TANDEM_ASSIGN_OR_RETURN(SafetensorsContent model_file,
+                          LoadSafetensors(model_path));
+  TANDEM_ASSIGN_OR_RETURN(SafetensorsContent state_file,
+                          LoadSafetensors(state_path));
+  TANDEM_ASSIGN_OR_RETURN(
+      const int64_t model_step,
+      IntEntry(model_file.metadata, kGlobalStepKey, model_path));
+  TrainingProgress progress;
+  TANDEM_ASSIGN_OR_RETURN(
+      progress.global_step,
+      IntEntry(state_file.metadata, kGlobalStepKey, state_path));
+  TANDEM_ASSIGN_OR_RETURN(progress.epoch,
+                          IntEntry(state_file.metadata, "epoch", state_path));
+  TANDEM_ASSIGN_OR_RETURN(
+      progress.step_in_epoch,
+      IntEntry(state_file.metadata, "step_in_epoch", state_path));
+  TANDEM_ASSIGN_OR_RETURN(
+      progress.world_size,
+      IntEntry(state_file.metadata, "world_size", state_path));
+  if (model_step != progress.global_step) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint in ", dir, " is torn: ", model_path, " is from step ",
+        model_step, " but ", state_path, " from step ", progress.global_step,
+        " (the run died between writing the two); start from a fresh "
+        "--checkpoint_dir"));
+  }
+  if (progress.world_size != world_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint in ", dir, " was written by a run of world size ",
+        progress.world_size, " but this run has ", world_size,
+        "; the data order and steps per epoch depend on it: resume with "
+        "--world_size=",
+        progress.world_size, " or start from a fresh --checkpoint_dir"));
+  }
+  // Everything is checked before anything changes.
+  std::vector<std::pair<Generator*, Generator>> generators;
+  for (const auto& [name, gen] : state.generators) {
+    auto it = state_file.metadata.find(kGeneratorPrefix + name);
+    Generator restored = *gen;
+    if (it == state_file.metadata.end() ||
+        !restored.SetState(it->second).ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint file ", state_path, ": generator \"", name,
+          "\" is missing or damaged; start from a fresh --checkpoint_dir"));
+    }
+    generators.emplace_back(gen, restored);
+  }
+  std::vector<optim::StateEntry> optimizer_state;
+  const std::string prefix = kOptimizerPrefix;
+  for (nn::NamedTensor& nt : state_file.tensors) {
+    if (nt.name.compare(0, prefix.size(), prefix) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint file ", state_path, ": unexpected tensor \"",
+                       nt.name, "\" (expected only optimizer.<i>.<key>)"));
+    }
+    optimizer_state.push_back(
+        {nt.name.substr(prefix.size()), std::move(nt.tensor)});
+  }
+  // The optimizer first (all or nothing), then the model (all or nothing);
+  // if the model refuses, the optimizer gets its old state back.
+  std::vector<optim::StateEntry> old_optimizer;
+  for (const optim::StateEntry& e : state.optimizer->ExportState()) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor copy, e.tensor.Clone());
+    old_optimizer.push_back({e.name, copy});
+  }
+  if (absl::Status s = state.optimizer->ImportState(optimizer_state); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("checkpoint file ", state_path,
+                                               ": ", s.message()));
+  }
+  if (absl::Status s = state.model->LoadStateDict(model_file.tensors);
+      !s.ok()) {
+    TANDEM_RETURN_IF_ERROR(state.optimizer->ImportState(old_optimizer));
+    return absl::Status(
+        s.code(), absl::StrCat("checkpoint file ", model_path,
+                               " does not fit the model (nothing was loaded): ",
+                               s.message()));
+  }
+  for (auto& [gen, restored] : generators) *gen = restored;
+  state.extra.clear();
+  const std::string extra = kExtraPrefix;
+  for (const auto& [key, value] : state_file.metadata) {
+    if (key.compare(0, extra.size(), extra) == 0) {
+      state.extra[key.substr(extra.size())] = value;
+    }
+  }
+  return progress;
+}
+
+}  // namespace tandem::train::checkpoint

@@ -1,0 +1,103 @@
+// Training checkpoints: everything a run needs to continue bit for bit.
+//
+//   TrainingState state{.model = model.get(), .optimizer = &sgd};
+//   // After a step (rank 0 only: the ranks hold identical copies):
+//   TANDEM_RETURN_IF_ERROR(SaveTrainingCheckpoint(
+//       dir, state, {.epoch = 1, .step_in_epoch = 3, .global_step = 8}));
+//   // At start-up (every rank):
+//   TANDEM_ASSIGN_OR_RETURN(std::optional<TrainingProgress> resumed,
+//                           LoadTrainingCheckpoint(dir, state));
+//
+// Files in `dir` (written by SaveTrainingCheckpoint, each atomically: see
+// atomic_file.h):
+//   model.safetensors           the model's state dict under PyTorch's names
+//                               ("layers.0.weight"), loadable by
+//                               safetensors.torch.load_file +
+//                               model.load_state_dict; metadata "format": "pt"
+//                               and "tandem.global_step"
+//   training_state.safetensors  the optimizer's per-parameter state as tensors
+//                               "optimizer.<i>.<key>" (Optimizer::ExportState),
+//                               and as metadata: epoch, step_in_epoch,
+//                               global_step, world_size, the optimizer's lr,
+//                               each generator's state ("generator.<name>"),
+//                               and the caller's extra
+//                               entries (e.g. a GradScaler's scale)
+// The data order needs no file: DistributedSampler's order is a function of
+// its seed and the epoch (SetEpoch), both fixed by the run's flags and the
+// saved epoch.
+//
+// The two files are replaced one after the other (training state first, then
+// the model), and both record global_step: a crash between the two renames
+// leaves a pair whose steps differ, which LoadTrainingCheckpoint refuses
+// (FailedPrecondition naming both steps) rather than resume from a mix.
+//
+// Thread-safety: none; blocking file I/O. The model and optimizer must not be
+// used by another thread meanwhile.
+#ifndef TANDEM_TRAIN_CHECKPOINT_TRAINING_CHECKPOINT_H_
+#define TANDEM_TRAIN_CHECKPOINT_TRAINING_CHECKPOINT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tensor/generator.h"
+#include "tensor/nn/module.h"
+#include "tensor/optim/optimizer.h"
+#include "train/checkpoint/safetensors.h"
+
+namespace tandem::train::checkpoint {
+
+inline constexpr char kModelFile[] = "model.safetensors";
+inline constexpr char kTrainingStateFile[] = "training_state.safetensors";
+
+// Where a run stands: the next step to run is step `step_in_epoch` (0-based)
+// of epoch `epoch` (0-based); `global_step` steps have been taken in all.
+struct TrainingProgress {
+  int64_t epoch = 0;
+  int64_t step_in_epoch = 0;
+  int64_t global_step = 0;
+  int64_t world_size = 1;  // the run's world size (a resume must match it)
+};
+
+// What a checkpoint saves and restores. Not owned; each must outlive the
+// call. `generators` are named (the name keys the metadata entry).
+struct TrainingState {
+  nn::Module* model = nullptr;
+  optim::Optimizer* optimizer = nullptr;
+  std::vector<std::pair<std::string, Generator*>> generators;
+  // Extra metadata saved with the training state and handed back on load
+  // (a GradScaler's scale and growth tracker, a learning-rate schedule...).
+  Metadata extra;
+};
+
+// Writes the two files above into `dir` (created if missing, one level).
+// Errors name the file and the failing call; a failure leaves the previous
+// checkpoint readable (each file is replaced atomically).
+absl::Status SaveTrainingCheckpoint(const std::string& dir,
+                                    const TrainingState& state,
+                                    const TrainingProgress& progress);
+
+// Creates `dir` (one level) unless it exists. Internal error naming the
+// folder and the cause otherwise.
+absl::Status CreateCheckpointFolder(const std::string& dir);
+
+// Whether `dir` holds a checkpoint (its model file exists).
+bool HasTrainingCheckpoint(const std::string& dir);
+
+// Restores `state` from `dir`: nullopt (and nothing changed) when `dir` holds
+// no checkpoint, else the saved progress, with `state->extra` replaced by the
+// saved extra entries. All or nothing: a damaged file, a model or optimizer
+// state that does not fit, a torn pair (different global steps), a missing
+// or bad generator entry, or a world size other than `world_size` is an
+// error naming the file and what is wrong, and leaves the model, the
+// optimizer and the generators as they were.
+absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
+    const std::string& dir, TrainingState& state, int64_t world_size);
+
+}  // namespace tandem::train::checkpoint
+
+#endif  // TANDEM_TRAIN_CHECKPOINT_TRAINING_CHECKPOINT_H_

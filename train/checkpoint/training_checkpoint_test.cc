@@ -1,0 +1,198 @@
+#include "train/checkpoint/training_checkpoint.h"
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tensor/generator.h"
+#include "tensor/nn/linear.h"
+#include "tensor/nn/sequential.h"
+#include "tensor/optim/sgd.h"
+#include "tensor/tensor.h"
+#include "train/checkpoint/atomic_file.h"
+#include "train/checkpoint/safetensors.h"
+
+namespace tandem::train::checkpoint {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string TestDir(const std::string& name) {
+  const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return dir;
+}
+
+TrainingProgress Progress(int64_t epoch, int64_t step, int64_t global_step,
+                          int64_t world_size) {
+  TrainingProgress p;
+  p.epoch = epoch;
+  p.step_in_epoch = step;
+  p.global_step = global_step;
+  p.world_size = world_size;
+  return p;
+}
+
+// A model, an Sgd with momentum and a generator, all from `seed`; `steps`
+// steps taken with gradients drawn from the generator.
+struct Trainer {
+  std::unique_ptr<nn::Sequential> model = std::make_unique<nn::Sequential>();
+  std::unique_ptr<optim::Sgd> sgd;
+  Generator gen;
+
+  explicit Trainer(uint64_t seed, int64_t out = 2) : gen(seed) {
+    EXPECT_TRUE(model->Append(nn::Linear::Create(3, out, gen)).ok());
+    optim::SgdOptions o;
+    o.momentum = 0.9;
+    sgd = std::make_unique<optim::Sgd>(
+        *optim::Sgd::Create(model->Parameters(), 0.1, o));
+  }
+  void Steps(int n) {
+    for (int i = 0; i < n; ++i) {
+      for (const Tensor& p : model->Parameters()) {
+        std::vector<float> g(static_cast<size_t>(p.numel()));
+        gen.Uniform(g.data(), p.numel(), -1.f, 1.f);
+        ASSERT_TRUE(p.set_grad(*Tensor::FromVector<float>(g, p.shape())).ok());
+      }
+      ASSERT_TRUE(sgd->Step().ok());
+    }
+  }
+  TrainingState State() {
+    TrainingState state;
+    state.model = model.get();
+    state.optimizer = sgd.get();
+    state.generators = {{"data", &gen}};
+    return state;
+  }
+  std::vector<std::vector<float>> Weights() const {
+    std::vector<std::vector<float>> out;
+    for (const Tensor& p : model->Parameters()) {
+      out.push_back(*p.ToVector<float>());
+    }
+    return out;
+  }
+};
+
+TEST(TrainingCheckpointTest, NoCheckpointIsNullopt) {
+  Trainer run(1);
+  TrainingState state = run.State();
+  absl::StatusOr<std::optional<TrainingProgress>> r =
+      LoadTrainingCheckpoint(TestDir("none"), state, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_value());
+}
+
+TEST(TrainingCheckpointTest, ResumeContinuesBitForBit) {
+  Trainer straight(7);
+  straight.Steps(5);
+
+  const std::string dir = TestDir("resume");
+  Trainer first(7);
+  first.Steps(2);
+  TrainingState saved = first.State();
+  saved.extra = {{"scaler.scale", "65536"}};
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, saved, Progress(1, 3, 2, 4)).ok());
+  EXPECT_TRUE(HasTrainingCheckpoint(dir));
+
+  Trainer resumed(99);  // other weights, no momentum yet, another stream
+  TrainingState state = resumed.State();
+  absl::StatusOr<std::optional<TrainingProgress>> r =
+      LoadTrainingCheckpoint(dir, state, 4);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->epoch, 1);
+  EXPECT_EQ((*r)->step_in_epoch, 3);
+  EXPECT_EQ((*r)->global_step, 2);
+  EXPECT_EQ(state.extra, (Metadata{{"scaler.scale", "65536"}}));
+  EXPECT_EQ(resumed.Weights(), first.Weights());
+  resumed.Steps(3);
+  EXPECT_EQ(resumed.Weights(), straight.Weights());
+  EXPECT_EQ(resumed.gen.Random(), straight.gen.Random());
+}
+
+TEST(TrainingCheckpointTest, ModelFileIsAPlainStateDict) {
+  const std::string dir = TestDir("plain");
+  Trainer run(3);
+  run.Steps(1);
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, run.State(), {}).ok());
+  absl::StatusOr<SafetensorsContent> model =
+      LoadSafetensors(dir + "/" + kModelFile);
+  ASSERT_TRUE(model.ok());
+  ASSERT_EQ(model->tensors.size(), 2u);
+  EXPECT_EQ(model->tensors[0].name, "0.weight");
+  EXPECT_EQ(model->metadata.at("format"), "pt");
+  absl::StatusOr<SafetensorsContent> st =
+      LoadSafetensors(dir + "/" + kTrainingStateFile);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->tensors[0].name, "optimizer.0.momentum_buffer");
+}
+
+class RefusedTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestDir(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    Trainer saved(5);
+    saved.Steps(1);
+    ASSERT_TRUE(
+        SaveTrainingCheckpoint(dir_, saved.State(), Progress(0, 0, 1, 2)).ok());
+    target_.Steps(1);
+    before_ = target_.Weights();
+    momentum_before_ = *target_.sgd->momentum_buffer(0).ToVector<float>();
+    gen_before_ = target_.gen.State();
+  }
+  // Loads into target_ and checks that nothing changed.
+  std::string Refused(int64_t world_size = 2) {
+    TrainingState state = target_.State();
+    absl::StatusOr<std::optional<TrainingProgress>> r =
+        LoadTrainingCheckpoint(dir_, state, world_size);
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(target_.Weights(), before_);
+    EXPECT_EQ(*target_.sgd->momentum_buffer(0).ToVector<float>(),
+              momentum_before_);
+    EXPECT_EQ(target_.gen.State(), gen_before_);
+    return std::string(r.status().message());
+  }
+  std::string dir_;
+  Trainer target_{6};
+  std::vector<std::vector<float>> before_;
+  std::vector<float> momentum_before_;
+  std::string gen_before_;
+};
+
+TEST_F(RefusedTest, TornPair) {
+  Trainer later(5);
+  later.Steps(2);
+  ASSERT_TRUE(SaveSafetensors(dir_ + "/" + kModelFile, later.model->StateDict(),
+                              {{"tandem.global_step", "2"}})
+                  .ok());
+  EXPECT_THAT(Refused(), HasSubstr("is torn"));
+}
+
+TEST_F(RefusedTest, OtherWorldSize) {
+  EXPECT_THAT(Refused(3), HasSubstr("--world_size=2"));
+}
+
+TEST_F(RefusedTest, ModelThatDoesNotFit) {
+  Trainer wide(5, /*out=*/4);
+  ASSERT_TRUE(
+      SaveTrainingCheckpoint(dir_, wide.State(), Progress(0, 0, 1, 2)).ok());
+  EXPECT_THAT(Refused(), HasSubstr("\"0.weight\""));
+}
+
+TEST_F(RefusedTest, TruncatedTrainingState) {
+  const std::string path = dir_ + "/" + kTrainingStateFile;
+  std::string bytes = *ReadFile(path);
+  ASSERT_TRUE(
+      WriteFileAtomically(path, bytes.substr(0, bytes.size() - 3)).ok());
+  EXPECT_THAT(Refused(), HasSubstr(path));
+}
+
+}  // namespace
+}  // namespace tandem::train::checkpoint

@@ -1,0 +1,186 @@
+#include "train/examples/ddp_demo_lib.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "comm/rank_printer.h"
+#include "tensor/generator.h"
+#include "tensor/nn/activation.h"
+#include "tensor/nn/conv2d.h"
+#include "tensor/nn/linear.h"
+#include "tensor/nn/module.h"
+#include "tensor/ops.h"
+#include "tensor/optim/sgd.h"
+#include "tensor/tensor.h"
+#include "train/checkpoint/run_checkpointer.h"
+#include "train/checkpoint/training_checkpoint.h"
+#include "train/data/data_loader.h"
+#include "train/data/dataset.h"
+#include "train/data/distributed_sampler.h"
+#include "train/examples/toy_ddp_lib.h"
+#include "train/launch/config_agreement.h"
+#include "train/parallel/ddp.h"
+#include "train/parallel/finite_check.h"
+
+namespace tandem::train {
+namespace {
+
+constexpr int64_t kImageSize = 32;
+constexpr int64_t kConvOut = 16;
+
+// The script's Model: parameter names "conv2d.weight", "conv2d.bias",
+// "fc.weight", "fc.bias", as in PyTorch.
+class DemoModel : public nn::Module {
+ public:
+  static absl::StatusOr<std::unique_ptr<DemoModel>> Create(int64_t num_classes,
+                                                           Generator& gen) {
+    auto m = std::unique_ptr<DemoModel>(new DemoModel());
+    TANDEM_ASSIGN_OR_RETURN(
+        m->conv2d_,
+        m->RegisterModule(
+            "conv2d", nn::Conv2d::Create(3, kConvOut, /*kernel_size=*/3,
+                                         /*stride=*/1, /*padding=*/0, gen)));
+    const int64_t side = kImageSize - 2;
+    TANDEM_ASSIGN_OR_RETURN(
+        m->fc_,
+        m->RegisterModule("fc", nn::Linear::Create(kConvOut * side * side,
+                                                   num_classes, gen)));
+    TANDEM_ASSIGN_OR_RETURN(
+        m->softmax_,
+        m->RegisterModule("softmax", std::make_unique<nn::Softmax>(1)));
+    return m;
+  }
+  absl::StatusOr<Tensor> Forward(const Tensor& x) override {
+    const int64_t batch = x.dim(0);
+    TANDEM_ASSIGN_OR_RETURN(Tensor h, conv2d_->Forward(x));
+    TANDEM_ASSIGN_OR_RETURN(h, Reshape(h, {batch, -1}));
+    TANDEM_ASSIGN_OR_RETURN(h, fc_->Forward(h));
+    return softmax_->Forward(h);
+  }
+  std::string_view type_name() const override { return "Model"; }
+
+ private:
+  DemoModel() = default;
+  nn::Conv2d* conv2d_ = nullptr;  // owned by the Module base
+  nn::Linear* fc_ = nullptr;
+  nn::Softmax* softmax_ = nullptr;
+};
+
+// RandomDataset(dataset_size): torch.randn(n, 3, 32, 32) images, labels
+// torch.zeros(n, dtype=int).
+absl::StatusOr<TensorDataset> RandomDataset(int64_t n, Generator& gen) {
+  std::vector<float> images(
+      static_cast<size_t>(n * 3 * kImageSize * kImageSize));
+  gen.Normal(images.data(), static_cast<int64_t>(images.size()), 0.f, 1.f);
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor x, Tensor::FromVector(images, {n, 3, kImageSize, kImageSize}));
+  TANDEM_ASSIGN_OR_RETURN(Tensor y, Tensor::Zeros({n}, DType::kI64));
+  return TensorDataset::Create(x, y);
+}
+
+}  // namespace
+
+absl::Status CheckDdpDemoConfig(const DdpDemoConfig& config) {
+  constexpr int64_t kMaxBatch = 4096;
+  constexpr int64_t kMaxEpochs = 1000000;
+  constexpr int64_t kMaxDatasetSize = 65536;
+  constexpr int64_t kMaxClasses = 10000;
+  if (config.batch_size < 1 || config.batch_size > kMaxBatch ||
+      config.epochs < 0 || config.epochs > kMaxEpochs ||
+      config.dataset_size < 1 || config.dataset_size > kMaxDatasetSize ||
+      config.num_classes < 1 || config.num_classes > kMaxClasses) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "expected 1 <= --batchSize <= ", kMaxBatch, ", 0 <= --epochs <= ",
+        kMaxEpochs, ", 1 <= --dataset-size <= ", kMaxDatasetSize,
+        " and 1 <= --num-classes <= ", kMaxClasses, "; got ", config.batch_size,
+        ", ", config.epochs, ", ", config.dataset_size, " and ",
+        config.num_classes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
+                        Device device) {
+  TANDEM_RETURN_IF_ERROR(
+      CheckRanksAgree(comm, device,
+                      {{"--batchSize", config.batch_size},
+                       {"--epochs", config.epochs},
+                       {"--dataset-size", config.dataset_size},
+                       {"--num-classes", config.num_classes},
+                       {"--seed", config.seed},
+                       {"--checkpoint_dir", config.checkpoint.dir},
+                       {"--checkpoint_every", config.checkpoint.every_steps}}));
+  TANDEM_RETURN_IF_ERROR(CheckDdpDemoConfig(config));
+  const comm::RankPrinter out(comm);
+
+  // torch.manual_seed(seed); dataset = RandomDataset(...); model = Model(...)
+  Generator gen(config.seed);
+  TANDEM_ASSIGN_OR_RETURN(TensorDataset dataset,
+                          RandomDataset(config.dataset_size, gen));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DemoModel> model,
+                          DemoModel::Create(config.num_classes, gen));
+  TANDEM_RETURN_IF_ERROR(model->To(device));
+  TANDEM_ASSIGN_OR_RETURN(
+      optim::Sgd sgd,
+      optim::Sgd::Create(model->Parameters(), 0.1, {.momentum = 0.9}));
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, "ddp_demo");
+  checkpoint::TrainingState state;
+  state.model = model.get();
+  state.optimizer = &sgd;
+  TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
+                          checkpointer.Resume(state));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
+                          DistributedDataParallel::Create(*model, comm));
+  TANDEM_ASSIGN_OR_RETURN(
+      DistributedSampler sampler,
+      DistributedSampler::Create(
+          dataset.size(), {.num_replicas = comm.size(), .rank = comm.rank()}));
+
+  model->Train();
+  for (int64_t epoch = start.epoch; epoch < config.epochs; ++epoch) {
+    sampler.SetEpoch(epoch);
+    TANDEM_ASSIGN_OR_RETURN(
+        DataLoader loader,
+        DataLoader::Create(dataset, sampler.Indices(), config.batch_size,
+                           /*drop_last=*/false));
+    for (int64_t step = epoch == start.epoch ? start.step_in_epoch : 0;
+         step < loader.num_batches(); ++step) {
+      TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(step));
+      if (!device.is_cpu()) {
+        TANDEM_ASSIGN_OR_RETURN(batch.features, batch.features.To(device));
+        TANDEM_ASSIGN_OR_RETURN(batch.labels, batch.labels.To(device));
+      }
+      TANDEM_ASSIGN_OR_RETURN(Tensor prediction, ddp->Forward(batch.features));
+      TANDEM_ASSIGN_OR_RETURN(Tensor loss,
+                              CrossEntropy(prediction, batch.labels));
+      sgd.ZeroGrad();
+      TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+      TANDEM_RETURN_IF_ERROR(sgd.Step());
+      TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
+      out.PrintOnRank0(
+          absl::StrCat("Step: ", step, ", Loss: ", PythonFloatStr(value)));
+      TANDEM_RETURN_IF_ERROR(
+          CheckStepFinite(comm, *model,
+                          {.epoch = epoch,
+                           .step = step,
+                           .loss = value,
+                           .check_parameters =
+                               ParameterCheckDue(step, loader.num_batches())})
+              .status());
+      TANDEM_RETURN_IF_ERROR(
+          checkpointer.AfterStep(state, epoch, step, loader.num_batches()));
+    }
+    out.PrintOnRank0(absl::StrCat("Epoch ", epoch, " Finished !"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::train

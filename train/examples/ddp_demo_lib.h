@@ -1,0 +1,60 @@
+// The DDP tutorials' second script ("ddp_demo.py", launched with
+// `torchrun --nproc_per_node=2 ddp_demo.py --batchSize 64 --epochs 10`), as a
+// function every rank runs; //train:ddp_demo wraps it in a command line.
+//
+// Each rank: a RandomDataset of `dataset_size` images 3x32x32 drawn from
+// torch.randn after torch.manual_seed(seed), all labelled 0; the model
+//   conv2d  Conv2d(3, 16, 3)            [N, 3, 32, 32] -> [N, 16, 30, 30]
+//   fc      Linear(16 * 30 * 30, num_classes) on the flattened conv output
+//   softmax Softmax(dim=1)
+// built right after the data from the same generator; CrossEntropyLoss on the
+// softmax output (the tutorial's double softmax, kept); SGD lr 0.1 momentum
+// 0.9; DDP; a DistributedSampler (shuffle, seed 0, set_epoch every epoch)
+// feeding batches of `batch_size` without drop_last. Rank 0 prints, as the
+// script does:
+//
+//   Step: 0, Loss: 2.3025851249694824
+//   Epoch 0 Finished !
+//
+// (the loss as Python prints loss.item(); see PythonFloatStr). The PyTorch
+// script is bench/peers/ddp_demo.py; bench/peers/compare_ddp_demo.py runs
+// both and compares the losses (docs/checkpoints.md says how close they are
+// and why not closer).
+#ifndef TANDEM_TRAIN_EXAMPLES_DDP_DEMO_LIB_H_
+#define TANDEM_TRAIN_EXAMPLES_DDP_DEMO_LIB_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "comm/communicator.h"
+#include "tensor/device.h"
+#include "train/checkpoint/run_checkpointer.h"
+
+namespace tandem::train {
+
+struct DdpDemoConfig {
+  int64_t batch_size = 32;     // --batchSize, per rank
+  int64_t epochs = 10;         // --epochs
+  int64_t dataset_size = 128;  // --dataset-size
+  int64_t num_classes = 10;    // --num-classes
+  uint64_t seed = 0;           // torch.manual_seed before the data and model
+  checkpoint::CheckpointOptions checkpoint;  // --checkpoint_dir/_every
+};
+
+// InvalidArgument naming the flags unless 1 <= batch_size <= 4096,
+// 0 <= epochs <= 10^6, 1 <= dataset_size <= 65536 and
+// 1 <= num_classes <= 10000. The bounds keep a typo from allocating without
+// bound (65536 images are 805 MB; a batch of 4096 needs ~650 MB for the
+// convolution; 10000 classes make a 576 MB Linear) or running for ever.
+absl::Status CheckDdpDemoConfig(const DdpDemoConfig& config);
+
+// Runs the script on `comm`'s rank (collective). `device` is where the rank
+// trains (the model and every batch go there). Errors: ranks given different
+// configs (every rank names each one's values), a bad config (named), a
+// non-finite loss or parameter, a device or communicator failure.
+absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
+                        Device device = Device::CPU());
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_EXAMPLES_DDP_DEMO_LIB_H_
