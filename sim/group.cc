@@ -225,7 +225,8 @@ Group::Group(int world_size, const Options& options)
       exited_(world_size, 0) {}
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
-    int rank, const comm::Fingerprint& fp, Endpoint endpoint) {
+    int rank, const comm::Fingerprint& fp, Endpoint endpoint,
+    double issue_time_s) {
   std::shared_ptr<Slot> slot;
   bool became_ready = false;
   {
@@ -249,6 +250,7 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
     slot->endpoints_[rank] = endpoint;
     slot->posted_[rank] = fp;
     slot->has_posted_[rank] = 1;
+    slot->latest_issue_s_ = std::max(slot->latest_issue_s_, issue_time_s);
     if (++slot->arrived_ == slot->num_participants()) {
       open_collectives_.erase(fp.seq);
       slot->ready_.store(true, std::memory_order_seq_cst);
@@ -260,8 +262,8 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
 }
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
-    int rank, int src, int dst, const comm::Fingerprint& fp,
-    Endpoint endpoint) {
+    int rank, int src, int dst, const comm::Fingerprint& fp, Endpoint endpoint,
+    double issue_time_s) {
   std::shared_ptr<Slot> slot;
   bool became_ready = false;
   const int index = rank == src ? 0 : 1;
@@ -295,6 +297,7 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
     slot->endpoints_[index] = endpoint;
     slot->posted_[index] = fp;
     slot->has_posted_[index] = 1;
+    slot->latest_issue_s_ = std::max(slot->latest_issue_s_, issue_time_s);
     if (++slot->arrived_ == slot->num_participants()) {
       open_p2p_.erase(key);
       slot->ready_.store(true, std::memory_order_seq_cst);

@@ -100,6 +100,10 @@ class Slot {
   // Requires ready(). Returns the number of tasks run.
   int64_t Help(int home, Group& group, int64_t max_tasks);
 
+  // The network clock (sim/network_clock.h): the latest simulated issue time
+  // among the participants, seconds. Requires ready() (fixed from then on).
+  double latest_issue_s() const { return latest_issue_s_; }
+
  private:
   friend class Group;
 
@@ -118,6 +122,7 @@ class Slot {
   std::vector<comm::Fingerprint> posted_;
   std::vector<char> has_posted_;
   int arrived_ = 0;
+  double latest_issue_s_ = 0;
   std::atomic<bool> ready_{false};
 
   // Task plan (fixed at construction from the fingerprint).
@@ -154,13 +159,16 @@ class Group {
 
   // Posts `rank`'s part of its collective `fp.seq`. Returns the slot, or the
   // abort reason if the run has aborted (or aborts now, on a mismatch).
+  // `issue_time_s`: the rank's simulated clock at issue (0 when the network
+  // clock is off); the slot keeps the latest.
   absl::StatusOr<std::shared_ptr<Slot>> PostCollective(
-      int rank, const comm::Fingerprint& fp, Endpoint endpoint);
+      int rank, const comm::Fingerprint& fp, Endpoint endpoint,
+      double issue_time_s = 0);
   // Posts a Send (rank == src) or Recv (rank == dst) of message `fp.seq` on
   // the (src, dst) pair.
   absl::StatusOr<std::shared_ptr<Slot>> PostPointToPoint(
       int rank, int src, int dst, const comm::Fingerprint& fp,
-      Endpoint endpoint);
+      Endpoint endpoint, double issue_time_s = 0);
 
   enum class Phase { kReady, kTasksDone };
   // Rank `rank` waits until `slot` reaches `phase`. Fails (and aborts the
