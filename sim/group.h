@@ -70,6 +70,8 @@ class Slot {
  public:
   // The most bytes of one buffer a task touches.
   static constexpr int64_t kChunkBytes = 128 << 10;
+  // The fewest bytes of an all-reduce slice (bar the last).
+  static constexpr int64_t kMinSliceBytes = 4 << 10;
 
   // `participant_ranks`: who takes part, by participant index (all ranks for
   // a collective; {sender, receiver} for a Send/Recv pair).
@@ -133,7 +135,8 @@ class Slot {
   struct alignas(64) Counter {
     std::atomic<int64_t> next{0};
   };
-  std::unique_ptr<Counter[]> claim_;  // one per task group
+  std::unique_ptr<Counter[]> claim_;      // one per task group
+  alignas(64) std::atomic<int> scan_{0};  // Help: first group maybe not drained
   alignas(64) std::atomic<int64_t> done_{0};
   alignas(64) std::atomic<int> active_{0};
 };
@@ -203,6 +206,10 @@ class Group {
   // (cheap when nobody sleeps). Only they are woken: with many ranks on few
   // cores, waking everyone on every change would cost more than the change.
   void Wake(const Slot& slot);
+  // `slot` became ready: wakes the participants blocked on it when ranks
+  // have cores of their own; otherwise only as many as there are cores (the
+  // helpers that move its data; the rest sleep until it is done).
+  void WakeHelpers(const Slot& slot);
 
  private:
   // Locks mu_, spinning on try_lock first while spinning is allowed.
@@ -248,6 +255,9 @@ class Group {
   // per (src, dst) by the sender and by the receiver.
   std::vector<int64_t> collectives_issued_ ABSL_GUARDED_BY(mu_);
   std::vector<char> exited_ ABSL_GUARDED_BY(mu_);
+  int num_exited_ ABSL_GUARDED_BY(mu_) = 0;
+  // The slot each rank is blocked on in Await (null when not blocked).
+  std::vector<const Slot*> waiting_on_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, int64_t> sends_issued_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, int64_t> recvs_issued_ ABSL_GUARDED_BY(mu_);
 };

@@ -46,7 +46,7 @@
 
 namespace tandem::sim {
 
-inline constexpr int kMaxWorldSize = 1024;
+inline constexpr int kMaxWorldSize = 8192;
 
 // What every rank runs. The Communicator is valid during the call only.
 using RankFn = std::function<absl::Status(int rank, comm::Communicator& comm)>;
