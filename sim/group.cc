@@ -76,11 +76,18 @@ void Slot::Plan() {
   const int64_t align = std::max<int64_t>(1, 64 / elem_size_);
   switch (reference_.op) {
     case comm::OpKind::kAllReduce: {
+      // Slices of at least kMinSliceBytes: with many ranks and a small
+      // buffer, one-cache-line slices would make every task touch a page of
+      // every rank's buffer (a TLB miss each); bigger slices leave the
+      // higher groups empty instead. Same arithmetic per element either way.
+      const int64_t quantum =
+          std::max(align, kMinSliceBytes / elem_size_ / align * align);
       group_begin_.resize(n + 1);
       for (int g = 0; g < n; ++g) {
         const int64_t even =
             static_cast<int64_t>(static_cast<__int128>(count) * g / n);
-        group_begin_[g] = even / align * align;
+        group_begin_[g] =
+            std::min(count, (even + quantum - 1) / quantum * quantum);
       }
       group_begin_[n] = count;
       tasks_per_group_.resize(n);
@@ -184,16 +191,18 @@ int64_t Slot::Help(int home, Group& group, int64_t max_tasks) {
   bool finished_last = false;
   bool stop = false;
   const int num_groups = static_cast<int>(tasks_per_group_.size());
-  for (int k = 0; k < num_groups && ran < max_tasks && !stop; ++k) {
-    const int g = (home + k) % num_groups;
+  // Claims and runs tasks of group g until it has none left, max_tasks have
+  // run or the run aborts. Returns true when group g has no task left.
+  auto drain = [&](int g) {
     const int64_t limit = tasks_per_group_[g];
     std::atomic<int64_t>& next = claim_[g].next;
-    while (ran < max_tasks && next.load(std::memory_order_relaxed) < limit) {
+    while (next.load(std::memory_order_relaxed) < limit) {
+      if (ran >= max_tasks) return false;
       // Checked before every claim: after an abort no new task starts, so a
       // failing Work only has to wait for the tasks already running.
       if (group.aborted()) {
         stop = true;
-        break;
+        return false;
       }
       const int64_t t = next.fetch_add(1, std::memory_order_relaxed);
       if (t >= limit) break;
@@ -207,6 +216,21 @@ int64_t Slot::Help(int home, Group& group, int64_t max_tasks) {
       if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == total_tasks_) {
         finished_last = true;
       }
+    }
+    return true;
+  };
+  // Its own group first, then the others from the shared cursor, which only
+  // moves past groups with nothing left to claim: each participant's scan
+  // costs O(1) amortised rather than O(groups), so an operation's total
+  // cost stays linear in the world size.
+  if (home < num_groups) drain(home);
+  int g = scan_.load(std::memory_order_relaxed);
+  while (g < num_groups && ran < max_tasks && !stop) {
+    if (!drain(g)) break;
+    // Group g is exhausted: move the cursor past it (another helper may
+    // have moved it further already).
+    if (scan_.compare_exchange_strong(g, g + 1, std::memory_order_relaxed)) {
+      ++g;
     }
   }
   const bool last_active = active_.fetch_sub(1, std::memory_order_seq_cst) == 1;
@@ -222,10 +246,12 @@ Group::Group(int world_size, const Options& options)
       spin_(EffectiveSpin(world_size, options.spin)),
       cvs_(std::make_unique<std::condition_variable[]>(world_size)),
       collectives_issued_(world_size, 0),
-      exited_(world_size, 0) {}
+      exited_(world_size, 0),
+      waiting_on_(world_size, nullptr) {}
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
-    int rank, const comm::Fingerprint& fp, Endpoint endpoint) {
+    int rank, const comm::Fingerprint& fp, Endpoint endpoint,
+    double issue_time_s) {
   std::shared_ptr<Slot> slot;
   bool became_ready = false;
   {
@@ -249,19 +275,20 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
     slot->endpoints_[rank] = endpoint;
     slot->posted_[rank] = fp;
     slot->has_posted_[rank] = 1;
+    slot->latest_issue_s_ = std::max(slot->latest_issue_s_, issue_time_s);
     if (++slot->arrived_ == slot->num_participants()) {
       open_collectives_.erase(fp.seq);
       slot->ready_.store(true, std::memory_order_seq_cst);
       became_ready = true;
     }
   }
-  if (became_ready) Wake(*slot);
+  if (became_ready) WakeHelpers(*slot);
   return slot;
 }
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
-    int rank, int src, int dst, const comm::Fingerprint& fp,
-    Endpoint endpoint) {
+    int rank, int src, int dst, const comm::Fingerprint& fp, Endpoint endpoint,
+    double issue_time_s) {
   std::shared_ptr<Slot> slot;
   bool became_ready = false;
   const int index = rank == src ? 0 : 1;
@@ -295,13 +322,14 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
     slot->endpoints_[index] = endpoint;
     slot->posted_[index] = fp;
     slot->has_posted_[index] = 1;
+    slot->latest_issue_s_ = std::max(slot->latest_issue_s_, issue_time_s);
     if (++slot->arrived_ == slot->num_participants()) {
       open_p2p_.erase(key);
       slot->ready_.store(true, std::memory_order_seq_cst);
       became_ready = true;
     }
   }
-  if (became_ready) Wake(*slot);
+  if (became_ready) WakeHelpers(*slot);
   return slot;
 }
 
@@ -339,7 +367,7 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
       result = {AwaitResult::Kind::kFailed, abort_reason_};
       break;
     }
-    if (phase == Phase::kReady) {
+    if (phase == Phase::kReady && num_exited_ > 0) {
       if (std::optional<absl::Status> stuck = ExitedMissingLocked(slot)) {
         AbortLocked(*stuck);
         result = {AwaitResult::Kind::kFailed, *stuck};
@@ -364,7 +392,9 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
     // Wake up at least hourly even for "infinite" deadlines.
     const Deadline until = std::min(
         {op_deadline, wait_deadline, now + std::chrono::hours(1), next_note});
+    waiting_on_[rank] = &slot;
     cvs_[rank].wait_until(lock, until);
+    waiting_on_[rank] = nullptr;
   }
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
   return result;
@@ -446,7 +476,11 @@ absl::Status Group::abort_reason() const {
 void Group::MarkExited(int rank) {
   std::lock_guard<std::mutex> lock(mu_);
   exited_[rank] = 1;
-  for (int r = 0; r < world_size_; ++r) cvs_[r].notify_all();
+  ++num_exited_;
+  // Only a blocked rank can need to learn of the exit.
+  for (int r = 0; r < world_size_; ++r) {
+    if (waiting_on_[r] != nullptr) cvs_[r].notify_all();
+  }
 }
 
 void Group::SleepUnlessAborted(int rank, absl::Duration d) {
@@ -465,6 +499,31 @@ void Group::Wake(const Slot& slot) {
   // condition (it holds the mutex from that check until it sleeps).
   { std::unique_lock<std::mutex> lock = Lock(); }
   for (int r : slot.participant_ranks()) cvs_[r].notify_all();
+}
+
+void Group::WakeHelpers(const Slot& slot) {
+  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
+  // A slot without tasks (a barrier, empty buffers) is done as soon as it
+  // is ready: nobody will run a last task to wake the others.
+  if (spin_ > absl::ZeroDuration() || slot.num_participants() <= 2 ||
+      slot.tasks_done()) {
+    Wake(slot);
+    return;
+  }
+  // More ranks than cores: as many helpers as there are cores move the data;
+  // waking every participant would cost a context switch each for no extra
+  // parallelism, and Help's last task wakes everyone once it is all done.
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<int> chosen;
+  {
+    std::unique_lock<std::mutex> lock = Lock();
+    for (int r : slot.participant_ranks()) {
+      if (waiting_on_[r] != &slot) continue;
+      chosen.push_back(r);
+      if (chosen.size() >= hw) break;
+    }
+  }
+  for (int r : chosen) cvs_[r].notify_all();
 }
 
 std::string Group::Describe(const Slot& slot) {

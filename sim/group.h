@@ -70,6 +70,8 @@ class Slot {
  public:
   // The most bytes of one buffer a task touches.
   static constexpr int64_t kChunkBytes = 128 << 10;
+  // The fewest bytes of an all-reduce slice (bar the last).
+  static constexpr int64_t kMinSliceBytes = 4 << 10;
 
   // `participant_ranks`: who takes part, by participant index (all ranks for
   // a collective; {sender, receiver} for a Send/Recv pair).
@@ -100,6 +102,10 @@ class Slot {
   // Requires ready(). Returns the number of tasks run.
   int64_t Help(int home, Group& group, int64_t max_tasks);
 
+  // The network clock (sim/network_clock.h): the latest simulated issue time
+  // among the participants, seconds. Requires ready() (fixed from then on).
+  double latest_issue_s() const { return latest_issue_s_; }
+
  private:
   friend class Group;
 
@@ -118,6 +124,7 @@ class Slot {
   std::vector<comm::Fingerprint> posted_;
   std::vector<char> has_posted_;
   int arrived_ = 0;
+  double latest_issue_s_ = 0;
   std::atomic<bool> ready_{false};
 
   // Task plan (fixed at construction from the fingerprint).
@@ -128,7 +135,8 @@ class Slot {
   struct alignas(64) Counter {
     std::atomic<int64_t> next{0};
   };
-  std::unique_ptr<Counter[]> claim_;  // one per task group
+  std::unique_ptr<Counter[]> claim_;      // one per task group
+  alignas(64) std::atomic<int> scan_{0};  // Help: first group maybe not drained
   alignas(64) std::atomic<int64_t> done_{0};
   alignas(64) std::atomic<int> active_{0};
 };
@@ -154,13 +162,16 @@ class Group {
 
   // Posts `rank`'s part of its collective `fp.seq`. Returns the slot, or the
   // abort reason if the run has aborted (or aborts now, on a mismatch).
+  // `issue_time_s`: the rank's simulated clock at issue (0 when the network
+  // clock is off); the slot keeps the latest.
   absl::StatusOr<std::shared_ptr<Slot>> PostCollective(
-      int rank, const comm::Fingerprint& fp, Endpoint endpoint);
+      int rank, const comm::Fingerprint& fp, Endpoint endpoint,
+      double issue_time_s = 0);
   // Posts a Send (rank == src) or Recv (rank == dst) of message `fp.seq` on
   // the (src, dst) pair.
   absl::StatusOr<std::shared_ptr<Slot>> PostPointToPoint(
       int rank, int src, int dst, const comm::Fingerprint& fp,
-      Endpoint endpoint);
+      Endpoint endpoint, double issue_time_s = 0);
 
   enum class Phase { kReady, kTasksDone };
   // Rank `rank` waits until `slot` reaches `phase`. Fails (and aborts the
@@ -195,6 +206,10 @@ class Group {
   // (cheap when nobody sleeps). Only they are woken: with many ranks on few
   // cores, waking everyone on every change would cost more than the change.
   void Wake(const Slot& slot);
+  // `slot` became ready: wakes the participants blocked on it when ranks
+  // have cores of their own; otherwise only as many as there are cores (the
+  // helpers that move its data; the rest sleep until it is done).
+  void WakeHelpers(const Slot& slot);
 
  private:
   // Locks mu_, spinning on try_lock first while spinning is allowed.
@@ -240,6 +255,9 @@ class Group {
   // per (src, dst) by the sender and by the receiver.
   std::vector<int64_t> collectives_issued_ ABSL_GUARDED_BY(mu_);
   std::vector<char> exited_ ABSL_GUARDED_BY(mu_);
+  int num_exited_ ABSL_GUARDED_BY(mu_) = 0;
+  // The slot each rank is blocked on in Await (null when not blocked).
+  std::vector<const Slot*> waiting_on_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, int64_t> sends_issued_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, int64_t> recvs_issued_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,5 +1,5 @@
 // Options of a simulated cluster run (sim::Run): timeouts, waiting policy,
-// injected faults and output capture.
+// injected faults, output capture and the network clock.
 //
 //   sim::Options options;
 //   options.timeout = absl::Seconds(5);
@@ -12,9 +12,11 @@
 #define TANDEM_SIM_OPTIONS_H_
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "sim/clock.h"
 
 namespace tandem::sim {
 
@@ -70,6 +72,13 @@ struct Options {
   // kept per rank, see sim/output_capture.h); otherwise ranks print to stdout.
   // Must outlive the run.
   OutputCapture* capture = nullptr;
+
+  // The network clock (sim/clock.h): when set, every rank keeps a simulated
+  // time charged with its compute and the modelled time of its
+  // communication on clock->topology, read with sim::ReadClock and returned
+  // in RunResult::clocks. Off (unset) by default, and then it costs one
+  // null-pointer test per operation.
+  std::optional<ClockOptions> clock;
 };
 
 }  // namespace tandem::sim

@@ -1,7 +1,9 @@
 #include "sim/sim.h"
 
+#include <cmath>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -16,6 +18,7 @@
 #include "comm/line_sink.h"
 #include "comm/rank_printer.h"
 #include "comm/validate.h"
+#include "sim/cost/topology.h"
 #include "sim/group.h"
 #include "sim/options.h"
 #include "sim/sim_communicator.h"
@@ -46,6 +49,23 @@ absl::Status ValidateOptions(int world_size, const Options& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("sim::Run: Options::spin must be >= 0; found ",
                      absl::FormatDuration(options.spin)));
+  }
+  if (options.clock.has_value()) {
+    const ClockOptions& c = *options.clock;
+    if (c.topology.world_size() != world_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sim::Run: the network clock's topology (",
+          cost::Describe(c.topology), ") has ", c.topology.world_size(),
+          " GPUs but the run has ", world_size,
+          " ranks; build the topology with as many nodes as the "
+          "run needs (cost::MakeTopology)"));
+    }
+    if (!(c.compute_scale >= 0) || std::isinf(c.compute_scale)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sim::Run: ClockOptions::compute_scale must be finite and >= 0; "
+          "found ",
+          c.compute_scale));
+    }
   }
   for (const Fault& fault : options.faults) {
     if (fault.rank < 0 || fault.rank >= world_size || fault.collective < 0 ||
@@ -147,7 +167,25 @@ RunResult Run(int world_size, const RankFn& fn, const Options& options) {
     }
   }
   for (std::thread& t : threads) t.join();
+  if (options.clock.has_value()) {
+    result.clocks.reserve(world_size);
+    for (const auto& c : comms) result.clocks.push_back(c->clock()->Read());
+  }
   return result;
+}
+
+std::optional<ClockReading> ReadClock(comm::Communicator& comm) {
+  auto* sim = dynamic_cast<internal::SimCommunicator*>(&comm);
+  if (sim == nullptr || sim->clock() == nullptr) return std::nullopt;
+  sim->clock()->Pause();
+  sim->clock()->Resume();
+  return sim->clock()->Read();
+}
+
+void AdvanceClock(comm::Communicator& comm, double seconds) {
+  auto* sim = dynamic_cast<internal::SimCommunicator*>(&comm);
+  if (sim == nullptr || sim->clock() == nullptr) return;
+  sim->clock()->Advance(seconds);
 }
 
 }  // namespace tandem::sim

@@ -35,16 +35,18 @@
 #define TANDEM_SIM_SIM_H_
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
+#include "sim/clock.h"
 #include "sim/options.h"
 #include "sim/output_capture.h"
 
 namespace tandem::sim {
 
-inline constexpr int kMaxWorldSize = 1024;
+inline constexpr int kMaxWorldSize = 8192;
 
 // What every rank runs. The Communicator is valid during the call only.
 using RankFn = std::function<absl::Status(int rank, comm::Communicator& comm)>;
@@ -55,6 +57,9 @@ struct RunResult {
   // What each rank's function returned, in rank order. An exception thrown
   // by a rank becomes kInternal naming the exception.
   std::vector<absl::Status> ranks;
+  // Each rank's network clock when its function returned, in rank order;
+  // empty when Options::clock is unset.
+  std::vector<ClockReading> clocks;
 
   bool ok() const;
   // OK, the launch error, or the most telling rank error prefixed with its
@@ -70,6 +75,16 @@ struct RunResult {
 // Thread-safe: independent runs may proceed concurrently.
 RunResult Run(int world_size, const RankFn& fn,
               const Options& options = Options());
+
+// The network clock of `comm`'s rank, up to now (compute since its last
+// operation included); nullopt when `comm` is not a sim communicator or its
+// run has no clock. Call it only on the rank's own thread.
+std::optional<ClockReading> ReadClock(comm::Communicator& comm);
+
+// Charges `seconds` (>= 0) of compute to the clock of `comm`'s rank, on top
+// of what is measured: for a modelled rather than measured compute phase.
+// A no-op when there is no clock. Only on the rank's own thread.
+void AdvanceClock(comm::Communicator& comm, double seconds);
 
 }  // namespace tandem::sim
 

@@ -26,6 +26,27 @@ using comm::BufferView;
 using comm::MemorySpace;
 using comm::OpKind;
 
+// Stops charging compute to a rank's clock (if any) while its thread is
+// inside the communicator: that time is data movement of the simulation, not
+// the rank's compute.
+class ClockPause {
+ public:
+  explicit ClockPause(RankClock* clock) : clock_(clock) {
+    if (clock_ != nullptr) now_s_ = clock_->Pause();
+  }
+  ~ClockPause() {
+    if (clock_ != nullptr) clock_->Resume();
+  }
+  ClockPause(const ClockPause&) = delete;
+  ClockPause& operator=(const ClockPause&) = delete;
+  // The rank's simulated time on entry (0 when the clock is off).
+  double now_s() const { return now_s_; }
+
+ private:
+  RankClock* const clock_;
+  double now_s_ = 0;
+};
+
 absl::Status Host(OpKind op, absl::string_view name, const BufferView& buf,
                   int rank) {
   return comm::ValidateMemorySpace(op, name, buf, MemorySpace::kHost, "sim",
@@ -38,14 +59,18 @@ absl::Status Host(OpKind op, absl::string_view name, const BufferView& buf,
 
 SimWork::SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
                  comm::WorkRecord record, Deadline op_deadline,
-                 std::shared_ptr<std::atomic<bool>> released)
+                 std::shared_ptr<std::atomic<bool>> released, RankClock* clock,
+                 int src, int dst)
     : comm::Work(std::move(record)),
       group_(group),
       slot_(std::move(slot)),
       home_(home),
       rank_(rank),
       op_deadline_(op_deadline),
-      released_(std::move(released)) {}
+      released_(std::move(released)),
+      clock_(clock),
+      src_(src),
+      dst_(dst) {}
 
 SimWork::~SimWork() {
   if (finished_) return;
@@ -63,6 +88,7 @@ SimWork::~SimWork() {
 
 bool SimWork::IsCompleted() {
   if (finished_) return true;
+  ClockPause pause(clock_);
   if (group_.aborted()) {
     if (slot_->ready() && slot_->active() != 0) return false;
     (void)Fail(group_.abort_reason());
@@ -81,7 +107,7 @@ bool SimWork::IsCompleted() {
   }
   if (!slot_->tasks_done()) slot_->Help(home_, group_, /*max_tasks=*/1);
   if (slot_->tasks_done()) {
-    Finish(absl::OkStatus());
+    FinishOk();
     return true;
   }
   return false;
@@ -89,6 +115,7 @@ bool SimWork::IsCompleted() {
 
 absl::Status SimWork::Wait(absl::Duration timeout) {
   if (finished_) return status_;
+  ClockPause pause(clock_);
   const Deadline wait_deadline = DeadlineAfter(timeout);
   auto still_in_flight = [&] {
     return absl::DeadlineExceededError(
@@ -106,8 +133,20 @@ absl::Status SimWork::Wait(absl::Duration timeout) {
                    op_deadline_, record().start);
   if (r.kind == AwaitResult::Kind::kWaitTimeout) return still_in_flight();
   if (r.kind == AwaitResult::Kind::kFailed) return Fail(r.status);
-  Finish(absl::OkStatus());
+  FinishOk();
   return status_;
+}
+
+void SimWork::FinishOk() {
+  if (clock_ != nullptr) {
+    const comm::Fingerprint& fp = record().fp;
+    if (fp.op == OpKind::kSend || fp.op == OpKind::kRecv) {
+      clock_->OnPointToPointCompleted(fp, *slot_, src_, dst_);
+    } else {
+      clock_->OnCollectiveCompleted(fp.seq);
+    }
+  }
+  Finish(absl::OkStatus());
 }
 
 void SimWork::Finish(absl::Status status) {
@@ -135,7 +174,11 @@ SimCommunicator::SimCommunicator(Group& group, int rank, comm::LineSink& sink)
       rank_(rank),
       sink_(sink),
       sends_to_(group.world_size(), 0),
-      recvs_from_(group.world_size(), 0) {}
+      recvs_from_(group.world_size(), 0) {
+  if (group.options().clock.has_value()) {
+    clock_ = std::make_unique<RankClock>(*group.options().clock, rank);
+  }
+}
 
 SimCommunicator::Range SimCommunicator::RangeOf(const BufferView& buf) {
   const auto begin = reinterpret_cast<uintptr_t>(buf.data);
@@ -243,6 +286,7 @@ absl::Status SimCommunicator::Barrier() {
 
 std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
     comm::Fingerprint fp, Endpoint endpoint, Access access) {
+  ClockPause pause(clock_.get());
   fp.seq = next_collective_;
   if (group_.aborted()) {
     return comm::MakeCompletedWork(Annotate(fp, group_.abort_reason()),
@@ -267,21 +311,23 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
     }
   }
   absl::StatusOr<std::shared_ptr<Slot>> slot =
-      group_.PostCollective(rank_, fp, endpoint);
+      group_.PostCollective(rank_, fp, endpoint, pause.now_s());
   ++next_collective_;
   if (!slot.ok())
     return comm::MakeCompletedWork(Annotate(fp, slot.status()),
                                    comm::StartRecord(fp, size()));
+  if (clock_ != nullptr) clock_->OnCollectiveIssued(fp, *slot);
   auto released = std::make_shared<std::atomic<bool>>(false);
   in_flight_.push_back(InFlight{released, fp, std::move(access)});
   return std::make_unique<SimWork>(group_, *std::move(slot), /*home=*/rank_,
                                    rank_, comm::StartRecord(fp, size()),
                                    DeadlineAfter(group_.options().timeout),
-                                   std::move(released));
+                                   std::move(released), clock_.get());
 }
 
 std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
     int peer, comm::Fingerprint fp, Endpoint endpoint, Access access) {
+  ClockPause pause(clock_.get());
   const bool is_send = fp.op == OpKind::kSend;
   int64_t& counter = is_send ? sends_to_[peer] : recvs_from_[peer];
   fp.seq = counter;
@@ -295,7 +341,7 @@ std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
   const int src = is_send ? rank_ : peer;
   const int dst = is_send ? peer : rank_;
   absl::StatusOr<std::shared_ptr<Slot>> slot =
-      group_.PostPointToPoint(rank_, src, dst, fp, endpoint);
+      group_.PostPointToPoint(rank_, src, dst, fp, endpoint, pause.now_s());
   ++counter;
   if (!slot.ok())
     return comm::MakeCompletedWork(Annotate(fp, slot.status()),
@@ -305,7 +351,7 @@ std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
   return std::make_unique<SimWork>(group_, *std::move(slot), /*home=*/0, rank_,
                                    comm::StartRecord(fp, size()),
                                    DeadlineAfter(group_.options().timeout),
-                                   std::move(released));
+                                   std::move(released), clock_.get(), src, dst);
 }
 
 absl::Status SimCommunicator::CheckNoConflict(const comm::Fingerprint& fp,

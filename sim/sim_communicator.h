@@ -34,6 +34,7 @@
 #include "comm/types.h"
 #include "comm/work.h"
 #include "sim/group.h"
+#include "sim/rank_clock.h"
 
 namespace tandem::sim::internal {
 
@@ -43,9 +44,12 @@ class SimWork : public comm::Work {
   // collectives, 0 for Send/Recv).
   // `released` is set once this rank has seen the Work complete or dropped
   // it (SimCommunicator's overlap check reads it).
+  // `clock`: the rank's network clock, or null when it is off; it outlives
+  // this Work. `src`/`dst`: the pair of a Send/Recv (unused otherwise).
   SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
           comm::WorkRecord record, Deadline op_deadline,
-          std::shared_ptr<std::atomic<bool>> released);
+          std::shared_ptr<std::atomic<bool>> released,
+          RankClock* clock = nullptr, int src = 0, int dst = 0);
   ~SimWork() override;
 
   bool IsCompleted() override;
@@ -57,6 +61,8 @@ class SimWork : public comm::Work {
   absl::Status Fail(const absl::Status& reason);
   // Records the final status.
   void Finish(absl::Status status);
+  // Success: moves the network clock to the operation's simulated end.
+  void FinishOk();
 
   Group& group_;
   const std::shared_ptr<Slot> slot_;
@@ -64,14 +70,22 @@ class SimWork : public comm::Work {
   const int rank_;
   const Deadline op_deadline_;
   const std::shared_ptr<std::atomic<bool>> released_;
+  RankClock* const clock_;
+  const int src_;
+  const int dst_;
   bool finished_ = false;
   absl::Status status_;
 };
 
 class SimCommunicator : public comm::Communicator {
  public:
-  // `group` and `sink` outlive this.
+  // `group` and `sink` outlive this. The network clock is on when
+  // group.options().clock is set.
   SimCommunicator(Group& group, int rank, comm::LineSink& sink);
+
+  // The network clock, or null when it is off. Only this rank's thread may
+  // use it.
+  RankClock* clock() { return clock_.get(); }
 
   int rank() const override { return rank_; }
   int size() const override { return group_.world_size(); }
@@ -126,6 +140,7 @@ class SimCommunicator : public comm::Communicator {
   std::vector<int64_t> sends_to_;    // messages issued to each peer
   std::vector<int64_t> recvs_from_;  // messages issued from each peer
   std::vector<InFlight> in_flight_;
+  std::unique_ptr<RankClock> clock_;
 };
 
 }  // namespace tandem::sim::internal

@@ -23,7 +23,7 @@ TEST(SimLauncherTest, CanRunOneToMaxWorldSize) {
     absl::Status s = launcher.CanRun(bad);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(std::string(s.message()),
-                HasSubstr("the simulated cluster runs 1 to 1024 ranks, not " +
+                HasSubstr("the simulated cluster runs 1 to 8192 ranks, not " +
                           std::to_string(bad)));
   }
 }

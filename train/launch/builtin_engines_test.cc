@@ -60,9 +60,9 @@ TEST(BuiltinEnginesTest, AutoRule) {
 TEST(BuiltinEnginesTest, DefaultsAndLimits) {
   EXPECT_EQ(Resolved(BackendChoice{"sim", 0}, Gpus(3)), "sim:3");
   EXPECT_EQ(Resolved(BackendChoice{"mpi", 0}, NoGpu()), "mpi:1");
-  EXPECT_EQ(Resolved(BackendChoice{"sim", 5000}, NoGpu()),
-            "--backend=sim --world_size=5000: the simulated cluster runs 1 to "
-            "1024 ranks, not 5000");
+  EXPECT_EQ(Resolved(BackendChoice{"sim", 9000}, NoGpu()),
+            "--backend=sim --world_size=9000: the simulated cluster runs 1 to "
+            "8192 ranks, not 9000");
   EXPECT_EQ(Resolved(BackendChoice{"mpi", 2}, NoGpu()),
             "--backend=mpi --world_size=2: the MPI job has 1 rank(s); start it "
             "with mpirun -np 2 (or drop --world_size)");

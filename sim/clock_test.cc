@@ -1,0 +1,199 @@
+// The network clock (sim/clock.h): exact simulated times with measured
+// compute switched off (compute_scale = 0), so nothing depends on timing.
+#include "sim/clock.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "comm/communicator.h"
+#include "comm/types.h"
+#include "gtest/gtest.h"
+#include "sim/cost/collective_cost.h"
+#include "sim/cost/topology.h"
+#include "sim/options.h"
+#include "sim/sim.h"
+
+namespace tandem::sim {
+namespace {
+
+constexpr int64_t kCount = 1 << 18;  // 1 MiB of f32
+
+cost::Topology Machine(int world_size) {
+  cost::Topology t = *cost::MakeTopology("h100-nvlink");
+  t.gpus_per_node = world_size;
+  return t;
+}
+
+Options ClockOn(int world_size) {
+  Options o;
+  o.clock = ClockOptions{Machine(world_size), cost::Algorithm::kRing,
+                         /*compute_scale=*/0};
+  return o;
+}
+
+double AllReduceSeconds(int world_size, int64_t count) {
+  return *cost::CollectiveSeconds(Machine(world_size), comm::OpKind::kAllReduce,
+                                  count * 4, cost::Algorithm::kRing);
+}
+
+absl::Status AllReduce(comm::Communicator& comm, std::vector<float>& v) {
+  return comm
+      .AllReduce(comm::HostView(absl::MakeSpan(v)), comm::ReduceOp::kSum)
+      ->Wait();
+}
+
+TEST(ClockTest, OffByDefault) {
+  RunResult r = sim::Run(2, [](int, comm::Communicator& comm) -> absl::Status {
+    EXPECT_FALSE(ReadClock(comm).has_value());
+    AdvanceClock(comm, 1.0);  // a no-op
+    std::vector<float> v(16, 1.0f);
+    return AllReduce(comm, v);
+  });
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r.clocks.empty());
+}
+
+TEST(ClockTest, OneAllReduceTakesItsModelledTime) {
+  RunResult r = sim::Run(
+      4,
+      [](int, comm::Communicator& comm) -> absl::Status {
+        std::vector<float> v(kCount, 1.0f);
+        return AllReduce(comm, v);
+      },
+      ClockOn(4));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r.clocks.size(), 4u);
+  const double d = AllReduceSeconds(4, kCount);
+  for (const ClockReading& c : r.clocks) {
+    EXPECT_DOUBLE_EQ(c.now_s, d);
+    EXPECT_DOUBLE_EQ(c.exposed_comm_s, d);
+    EXPECT_DOUBLE_EQ(c.comm_s, d);
+    EXPECT_EQ(c.compute_s, 0);
+    EXPECT_EQ(c.operations, 1);
+  }
+}
+
+TEST(ClockTest, CollectivesQueueOnOneStream) {
+  // Two all-reduces issued back to back run one after the other.
+  RunResult r = sim::Run(
+      2,
+      [](int, comm::Communicator& comm) -> absl::Status {
+        std::vector<float> a(kCount, 1.0f), b(kCount, 2.0f);
+        auto wa = comm.AllReduce(comm::HostView(absl::MakeSpan(a)),
+                                 comm::ReduceOp::kSum);
+        auto wb = comm.AllReduce(comm::HostView(absl::MakeSpan(b)),
+                                 comm::ReduceOp::kSum);
+        // Waiting the second first still ends at both durations.
+        if (absl::Status s = wb->Wait(); !s.ok()) return s;
+        return wa->Wait();
+      },
+      ClockOn(2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const ClockReading& c : r.clocks) {
+    EXPECT_DOUBLE_EQ(c.now_s, 2 * AllReduceSeconds(2, kCount));
+    EXPECT_EQ(c.operations, 2);
+  }
+}
+
+TEST(ClockTest, ACollectiveStartsWhenTheLastRankIssuesIt) {
+  // Rank 1 computes 3 ms first; rank 0 waits for it.
+  RunResult r = sim::Run(
+      2,
+      [](int rank, comm::Communicator& comm) -> absl::Status {
+        if (rank == 1) AdvanceClock(comm, 3e-3);
+        std::vector<float> v(kCount, 1.0f);
+        return AllReduce(comm, v);
+      },
+      ClockOn(2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double d = AllReduceSeconds(2, kCount);
+  EXPECT_DOUBLE_EQ(r.clocks[0].now_s, 3e-3 + d);
+  EXPECT_DOUBLE_EQ(r.clocks[1].now_s, 3e-3 + d);
+  EXPECT_DOUBLE_EQ(r.clocks[0].exposed_comm_s, 3e-3 + d);
+  // (3 ms + d) - 3 ms: equal up to rounding of the sum.
+  EXPECT_NEAR(r.clocks[1].exposed_comm_s, d, 1e-15);
+  EXPECT_DOUBLE_EQ(r.clocks[1].compute_s, 3e-3);
+}
+
+TEST(ClockTest, CommunicationUnderComputeIsHidden) {
+  // Issue, compute 1 s (far longer than the all-reduce), then wait: nothing
+  // is exposed. Wait first, then compute: all of it is.
+  for (bool overlap : {true, false}) {
+    RunResult r = sim::Run(
+        2,
+        [overlap](int, comm::Communicator& comm) -> absl::Status {
+          std::vector<float> v(kCount, 1.0f);
+          auto w = comm.AllReduce(comm::HostView(absl::MakeSpan(v)),
+                                  comm::ReduceOp::kSum);
+          if (overlap) AdvanceClock(comm, 1.0);
+          if (absl::Status s = w->Wait(); !s.ok()) return s;
+          if (!overlap) AdvanceClock(comm, 1.0);
+          std::optional<ClockReading> now = ReadClock(comm);
+          EXPECT_TRUE(now.has_value());
+          return absl::OkStatus();
+        },
+        ClockOn(2));
+    ASSERT_TRUE(r.ok()) << r.status();
+    const double d = AllReduceSeconds(2, kCount);
+    for (const ClockReading& c : r.clocks) {
+      EXPECT_DOUBLE_EQ(c.now_s, overlap ? 1.0 : 1.0 + d) << overlap;
+      EXPECT_DOUBLE_EQ(c.exposed_comm_s, overlap ? 0.0 : d) << overlap;
+    }
+  }
+}
+
+TEST(ClockTest, SendRecvTakeOneHop) {
+  RunResult r = sim::Run(
+      2,
+      [](int rank, comm::Communicator& comm) -> absl::Status {
+        std::vector<float> v(kCount, 1.0f);
+        auto view = comm::HostView(absl::MakeSpan(v));
+        return (rank == 0 ? comm.Send(view, 1) : comm.Recv(view, 0))->Wait();
+      },
+      ClockOn(2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double d = cost::PointToPointSeconds(Machine(2), 0, 1, kCount * 4);
+  EXPECT_DOUBLE_EQ(r.clocks[0].now_s, d);
+  EXPECT_DOUBLE_EQ(r.clocks[1].now_s, d);
+}
+
+TEST(ClockTest, MeasuredComputeIsCharged) {
+  Options o = ClockOn(2);
+  o.clock->compute_scale = 1;
+  RunResult r = sim::Run(
+      2,
+      [](int, comm::Communicator& comm) -> absl::Status {
+        // Some CPU work on this thread (its amount, not its speed, matters).
+        volatile double x = 0;
+        for (int i = 0; i < 2000000; ++i) x = x + 1e-9 * i;
+        std::vector<float> v(16, 1.0f);
+        return AllReduce(comm, v);
+      },
+      o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const ClockReading& c : r.clocks) {
+    EXPECT_GT(c.compute_s, 0);
+    EXPECT_DOUBLE_EQ(c.now_s, c.compute_s + c.exposed_comm_s);
+  }
+}
+
+TEST(ClockTest, TopologyMustMatchTheWorldSize) {
+  RunResult r = sim::Run(
+      3, [](int, comm::Communicator&) { return absl::OkStatus(); }, ClockOn(2));
+  EXPECT_EQ(r.launch.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(r.launch.message().find("has 2 GPUs but the run has 3 ranks"),
+            std::string::npos)
+      << r.launch;
+  Options o = ClockOn(2);
+  o.clock->compute_scale = -1;
+  EXPECT_FALSE(
+      sim::Run(
+          2, [](int, comm::Communicator&) { return absl::OkStatus(); }, o)
+          .launch.ok());
+}
+
+}  // namespace
+}  // namespace tandem::sim

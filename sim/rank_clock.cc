@@ -1,0 +1,120 @@
+#include "sim/rank_clock.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "comm/fingerprint.h"
+#include "comm/types.h"
+#include "sim/clock.h"
+#include "sim/cost/collective_cost.h"
+#include "sim/group.h"
+
+namespace tandem::sim::internal {
+namespace {
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) +
+         1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The nccl-tests size S of a collective (sim/cost/collective_cost.h).
+int64_t NcclTestsBytes(const comm::Fingerprint& fp, int world_size) {
+  const int64_t elem = comm::DTypeSize(fp.dtype);
+  switch (fp.op) {
+    case comm::OpKind::kAllGather:
+    case comm::OpKind::kReduceScatter:
+      return fp.count * elem * world_size;
+    default:
+      return fp.count * elem;
+  }
+}
+
+}  // namespace
+
+RankClock::RankClock(const ClockOptions& options, int rank)
+    : options_(options), rank_(rank), cpu_mark_s_(ThreadCpuSeconds()) {}
+
+double RankClock::Pause() {
+  const double cpu = ThreadCpuSeconds();
+  if (options_.compute_scale > 0) {
+    const double compute =
+        std::max(0.0, cpu - cpu_mark_s_) * options_.compute_scale;
+    reading_.compute_s += compute;
+    reading_.now_s += compute;
+  }
+  cpu_mark_s_ = cpu;
+  return reading_.now_s;
+}
+
+void RankClock::Resume() { cpu_mark_s_ = ThreadCpuSeconds(); }
+
+void RankClock::Advance(double seconds) {
+  if (seconds <= 0) return;
+  reading_.compute_s += seconds;
+  reading_.now_s += seconds;
+}
+
+void RankClock::OnCollectiveIssued(const comm::Fingerprint& fp,
+                                   std::shared_ptr<const Slot> slot) {
+  const cost::Topology& t = options_.topology;
+  // The options were validated (world size, algorithm) before the run, and
+  // an algorithm a collective lacks falls back to the tuner's choice.
+  absl::StatusOr<double> d = cost::CollectiveSeconds(
+      t, fp.op, NcclTestsBytes(fp, t.world_size()), options_.algorithm);
+  if (!d.ok()) {
+    d = cost::CollectiveSeconds(t, fp.op, NcclTestsBytes(fp, t.world_size()),
+                                cost::Algorithm::kAuto);
+  }
+  pending_.push_back(Pending{fp.seq, std::move(slot), d.ok() ? *d : 0.0});
+}
+
+void RankClock::SettleThrough(int64_t seq) {
+  for (Pending& p : pending_) {
+    if (p.seq > seq) break;
+    if (p.end_s >= 0) continue;
+    // Collective `seq` is ready, so every rank has issued every earlier one
+    // too: their issue times are final.
+    const double start = std::max(p.slot->latest_issue_s(), network_free_s_);
+    p.end_s = start + p.duration_s;
+    network_free_s_ = p.end_s;
+  }
+}
+
+void RankClock::OnCollectiveCompleted(int64_t seq) {
+  SettleThrough(seq);
+  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+    if (it->seq != seq) continue;
+    ObserveEnd(it->end_s, it->duration_s);
+    it->slot.reset();
+    break;
+  }
+  // Drop settled entries that were observed, from the front.
+  while (!pending_.empty() && pending_.front().end_s >= 0 &&
+         pending_.front().slot == nullptr) {
+    pending_.pop_front();
+  }
+}
+
+void RankClock::OnPointToPointCompleted(const comm::Fingerprint& fp,
+                                        const Slot& slot, int src, int dst) {
+  const double d = cost::PointToPointSeconds(
+      options_.topology, src, dst, fp.count * comm::DTypeSize(fp.dtype));
+  ObserveEnd(slot.latest_issue_s() + d, d);
+}
+
+void RankClock::ObserveEnd(double end_s, double duration_s) {
+  reading_.comm_s += duration_s;
+  ++reading_.operations;
+  if (end_s > reading_.now_s) {
+    reading_.exposed_comm_s += end_s - reading_.now_s;
+    reading_.now_s = end_s;
+  }
+}
+
+}  // namespace tandem::sim::internal

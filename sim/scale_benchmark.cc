@@ -1,0 +1,124 @@
+// scale_benchmark: how the simulated cluster scales with the world size.
+// For each world size: the wall time of starting and joining the ranks (an
+// empty run), and the time of one 4 KiB f32 sum all-reduce (the slowest
+// rank's elapsed over --iters back-to-back all-reduces after one warm-up,
+// checked for the exact sum), with every check on (fingerprints, timeouts,
+// overlap checks). Peak RSS of the process is printed at the end (it only
+// grows, so run one world size per process for per-size memory).
+//
+//   ./bazelw run -c opt //sim:scale_benchmark -- --world_sizes=64,1024,8192
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/types/span.h"
+#include "base/command_line.h"
+#include "comm/communicator.h"
+#include "comm/types.h"
+#include "sim/sim.h"
+
+ABSL_FLAG(std::string, world_sizes, "8,64,256,1024",
+          "Comma-separated world sizes.");
+ABSL_FLAG(int64_t, iters, 20, "All-reduces timed per world size.");
+ABSL_FLAG(int64_t, bytes, 4096, "Bytes per rank of each all-reduce.");
+
+namespace {
+
+double Now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const tandem::CommandLine command_line = {
+      .program = "scale_benchmark",
+      .summary =
+          "times an empty run and a small all-reduce on the simulated "
+          "cluster at each world size.",
+      .flag_folders = {"sim/"}};
+  if (std::optional<int> code =
+          tandem::HandleCommandLine(command_line, argc, argv)) {
+    return *code;
+  }
+  std::vector<int> sizes;
+  for (absl::string_view s :
+       absl::StrSplit(absl::GetFlag(FLAGS_world_sizes), ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(s, &n) || n < 1) {
+      std::fprintf(stderr, "scale_benchmark: bad --world_sizes entry '%s'\n",
+                   std::string(s).c_str());
+      return tandem::kExitUsageError;
+    }
+    sizes.push_back(n);
+  }
+  const int64_t iters = std::max<int64_t>(1, absl::GetFlag(FLAGS_iters));
+  const int64_t count = std::max<int64_t>(1, absl::GetFlag(FLAGS_bytes) / 4);
+  std::printf("%8s %14s %16s %8s\n", "ranks", "empty_run_ms", "allreduce_us",
+              "wrong");
+  for (int n : sizes) {
+    const double t0 = Now();
+    tandem::sim::RunResult empty = tandem::sim::Run(
+        n, [](int, tandem::comm::Communicator&) { return absl::OkStatus(); });
+    const double empty_s = Now() - t0;
+    if (!empty.ok()) {
+      std::fprintf(stderr, "scale_benchmark: %s\n",
+                   empty.status().ToString().c_str());
+      return tandem::kExitRuntimeError;
+    }
+    std::vector<double> elapsed(n, 0);
+    std::vector<int64_t> wrong(n, 0);
+    tandem::sim::RunResult run = tandem::sim::Run(
+        n, [&](int rank, tandem::comm::Communicator& comm) -> absl::Status {
+          std::vector<float> v(count);
+          auto view = tandem::comm::HostView(absl::MakeSpan(v));
+          // Warm-up (and the exact-result check: sum of 1 over n ranks).
+          std::fill(v.begin(), v.end(), 1.0f);
+          if (absl::Status s =
+                  comm.AllReduce(view, tandem::comm::ReduceOp::kSum)->Wait();
+              !s.ok()) {
+            return s;
+          }
+          for (float x : v) wrong[rank] += x != static_cast<float>(n);
+          if (absl::Status s = comm.Barrier(); !s.ok()) return s;
+          const double start = Now();
+          for (int64_t i = 0; i < iters; ++i) {
+            if (absl::Status s =
+                    comm.AllReduce(view, tandem::comm::ReduceOp::kMax)->Wait();
+                !s.ok()) {
+              return s;
+            }
+          }
+          elapsed[rank] = Now() - start;
+          return absl::OkStatus();
+        });
+    if (!run.ok()) {
+      std::fprintf(stderr, "scale_benchmark: %s\n",
+                   run.status().ToString().c_str());
+      return tandem::kExitRuntimeError;
+    }
+    int64_t total_wrong = 0;
+    for (int64_t w : wrong) total_wrong += w;
+    const double slowest = *std::max_element(elapsed.begin(), elapsed.end());
+    std::printf("%8d %14.2f %16.1f %8lld\n", n, empty_s * 1e3,
+                slowest / iters * 1e6, static_cast<long long>(total_wrong));
+    std::fflush(stdout);
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("peak RSS: %.1f MB\n", usage.ru_maxrss / 1024.0);
+  return tandem::kExitOk;
+}
