@@ -115,17 +115,20 @@ void Record(std::string_view name, std::string_view category, absl::Time start,
             absl::Time end, Track track = Track::kThread,
             std::string args = {});
 
-// One event from construction to destruction on the calling thread. `name`
-// and `category` must outlive the Scope (string literals, or a string the
-// caller keeps); nothing is copied or timed unless Enabled() at construction.
+// One event from construction to destruction on the calling thread. Nothing
+// is copied or timed unless Enabled() at construction (then `name` and
+// `category` are copied, so they need not outlive the Scope).
 class Scope {
  public:
-  Scope(std::string_view name, std::string_view category)
-      : name_(name), category_(category) {
-    if (Enabled()) start_ = absl::Now();
+  Scope(std::string_view name, std::string_view category) {
+    if (Enabled()) {
+      name_ = std::string(name);
+      category_ = std::string(category);
+      start_ = absl::Now();
+    }
   }
   ~Scope() {
-    if (start_ != absl::InfinitePast()) {
+    if (recording()) {
       Record(name_, category_, start_, absl::Now(), Track::kThread,
              std::move(args_));
     }
@@ -137,8 +140,8 @@ class Scope {
   Scope& operator=(const Scope&) = delete;
 
  private:
-  std::string_view name_;
-  std::string_view category_;
+  std::string name_;
+  std::string category_;
   absl::Time start_ = absl::InfinitePast();
   std::string args_;
 };
