@@ -10,6 +10,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "base/trace/trace.h"
+#include "train/examples/trace_file.h"
 #include "train/launch/backend.h"
 #include "train/launch/builtin_engines.h"
 
@@ -18,6 +20,11 @@ ABSL_FLAG(std::string, backend, "auto", "see --help");
 ABSL_FLAG(int, world_size, 0,
           "Number of ranks; 0: the MPI job's size, the number of GPUs if "
           "there are any, else 2 simulated ranks.");
+ABSL_FLAG(std::string, trace, "",
+          "Write the run's timeline to this file: Chrome trace JSON with a "
+          "track per rank (forward/backward per module, each gradient "
+          "bucket's all-reduce, waits, optimizer step, data loading); open it "
+          "in https://ui.perfetto.dev or chrome://tracing. Empty: off.");
 ABSL_FLAG(double, timeout, 300,
           "Seconds every collective may take before the job fails and names "
           "the ranks that never arrived; > 0 and finite.");
@@ -85,17 +92,36 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
                       .world_size = absl::GetFlag(FLAGS_world_size)});
   if (!backend.ok()) return fail(kExitUsageError, backend.status());
 
+  const std::string trace_path = absl::GetFlag(FLAGS_trace);
+  // On mpi each process is one rank: the ranks write parts, rank 0 merges.
+  const bool trace_per_rank = backend->backend == "mpi";
+  if (!trace_path.empty()) {
+    if (absl::Status s = CheckTraceFile(trace_path); !s.ok()) {
+      return fail(kExitUsageError, s);
+    }
+    trace::Start();
+  }
+
   RunOptions options;
   options.timeout = *timeout;
   // A note well before the timeout, and at least every 30 s.
   options.stall_note_interval = std::min(absl::Seconds(30), *timeout / 10);
   const absl::Status status = RunOnBackend(
       *backend,
-      [&rank_main](comm::Communicator& comm) {
-        return (*rank_main)(comm, DeviceFor(comm));
+      [&](comm::Communicator& comm) {
+        absl::Status s = (*rank_main)(comm, DeviceFor(comm));
+        if (s.ok() && !trace_path.empty() && trace_per_rank) {
+          s = FinishRankTrace(comm, trace_path);
+        }
+        return s;
       },
       options);
   if (!status.ok()) return fail(kExitRuntimeError, status);
+  if (!trace_path.empty() && !trace_per_rank) {
+    if (absl::Status s = WriteProcessTrace(trace_path); !s.ok()) {
+      return fail(kExitRuntimeError, s);
+    }
+  }
   return kExitOk;
 }
 

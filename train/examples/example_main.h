@@ -18,6 +18,9 @@
 //   --world_size   ranks; 0: the engine's default
 //   --timeout      seconds every collective may take, > 0 and finite
 //                  (default 300, as torch's init_process_group(timeout=))
+//   --trace        FILE: the run's timeline (base/trace), one Chrome trace
+//                  JSON with a track per rank (train/examples/trace_file.h);
+//                  a FILE that cannot be created is a usage error
 //
 // The command line is parsed by base/command_line.h, not by
 // absl::ParseCommandLine (which exits 1 on an unknown flag): flags are
