@@ -22,6 +22,7 @@
 #include "train/data/csv_dataset.h"
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
+#include "train/examples/run_monitor.h"
 #include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
@@ -144,6 +145,20 @@ absl::Status AllReduceSum(comm::Communicator& comm, std::vector<double>& values,
   return absl::OkStatus();
 }
 
+// How many rows of `logits` have their largest value at `labels`' class.
+absl::StatusOr<int64_t> CountCorrect(const Tensor& logits,
+                                     const Tensor& labels) {
+  NoGradGuard no_grad;
+  TANDEM_ASSIGN_OR_RETURN(Tensor predicted, Argmax(logits, -1));
+  TANDEM_ASSIGN_OR_RETURN(predicted, predicted.To(Device::CPU()));
+  TANDEM_ASSIGN_OR_RETURN(Tensor truth, labels.To(Device::CPU()));
+  const int64_t* p = predicted.data<int64_t>();
+  const int64_t* y = truth.data<int64_t>();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < truth.numel(); ++i) correct += p[i] == y[i];
+  return correct;
+}
+
 // `t` on `device` (itself, no copy, when it is there already).
 absl::StatusOr<Tensor> OnDevice(const Tensor& t, Device device) {
   if (t.device() == device) return t;
@@ -228,6 +243,8 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       split.train.size(), split.test.size(), comm.size(),
       std::string(comm.backend()), batch_size, config.hidden));
 
+  // The runner's progress line and metrics file (rank 0 reports).
+  RunMonitor* const monitor = comm.rank() == 0 ? ActiveRunMonitor() : nullptr;
   DigitsResult result;
   for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
     sampler.SetEpoch(epoch);
@@ -236,7 +253,9 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
         DataLoader loader,
         DataLoader::Create(split.train, sampler.Indices(), batch_size,
                            /*drop_last=*/false));
-    std::vector<double> loss_sum_and_count = {0, 0};
+    // Summed over every rank after the epoch: loss * samples, samples, and
+    // the samples the model classified right as it trained on them.
+    std::vector<double> loss_sum_and_count = {0, 0, 0};
     for (int64_t b = 0; b < loader.num_batches(); ++b) {
       TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
       TANDEM_ASSIGN_OR_RETURN(Tensor features,
@@ -261,9 +280,32 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
               .status());
       loss_sum_and_count[0] += value * batch.labels.numel();
       loss_sum_and_count[1] += batch.labels.numel();
+      TANDEM_ASSIGN_OR_RETURN(const int64_t correct,
+                              CountCorrect(logits, batch.labels));
+      loss_sum_and_count[2] += static_cast<double>(correct);
+      if (monitor != nullptr) {
+        // Every rank's batch has this size (the sampler pads evenly).
+        monitor->Step(
+            {.epoch = epoch,
+             .epochs = config.epochs,
+             .step = b,
+             .steps_per_epoch = loader.num_batches(),
+             .samples = batch.labels.numel() * comm.size(),
+             .loss = value,
+             .comm_seconds = ddp->last_sync_stats().all_reduce_seconds,
+             .wait_seconds = ddp->last_sync_stats().wait_seconds});
+      }
     }
     TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, loss_sum_and_count, device));
     result.final_train_loss = loss_sum_and_count[0] / loss_sum_and_count[1];
+    if (monitor != nullptr) {
+      monitor->Epoch(
+          {.epoch = epoch,
+           .epochs = config.epochs,
+           .train_loss = result.final_train_loss,
+           .train_accuracy = loss_sum_and_count[2] / loss_sum_and_count[1],
+           .samples = static_cast<int64_t>(loss_sum_and_count[1])});
+    }
     out.PrintOnRank0(absl::StrFormat("Epoch: %03d/%03d | Train loss: %.4f",
                                      epoch + 1, config.epochs,
                                      result.final_train_loss));
@@ -295,6 +337,10 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, correct_and_total, device));
   result.test_correct = static_cast<int64_t>(correct_and_total[0]);
   result.test_total = static_cast<int64_t>(correct_and_total[1]);
+  if (monitor != nullptr) {
+    monitor->Test(result.test_accuracy(), result.test_correct,
+                  result.test_total);
+  }
   out.PrintOnRank0(absl::StrFormat("Test accuracy: %.4f (%d/%d, all ranks)",
                                    result.test_accuracy(), result.test_correct,
                                    result.test_total));

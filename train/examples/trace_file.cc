@@ -1,5 +1,7 @@
 #include "train/examples/trace_file.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <vector>
@@ -9,13 +11,13 @@
 
 namespace tandem::train {
 
-absl::Status CheckTraceFile(const std::string& path) {
-  const std::string probe = absl::StrCat(path, ".tmp");
+absl::Status CheckOutputFile(const std::string& flag, const std::string& path) {
+  const std::string probe = absl::StrCat(path, ".probe", getpid());
   {
     std::ofstream f(probe, std::ios::binary | std::ios::trunc);
     if (!f) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--trace=", path,
+          "--", flag, "=", path,
           ": cannot create the file; check that its folder exists and is "
           "writable"));
     }

@@ -1,7 +1,7 @@
 // --trace=FILE for the examples' runner (example_main): records the timeline
 // (base/trace) of the run and writes one Chrome trace with a track per rank.
 //
-//   TANDEM_RETURN_IF_ERROR(CheckTraceFile(path));   // before any rank starts
+//   TANDEM_RETURN_IF_ERROR(CheckOutputFile("trace", path));  // before ranks
 //   trace::Start();
 //   ... one rank per process (mpi): each rank runs, then
 //       FinishRankTrace(comm, path);
@@ -23,9 +23,12 @@
 
 namespace tandem::train {
 
-// InvalidArgument naming `path` when it cannot be created (missing folder,
-// no permission): found before training rather than after it.
-absl::Status CheckTraceFile(const std::string& path);
+// For any output file flag (--trace, --metrics): InvalidArgument naming
+// "--<flag>=<path>" when it cannot be created (missing folder, no
+// permission), found before training rather than after it. Creates and
+// removes a probe file beside it (named after this process, so that the
+// processes of an mpirun job do not race).
+absl::Status CheckOutputFile(const std::string& flag, const std::string& path);
 
 // The part file of `rank`: "<path>.rank<rank>".
 std::string TracePartPath(const std::string& path, int rank);

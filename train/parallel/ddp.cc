@@ -561,7 +561,10 @@ absl::Status DistributedDataParallel::FinishGradientSync() {
   absl::Status waited;
   {
     trace::Scope event("wait for gradient all-reduces", "ddp");
+    last_sync_ = SyncStats();
+    const absl::Time wait_start = absl::Now();
     waited = WaitLaunched(absl::Now() + options_.timeout);
+    last_sync_.wait_seconds = absl::ToDoubleSeconds(absl::Now() - wait_start);
   }
   if (status.ok()) status = waited;
   ResetIteration();
@@ -574,6 +577,12 @@ absl::Status DistributedDataParallel::WaitLaunched(absl::Time deadline) {
     std::unique_ptr<comm::Work>& work = bucket_states_[b].work;
     if (work == nullptr) continue;
     absl::Status s = work->Wait(Remaining(deadline));
+    if (work->record().completed()) {
+      ++last_sync_.all_reduces;
+      last_sync_.bytes += work->record().bytes;
+      last_sync_.all_reduce_seconds +=
+          absl::ToDoubleSeconds(work->record().end - work->record().start);
+    }
     if (trace::Enabled() && work->record().completed()) {
       // The bucket's all-reduce from launch to the completion this rank saw,
       // on its rank's comm track (it overlaps backward there).

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/trace/trace.h"
 #include "comm/communicator.h"
@@ -63,6 +64,17 @@ absl::Status TrainSteps(comm::Communicator& comm, bool overlap) {
     model.ZeroGrad();
     TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
     TANDEM_RETURN_IF_ERROR(sgd.Step());
+    // The same all-reduces, counted from the Work records.
+    const DistributedDataParallel::SyncStats& stats = ddp->last_sync_stats();
+    int64_t bytes = 0;
+    for (const DdpBucket& b : ddp->buckets()) bytes += b.flat.nbytes();
+    if (stats.all_reduces != kBuckets || stats.bytes != bytes ||
+        !(stats.all_reduce_seconds > 0) || !(stats.wait_seconds >= 0)) {
+      return absl::InternalError(absl::StrCat(
+          "sync stats: ", stats.all_reduces, " all-reduces of ", stats.bytes,
+          " bytes (expected ", kBuckets, " of ", bytes, "), ",
+          stats.all_reduce_seconds, " s, wait ", stats.wait_seconds, " s"));
+    }
   }
   return absl::OkStatus();
 }
