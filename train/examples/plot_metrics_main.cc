@@ -2,7 +2,8 @@
 // --metrics file (JSON lines, train/examples/run_monitor.h) as an SVG.
 //
 //   bazel-bin/train/examples/digits_ddp --metrics=/tmp/m.jsonl
-//   bazel-bin/train/examples/plot_metrics --metrics=/tmp/m.jsonl --out=/tmp/m.svg
+//   bazel-bin/train/examples/plot_metrics --metrics=/tmp/m.jsonl
+//       --out=/tmp/m.svg      (one command; then open /tmp/m.svg in a browser)
 #include <cstdio>
 #include <fstream>
 #include <optional>
