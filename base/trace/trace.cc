@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 
 namespace tandem::trace {
 namespace internal {
@@ -172,6 +173,31 @@ void Record(std::string_view name, std::string_view category, absl::Time start,
   ThreadBuffer& buffer = MyBuffer();
   std::lock_guard<std::mutex> lock(buffer.mu);
   buffer.events.push_back(std::move(e));
+}
+
+struct Scope::Active {
+  std::string name;
+  std::string category;
+  std::string args;
+  absl::Time start;
+};
+
+void Scope::Begin(std::string_view name, std::string_view category) {
+  active_ = new Active;
+  active_->name = std::string(name);
+  active_->category = std::string(category);
+  active_->start = absl::Now();
+}
+
+void Scope::End() {
+  Record(active_->name, active_->category, active_->start, absl::Now(),
+         Track::kThread, std::move(active_->args));
+  delete active_;
+  active_ = nullptr;
+}
+
+void Scope::set_args(std::string args) {
+  if (active_ != nullptr) active_->args = std::move(args);
 }
 
 std::vector<Event> Snapshot() {

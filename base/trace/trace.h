@@ -115,35 +115,30 @@ void Record(std::string_view name, std::string_view category, absl::Time start,
             absl::Time end, Track track = Track::kThread,
             std::string args = {});
 
-// One event from construction to destruction on the calling thread. Nothing
-// is copied or timed unless Enabled() at construction (then `name` and
-// `category` are copied, so they need not outlive the Scope).
+// One event from construction to destruction on the calling thread. Off,
+// the Scope is one null pointer: construction is Enabled() and a branch,
+// destruction a null check. On, `name` and `category` are copied (they need
+// not outlive the Scope) into a small block allocated for the event.
 class Scope {
  public:
   Scope(std::string_view name, std::string_view category) {
-    if (Enabled()) {
-      name_ = std::string(name);
-      category_ = std::string(category);
-      start_ = absl::Now();
-    }
+    if (Enabled()) Begin(name, category);
   }
   ~Scope() {
-    if (recording()) {
-      Record(name_, category_, start_, absl::Now(), Track::kThread,
-             std::move(args_));
-    }
+    if (active_ != nullptr) End();
   }
   // Key/values shown with the event (ignored when not recording).
-  void set_args(std::string args) { args_ = std::move(args); }
-  bool recording() const { return start_ != absl::InfinitePast(); }
+  void set_args(std::string args);
+  bool recording() const { return active_ != nullptr; }
   Scope(const Scope&) = delete;
   Scope& operator=(const Scope&) = delete;
 
  private:
-  std::string name_;
-  std::string category_;
-  absl::Time start_ = absl::InfinitePast();
-  std::string args_;
+  struct Active;
+  void Begin(std::string_view name, std::string_view category);
+  void End();
+
+  Active* active_ = nullptr;  // owned; non-null while recording
 };
 
 // Every recorded event, sorted by (rank, tid, start, longest first).
