@@ -32,6 +32,10 @@
 //               against ddp's is the check's cost; a `CHECK ... check_ms=
 //               step_ms= check_percent=` line gives the time inside the check
 //               within the same steps.
+//   ddp_traced  DDP as shipped with the timeline recording (base/trace, as
+//               --trace does on the examples): its step time against ddp's
+//               is the cost of recording; ddp itself runs with recording
+//               off, i.e. with every emit point reduced to one relaxed load.
 //   local       the same model and step without DDP: no communication at
 //               all, but the same number of ranks running at once, so they
 //               compete for the same cores and memory (one core per rank at
@@ -82,6 +86,7 @@
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "base/trace/trace.h"
 #include "bench/flag_checks.h"
 #include "comm/communicator.h"
 #include "comm/types.h"
@@ -109,7 +114,7 @@ ABSL_FLAG(std::string, models, "small,large,conv",
           "Comma-separated models: small, large, conv.");
 ABSL_FLAG(std::string, modes, "ddp,local",
           "Modes timed at every world size: ddp, local, ddp_nooverlap, "
-          "ddp_checked.");
+          "ddp_checked, ddp_traced.");
 ABSL_FLAG(int, sweep_world, 2,
           "World size of the sweeps (overlap off, bucket caps); 0: none.");
 ABSL_FLAG(std::string, sweep_models, "small,large,conv",
@@ -239,7 +244,7 @@ const std::vector<ModelSpec>& AllModels() {
 
 // ----------------------------------------------------------------- cases ---
 
-enum class Mode { kDdp, kDdpNoOverlap, kDdpChecked, kLocal };
+enum class Mode { kDdp, kDdpNoOverlap, kDdpChecked, kDdpTraced, kLocal };
 
 const char* ModeName(Mode m) {
   switch (m) {
@@ -249,6 +254,8 @@ const char* ModeName(Mode m) {
       return "ddp_nooverlap";
     case Mode::kDdpChecked:
       return "ddp_checked";
+    case Mode::kDdpTraced:
+      return "ddp_traced";
     case Mode::kLocal:
       return "local";
   }
@@ -285,6 +292,19 @@ absl::Status MaxOverRanks(comm::Communicator& comm, double& v) {
 
 absl::StatusOr<CaseResult> RunCase(comm::Communicator& comm, const Case& c) {
   const ModelSpec& spec = *c.model;
+  // ddp_traced: every rank records from before its first step (the recorder
+  // is process-wide; Start() and Stop() are idempotent) until it leaves the
+  // case, after the last timed segment's collective, so no rank still times
+  // when another stops; the events are then dropped.
+  if (c.mode == Mode::kDdpTraced) trace::Start();
+  struct StopTrace {
+    bool on;
+    ~StopTrace() {
+      if (!on) return;
+      trace::Stop();
+      trace::Clear();
+    }
+  } stop_trace{c.mode == Mode::kDdpTraced};
   Generator gen(1234);  // the same initial weights on every rank
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
                           spec.build(gen));
@@ -543,13 +563,13 @@ absl::StatusOr<const ModelSpec*> FindModel(const std::string& name) {
 }
 
 absl::StatusOr<Mode> ParseMode(const std::string& name) {
-  for (Mode m :
-       {Mode::kDdp, Mode::kDdpNoOverlap, Mode::kDdpChecked, Mode::kLocal}) {
+  for (Mode m : {Mode::kDdp, Mode::kDdpNoOverlap, Mode::kDdpChecked,
+                 Mode::kDdpTraced, Mode::kLocal}) {
     if (name == ModeName(m)) return m;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown mode '", name,
-                   "'; expected ddp, ddp_nooverlap, ddp_checked or local"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown mode '", name,
+      "'; expected ddp, ddp_nooverlap, ddp_checked, ddp_traced or local"));
 }
 
 // The cases of one model, in print order.

@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/trace/trace.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 #include "tensor/tensor_impl.h"
@@ -88,11 +89,26 @@ bool ShouldRecord(const std::vector<Tensor>& inputs) {
   return false;
 }
 
+namespace {
+// The innermost ScopedModuleLabel of this thread (nullptr: none).
+thread_local const std::string* t_module_label = nullptr;
+}  // namespace
+
+ScopedModuleLabel::ScopedModuleLabel(std::string label)
+    : label_(std::move(label)), previous_(t_module_label) {
+  t_module_label = &label_;
+}
+
+ScopedModuleLabel::~ScopedModuleLabel() { t_module_label = previous_; }
+
 void RecordOp(std::string_view name, const Tensor& output,
               std::vector<Tensor> inputs, BackwardFn backward) {
   if (!output.defined() || !ShouldRecord(inputs)) return;
   auto node = std::make_shared<Node>();
   node->name = std::string(name);
+  if (t_module_label != nullptr && trace::Enabled()) {
+    node->module = *t_module_label;
+  }
   node->sequence_nr = next_sequence_nr.fetch_add(1, std::memory_order_relaxed);
   for (Tensor& t : inputs) {
     if (!t.requires_grad()) t = Tensor();  // don't keep what needs no grad
@@ -249,7 +265,18 @@ absl::Status RunBackward(const Tensor& root, const Tensor& seed,
                                                   impl->storage->device()));
     }
     GradSink sink(&state, &node);
-    absl::Status status = node.backward(grad, sink);
+    absl::Status status;
+    if (trace::Enabled()) {
+      // One event per op, named after the module that recorded it.
+      trace::Scope event(node.module.empty()
+                             ? node.name
+                             : absl::StrCat(node.module, " backward"),
+                         "backward");
+      event.set_args(trace::Args().Add("op", node.name).str());
+      status = node.backward(grad, sink);
+    } else {
+      status = node.backward(grad, sink);
+    }
     if (!status.ok()) {
       return absl::Status(status.code(),
                           absl::StrCat("in the backward of ", node.name, ": ",

@@ -114,6 +114,24 @@ struct Node {
   std::vector<Tensor> inputs;
   BackwardFn backward;  // reset after running unless retain_graph
   bool released = false;
+  // The module whose forward recorded this op ("Linear[0]"), set only while
+  // the timeline records (base/trace): its backward shows under that name.
+  std::string module;
+};
+
+// While it lives, ops recorded on this thread are attributed to module
+// `label` (Node::module) for the timeline; nests (the innermost wins). Only
+// containers create it, and only while base/trace records.
+class ScopedModuleLabel {
+ public:
+  explicit ScopedModuleLabel(std::string label);
+  ~ScopedModuleLabel();
+  ScopedModuleLabel(const ScopedModuleLabel&) = delete;
+  ScopedModuleLabel& operator=(const ScopedModuleLabel&) = delete;
+
+ private:
+  std::string label_;
+  const std::string* previous_;
 };
 
 // True when grad mode is on and some input requires grad, i.e. when

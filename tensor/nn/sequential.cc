@@ -2,11 +2,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/trace/trace.h"
+#include "tensor/autograd.h"
 
 namespace tandem::nn {
 
@@ -21,6 +24,17 @@ absl::Status Sequential::Append(std::unique_ptr<Module> module) {
 absl::StatusOr<Tensor> Sequential::Forward(const Tensor& input) {
   Tensor x = input;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    // On the timeline: "Linear[0] forward", and the backward of the ops it
+    // records as "Linear[0] backward".
+    std::optional<trace::Scope> event;
+    std::optional<ScopedModuleLabel> label;
+    if (trace::Enabled()) {
+      label.emplace(
+          absl::StrCat(std::string(layers_[i]->type_name()), "[", i, "]"));
+      event.emplace(absl::StrCat(std::string(layers_[i]->type_name()), "[", i,
+                                 "] forward"),
+                    "forward");
+    }
     absl::StatusOr<Tensor> y = layers_[i]->Forward(x);
     if (!y.ok()) {
       return absl::Status(y.status().code(),

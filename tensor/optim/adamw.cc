@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/trace/trace.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -78,6 +79,7 @@ absl::StatusOr<AdamW> AdamW::Create(std::vector<Tensor> params,
 }
 
 absl::Status AdamW::Step() {
+  trace::Scope event("AdamW step", "optim");
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     if (!p.has_grad()) continue;

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/trace/trace.h"
 #include "tensor/device_ops.h"
 #include "tensor/tensor.h"
 
@@ -72,6 +73,7 @@ absl::StatusOr<Sgd> Sgd::Create(std::vector<Tensor> params, double lr,
 }
 
 absl::Status Sgd::Step() {
+  trace::Scope event("Sgd step", "optim");
   for (size_t i = 0; i < params_.size(); ++i) {
     const Tensor& p = params_[i];
     if (!p.has_grad()) continue;

@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "base/trace/trace.h"
 
 namespace tandem::train {
 
@@ -47,6 +48,8 @@ int64_t DataLoader::num_samples() const {
 }
 
 absl::StatusOr<Batch> DataLoader::GetBatch(int64_t b) const {
+  trace::Scope event("load batch", "data");
+  if (event.recording()) event.set_args(trace::Args().Add("batch", b).str());
   if (b < 0 || b >= num_batches()) {
     return absl::OutOfRangeError(absl::StrCat(
         "DataLoader: batch ", b, " requested, there are ", num_batches()));

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@
 #include "train/data/csv_dataset.h"
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
+#include "train/examples/run_monitor.h"
 #include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
@@ -151,6 +153,20 @@ absl::Status AllReduceSum(comm::Communicator& comm, std::vector<double>& values,
   return absl::OkStatus();
 }
 
+// How many rows of `logits` have their largest value at `labels`' class.
+absl::StatusOr<int64_t> CountCorrect(const Tensor& logits,
+                                     const Tensor& labels) {
+  NoGradGuard no_grad;
+  TANDEM_ASSIGN_OR_RETURN(Tensor predicted, Argmax(logits, -1));
+  TANDEM_ASSIGN_OR_RETURN(predicted, predicted.To(Device::CPU()));
+  TANDEM_ASSIGN_OR_RETURN(Tensor truth, labels.To(Device::CPU()));
+  const int64_t* p = predicted.data<int64_t>();
+  const int64_t* y = truth.data<int64_t>();
+  int64_t correct = 0;
+  for (int64_t i = 0; i < truth.numel(); ++i) correct += p[i] == y[i];
+  return correct;
+}
+
 // `t` on `device` (itself, no copy, when it is there already).
 absl::StatusOr<Tensor> OnDevice(const Tensor& t, Device device) {
   if (t.device() == device) return t;
@@ -190,22 +206,31 @@ absl::Status CheckConfig(const DigitsConfig& c) {
   return absl::OkStatus();
 }
 
-// Every rank's running loss sum and sample count of the epoch, kept in a
+// The per-rank epoch sums a mid-epoch checkpoint carries, in the order of
+// RunDigitsDdp's loss_sum_and_count: loss * samples, samples, correct.
+constexpr const char* kEpochSumNames[] = {"sum", "count", "correct"};
+
+// Every rank's running epoch sums (kEpochSumNames), kept in a
 // mid-epoch checkpoint as the doubles' bits (exact), so that the resumed
 // epoch's line is the one an uninterrupted run prints. Collective.
 absl::StatusOr<checkpoint::Metadata> GatherLossSums(
     comm::Communicator& comm, Device device, const std::vector<double>& sums) {
-  int64_t send[2];
+  constexpr size_t kSums = std::size(kEpochSumNames);
+  if (sums.size() != kSums) {
+    return absl::InternalError(absl::StrCat(
+        "digits_ddp: expected ", kSums, " epoch sums, found ", sums.size()));
+  }
+  int64_t send[kSums];
   std::memcpy(send, sums.data(), sizeof(send));
-  std::vector<int64_t> all(2 * static_cast<size_t>(comm.size()));
+  std::vector<int64_t> all(kSums * static_cast<size_t>(comm.size()));
   TANDEM_RETURN_IF_ERROR(
       AllGatherInt64(comm, device, send, absl::MakeSpan(all)));
   checkpoint::Metadata out;
   for (int r = 0; r < comm.size(); ++r) {
-    out[absl::StrCat("digits.epoch_loss_sum_bits.", r)] =
-        absl::StrCat(all[2 * r]);
-    out[absl::StrCat("digits.epoch_loss_count_bits.", r)] =
-        absl::StrCat(all[2 * r + 1]);
+    for (size_t i = 0; i < kSums; ++i) {
+      out[absl::StrCat("digits.epoch_loss_", kEpochSumNames[i], "_bits.", r)] =
+          absl::StrCat(all[kSums * r + i]);
+    }
   }
   return out;
 }
@@ -214,7 +239,7 @@ absl::StatusOr<checkpoint::Metadata> GatherLossSums(
 absl::StatusOr<std::vector<double>> LossSums(const checkpoint::Metadata& extra,
                                              int rank) {
   std::vector<double> out;
-  for (const char* what : {"sum", "count"}) {
+  for (const char* what : kEpochSumNames) {
     const std::string key =
         absl::StrCat("digits.epoch_loss_", what, "_bits.", rank);
     auto it = extra.find(key);
@@ -287,6 +312,8 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       split.train.size(), split.test.size(), comm.size(),
       std::string(comm.backend()), batch_size, config.hidden));
 
+  // The runner's progress line and metrics file (rank 0 reports).
+  RunMonitor* const monitor = comm.rank() == 0 ? ActiveRunMonitor() : nullptr;
   DigitsResult result;
   for (int64_t epoch = start.epoch; epoch < config.epochs; ++epoch) {
     sampler.SetEpoch(epoch);
@@ -295,10 +322,12 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
         DataLoader loader,
         DataLoader::Create(split.train, sampler.Indices(), batch_size,
                            /*drop_last=*/false));
-    std::vector<double> loss_sum_and_count = {0, 0};
+    // Summed over every rank after the epoch: loss * samples, samples, and
+    // the samples the model classified right as it trained on them.
+    std::vector<double> loss_sum_and_count = {0, 0, 0};
     const int64_t first_step = epoch == start.epoch ? start.step_in_epoch : 0;
     if (first_step > 0) {
-      // Resumed mid-epoch: the loss of the steps already taken.
+      // Resumed mid-epoch: the sums of the steps already taken.
       TANDEM_ASSIGN_OR_RETURN(loss_sum_and_count,
                               LossSums(state.extra, comm.rank()));
     }
@@ -326,6 +355,21 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
               .status());
       loss_sum_and_count[0] += value * batch.labels.numel();
       loss_sum_and_count[1] += batch.labels.numel();
+      TANDEM_ASSIGN_OR_RETURN(const int64_t correct,
+                              CountCorrect(logits, batch.labels));
+      loss_sum_and_count[2] += static_cast<double>(correct);
+      if (monitor != nullptr) {
+        // Every rank's batch has this size (the sampler pads evenly).
+        monitor->Step(
+            {.epoch = epoch,
+             .epochs = config.epochs,
+             .step = b,
+             .steps_per_epoch = loader.num_batches(),
+             .samples = batch.labels.numel() * comm.size(),
+             .loss = value,
+             .comm_seconds = ddp->last_sync_stats().all_reduce_seconds,
+             .wait_seconds = ddp->last_sync_stats().wait_seconds});
+      }
       state.extra.clear();
       if (checkpointer.SaveDueAfter(b, loader.num_batches()) &&
           b + 1 < loader.num_batches()) {
@@ -337,6 +381,14 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
     }
     TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, loss_sum_and_count, device));
     result.final_train_loss = loss_sum_and_count[0] / loss_sum_and_count[1];
+    if (monitor != nullptr) {
+      monitor->Epoch(
+          {.epoch = epoch,
+           .epochs = config.epochs,
+           .train_loss = result.final_train_loss,
+           .train_accuracy = loss_sum_and_count[2] / loss_sum_and_count[1],
+           .samples = static_cast<int64_t>(loss_sum_and_count[1])});
+    }
     out.PrintOnRank0(absl::StrFormat("Epoch: %03d/%03d | Train loss: %.4f",
                                      epoch + 1, config.epochs,
                                      result.final_train_loss));
@@ -368,6 +420,10 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, correct_and_total, device));
   result.test_correct = static_cast<int64_t>(correct_and_total[0]);
   result.test_total = static_cast<int64_t>(correct_and_total[1]);
+  if (monitor != nullptr) {
+    monitor->Test(result.test_accuracy(), result.test_correct,
+                  result.test_total);
+  }
   out.PrintOnRank0(absl::StrFormat("Test accuracy: %.4f (%d/%d, all ranks)",
                                    result.test_accuracy(), result.test_correct,
                                    result.test_total));

@@ -1,5 +1,7 @@
 #include "train/examples/example_main.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,6 +12,9 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "base/trace/trace.h"
+#include "train/examples/run_monitor.h"
+#include "train/examples/trace_file.h"
 #include "train/launch/backend.h"
 #include "train/launch/builtin_engines.h"
 
@@ -18,6 +23,19 @@ ABSL_FLAG(std::string, backend, "auto", "see --help");
 ABSL_FLAG(int, world_size, 0,
           "Number of ranks; 0: the MPI job's size, the number of GPUs if "
           "there are any, else 2 simulated ranks.");
+ABSL_FLAG(std::string, trace, "",
+          "Write the run's timeline to this file: Chrome trace JSON with a "
+          "track per rank (forward/backward per module, each gradient "
+          "bucket's all-reduce, waits, optimizer step, data loading); open it "
+          "in https://ui.perfetto.dev or chrome://tracing. Empty: off.");
+ABSL_FLAG(std::string, progress, "auto",
+          "Rank 0's progress line (step, epoch, samples/s, loss, ETA): auto "
+          "(one line redrawn on a terminal, a plain line every 10 s "
+          "otherwise), plain (plain lines even on a terminal) or off.");
+ABSL_FLAG(std::string, metrics, "",
+          "Write one JSON line per step, epoch and test result (loss, "
+          "accuracy, samples/s, comm time) to this file; "
+          "plot_metrics draws it. Empty: off.");
 ABSL_FLAG(double, timeout, 300,
           "Seconds every collective may take before the job fails and names "
           "the ranks that never arrived; > 0 and finite.");
@@ -110,17 +128,56 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
                       .world_size = absl::GetFlag(FLAGS_world_size)});
   if (!backend.ok()) return fail(kExitUsageError, backend.status());
 
+  const std::string trace_path = absl::GetFlag(FLAGS_trace);
+  // On mpi each process is one rank: the ranks write parts, rank 0 merges.
+  const bool trace_per_rank = backend->backend == "mpi";
+  if (!trace_path.empty()) {
+    if (absl::Status s = CheckOutputFile("trace", trace_path); !s.ok()) {
+      return fail(kExitUsageError, s);
+    }
+    trace::Start();
+  }
+
+  absl::StatusOr<ProgressMode> progress =
+      ParseProgressMode(absl::GetFlag(FLAGS_progress));
+  if (!progress.ok()) return fail(kExitUsageError, progress.status());
+  const std::string metrics_path = absl::GetFlag(FLAGS_metrics);
+  if (!metrics_path.empty()) {
+    if (absl::Status s = CheckOutputFile("metrics", metrics_path); !s.ok()) {
+      return fail(kExitUsageError, s);
+    }
+  }
+  // Only rank 0 reports to it (so under mpirun only rank 0's process prints
+  // progress and creates the metrics file).
+  RunMonitor monitor({.name = spec.name,
+                      .progress = *progress,
+                      .out = stdout,
+                      .terminal = isatty(fileno(stdout)) != 0,
+                      .metrics_path = metrics_path});
+  ScopedActiveRunMonitor active_monitor(&monitor);
+
   RunOptions options;
   options.timeout = *timeout;
   // A note well before the timeout, and at least every 30 s.
   options.stall_note_interval = std::min(absl::Seconds(30), *timeout / 10);
   const absl::Status status = RunOnBackend(
       *backend,
-      [&rank_main](comm::Communicator& comm) {
-        return (*rank_main)(comm, DeviceFor(comm));
+      [&](comm::Communicator& comm) {
+        absl::Status s = (*rank_main)(comm, DeviceFor(comm));
+        if (s.ok() && !trace_path.empty() && trace_per_rank) {
+          s = FinishRankTrace(comm, trace_path);
+        }
+        return s;
       },
       options);
+  const absl::Status finished = monitor.Finish();
   if (!status.ok()) return fail(kExitRuntimeError, status);
+  if (!finished.ok()) return fail(kExitRuntimeError, finished);
+  if (!trace_path.empty() && !trace_per_rank) {
+    if (absl::Status s = WriteProcessTrace(trace_path); !s.ok()) {
+      return fail(kExitRuntimeError, s);
+    }
+  }
   return kExitOk;
 }
 

@@ -21,6 +21,13 @@
 //   --checkpoint_dir, --checkpoint_every
 //                  checkpoints (train/checkpoint/run_checkpointer.h); an
 //                  example reads them with ExampleCheckpointOptions()
+//   --trace        FILE: the run's timeline (base/trace), one Chrome trace
+//                  JSON with a track per rank (train/examples/trace_file.h);
+//                  a FILE that cannot be created is a usage error
+//   --progress     auto | plain | off: rank 0's progress line
+//   --metrics      FILE: JSON lines per step, epoch and test result
+//                  (train/examples/run_monitor.h; examples report to
+//                  ActiveRunMonitor() from rank 0)
 //
 // The command line is parsed by base/command_line.h, not by
 // absl::ParseCommandLine (which exits 1 on an unknown flag): flags are

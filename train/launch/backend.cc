@@ -1,5 +1,6 @@
 #include "train/launch/backend.h"
 
+#include "base/trace/trace.h"
 #include "comm/types.h"
 
 namespace tandem::train {
@@ -14,7 +15,12 @@ absl::Status RunOnBackend(
     const ResolvedBackend& backend,
     const std::function<absl::Status(comm::Communicator&)>& fn,
     const RunOptions& options) {
-  return BuiltinEngines().Run(backend, options, fn);
+  // Each rank's events go on its own timeline track (base/trace).
+  return BuiltinEngines().Run(backend, options,
+                              [&fn](comm::Communicator& comm) {
+                                trace::ScopedThreadRank rank(comm.rank());
+                                return fn(comm);
+                              });
 }
 
 Device DeviceFor(const comm::Communicator& comm) {

@@ -24,9 +24,10 @@ namespace tandem::train {
 // BuiltinEngines().Resolve(choice, DetectLaunchContext()).
 absl::StatusOr<ResolvedBackend> ResolveBackend(const BackendChoice& choice);
 
-// BuiltinEngines().Run(backend, options, fn). For binaries only: on mpi, a
-// rank whose `fn` fails prints its error to stderr and ends the whole job
-// with MPI_Abort.
+// BuiltinEngines().Run(backend, options, fn), with each rank's thread
+// labelled with its rank for the timeline (trace::ScopedThreadRank). For
+// binaries only: on mpi, a rank whose `fn` fails prints its error to stderr
+// and ends the whole job with MPI_Abort.
 absl::Status RunOnBackend(
     const ResolvedBackend& backend,
     const std::function<absl::Status(comm::Communicator&)>& fn,

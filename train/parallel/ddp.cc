@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/status_macros.h"
+#include "base/trace/trace.h"
 #include "comm/types.h"
 #include "tensor/autograd.h"
 #include "tensor/device.h"
@@ -368,6 +369,7 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
     }
   }
   step_ = *next;
+  trace::Scope event("forward", "ddp");
   return module_->Forward(input);
 }
 
@@ -382,7 +384,11 @@ absl::Status DistributedDataParallel::Backward(const Tensor& loss) {
         "not under NoGradGuard), and call Backward once per Forward (",
         next.status().message(), ")"));
   }
-  absl::Status status = loss.Backward();
+  absl::Status status;
+  {
+    trace::Scope event("backward", "ddp");
+    status = loss.Backward();
+  }
   if (!status.ok()) {
     // The collective order of this step is broken; leave no Work behind.
     WaitLaunched(absl::Now() + options_.timeout).IgnoreError();
@@ -552,7 +558,14 @@ absl::Status DistributedDataParallel::FinishGradientSync() {
   // launches what the unused parameters completed. Either way exactly the
   // complete buckets go out, in bucket order, the same on every rank.
   LaunchCompleteBuckets();
-  absl::Status waited = WaitLaunched(absl::Now() + options_.timeout);
+  absl::Status waited;
+  {
+    trace::Scope event("wait for gradient all-reduces", "ddp");
+    last_sync_ = SyncStats();
+    const absl::Time wait_start = absl::Now();
+    waited = WaitLaunched(absl::Now() + options_.timeout);
+    last_sync_.wait_seconds = absl::ToDoubleSeconds(absl::Now() - wait_start);
+  }
   if (status.ok()) status = waited;
   ResetIteration();
   return status;
@@ -564,6 +577,25 @@ absl::Status DistributedDataParallel::WaitLaunched(absl::Time deadline) {
     std::unique_ptr<comm::Work>& work = bucket_states_[b].work;
     if (work == nullptr) continue;
     absl::Status s = work->Wait(Remaining(deadline));
+    if (work->record().completed()) {
+      ++last_sync_.all_reduces;
+      last_sync_.bytes += work->record().bytes;
+      last_sync_.all_reduce_seconds +=
+          absl::ToDoubleSeconds(work->record().end - work->record().start);
+    }
+    if (trace::Enabled() && work->record().completed()) {
+      // The bucket's all-reduce from launch to the completion this rank saw,
+      // on its rank's comm track (it overlaps backward there).
+      const comm::WorkRecord& r = work->record();
+      trace::Record(absl::StrCat("AllReduce bucket ", b), "comm", r.start,
+                    r.end, trace::Track::kComm,
+                    trace::Args()
+                        .Add("bucket", b)
+                        .Add("bytes", r.bytes)
+                        .Add("seq", r.fp.seq)
+                        .Add("ok", s.ok() ? "yes" : "no")
+                        .str());
+    }
     if (!s.ok() && first.ok()) {
       first = Annotate(s, rank_,
                        absl::StrCat("all-reduce of ", BucketDescription(b)));

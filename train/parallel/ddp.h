@@ -171,6 +171,20 @@ class DistributedDataParallel {
   // Where the current step is (see ddp_step.h). For tests and diagnostics.
   DdpStepState step_state() const { return step_; }
 
+  // The gradient all-reduces of the last FinishGradientSync (or Backward),
+  // from this rank's Work records: how many, their bytes, the sum of their
+  // launch-to-completion times (overlapping backward when overlap is on),
+  // and how long FinishGradientSync blocked for them (the communication
+  // backward did not hide). Zero before the first step, in NoSync steps and
+  // at world size 1. For progress lines, metrics and benchmarks.
+  struct SyncStats {
+    int64_t all_reduces = 0;
+    int64_t bytes = 0;
+    double all_reduce_seconds = 0;
+    double wait_seconds = 0;
+  };
+  const SyncStats& last_sync_stats() const { return last_sync_; }
+
  private:
   struct ParamState {
     std::string name;
@@ -226,6 +240,7 @@ class DistributedDataParallel {
   int64_t next_launch_ = 0;
   int64_t first_unfinished_ = 0;  // buckets before it have completed
   absl::Status hook_error_;       // first error found inside a hook
+  SyncStats last_sync_;
 };
 
 }  // namespace tandem::train

@@ -1,0 +1,71 @@
+// //train/examples:plot_metrics — draws the loss and accuracy curves of a
+// --metrics file (JSON lines, train/examples/run_monitor.h) as an SVG.
+//
+//   bazel-bin/train/examples/digits_ddp --metrics=/tmp/m.jsonl
+//   bazel-bin/train/examples/plot_metrics --metrics=/tmp/m.jsonl
+//       --out=/tmp/m.svg      (one command; then open /tmp/m.svg in a browser)
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "base/command_line.h"
+#include "train/examples/metrics_plot.h"
+
+ABSL_FLAG(std::string, metrics, "",
+          "The metrics file an example wrote with --metrics (required).");
+ABSL_FLAG(std::string, out, "",
+          "Where to write the SVG (required); it is replaced.");
+ABSL_FLAG(std::string, title, "", "The plot's title; default: the file name.");
+
+int main(int argc, char** argv) {
+  if (std::optional<int> exit_code = tandem::HandleCommandLine(
+          {.program = "plot_metrics",
+           .summary = "Draws the loss and accuracy curves of an example's "
+                      "--metrics file as an SVG.",
+           .flag_folders = {"train/examples/plot_metrics_main.cc"},
+           .exit_codes = "Exit codes: 0 success, 1 unreadable or malformed "
+                         "metrics file, 2 usage error (bad flag or value).",
+           .help_epilogue = "Example: plot_metrics --metrics=m.jsonl "
+                            "--out=m.svg"},
+          argc, argv)) {
+    return *exit_code;
+  }
+  const std::string metrics = absl::GetFlag(FLAGS_metrics);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (metrics.empty() || out.empty()) {
+    std::fprintf(stderr,
+                 "plot_metrics: --metrics and --out are required, e.g. "
+                 "--metrics=m.jsonl --out=m.svg\n");
+    return tandem::kExitUsageError;
+  }
+  std::ifstream in(metrics);
+  if (!in) {
+    std::fprintf(stderr, "plot_metrics: cannot read --metrics=%s\n",
+                 metrics.c_str());
+    return tandem::kExitRuntimeError;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<tandem::train::MetricsCurves> curves =
+      tandem::train::ParseMetrics(text.str());
+  if (!curves.ok()) {
+    std::fprintf(stderr, "plot_metrics: %s: %s\n", metrics.c_str(),
+                 std::string(curves.status().message()).c_str());
+    return tandem::kExitRuntimeError;
+  }
+  const std::string title =
+      absl::GetFlag(FLAGS_title).empty() ? metrics : absl::GetFlag(FLAGS_title);
+  std::ofstream svg(out, std::ios::trunc);
+  svg << tandem::train::RenderSvg(*curves, title);
+  svg.flush();
+  if (!svg) {
+    std::fprintf(stderr, "plot_metrics: cannot write --out=%s\n", out.c_str());
+    return tandem::kExitRuntimeError;
+  }
+  std::printf("plot_metrics: %zu step(s), %zu epoch(s) -> %s\n",
+              curves->step_loss.size(), curves->epoch_loss.size(), out.c_str());
+  return 0;
+}

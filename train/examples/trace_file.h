@@ -1,0 +1,47 @@
+// --trace=FILE for the examples' runner (example_main): records the timeline
+// (base/trace) of the run and writes one Chrome trace with a track per rank.
+//
+//   TANDEM_RETURN_IF_ERROR(CheckOutputFile("trace", path));  // before ranks
+//   trace::Start();
+//   ... one rank per process (mpi): each rank runs, then
+//       FinishRankTrace(comm, path);
+//   ... else, once every rank of the process is done: WriteProcessTrace(path);
+//
+// Where the ranks live decides who writes: when this process hosts every rank
+// (sim, nccl), the process writes FILE once they are done; when each process
+// is one rank (mpi), every rank writes FILE.rank<N>, waits at a barrier, and
+// rank 0 merges the parts into FILE and removes them (the processes must
+// share a file system, as mpirun on one machine does; otherwise merge the
+// parts with trace::MergeChromeTraces).
+#ifndef TANDEM_TRAIN_EXAMPLES_TRACE_FILE_H_
+#define TANDEM_TRAIN_EXAMPLES_TRACE_FILE_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "comm/communicator.h"
+
+namespace tandem::train {
+
+// For any output file flag (--trace, --metrics): InvalidArgument naming
+// "--<flag>=<path>" when it cannot be created (missing folder, no
+// permission), found before training rather than after it. Creates and
+// removes a probe file beside it (named after this process, so that the
+// processes of an mpirun job do not race).
+absl::Status CheckOutputFile(const std::string& flag, const std::string& path);
+
+// The part file of `rank`: "<path>.rank<rank>".
+std::string TracePartPath(const std::string& path, int rank);
+
+// For one rank per process; collective. Writes this
+// process's events to TracePartPath(path, rank), waits for every rank at a
+// barrier (bounded by the engine's collective timeout), then rank 0 merges
+// the parts into `path` and removes them.
+absl::Status FinishRankTrace(comm::Communicator& comm, const std::string& path);
+
+// Every rank in this process: stops recording and writes `path`.
+absl::Status WriteProcessTrace(const std::string& path);
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_EXAMPLES_TRACE_FILE_H_
