@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,8 +24,8 @@
 #include "train/data/csv_dataset.h"
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
+#include "train/examples/shard_mode.h"
 #include "train/launch/config_agreement.h"
-#include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
 #include "train/parallel/tensor_comm.h"
 
@@ -199,8 +201,10 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                        {"--hidden", config.hidden},
                        {"--seed", config.seed},
                        {"--split_seed", config.split_seed},
-                       {"--test_fraction", config.test_fraction}}));
+                       {"--test_fraction", config.test_fraction},
+                       {"--shard", config.shard}}));
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
+  TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
   TANDEM_RETURN_IF_ERROR(
       CheckGlobalBatch(config.global_batch_size, comm.size()));
   const comm::RankPrinter out(comm);
@@ -212,11 +216,18 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
                           BuildModel(config));
   TANDEM_RETURN_IF_ERROR(model->To(device));
-  TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
-                          optim::Sgd::Create(model->Parameters(), config.lr,
-                                             {.momentum = config.momentum}));
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
-                          DistributedDataParallel::Create(*model, comm));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<ShardedTrainer> trainer,
+      ShardedTrainer::Create(
+          shard, *model, comm,
+          [&config](std::vector<Tensor> params)
+              -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+            TANDEM_ASSIGN_OR_RETURN(
+                optim::Sgd sgd,
+                optim::Sgd::Create(std::move(params), config.lr,
+                                   {.momentum = config.momentum}));
+            return std::make_unique<optim::Sgd>(std::move(sgd));
+          }));
   TANDEM_ASSIGN_OR_RETURN(DistributedSampler sampler,
                           DistributedSampler::Create(
                               split.train.size(), {.num_replicas = comm.size(),
@@ -224,9 +235,10 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   const int64_t batch_size = config.global_batch_size / comm.size();
   out.PrintOnRank0(absl::StrFormat(
       "digits_ddp: %d train / %d test samples, %d rank(s) on %s, batch %d per "
-      "rank, MLP 64-%d-10",
+      "rank, MLP 64-%d-10%s",
       split.train.size(), split.test.size(), comm.size(),
-      std::string(comm.backend()), batch_size, config.hidden));
+      std::string(comm.backend()), batch_size, config.hidden,
+      shard == ShardMode::kNone ? "" : ", --shard=" + config.shard));
 
   DigitsResult result;
   for (int64_t epoch = 0; epoch < config.epochs; ++epoch) {
@@ -242,22 +254,24 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       TANDEM_ASSIGN_OR_RETURN(Tensor features,
                               OnDevice(batch.features, device));
       TANDEM_ASSIGN_OR_RETURN(Tensor labels, OnDevice(batch.labels, device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(features));
+      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(features));
       TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, labels));
-      model->ZeroGrad();
-      TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
-      TANDEM_RETURN_IF_ERROR(sgd.Step());
+      trainer->ZeroGrad();
+      TANDEM_RETURN_IF_ERROR(trainer->Backward(loss));
+      TANDEM_RETURN_IF_ERROR(trainer->Step());
       TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
       // Every rank stops together on a non-finite loss (every step) or
       // parameter (scanned every kParameterCheckInterval steps and at the
-      // end of the epoch).
+      // end of the epoch; under fsdp the parameters live in shards between
+      // steps, so only the loss is checked).
       TANDEM_RETURN_IF_ERROR(
           CheckStepFinite(
               comm, *model,
               {.epoch = epoch,
                .step = b,
                .loss = value,
-               .check_parameters = ParameterCheckDue(b, loader.num_batches())})
+               .check_parameters = trainer->parameters_resident() &&
+                                   ParameterCheckDue(b, loader.num_batches())})
               .status());
       loss_sum_and_count[0] += value * batch.labels.numel();
       loss_sum_and_count[1] += batch.labels.numel();
@@ -284,7 +298,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                            /*drop_last=*/false));
     TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(0));
     TANDEM_ASSIGN_OR_RETURN(Tensor features, OnDevice(batch.features, device));
-    TANDEM_ASSIGN_OR_RETURN(Tensor logits, model->Forward(features));
+    TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(features));
     TANDEM_ASSIGN_OR_RETURN(Tensor predicted, Argmax(logits, -1));
     TANDEM_ASSIGN_OR_RETURN(predicted, OnDevice(predicted, Device::CPU()));
     const int64_t* p = predicted.data<int64_t>();

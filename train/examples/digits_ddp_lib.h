@@ -42,6 +42,10 @@ struct DigitsConfig {
   uint64_t seed = 0;         // model initialisation
   uint64_t split_seed = 42;  // which samples are held out
   double test_fraction = 0.2;
+  // How the ranks hold model, gradients and optimizer state:
+  // none (DDP), zero1, zero2, fsdp (train/examples/shard_mode.h). The same
+  // weights, loss and accuracy in every mode.
+  std::string shard = "none";
 };
 
 struct DigitsResult {
