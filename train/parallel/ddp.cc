@@ -369,6 +369,14 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
       TANDEM_RETURN_IF_ERROR(BroadcastFromRank0(buffers, "buffer"));
     }
   }
+  // A sharded optimizer (ZeRO-2) may have freed the buckets after taking
+  // its gradient shards (Storage::Free); backward needs them again, zeroed.
+  for (const DdpBucket& bucket : buckets_) {
+    if (!bucket.flat.storage()->is_allocated()) {
+      TANDEM_RETURN_IF_ERROR(bucket.flat.storage()->Reallocate());
+      TANDEM_RETURN_IF_ERROR(FillInPlace(bucket.flat, 0.0));
+    }
+  }
   step_ = *next;
   return module_->Forward(input);
 }

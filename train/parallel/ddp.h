@@ -88,7 +88,9 @@ struct DdpOptions {
   // holds the averaged gradient, and the rest of the bucket holds partial
   // sums that mean nothing. So only an optimizer that reads its own slice
   // (ZeroRedundancyOptimizer) may step after it. Same averaging arithmetic
-  // as the all-reduce, same overlap with backward.
+  // as the all-reduce, same overlap with backward. That optimizer frees the
+  // buckets after taking its shard (Storage::Free, parameters' gradients
+  // cleared); Forward reallocates and zeroes freed buckets.
   bool reduce_scatter_gradients = false;
   // Bound of every wait on a collective (Create's checks and broadcasts, the
   // buffer broadcast, FinishGradientSync). Must be positive.

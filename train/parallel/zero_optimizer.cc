@@ -103,6 +103,11 @@ absl::Status ZeroRedundancyOptimizer::Build(
     if (hi > lo) {
       TANDEM_ASSIGN_OR_RETURN(Tensor piece, flat.View(lo, {hi - lo}));
       TANDEM_ASSIGN_OR_RETURN(Tensor grad, bucket.flat.View(lo, {hi - lo}));
+      if (stage_ == 2) {
+        bucket_slices_.push_back(grad);
+        TANDEM_ASSIGN_OR_RETURN(
+            grad, Tensor::Zeros({hi - lo}, bucket.dtype, bucket.flat.device()));
+      }
       TANDEM_RETURN_IF_ERROR(piece.set_grad(grad));
       shards_.push_back(piece);
       shard_numel_ += hi - lo;
@@ -127,6 +132,23 @@ absl::Status ZeroRedundancyOptimizer::Build(
 }
 
 absl::Status ZeroRedundancyOptimizer::Step() {
+  if (stage_ == 2) {
+    // Keep this rank's averaged slice, drop the full-size buckets.
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      if (!bucket_slices_[i].storage()->is_allocated()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "ZeroRedundancyOptimizer on rank ", rank_,
+            ": Step called twice without a DDP step in between (the "
+            "gradient buckets were already taken); run ddp.Forward and "
+            "ddp.Backward before each Step"));
+      }
+      TANDEM_RETURN_IF_ERROR(shards_[i].grad().CopyFrom(bucket_slices_[i]));
+    }
+    for (const Tensor& p : ddp_->module().Parameters()) p.ClearGrad();
+    for (const DdpBucket& bucket : ddp_->buckets()) {
+      bucket.flat.storage()->Free();
+    }
+  }
   if (optimizer_ != nullptr) {
     NoGradGuard no_grad;
     absl::Status stepped = optimizer_->Step();
@@ -167,6 +189,11 @@ absl::Status ZeroRedundancyOptimizer::Step() {
   return first;
 }
 
-void ZeroRedundancyOptimizer::ZeroGrad() { ddp_->module().ZeroGrad(); }
+void ZeroRedundancyOptimizer::ZeroGrad() {
+  // Stage 2: the module's gradients are cleared (their buckets freed) and
+  // zeroed again when DDP reallocates them; the shards keep their own.
+  ddp_->module().ZeroGrad();
+  if (optimizer_ != nullptr) optimizer_->ZeroGrad();
+}
 
 }  // namespace tandem::train

@@ -40,7 +40,12 @@
 // Stage: 1 when DDP all-reduces gradients (every rank holds every averaged
 // gradient, and reads only its shard); 2 when DDP was created with
 // DdpOptions::reduce_scatter_gradients (each rank receives only its shard's
-// average). The stage is DDP's choice, read at Create.
+// average). The stage is DDP's choice, read at Create. At stage 2 the shards
+// have gradient buffers of their own: Step copies this rank's slice of each
+// bucket into them, then frees DDP's full-size buckets (Storage::Free) and
+// clears the module parameters' gradients, so between steps a rank holds
+// the parameters, 1/N of the gradients and 1/N of the optimizer state
+// (DDP's next Forward reallocates the buckets for backward).
 //
 // Contract:
 //   - Collective: Create (none at world size 1) and Step issue the same
@@ -130,6 +135,9 @@ class ZeroRedundancyOptimizer {
   std::vector<Tensor> flats_;         // per bucket, N * shard_sizes_[b]
   std::vector<int64_t> shard_sizes_;  // per bucket, s_b
   std::vector<Tensor> shards_;        // this rank's non-empty slices
+  // Stage 2: per entry of shards_, its bucket's slice (the shard's own
+  // gradient is a separate buffer).
+  std::vector<Tensor> bucket_slices_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   int64_t shard_numel_ = 0;
 };

@@ -109,7 +109,11 @@ absl::StatusOr<RunOutput> Train(int world, Mode mode, Opt opt,
           out.shard_numel[rank] = zero->shard_numel();
         }
         for (int step = 0; step < kSteps; ++step) {
-          model->ZeroGrad();
+          if (zero) {
+            zero->ZeroGrad();
+          } else {
+            model->ZeroGrad();
+          }
           TANDEM_ASSIGN_OR_RETURN(Tensor x,
                                   Features(4, 5, 1000 + 10 * step + rank));
           TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
@@ -205,6 +209,42 @@ TEST(ZeroRedundancyOptimizerTest, StateIsOneNthPerRankAndEmptyRanksStillJoin) {
     EXPECT_EQ(state[r], expected[r]) << "rank " << r;  // momentum: 1/N only
     EXPECT_EQ(has_optimizer[r], expected[r] > 0) << "rank " << r;
   }
+}
+
+TEST(ZeroRedundancyOptimizerTest, StageTwoKeepsOnlyGradientShardsBetweenSteps) {
+  sim::RunResult result =
+      sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(5, 7, 3));
+        TANDEM_ASSIGN_OR_RETURN(
+            auto ddp, DistributedDataParallel::Create(
+                          *model, comm, {.reduce_scatter_gradients = true}));
+        TANDEM_ASSIGN_OR_RETURN(auto zero,
+                                ZeroRedundancyOptimizer::Create(
+                                    *ddp, [](std::vector<Tensor> shards) {
+                                      return MakeOptimizer(Opt::kAdamW,
+                                                           std::move(shards));
+                                    }));
+        EXPECT_EQ(zero->stage(), 2);
+        for (int step = 0; step < 2; ++step) {
+          zero->ZeroGrad();
+          TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(2, 5, 5 + rank));
+          TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
+          EXPECT_TRUE(ddp->buckets()[0].flat.storage()->is_allocated());
+          TANDEM_ASSIGN_OR_RETURN(Tensor loss, Mean(y));
+          TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+          TANDEM_RETURN_IF_ERROR(zero->Step());
+          EXPECT_FALSE(ddp->buckets()[0].flat.storage()->is_allocated());
+          for (const Tensor& p : model->Parameters()) {
+            EXPECT_FALSE(p.has_grad());
+          }
+          EXPECT_EQ(zero->local_optimizer()->params()[0].grad().numel(), 33);
+        }
+        absl::Status twice = zero->Step();
+        EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_THAT(twice.message(), HasSubstr("Step called twice"));
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(result.status().ok()) << result.status();
 }
 
 TEST(ZeroRedundancyOptimizerTest, ParametersBecomeViewsOfTheFlatBuffers) {
