@@ -113,6 +113,20 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(Device device,
       new Storage(std::move(*allocator), device, *data, nbytes));
 }
 
+void Storage::Free() {
+  if (data_ == nullptr) return;
+  allocator_->Deallocate(device_, data_, nbytes_);
+  data_ = nullptr;
+}
+
+absl::Status Storage::Reallocate() {
+  if (is_allocated()) return absl::OkStatus();
+  absl::StatusOr<void*> data = allocator_->Allocate(device_, nbytes_);
+  if (!data.ok()) return data.status();
+  data_ = *data;
+  return absl::OkStatus();
+}
+
 Storage::~Storage() {
   if (data_ != nullptr) allocator_->Deallocate(device_, data_, nbytes_);
 }

@@ -74,6 +74,22 @@ class Storage {
   Device device() const { return device_; }
   const std::shared_ptr<Allocator>& allocator() const { return allocator_; }
 
+  // Returning the memory while the storage lives on, and getting it back:
+  // PyTorch FSDP's storage.resize_(0) / resize_(n). Sharded wrappers free a
+  // layer's gathered parameters between its forward and its backward while
+  // autograd's saved tensors keep pointing at this Storage; Reallocate
+  // gives every tensor viewing it memory again, at the same offsets.
+  //   - Free: returns the memory to the allocator (no-op when already
+  //     free). Until Reallocate, data() is null and the tensors viewing the
+  //     storage must not be read or written (their raw_data() is null).
+  //   - Reallocate: new, uninitialised memory of nbytes() (no-op when
+  //     allocated); the allocator's error on failure (the storage stays
+  //     free).
+  // Not thread-safe: the owner of the tensors calls them, outside any op.
+  void Free();
+  absl::Status Reallocate();
+  bool is_allocated() const { return data_ != nullptr || nbytes_ == 0; }
+
  private:
   Storage(std::shared_ptr<Allocator> allocator, Device device, void* data,
           int64_t nbytes)

@@ -65,5 +65,29 @@ TEST(AllocatorTest, RegistryLifecycle) {
   EXPECT_EQ(fake->live_.load(), 0);  // returned when the tensor died
 }
 
+TEST(AllocatorTest, FreeAndReallocateKeepTheStorageAndItsViews) {
+  auto fake = std::make_shared<FakeDeviceAllocator>();
+  ASSERT_TRUE(RegisterAllocator(DeviceType::kCUDA, fake).ok());
+  {
+    absl::StatusOr<Tensor> t = Tensor::Empty({8}, DType::kF32, Device::CUDA(0));
+    ASSERT_TRUE(t.ok()) << t.status();
+    const Tensor view = *t->View(4, {4});
+    Storage& storage = *t->storage();
+    EXPECT_EQ(fake->live_.load(), 32);
+    storage.Free();
+    storage.Free();  // no-op
+    EXPECT_FALSE(storage.is_allocated());
+    EXPECT_EQ(fake->live_.load(), 0);
+    EXPECT_EQ(view.raw_data(), nullptr);
+    ASSERT_TRUE(storage.Reallocate().ok());
+    ASSERT_TRUE(storage.Reallocate().ok());  // no-op
+    EXPECT_TRUE(storage.is_allocated());
+    EXPECT_EQ(fake->live_.load(), 32);
+    EXPECT_EQ(view.raw_data(),
+              static_cast<char*>(storage.data()) + 4 * sizeof(float));
+  }
+  EXPECT_EQ(fake->live_.load(), 0);
+}
+
 }  // namespace
 }  // namespace tandem

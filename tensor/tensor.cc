@@ -285,6 +285,26 @@ absl::Status Tensor::CopyFrom(const Tensor& src) const {
   return absl::OkStatus();
 }
 
+absl::Status Tensor::SetData(const Tensor& source) const {
+  if (!impl_ || !source.impl_) {
+    return absl::InvalidArgumentError(
+        "SetData: both tensors must be defined (created by a factory such as "
+        "Tensor::Zeros)");
+  }
+  if (source.dtype() != dtype() || source.device() != device() ||
+      source.numel() != numel()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SetData: this tensor is ", DTypeName(dtype()), ShapeToString(shape()),
+        " on ", device().ToString(), " but the source is ",
+        DTypeName(source.dtype()), ShapeToString(source.shape()), " on ",
+        source.device().ToString(),
+        "; dtype, device and element count must match"));
+  }
+  impl_->storage = source.impl_->storage;
+  impl_->offset = source.impl_->offset;
+  return absl::OkStatus();
+}
+
 std::string Tensor::ToString() const {
   if (!impl_) return "Tensor(undefined)";
   std::string out = absl::StrCat("Tensor(shape=", ShapeToString(shape()),

@@ -184,6 +184,17 @@ class Tensor {
   // allocator copies and waits for the copy). Not recorded by autograd.
   // On the CPU a view may overlap its source; on a device it must not.
   absl::Status CopyFrom(const Tensor& src) const;
+  // Makes this tensor view `source`'s memory (its storage and offset),
+  // keeping its identity: the TensorImpl, shape, gradient, requires_grad and
+  // hooks stay, so every handle to this tensor (a module's parameter list, an
+  // optimizer, a wrapper) follows. PyTorch's `param.data = source`. Sharded
+  // wrappers (ZeRO, FSDP) use it to make parameters views of one flat
+  // buffer. `source` must have this tensor's dtype, device and element count
+  // (InvalidArgument otherwise, naming both); its shape may differ. What does
+  // not follow: tensors that viewed the old memory through their own handle
+  // (Detach()ed aliases, autograd's saved tensors, earlier Views). Not
+  // recorded by autograd; use it outside a forward/backward pass.
+  absl::Status SetData(const Tensor& source) const;
 
   // "Tensor(shape=[2, 2], dtype=f32, device=cpu, data=[[1, 2], [3, 4]])";
   // long tensors are elided. For debugging.

@@ -76,6 +76,28 @@ TEST(DTypeTest, HalfAndBFloat16StoreTheEncodingAndConvertBack) {
   EXPECT_EQ(DTypeOf<BFloat16>::value, DType::kBF16);
 }
 
+TEST(TensorTest, SetDataMakesTheTensorViewTheSourceKeepingItsIdentity) {
+  Tensor param = *Tensor::FromVector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  ASSERT_TRUE(param.set_requires_grad(true).ok());
+  ASSERT_TRUE(param.set_grad(*Tensor::Zeros({2, 2})).ok());
+  const Tensor handle = param;  // another handle to the same tensor
+  Tensor flat = *Tensor::FromVector(std::vector<float>{0, 5, 6, 7, 8, 0});
+  ASSERT_TRUE(param.SetData(*flat.View(1, {4})).ok());
+  EXPECT_THAT(*handle.ToVector<float>(), ElementsAre(5, 6, 7, 8));
+  EXPECT_THAT(handle.shape(), ElementsAre(2, 2));
+  EXPECT_TRUE(handle.requires_grad());
+  EXPECT_TRUE(handle.has_grad());
+  EXPECT_TRUE(handle.SharesStorageWith(flat));
+  flat.data<float>()[1] = 50;  // writes through the flat buffer show
+  EXPECT_EQ(handle.data<float>()[0], 50);
+
+  const absl::Status wrong = param.SetData(*Tensor::Zeros({3}));
+  EXPECT_EQ(wrong.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong.message(), HasSubstr("element count must match"));
+  EXPECT_EQ(param.SetData(*Tensor::Zeros({4}, DType::kF64)).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST(TensorTest, NegativeShapeIsAnError) {
   absl::StatusOr<Tensor> t = Tensor::Zeros({2, -1});
   ASSERT_FALSE(t.ok());

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -30,8 +31,8 @@
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
 #include "train/examples/run_monitor.h"
+#include "train/examples/shard_mode.h"
 #include "train/launch/config_agreement.h"
-#include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
 #include "train/parallel/staged_all_gather.h"
 #include "train/parallel/tensor_comm.h"
@@ -275,8 +276,10 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                        {"--split_seed", config.split_seed},
                        {"--test_fraction", config.test_fraction},
                        {"--checkpoint_dir", config.checkpoint.dir},
-                       {"--checkpoint_every", config.checkpoint.every_steps}}));
+                       {"--checkpoint_every", config.checkpoint.every_steps},
+                       {"--shard", config.shard}}));
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
+  TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
   TANDEM_RETURN_IF_ERROR(
       CheckGlobalBatch(config.global_batch_size, comm.size()));
   const comm::RankPrinter out(comm);
@@ -288,19 +291,34 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
                           BuildModel(config));
   TANDEM_RETURN_IF_ERROR(model->To(device));
-  TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
-                          optim::Sgd::Create(model->Parameters(), config.lr,
-                                             {.momentum = config.momentum}));
-  // Resume (every rank) before DDP broadcasts rank 0's parameters.
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<ShardedTrainer> trainer,
+      ShardedTrainer::Create(
+          shard, *model, comm,
+          [&config](std::vector<Tensor> params)
+              -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+            TANDEM_ASSIGN_OR_RETURN(
+                optim::Sgd sgd,
+                optim::Sgd::Create(std::move(params), config.lr,
+                                   {.momentum = config.momentum}));
+            return std::make_unique<optim::Sgd>(std::move(sgd));
+          }));
+  // Resume (every rank loads the same file, so the weights DDP broadcast
+  // from rank 0 are replaced by equal values on every rank).
   checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm,
                                            "digits_ddp");
   checkpoint::TrainingState state;
   state.model = model.get();
-  state.optimizer = &sgd;
+  state.optimizer = trainer->full_optimizer();
+  if (state.optimizer == nullptr && !config.checkpoint.dir.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "digits_ddp: --checkpoint_dir works with --shard=none only (found "
+        "--shard=",
+        config.shard,
+        "); checkpoints of sharded optimizer state are not supported yet"));
+  }
   TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
                           checkpointer.Resume(state));
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
-                          DistributedDataParallel::Create(*model, comm));
   TANDEM_ASSIGN_OR_RETURN(DistributedSampler sampler,
                           DistributedSampler::Create(
                               split.train.size(), {.num_replicas = comm.size(),
@@ -308,9 +326,10 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   const int64_t batch_size = config.global_batch_size / comm.size();
   out.PrintOnRank0(absl::StrFormat(
       "digits_ddp: %d train / %d test samples, %d rank(s) on %s, batch %d per "
-      "rank, MLP 64-%d-10",
+      "rank, MLP 64-%d-10%s",
       split.train.size(), split.test.size(), comm.size(),
-      std::string(comm.backend()), batch_size, config.hidden));
+      std::string(comm.backend()), batch_size, config.hidden,
+      shard == ShardMode::kNone ? "" : ", --shard=" + config.shard));
 
   // The runner's progress line and metrics file (rank 0 reports).
   RunMonitor* const monitor = comm.rank() == 0 ? ActiveRunMonitor() : nullptr;
@@ -336,22 +355,24 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       TANDEM_ASSIGN_OR_RETURN(Tensor features,
                               OnDevice(batch.features, device));
       TANDEM_ASSIGN_OR_RETURN(Tensor labels, OnDevice(batch.labels, device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(features));
+      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(features));
       TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, labels));
-      model->ZeroGrad();
-      TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
-      TANDEM_RETURN_IF_ERROR(sgd.Step());
+      trainer->ZeroGrad();
+      TANDEM_RETURN_IF_ERROR(trainer->Backward(loss));
+      TANDEM_RETURN_IF_ERROR(trainer->Step());
       TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
       // Every rank stops together on a non-finite loss (every step) or
       // parameter (scanned every kParameterCheckInterval steps and at the
-      // end of the epoch).
+      // end of the epoch; under fsdp the parameters live in shards between
+      // steps, so only the loss is checked).
       TANDEM_RETURN_IF_ERROR(
           CheckStepFinite(
               comm, *model,
               {.epoch = epoch,
                .step = b,
                .loss = value,
-               .check_parameters = ParameterCheckDue(b, loader.num_batches())})
+               .check_parameters = trainer->parameters_resident() &&
+                                   ParameterCheckDue(b, loader.num_batches())})
               .status());
       loss_sum_and_count[0] += value * batch.labels.numel();
       loss_sum_and_count[1] += batch.labels.numel();
@@ -367,8 +388,14 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
              .steps_per_epoch = loader.num_batches(),
              .samples = batch.labels.numel() * comm.size(),
              .loss = value,
-             .comm_seconds = ddp->last_sync_stats().all_reduce_seconds,
-             .wait_seconds = ddp->last_sync_stats().wait_seconds});
+             .comm_seconds =
+                 trainer->ddp() != nullptr
+                     ? trainer->ddp()->last_sync_stats().all_reduce_seconds
+                     : 0.0,
+             .wait_seconds =
+                 trainer->ddp() != nullptr
+                     ? trainer->ddp()->last_sync_stats().wait_seconds
+                     : 0.0});
       }
       state.extra.clear();
       if (checkpointer.SaveDueAfter(b, loader.num_batches()) &&
@@ -409,7 +436,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                            /*drop_last=*/false));
     TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(0));
     TANDEM_ASSIGN_OR_RETURN(Tensor features, OnDevice(batch.features, device));
-    TANDEM_ASSIGN_OR_RETURN(Tensor logits, model->Forward(features));
+    TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(features));
     TANDEM_ASSIGN_OR_RETURN(Tensor predicted, Argmax(logits, -1));
     TANDEM_ASSIGN_OR_RETURN(predicted, OnDevice(predicted, Device::CPU()));
     const int64_t* p = predicted.data<int64_t>();

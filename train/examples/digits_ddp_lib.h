@@ -50,6 +50,10 @@ struct DigitsConfig {
   // epoch lines as an uninterrupted one (from the resumed epoch on) and ends
   // with the same weights, bit for bit.
   checkpoint::CheckpointOptions checkpoint;
+  // How the ranks hold model, gradients and optimizer state:
+  // none (DDP), zero1, zero2, fsdp (train/examples/shard_mode.h). The same
+  // weights, loss and accuracy in every mode.
+  std::string shard = "none";
 };
 
 struct DigitsResult {

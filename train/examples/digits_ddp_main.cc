@@ -16,6 +16,7 @@
 #include "tensor/optim/sgd.h"
 #include "train/examples/digits_ddp_lib.h"
 #include "train/examples/example_main.h"
+#include "train/examples/shard_mode.h"
 
 ABSL_FLAG(std::string, data, "train/data/digits.csv.gz",
           "The digits CSV (64 pixel columns 0..16, then the label).");
@@ -26,6 +27,9 @@ ABSL_FLAG(double, lr, 0.1, "SGD learning rate.");
 ABSL_FLAG(double, momentum, 0.9, "SGD momentum.");
 ABSL_FLAG(int64_t, hidden, 128, "Hidden units of the MLP 64-hidden-10.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of the model's initialisation.");
+ABSL_FLAG(std::string, shard, "none",
+          "none (DDP), zero1 (optimizer state sharded), zero2 (and "
+          "gradients), fsdp (and parameters): the same accuracy in each.");
 
 int main(int argc, char** argv) {
   using tandem::train::ExampleRank;
@@ -48,6 +52,18 @@ int main(int argc, char** argv) {
             checkpoint = tandem::train::ExampleCheckpointOptions();
         if (!checkpoint.ok()) return checkpoint.status();
         config.checkpoint = *checkpoint;
+        config.shard = absl::GetFlag(FLAGS_shard);
+        // A bad --shard is a usage error too.
+        if (absl::StatusOr<tandem::train::ShardMode> mode =
+                tandem::train::ParseShardMode(config.shard);
+            !mode.ok()) {
+          return mode.status();
+        } else if (*mode != tandem::train::ShardMode::kNone &&
+                   !config.checkpoint.dir.empty()) {
+          return absl::InvalidArgumentError(
+              "--checkpoint_dir works with --shard=none only; checkpoints of "
+              "sharded optimizer state are not supported yet");
+        }
         // A bad --lr or --momentum is a usage error, found before any rank
         // starts (each rank's Sgd::Create checks again).
         if (absl::Status s = tandem::optim::Sgd::CheckHyperParameters(

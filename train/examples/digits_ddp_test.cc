@@ -76,6 +76,29 @@ TEST(DigitsDdpTest, IsBitwiseReproducible) {
   EXPECT_EQ(a.lines, b.lines);
 }
 
+TEST(DigitsDdpTest, EveryShardModeGivesDdpsLossAndAccuracyExactly) {
+  DigitsConfig config;
+  config.epochs = 3;
+  config.global_batch_size = 63;
+  const DigitsRun ddp = RunOnSim(3, config);
+  for (const char* mode : {"zero1", "zero2", "fsdp"}) {
+    config.shard = mode;
+    const DigitsRun sharded = RunOnSim(3, config);
+    ASSERT_EQ(sharded.results.size(), 3u) << mode;
+    EXPECT_EQ(sharded.results[0].final_train_loss,
+              ddp.results[0].final_train_loss)
+        << mode;
+    EXPECT_EQ(sharded.results[0].test_correct, ddp.results[0].test_correct)
+        << mode;
+    EXPECT_THAT(sharded.lines[0][0], HasSubstr(std::string("--shard=") + mode));
+  }
+  config.shard = "zero4";
+  sim::RunResult bad = sim::Run(1, [&](int, comm::Communicator& comm) {
+    return RunDigitsDdp(comm, config).status();
+  });
+  EXPECT_THAT(bad.status().message(), HasSubstr("not a sharding mode"));
+}
+
 TEST(DigitsDdpTest, BadConfigAndMissingFileAreErrors) {
   DigitsConfig bad;
   bad.global_batch_size = 0;

@@ -294,7 +294,9 @@ absl::Status DistributedDataParallel::BuildBuckets() {
       FlatBucketSet set,
       MakeFlatBuckets(
           params, {.first_bucket_cap_bytes = options_.first_bucket_cap_bytes,
-                   .bucket_cap_bytes = options_.bucket_cap_bytes}));
+                   .bucket_cap_bytes = options_.bucket_cap_bytes,
+                   .pad_to_multiple =
+                       options_.reduce_scatter_gradients ? world_size_ : 1}));
   TANDEM_RETURN_IF_ERROR(BindGradsToBuckets(params, set));
   for (const FlatBucket& flat : set.buckets) {
     DdpBucket bucket;
@@ -366,6 +368,14 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
     const std::vector<nn::NamedTensor> buffers = module_->NamedBuffers();
     if (!buffers.empty()) {
       TANDEM_RETURN_IF_ERROR(BroadcastFromRank0(buffers, "buffer"));
+    }
+  }
+  // A sharded optimizer (ZeRO-2) may have freed the buckets after taking
+  // its gradient shards (Storage::Free); backward needs them again, zeroed.
+  for (const DdpBucket& bucket : buckets_) {
+    if (!bucket.flat.storage()->is_allocated()) {
+      TANDEM_RETURN_IF_ERROR(bucket.flat.storage()->Reallocate());
+      TANDEM_RETURN_IF_ERROR(FillInPlace(bucket.flat, 0.0));
     }
   }
   step_ = *next;
@@ -474,9 +484,22 @@ void DistributedDataParallel::LaunchCompleteBuckets() {
     if (world_size_ > 1) {
       absl::StatusOr<comm::BufferView> view =
           ToBufferView(buckets_[next_launch_].flat);
-      bucket_states_[next_launch_].work =
-          view.ok() ? comm_->AllReduce(*view, op)
-                    : comm::MakeCompletedWork(view.status());
+      if (!view.ok()) {
+        bucket_states_[next_launch_].work =
+            comm::MakeCompletedWork(view.status());
+      } else if (options_.reduce_scatter_gradients) {
+        // In place: this rank's shard is its slice of the padded bucket.
+        const Tensor& flat = buckets_[next_launch_].flat;
+        const int64_t s = flat.numel() / world_size_;
+        absl::StatusOr<Tensor> mine = flat.View(rank_ * s, {s});
+        absl::StatusOr<comm::BufferView> shard =
+            mine.ok() ? ToBufferView(*mine) : mine.status();
+        bucket_states_[next_launch_].work =
+            shard.ok() ? comm_->ReduceScatter(*view, *shard, op)
+                       : comm::MakeCompletedWork(shard.status());
+      } else {
+        bucket_states_[next_launch_].work = comm_->AllReduce(*view, op);
+      }
     }
     ++next_launch_;
   }
@@ -597,8 +620,11 @@ absl::Status DistributedDataParallel::WaitLaunched(absl::Time deadline) {
                         .str());
     }
     if (!s.ok() && first.ok()) {
-      first = Annotate(s, rank_,
-                       absl::StrCat("all-reduce of ", BucketDescription(b)));
+      first = Annotate(
+          s, rank_,
+          absl::StrCat(options_.reduce_scatter_gradients ? "reduce-scatter of "
+                                                         : "all-reduce of ",
+                       BucketDescription(b)));
     }
   }
   return first;

@@ -81,6 +81,17 @@ struct DdpOptions {
   // what overlap buys (bench/ddp_benchmark's ddp_nooverlap) or for backends
   // where concurrent communication slows compute down.
   bool overlap = true;
+  // ZeRO stage 2 (train/parallel/zero_optimizer.h): reduce-scatter each
+  // bucket instead of all-reducing it. Buckets are padded with zeros to a
+  // multiple of the world size; after FinishGradientSync rank r's slice
+  // [r * s, (r + 1) * s) of each bucket (s = flat.numel() / world size)
+  // holds the averaged gradient, and the rest of the bucket holds partial
+  // sums that mean nothing. So only an optimizer that reads its own slice
+  // (ZeroRedundancyOptimizer) may step after it. Same averaging arithmetic
+  // as the all-reduce, same overlap with backward. That optimizer frees the
+  // buckets after taking its shard (Storage::Free, parameters' gradients
+  // cleared); Forward reallocates and zeroes freed buckets.
+  bool reduce_scatter_gradients = false;
   // Bound of every wait on a collective (Create's checks and broadcasts, the
   // buffer broadcast, FinishGradientSync). Must be positive.
   absl::Duration timeout = absl::Minutes(30);
@@ -161,6 +172,7 @@ class DistributedDataParallel {
   bool require_gradient_sync() const { return require_sync_; }
 
   nn::Module& module() const { return *module_; }
+  comm::Communicator& comm() const { return *comm_; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   const DdpOptions& options() const { return options_; }

@@ -47,6 +47,12 @@ absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
                      caps.first_bucket_cap_bytes,
                      " and bucket_cap_bytes = ", caps.bucket_cap_bytes));
   }
+  if (caps.pad_to_multiple < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MakeFlatBuckets: pad_to_multiple must be >= 1 (1: no "
+                     "padding); got ",
+                     caps.pad_to_multiple));
+  }
   FlatBucketSet set;
   set.slots.resize(tensors.size());
   std::map<BucketKey, OpenBucket> open;
@@ -86,8 +92,10 @@ absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
       bucket.offsets.push_back(numel);
       numel += tensors[i].numel();
     }
+    const int64_t padded = (numel + caps.pad_to_multiple - 1) /
+                           caps.pad_to_multiple * caps.pad_to_multiple;
     TANDEM_ASSIGN_OR_RETURN(
-        bucket.flat, Tensor::Zeros({numel}, bucket.dtype, bucket.device));
+        bucket.flat, Tensor::Zeros({padded}, bucket.dtype, bucket.device));
     for (int64_t i : bucket.members) {
       TANDEM_ASSIGN_OR_RETURN(
           set.slots[i].view,

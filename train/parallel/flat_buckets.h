@@ -17,10 +17,12 @@
 //     dtype on its device, members laid out back to back; `slots[i]` says
 //     where tensors[i] lives and holds a view of that slice shaped like
 //     tensors[i] (the slice aliases `flat`: writes through either show in
-//     both).
+//     both). With caps.pad_to_multiple = k, `flat` ends in zero padding up
+//     to the next multiple of k elements.
 //   - Only dtype, device, shape and size of the inputs are read; their data
-//     is neither read nor aliased. Errors: a cap <= 0, an undefined tensor
-//     (InvalidArgument, naming its index), an allocation failure.
+//     is neither read nor aliased. Errors: a cap <= 0, pad_to_multiple < 1, an
+//     undefined tensor (InvalidArgument, naming its index), an allocation
+//     failure.
 // BindGradsToBuckets(params, set) then makes every params[i].grad() the
 // view slots[i].view, copying a gradient it already had into the bucket.
 //
@@ -51,6 +53,10 @@ namespace tandem::train {
 struct FlatBucketCaps {
   int64_t first_bucket_cap_bytes = int64_t{1} << 20;
   int64_t bucket_cap_bytes = int64_t{25} << 20;
+  // Each bucket's `flat` is padded with zeros to a multiple of this many
+  // elements (>= 1), so that a reduce-scatter or all-gather can split it
+  // into equal shards, one per rank. No slot views the padding.
+  int64_t pad_to_multiple = 1;
 };
 
 struct FlatBucket {

@@ -53,6 +53,24 @@ TEST(FlatBucketsTest, ATensorOverTheCapGetsABucketOfItsOwn) {
   EXPECT_EQ(set->buckets[1].flat.numel(), 100);
 }
 
+TEST(FlatBucketsTest, PaddingRoundsEachFlatUpWithZerosNoSlotViews) {
+  // 7 + 3 elements in one bucket, padded to a multiple of 4: 12.
+  const std::vector<Tensor> t = {Make({7}), Make({3})};
+  absl::StatusOr<FlatBucketSet> set =
+      MakeFlatBuckets(t, {.first_bucket_cap_bytes = 1024,
+                          .bucket_cap_bytes = 1024,
+                          .pad_to_multiple = 4});
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->buckets.size(), 1u);
+  EXPECT_EQ(set->buckets[0].flat.numel(), 12);
+  EXPECT_THAT(set->buckets[0].offsets, ElementsAre(0, 3));
+  EXPECT_THAT(*set->buckets[0].flat.View(10, {2})->ToVector<float>(),
+              ElementsAre(0, 0));
+  set = MakeFlatBuckets(t, {.pad_to_multiple = 0});
+  EXPECT_EQ(set.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(set.status().message(), HasSubstr("pad_to_multiple must be"));
+}
+
 TEST(FlatBucketsTest, OneOpenBucketPerDtypeNumberedInOpeningOrder) {
   const std::vector<Tensor> t = {Make({2}, DType::kF64), Make({2}),
                                  Make({2}, DType::kF64), Make({2})};

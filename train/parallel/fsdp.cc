@@ -1,0 +1,535 @@
+#include "train/parallel/fsdp.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/status_macros.h"
+#include "comm/types.h"
+#include "tensor/autograd.h"
+#include "tensor/ops.h"
+#include "train/parallel/tensor_comm.h"
+
+namespace tandem::train {
+namespace {
+
+// The 1/N average rides on the reduction (kAvg) at power-of-two world sizes
+// and is applied before a kSum otherwise: DDP's arithmetic (ddp.cc), so
+// FSDP's gradients equal DDP's bit for bit.
+bool AverageInReduction(int world_size) {
+  return (world_size & (world_size - 1)) == 0;
+}
+
+std::string TensorDesc(const Tensor& t) {
+  return absl::StrCat(DTypeName(t.dtype()), ShapeToString(t.shape()), " on ",
+                      t.device().ToString());
+}
+
+}  // namespace
+
+absl::Status FullyShardedDataParallel::Annotate(
+    const absl::Status& status, const std::string& context) const {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat("FullyShardedDataParallel on rank ", rank_,
+                                   ": ", context, ": ", status.message()));
+}
+
+FullyShardedDataParallel::FullyShardedDataParallel(nn::Sequential& model,
+                                                   comm::Communicator& comm,
+                                                   const FsdpOptions& options)
+    : model_(&model),
+      comm_(&comm),
+      options_(options),
+      rank_(comm.rank()),
+      world_size_(comm.size()) {}
+
+absl::StatusOr<std::unique_ptr<FullyShardedDataParallel>>
+FullyShardedDataParallel::Create(nn::Sequential& model,
+                                 comm::Communicator& comm,
+                                 const FsdpOptions& options) {
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FullyShardedDataParallel on rank ", comm.rank(),
+                     ": FsdpOptions::timeout must be positive, got ",
+                     absl::FormatDuration(options.timeout)));
+  }
+  std::unique_ptr<FullyShardedDataParallel> fsdp(
+      new FullyShardedDataParallel(model, comm, options));
+  TANDEM_RETURN_IF_ERROR(fsdp->Build());
+  return fsdp;
+}
+
+absl::Status FullyShardedDataParallel::Build() {
+  const int64_t n = world_size_;
+  unit_of_layer_.assign(model_->size(), -1);
+  for (int64_t i = 0; i < model_->size(); ++i) {
+    const std::vector<nn::NamedTensor> params =
+        model_->at(i)->NamedParameters();
+    if (params.empty()) continue;
+    Unit u;
+    u.layer = i;
+    for (const nn::NamedTensor& p : params) {
+      const std::string name = absl::StrCat(i, ".", p.name);
+      if (!p.tensor.storage()->is_allocated()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "FullyShardedDataParallel on rank ", rank_, ": parameter \"", name,
+            "\" holds no memory: the model is already wrapped in a "
+            "FullyShardedDataParallel (its parameters live in shards). Wrap "
+            "a model once; to re-wrap, load a FullStateDict into a fresh "
+            "model"));
+      }
+      const Tensor& first = params.front().tensor;
+      if (p.tensor.dtype() != first.dtype() ||
+          p.tensor.device() != first.device()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "FullyShardedDataParallel on rank ", rank_, ": unit ", i,
+            " mixes parameters: \"", i, ".", params.front().name, "\" is ",
+            TensorDesc(first), " but \"", name, "\" is ", TensorDesc(p.tensor),
+            ". A unit is flattened into one buffer, so its parameters must "
+            "share one dtype and one device; convert the layer (Module::To) "
+            "before wrapping"));
+      }
+      u.offsets.push_back(u.numel);
+      u.numel += p.tensor.numel();
+      u.params.push_back({name, p.tensor});
+    }
+    u.shard = (u.numel + n - 1) / n;
+    const Tensor& first = u.params.front().tensor;
+    TANDEM_ASSIGN_OR_RETURN(
+        u.full, Tensor::Zeros({u.shard * n}, first.dtype(), first.device()));
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      const Tensor& p = u.params[k].tensor;
+      TANDEM_ASSIGN_OR_RETURN(Tensor slot,
+                              u.full.View(u.offsets[k], p.shape()));
+      TANDEM_RETURN_IF_ERROR(slot.CopyFrom(p));
+    }
+    if (world_size_ > 1) {
+      TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(u.full));
+      TANDEM_RETURN_IF_ERROR(
+          Annotate(comm_->Broadcast(view, /*root=*/0)->Wait(options_.timeout),
+                   absl::StrCat("broadcasting unit ", i, " from rank 0")));
+    }
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      TANDEM_ASSIGN_OR_RETURN(
+          Tensor slot, u.full.View(u.offsets[k], u.params[k].tensor.shape()));
+      TANDEM_RETURN_IF_ERROR(u.params[k].tensor.SetData(slot));
+      u.params[k].tensor.ClearGrad();
+    }
+    TANDEM_ASSIGN_OR_RETURN(Tensor mine,
+                            u.full.View(rank_ * u.shard, {u.shard}));
+    TANDEM_ASSIGN_OR_RETURN(u.shard_param, mine.Clone());
+    u.shard_param = u.shard_param.Detach();  // a leaf of its own storage
+    TANDEM_RETURN_IF_ERROR(u.shard_param.set_requires_grad(true));
+    TANDEM_ASSIGN_OR_RETURN(
+        u.shard_grad, Tensor::Zeros({u.shard}, first.dtype(), first.device()));
+    TANDEM_RETURN_IF_ERROR(u.shard_param.set_grad(u.shard_grad));
+    TANDEM_ASSIGN_OR_RETURN(
+        u.full_grad,
+        Tensor::Empty({u.shard * n}, first.dtype(), first.device()));
+    u.full_grad.storage()->Free();
+    u.full.storage()->Free();
+
+    const int64_t index = static_cast<int64_t>(units_.size());
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      const int64_t member = static_cast<int64_t>(k);
+      TANDEM_ASSIGN_OR_RETURN(HookHandle h,
+                              u.params[k].tensor.AddPostAccumulateGradHook(
+                                  [this, index, member](Tensor& param) {
+                                    OnGradAccumulated(index, param, member);
+                                  }));
+      u.hooks.push_back(h);
+    }
+    FsdpUnitInfo info;
+    info.layer = i;
+    for (const nn::NamedTensor& p : u.params) {
+      info.parameter_names.push_back(p.name);
+    }
+    info.numel = u.numel;
+    info.shard_numel = u.shard;
+    infos_.push_back(std::move(info));
+    unit_of_layer_[i] = index;
+    units_.push_back(std::move(u));
+  }
+  if (units_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FullyShardedDataParallel on rank ", rank_,
+        ": the model has no layer with parameters; there is nothing to "
+        "shard"));
+  }
+  return absl::OkStatus();
+}
+
+FullyShardedDataParallel::~FullyShardedDataParallel() {
+  for (Unit& u : units_) {
+    for (size_t k = 0; k < u.hooks.size(); ++k) {
+      u.params[k].tensor.RemovePostAccumulateGradHook(u.hooks[k]);
+    }
+    if (u.gather) u.gather->Wait(options_.timeout).IgnoreError();
+    if (u.reduce) u.reduce->Wait(options_.timeout).IgnoreError();
+  }
+}
+
+std::vector<Tensor> FullyShardedDataParallel::ShardParameters() const {
+  std::vector<Tensor> out;
+  out.reserve(units_.size());
+  for (const Unit& u : units_) out.push_back(u.shard_param);
+  return out;
+}
+
+absl::Status FullyShardedDataParallel::CheckUnchanged() const {
+  const std::vector<nn::NamedTensor> now = model_->NamedParameters();
+  size_t expected = 0;
+  for (const Unit& u : units_) expected += u.params.size();
+  std::map<std::string, const nn::NamedTensor*> by_name;
+  for (const Unit& u : units_) {
+    for (const nn::NamedTensor& p : u.params) by_name[p.name] = &p;
+  }
+  for (const nn::NamedTensor& p : now) {
+    auto it = by_name.find(p.name);
+    const bool known =
+        it != by_name.end() && it->second->tensor.impl() == p.tensor.impl();
+    if (!known) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "FullyShardedDataParallel on rank ", rank_, ": parameter \"", p.name,
+          "\" was added or replaced after the model was wrapped. FSDP "
+          "shards the parameters it found at Create; build the model "
+          "completely, then wrap it"));
+    }
+  }
+  if (now.size() != expected) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FullyShardedDataParallel on rank ", rank_, ": the model has ",
+        now.size(), " parameters but had ", expected,
+        " when it was wrapped; build the model completely, then wrap it"));
+  }
+  for (const Unit& u : units_) {
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      const Tensor& p = u.params[k].tensor;
+      if (p.storage() != u.full.storage() ||
+          p.storage_offset() != u.full.storage_offset() + u.offsets[k]) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "FullyShardedDataParallel on rank ", rank_, ": parameter \"",
+            u.params[k].name,
+            "\" no longer views its unit's flat buffer: it was moved "
+            "(Module::To) or given new memory after wrapping, so updates "
+            "would be lost. Move or change the model before wrapping it"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FullyShardedDataParallel::LaunchGather(Unit& u) {
+  if (u.gathered || u.gather != nullptr) return absl::OkStatus();
+  TANDEM_RETURN_IF_ERROR(u.full.storage()->Reallocate());
+  if (world_size_ == 1) {
+    TANDEM_RETURN_IF_ERROR(u.full.CopyFrom(u.shard_param.Detach()));
+    u.gathered = true;
+    return absl::OkStatus();
+  }
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send, ToBufferView(u.shard_param));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv, ToBufferView(u.full));
+  u.gather = comm_->AllGather(send, recv);
+  return absl::OkStatus();
+}
+
+absl::Status FullyShardedDataParallel::WaitGather(Unit& u) {
+  TANDEM_RETURN_IF_ERROR(LaunchGather(u));
+  if (u.gather != nullptr) {
+    absl::Status s = u.gather->Wait(options_.timeout);
+    u.gather.reset();
+    TANDEM_RETURN_IF_ERROR(
+        Annotate(s, absl::StrCat("all-gather of unit ", u.layer)));
+    u.gathered = true;
+  }
+  return absl::OkStatus();
+}
+
+void FullyShardedDataParallel::Release(Unit& u) {
+  if (u.gather != nullptr) return;  // never free a buffer a collective uses
+  u.full.storage()->Free();
+  u.gathered = false;
+}
+
+absl::StatusOr<Tensor> FullyShardedDataParallel::Forward(const Tensor& input) {
+  if (step_open_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FullyShardedDataParallel on rank ", rank_,
+        ": Forward called while the previous grad-mode Forward still awaits "
+        "its Backward; call fsdp.Backward(loss) once per Forward (or run "
+        "evaluation under NoGradGuard)"));
+  }
+  TANDEM_RETURN_IF_ERROR(CheckUnchanged());
+  const bool grad = IsGradEnabled();
+  Tensor x = input;
+  for (int64_t i = 0; i < model_->size(); ++i) {
+    const int64_t index = unit_of_layer_[i];
+    if (index < 0) {
+      TANDEM_ASSIGN_OR_RETURN(x, model_->at(i)->Forward(x));
+      continue;
+    }
+    Unit& u = units_[index];
+    TANDEM_RETURN_IF_ERROR(WaitGather(u));
+    if (options_.prefetch && index + 1 < static_cast<int64_t>(units_.size())) {
+      TANDEM_RETURN_IF_ERROR(LaunchGather(units_[index + 1]));
+    }
+    absl::StatusOr<Tensor> y = model_->at(i)->Forward(x);
+    Release(u);
+    if (!y.ok()) return Annotate(y.status(), absl::StrCat("layer ", i));
+    x = *y;
+    if (grad) {
+      TANDEM_ASSIGN_OR_RETURN(x, AttachPreBackward(x, index));
+    }
+  }
+  if (grad) {
+    step_open_ = true;
+    for (Unit& u : units_) u.pending = static_cast<int64_t>(u.params.size());
+  }
+  return x;
+}
+
+absl::StatusOr<Tensor> FullyShardedDataParallel::AttachPreBackward(
+    const Tensor& y, int64_t unit) {
+  if (!y.requires_grad()) return y;
+  Tensor out = y.Detach();
+  RecordOp("FsdpPreBackward", out, {y},
+           [this, unit](const Tensor& gy, GradSink& sink) -> absl::Status {
+             absl::Status s = PreBackward(unit);
+             if (!s.ok()) {
+               if (hook_error_.ok()) hook_error_ = s;
+               return s;
+             }
+             return sink.Add(0, gy);
+           });
+  return out;
+}
+
+absl::Status FullyShardedDataParallel::PreBackward(int64_t unit) {
+  Unit& u = units_[unit];
+  TANDEM_RETURN_IF_ERROR(WaitGather(u));
+  if (options_.prefetch && unit > 0) {
+    TANDEM_RETURN_IF_ERROR(LaunchGather(units_[unit - 1]));
+  }
+  TANDEM_RETURN_IF_ERROR(u.full_grad.storage()->Reallocate());
+  TANDEM_RETURN_IF_ERROR(FillInPlace(u.full_grad, 0.0));
+  for (size_t k = 0; k < u.params.size(); ++k) {
+    TANDEM_ASSIGN_OR_RETURN(
+        Tensor view,
+        u.full_grad.View(u.offsets[k], u.params[k].tensor.shape()));
+    TANDEM_RETURN_IF_ERROR(u.params[k].tensor.set_grad(view));
+  }
+  return absl::OkStatus();
+}
+
+void FullyShardedDataParallel::OnGradAccumulated(int64_t unit,
+                                                 const Tensor& param,
+                                                 int64_t index) {
+  if (!step_open_) return;
+  Unit& u = units_[unit];
+  absl::Status s;
+  // Autograd may have replaced the gradient (none was bound): move it in.
+  const Tensor grad = param.grad();
+  if (!u.full_grad.storage()->is_allocated()) {
+    s = absl::InternalError("gradient arrived before the unit's pre-backward");
+  } else if (grad.storage() != u.full_grad.storage()) {
+    absl::StatusOr<Tensor> view =
+        u.full_grad.View(u.offsets[index], param.shape());
+    s = view.ok() ? view->CopyFrom(grad) : view.status();
+    if (s.ok()) s = param.set_grad(*view);
+  }
+  if (s.ok() && --u.pending == 0) {
+    Release(u);
+    // At most one reduce-scatter in flight besides this one: finish the
+    // previous unit's (it frees its full-size gradient buffer).
+    for (Unit& other : units_) {
+      if (&other != &u && other.reduce != nullptr && s.ok()) {
+        s = FinishReduce(other);
+      }
+    }
+    if (s.ok()) s = LaunchReduce(u);
+  }
+  if (!s.ok() && hook_error_.ok()) {
+    hook_error_ = Annotate(s, absl::StrCat("unit ", u.layer));
+  }
+}
+
+absl::Status FullyShardedDataParallel::LaunchReduce(Unit& u) {
+  if (world_size_ == 1) return FinishReduce(u);
+  const bool avg = AverageInReduction(world_size_);
+  if (!avg) {
+    TANDEM_RETURN_IF_ERROR(
+        ScaleInPlace(u.full_grad, 1.0 / static_cast<double>(world_size_)));
+  }
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send, ToBufferView(u.full_grad));
+  TANDEM_ASSIGN_OR_RETURN(Tensor mine,
+                          u.full_grad.View(rank_ * u.shard, {u.shard}));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv, ToBufferView(mine));
+  u.reduce = comm_->ReduceScatter(
+      send, recv, avg ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum);
+  return absl::OkStatus();
+}
+
+absl::Status FullyShardedDataParallel::FinishReduce(Unit& u) {
+  if (u.reduce != nullptr) {
+    absl::Status s = u.reduce->Wait(options_.timeout);
+    u.reduce.reset();
+    TANDEM_RETURN_IF_ERROR(
+        Annotate(s, absl::StrCat("reduce-scatter of unit ", u.layer)));
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor mine,
+                          u.full_grad.View(rank_ * u.shard, {u.shard}));
+  // Accumulate like any gradient: the shard's grad is zeroed by the user.
+  TANDEM_RETURN_IF_ERROR(AddInPlace(u.shard_grad, mine));
+  for (nn::NamedTensor& p : u.params) p.tensor.ClearGrad();
+  u.full_grad.storage()->Free();
+  return absl::OkStatus();
+}
+
+absl::Status FullyShardedDataParallel::Backward(const Tensor& loss) {
+  if (!step_open_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FullyShardedDataParallel on rank ", rank_,
+        ": Backward(loss) without a grad-mode Forward; compute the loss from "
+        "fsdp.Forward(x) with grad mode on, once per Forward"));
+  }
+  absl::Status status = loss.Backward();
+  absl::Status finished = FinishBackward();
+  if (status.ok()) status = finished;
+  if (!status.ok() && status.message().find("FullyShardedDataParallel") ==
+                          absl::string_view::npos) {
+    status = Annotate(status, "backward");
+  }
+  return status;
+}
+
+absl::Status FullyShardedDataParallel::FinishBackward() {
+  absl::Status status = hook_error_;
+  for (Unit& u : units_) {
+    if (status.ok() && u.pending != 0) {
+      status = absl::FailedPreconditionError(absl::StrCat(
+          "FullyShardedDataParallel on rank ", rank_, ": unit ", u.layer,
+          " received ", u.params.size() - u.pending, " of ", u.params.size(),
+          " parameter gradients in this backward; FSDP reduces every unit "
+          "in every step, so make the loss depend on every parameter"));
+    }
+  }
+  // Drain: every collective launched must finish before the buffers go.
+  for (Unit& u : units_) {
+    if (u.reduce != nullptr) {
+      absl::Status s = FinishReduce(u);
+      if (status.ok()) status = s;
+    }
+    if (u.gather != nullptr) {  // a prefetch nobody consumed
+      absl::Status s = u.gather->Wait(options_.timeout);
+      u.gather.reset();
+      if (status.ok()) status = s;
+    }
+    Release(u);
+    if (u.full_grad.storage()->is_allocated()) {
+      for (nn::NamedTensor& p : u.params) p.tensor.ClearGrad();
+      u.full_grad.storage()->Free();
+    }
+  }
+  step_open_ = false;
+  hook_error_ = absl::OkStatus();
+  return status;
+}
+
+absl::StatusOr<nn::StateDict> FullyShardedDataParallel::FullStateDict() {
+  if (step_open_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FullyShardedDataParallel on rank ", rank_,
+        ": FullStateDict during a step; call it between Backward and the "
+        "next Forward"));
+  }
+  nn::StateDict out;
+  NoGradGuard no_grad;
+  for (Unit& u : units_) {
+    TANDEM_RETURN_IF_ERROR(WaitGather(u));
+    for (const nn::NamedTensor& p : u.params) {
+      absl::StatusOr<Tensor> copy = p.tensor.Clone();
+      if (!copy.ok()) {
+        Release(u);
+        return copy.status();
+      }
+      out.push_back({p.name, *copy});
+    }
+    Release(u);
+  }
+  // Registration order, as Module::StateDict would list the parameters.
+  std::map<std::string, Tensor> by_name;
+  for (nn::NamedTensor& e : out) by_name[e.name] = e.tensor;
+  nn::StateDict ordered;
+  for (const nn::NamedTensor& p : model_->NamedParameters()) {
+    ordered.push_back({p.name, by_name[p.name]});
+  }
+  for (const nn::NamedTensor& b : model_->NamedBuffers()) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor copy, b.tensor.Clone());
+    ordered.push_back({b.name, copy});
+  }
+  return ordered;
+}
+
+absl::Status FullyShardedDataParallel::LoadFullStateDict(
+    const nn::StateDict& state) {
+  std::map<std::string, Tensor> by_name;
+  for (const nn::NamedTensor& e : state) by_name[e.name] = e.tensor;
+  // Check everything first: all or nothing.
+  for (const Unit& u : units_) {
+    for (const nn::NamedTensor& p : u.params) {
+      auto it = by_name.find(p.name);
+      if (it == by_name.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "FullyShardedDataParallel on rank ", rank_,
+            ": LoadFullStateDict: the state has no \"", p.name,
+            "\"; pass a full state (FullStateDict, or an unwrapped model's "
+            "StateDict)"));
+      }
+      if (it->second.shape() != p.tensor.shape() ||
+          it->second.dtype() != p.tensor.dtype()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "FullyShardedDataParallel on rank ", rank_,
+            ": LoadFullStateDict: \"", p.name, "\" is ",
+            DTypeName(it->second.dtype()), ShapeToString(it->second.shape()),
+            " in the state but ", DTypeName(p.tensor.dtype()),
+            ShapeToString(p.tensor.shape()), " in the model"));
+      }
+    }
+  }
+  NoGradGuard no_grad;
+  for (Unit& u : units_) {
+    if (u.gather != nullptr || u.gathered) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "FullyShardedDataParallel on rank ", rank_,
+          ": LoadFullStateDict during a step; call it between steps"));
+    }
+    TANDEM_RETURN_IF_ERROR(u.full.storage()->Reallocate());
+    absl::Status s = FillInPlace(u.full, 0.0);
+    for (const nn::NamedTensor& p : u.params) {
+      if (s.ok()) s = p.tensor.CopyFrom(by_name[p.name]);
+    }
+    absl::StatusOr<Tensor> mine = u.full.View(rank_ * u.shard, {u.shard});
+    if (s.ok()) s = mine.status();
+    if (s.ok()) s = u.shard_param.CopyFrom(*mine);
+    u.full.storage()->Free();
+    TANDEM_RETURN_IF_ERROR(s);
+  }
+  for (const nn::NamedTensor& b : model_->NamedBuffers()) {
+    auto it = by_name.find(b.name);
+    if (it != by_name.end())
+      TANDEM_RETURN_IF_ERROR(b.tensor.CopyFrom(it->second));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::train

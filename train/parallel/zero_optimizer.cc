@@ -1,0 +1,199 @@
+#include "train/parallel/zero_optimizer.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/status_macros.h"
+#include "comm/types.h"
+#include "comm/work.h"
+#include "tensor/autograd.h"
+#include "tensor/nn/module.h"
+#include "train/parallel/tensor_comm.h"
+
+namespace tandem::train {
+namespace {
+
+absl::Status Annotate(const absl::Status& status, int rank,
+                      const std::string& context) {
+  if (status.ok()) return status;
+  return absl::Status(status.code(),
+                      absl::StrCat("ZeroRedundancyOptimizer on rank ", rank,
+                                   ": ", context, ": ", status.message()));
+}
+
+}  // namespace
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(DistributedDataParallel& ddp,
+                                                 const ZeroOptions& options)
+    : ddp_(&ddp),
+      options_(options),
+      rank_(ddp.rank()),
+      world_size_(ddp.world_size()),
+      stage_(ddp.options().reduce_scatter_gradients ? 2 : 1) {}
+
+absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>>
+ZeroRedundancyOptimizer::Create(DistributedDataParallel& ddp,
+                                const ShardOptimizerFactory& make_optimizer,
+                                const ZeroOptions& options) {
+  if (!make_optimizer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ZeroRedundancyOptimizer on rank ", ddp.rank(),
+        ": make_optimizer is empty; pass a function that builds the "
+        "optimizer of a list of shard tensors (e.g. optim::Sgd::Create)"));
+  }
+  if (options.timeout <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ZeroRedundancyOptimizer on rank ", ddp.rank(),
+                     ": ZeroOptions::timeout must be positive, got ",
+                     absl::FormatDuration(options.timeout)));
+  }
+  std::unique_ptr<ZeroRedundancyOptimizer> zero(
+      new ZeroRedundancyOptimizer(ddp, options));
+  TANDEM_RETURN_IF_ERROR(zero->Build(make_optimizer));
+  return zero;
+}
+
+absl::Status ZeroRedundancyOptimizer::Build(
+    const ShardOptimizerFactory& make_optimizer) {
+  std::map<std::string, Tensor> by_name;
+  for (const nn::NamedTensor& p : ddp_->module().NamedParameters()) {
+    by_name.emplace(p.name, p.tensor);
+  }
+  const int64_t n = world_size_;
+  for (const DdpBucket& bucket : ddp_->buckets()) {
+    // The bucket's gradient layout, without the padding a reduce-scattering
+    // DDP adds: the members' elements.
+    int64_t used = 0;
+    for (size_t k = 0; k < bucket.parameter_names.size(); ++k) {
+      auto it = by_name.find(bucket.parameter_names[k]);
+      if (it == by_name.end()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "ZeroRedundancyOptimizer on rank ", rank_,
+            ": DDP's bucket holds \"", bucket.parameter_names[k],
+            "\" but the module has no such parameter any more: the module "
+            "changed after DDP wrapped it. Build the model completely, then "
+            "wrap it in DDP, then create the optimizer"));
+      }
+      used = std::max(used, bucket.offsets[k] + it->second.numel());
+    }
+    const int64_t shard = (used + n - 1) / n;
+    TANDEM_ASSIGN_OR_RETURN(
+        Tensor flat,
+        Tensor::Zeros({shard * n}, bucket.dtype, bucket.flat.device()));
+    for (size_t k = 0; k < bucket.parameter_names.size(); ++k) {
+      const Tensor& param = by_name[bucket.parameter_names[k]];
+      TANDEM_ASSIGN_OR_RETURN(Tensor slot,
+                              flat.View(bucket.offsets[k], param.shape()));
+      TANDEM_RETURN_IF_ERROR(slot.CopyFrom(param));
+      TANDEM_RETURN_IF_ERROR(
+          Annotate(param.SetData(slot), rank_, bucket.parameter_names[k]));
+    }
+    const int64_t lo = std::min(used, rank_ * shard);
+    const int64_t hi = std::min(used, lo + shard);
+    if (hi > lo) {
+      TANDEM_ASSIGN_OR_RETURN(Tensor piece, flat.View(lo, {hi - lo}));
+      TANDEM_ASSIGN_OR_RETURN(Tensor grad, bucket.flat.View(lo, {hi - lo}));
+      if (stage_ == 2) {
+        bucket_slices_.push_back(grad);
+        TANDEM_ASSIGN_OR_RETURN(
+            grad, Tensor::Zeros({hi - lo}, bucket.dtype, bucket.flat.device()));
+      }
+      TANDEM_RETURN_IF_ERROR(piece.set_grad(grad));
+      shards_.push_back(piece);
+      shard_numel_ += hi - lo;
+    }
+    flats_.push_back(std::move(flat));
+    shard_sizes_.push_back(shard);
+  }
+  if (!shards_.empty()) {
+    absl::StatusOr<std::unique_ptr<optim::Optimizer>> made =
+        make_optimizer(shards_);
+    if (!made.ok()) {
+      return Annotate(made.status(), rank_, "building the shard optimizer");
+    }
+    if (*made == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ZeroRedundancyOptimizer on rank ", rank_,
+                       ": make_optimizer returned a null optimizer"));
+    }
+    optimizer_ = std::move(made).value();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ZeroRedundancyOptimizer::Step() {
+  if (stage_ == 2) {
+    // Keep this rank's averaged slice, drop the full-size buckets.
+    for (size_t i = 0; i < shards_.size(); ++i) {
+      if (!bucket_slices_[i].storage()->is_allocated()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "ZeroRedundancyOptimizer on rank ", rank_,
+            ": Step called twice without a DDP step in between (the "
+            "gradient buckets were already taken); run ddp.Forward and "
+            "ddp.Backward before each Step"));
+      }
+      TANDEM_RETURN_IF_ERROR(shards_[i].grad().CopyFrom(bucket_slices_[i]));
+    }
+    for (const Tensor& p : ddp_->module().Parameters()) p.ClearGrad();
+    for (const DdpBucket& bucket : ddp_->buckets()) {
+      bucket.flat.storage()->Free();
+    }
+  }
+  if (optimizer_ != nullptr) {
+    NoGradGuard no_grad;
+    absl::Status stepped = optimizer_->Step();
+    // This rank returns without joining the all-gathers; the peers' waits
+    // are bounded (and sim aborts them when a rank fails).
+    if (!stepped.ok()) return Annotate(stepped, rank_, "local step");
+  }
+  if (world_size_ == 1) return absl::OkStatus();
+  comm::Communicator& comm = ddp_->comm();
+  const absl::Time deadline = absl::Now() + options_.timeout;
+  std::vector<std::unique_ptr<comm::Work>> works;
+  works.reserve(flats_.size());
+  for (size_t b = 0; b < flats_.size(); ++b) {
+    const int64_t s = shard_sizes_[b];
+    absl::StatusOr<Tensor> mine = flats_[b].View(rank_ * s, {s});
+    absl::StatusOr<comm::BufferView> send =
+        mine.ok() ? ToBufferView(*mine) : mine.status();
+    absl::StatusOr<comm::BufferView> recv = ToBufferView(flats_[b]);
+    if (!send.ok() || !recv.ok()) {
+      works.push_back(
+          comm::MakeCompletedWork(send.ok() ? recv.status() : send.status()));
+      continue;
+    }
+    works.push_back(comm.AllGather(*send, *recv));
+  }
+  // Wait for all of them even after an error: the buffers must not be in
+  // use when we return.
+  absl::Status first;
+  for (size_t b = 0; b < works.size(); ++b) {
+    absl::Status s =
+        works[b]->Wait(std::max(deadline - absl::Now(), absl::ZeroDuration()));
+    if (first.ok() && !s.ok()) {
+      first = Annotate(s, rank_,
+                       absl::StrCat("all-gather of parameter bucket ", b, " (",
+                                    flats_[b].numel(), " elements)"));
+    }
+  }
+  return first;
+}
+
+void ZeroRedundancyOptimizer::ZeroGrad() {
+  // Stage 2: the module's gradients are cleared (their buckets freed) and
+  // zeroed again when DDP reallocates them; the shards keep their own.
+  ddp_->module().ZeroGrad();
+  if (optimizer_ != nullptr) optimizer_->ZeroGrad();
+}
+
+}  // namespace tandem::train
