@@ -33,8 +33,11 @@
 //
 // Memory: bytes live on each simulated device (allocations plus the host
 // results of kernels run for it, each counted once however many views of it
-// exist) and the peak since the last ResetSimPeakMemory, like
-// torch.cuda.memory_allocated / max_memory_allocated.
+// exist, while a simulated view of it or a host view made from one lives)
+// and the peak since the last ResetSimPeakMemory, like
+// torch.cuda.memory_allocated / max_memory_allocated. A result a CPU op
+// keeps only for itself (saved by its own backward closure) is not seen, so
+// the figures are a lower bound.
 //
 // Thread-safety: every function here may be called from any thread; the
 // counters are guarded by one mutex. The kernels are as thread-safe as the
