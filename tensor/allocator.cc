@@ -1,5 +1,6 @@
 #include "tensor/allocator.h"
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -49,15 +50,17 @@ class HostAllocator : public Allocator {
 
 struct Registry {
   std::mutex mu;
-  std::shared_ptr<Allocator> cpu;   // guarded by mu
-  std::shared_ptr<Allocator> cuda;  // guarded by mu
+  // Indexed by DeviceType; guarded by mu.
+  std::array<std::shared_ptr<Allocator>, kNumDeviceTypes> by_type;
 };
+
+size_t TypeIndex(DeviceType type) { return static_cast<size_t>(type); }
 
 Registry& GetRegistry() {
   // Leaked on purpose: storages may outlive static destruction order.
   static Registry* registry = [] {
     auto* r = new Registry;
-    r->cpu = CpuAllocator();
+    r->by_type[TypeIndex(DeviceType::kCPU)] = CpuAllocator();
     return r;
   }();
   return *registry;
@@ -86,14 +89,21 @@ absl::Status RegisterAllocator(DeviceType type,
   }
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
-  (type == DeviceType::kCPU ? r.cpu : r.cuda) = std::move(allocator);
+  r.by_type[TypeIndex(type)] = std::move(allocator);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::shared_ptr<Allocator>> GetAllocator(Device device) {
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
-  std::shared_ptr<Allocator> a = device.is_cpu() ? r.cpu : r.cuda;
+  std::shared_ptr<Allocator> a = r.by_type[TypeIndex(device.type())];
+  if (a == nullptr && device.is_sim()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no allocator is registered for ", device.ToString(),
+        ": simulated devices are not installed in this process; call "
+        "InstallSimDevices (tensor/sim/sim_device.h), e.g. through a "
+        "binary's --devices flag or TANDEM_SIM_DEVICES"));
+  }
   if (a == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no allocator is registered for ", device.ToString(),
@@ -115,6 +125,13 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(Device device,
 
 void Storage::Free() {
   if (data_ == nullptr) return;
+  if (base_ != nullptr) {
+    // An alias owns no memory: it drops its view (Reallocate gives it memory
+    // of its own).
+    data_ = nullptr;
+    base_.reset();
+    return;
+  }
   allocator_->Deallocate(device_, data_, nbytes_);
   data_ = nullptr;
 }
@@ -125,6 +142,17 @@ absl::Status Storage::Reallocate() {
   if (!data.ok()) return data.status();
   data_ = *data;
   return absl::OkStatus();
+}
+
+std::shared_ptr<Storage> Storage::Alias(std::shared_ptr<Storage> base,
+                                        Device device,
+                                        std::shared_ptr<Allocator> allocator) {
+  void* data = base->data_;
+  const int64_t nbytes = base->nbytes_;
+  auto alias = std::shared_ptr<Storage>(
+      new Storage(std::move(allocator), device, data, nbytes));
+  alias->base_ = std::move(base);
+  return alias;
 }
 
 Storage::~Storage() {

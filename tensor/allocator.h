@@ -1,8 +1,9 @@
 // Memory behind tensors: the Allocator interface, the per-device-type
 // registry, and Storage (one allocation shared by every tensor viewing it).
 //
-// The CPU allocator is built in. A CUDA caching allocator plugs in later by
-// implementing Allocator and registering it once at start-up:
+// The CPU allocator is built in; tensor/sim/ registers one for
+// DeviceType::kSim. A CUDA caching allocator plugs in later by implementing
+// Allocator and registering it once at start-up:
 //
 //   class CudaCachingAllocator : public tandem::Allocator { ... };
 //   TANDEM_RETURN_IF_ERROR(tandem::RegisterAllocator(
@@ -65,6 +66,16 @@ class Storage {
   // Allocates `nbytes` (uninitialised) on `device`.
   static absl::StatusOr<std::shared_ptr<Storage>> Allocate(Device device,
                                                            int64_t nbytes);
+  // A Storage that views all of `base`'s memory but reports `device`, for
+  // device libraries whose memory is host memory (tensor/sim/sim_device.h runs
+  // the CPU kernels on a simulated device's memory through such aliases). The
+  // alias keeps the base alive; when the alias goes away it calls
+  // allocator->Deallocate(device, data, nbytes), which must NOT free the
+  // memory (the base does that): it is the allocator's notice that this
+  // view ended (e.g. for memory accounting). Never null.
+  static std::shared_ptr<Storage> Alias(std::shared_ptr<Storage> base,
+                                        Device device,
+                                        std::shared_ptr<Allocator> allocator);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -73,6 +84,8 @@ class Storage {
   int64_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
   const std::shared_ptr<Allocator>& allocator() const { return allocator_; }
+  // The storage this one aliases (see Alias); null for an allocation.
+  const std::shared_ptr<Storage>& base() const { return base_; }
 
   // Returning the memory while the storage lives on, and getting it back:
   // PyTorch FSDP's storage.resize_(0) / resize_(n). Sharded wrappers free a
@@ -102,6 +115,7 @@ class Storage {
   Device device_;
   void* data_;
   int64_t nbytes_;
+  std::shared_ptr<Storage> base_;  // set by Alias only
 };
 
 }  // namespace tandem

@@ -37,10 +37,16 @@ std::atomic<uint64_t> next_sequence_nr{0};
 
 bool IsLeaf(const TensorImpl& impl) { return impl.grad_fn == nullptr; }
 
-// True when `t` is the only handle to its impl and its storage, so the
-// engine may keep it and later write into it.
+// True when `t` is the only handle to its impl and its storage (and to the
+// storage that one aliases, see Storage::Alias), so the engine may keep it
+// and later write into it.
 bool IsUniquelyOwned(const Tensor& t) {
-  return t.impl().use_count() == 1 && t.storage().use_count() == 1;
+  if (t.impl().use_count() != 1 || t.storage().use_count() != 1) return false;
+  for (const Storage* s = t.storage().get(); s->base() != nullptr;
+       s = s->base().get()) {
+    if (s->base().use_count() != 1) return false;
+  }
+  return true;
 }
 
 absl::StatusOr<Tensor> CopyOf(const Tensor& t) {
@@ -72,6 +78,10 @@ bool IsGradEnabled() { return grad_enabled; }
 
 NoGradGuard::NoGradGuard() : previous_(grad_enabled) { grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { grad_enabled = previous_; }
+EnableGradGuard::EnableGradGuard() : previous_(grad_enabled) {
+  grad_enabled = true;
+}
+EnableGradGuard::~EnableGradGuard() { grad_enabled = previous_; }
 
 bool ShouldRecord(std::initializer_list<Tensor> inputs) {
   if (!grad_enabled) return false;

@@ -65,6 +65,21 @@ class NoGradGuard {
   bool previous_;
 };
 
+// Turns grad mode on on this thread for its lifetime, restoring the previous
+// mode afterwards (nests). Like torch.enable_grad(): backward closures that
+// recompute a forward (activation checkpointing) use it, since closures run
+// with grad mode off.
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+  EnableGradGuard(const EnableGradGuard&) = delete;
+  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
 namespace internal {
 struct BackwardState;
 }  // namespace internal

@@ -6,7 +6,7 @@ namespace tandem {
 
 std::string Device::ToString() const {
   if (is_cpu()) return "cpu";
-  return "cuda:" + std::to_string(index_);
+  return (is_sim() ? "sim:" : "cuda:") + std::to_string(index_);
 }
 
 }  // namespace tandem

@@ -1,10 +1,13 @@
-// Where a tensor's memory lives: the host (CPU) or CUDA device k.
+// Where a tensor's memory lives: the host (CPU), CUDA device k, or
+// simulated device k (host memory and CPU kernels behind a distinct device,
+// see tensor/sim/sim_device.h).
 //
 //   Device d = Device::CUDA(1);
 //   d.is_cuda();      // true
 //   d.index();        // 1
 //   d.ToString();     // "cuda:1"
 //   Device::CPU() == Device();  // true
+//   Device::Sim(2).ToString();  // "sim:2"
 //
 // A plain value; thread-safe. Naming a CUDA device does not need CUDA: only
 // allocating memory there does (see tensor/allocator.h).
@@ -16,7 +19,10 @@
 
 namespace tandem {
 
-enum class DeviceType : int8_t { kCPU = 0, kCUDA = 1 };
+enum class DeviceType : int8_t { kCPU = 0, kCUDA = 1, kSim = 2 };
+
+// How many DeviceType values exist (registries index arrays by type).
+inline constexpr int kNumDeviceTypes = 3;
 
 class Device {
  public:
@@ -27,13 +33,19 @@ class Device {
   static constexpr Device CUDA(int index) {
     return Device(DeviceType::kCUDA, index);
   }
+  // Simulated device `index` (>= 0): a device of its own whose memory is
+  // host memory; usable once tensor/sim/sim_device.h installed it.
+  static constexpr Device Sim(int index) {
+    return Device(DeviceType::kSim, index);
+  }
 
   constexpr DeviceType type() const { return type_; }
   // 0 for the CPU.
   constexpr int index() const { return index_; }
   constexpr bool is_cpu() const { return type_ == DeviceType::kCPU; }
   constexpr bool is_cuda() const { return type_ == DeviceType::kCUDA; }
-  // "cpu" or "cuda:<index>".
+  constexpr bool is_sim() const { return type_ == DeviceType::kSim; }
+  // "cpu", "cuda:<index>" or "sim:<index>".
   std::string ToString() const;
 
   friend constexpr bool operator==(const Device& a, const Device& b) {

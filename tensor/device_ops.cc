@@ -1,5 +1,6 @@
 #include "tensor/device_ops.h"
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <mutex>
@@ -13,8 +14,9 @@ namespace {
 
 struct Registry {
   std::mutex mu;
-  // Read without the lock on every op call; written under mu.
-  std::atomic<DeviceOps*> cuda{nullptr};
+  // Indexed by DeviceType (the kCPU slot stays null). Read without the lock
+  // on every op call; written under mu.
+  std::array<std::atomic<DeviceOps*>, kNumDeviceTypes> by_type{};
   // Every object ever registered: kept alive so raw pointers stay valid.
   std::vector<std::shared_ptr<DeviceOps>> keep;  // guarded by mu
 };
@@ -35,22 +37,31 @@ absl::Status RegisterDeviceOps(DeviceType type,
   if (type == DeviceType::kCPU) {
     return absl::InvalidArgumentError(
         "RegisterDeviceOps: the CPU kernels are built in and cannot be "
-        "replaced; register device ops for DeviceType::kCUDA");
+        "replaced; register device ops for DeviceType::kCUDA or kSim");
   }
   Registry& r = GetRegistry();
   std::lock_guard<std::mutex> lock(r.mu);
-  if (r.cuda.load(std::memory_order_relaxed) == ops.get()) {
+  std::atomic<DeviceOps*>& slot = r.by_type[static_cast<size_t>(type)];
+  if (slot.load(std::memory_order_relaxed) == ops.get()) {
     return absl::OkStatus();  // registered already
   }
-  r.cuda.store(ops.get(), std::memory_order_release);
+  slot.store(ops.get(), std::memory_order_release);
   r.keep.push_back(std::move(ops));
   return absl::OkStatus();
 }
 
 absl::StatusOr<DeviceOps*> GetDeviceOps(Device device) {
   DeviceOps* ops = nullptr;
-  if (device.is_cuda()) {
-    ops = GetRegistry().cuda.load(std::memory_order_acquire);
+  if (!device.is_cpu()) {
+    ops = GetRegistry().by_type[static_cast<size_t>(device.type())].load(
+        std::memory_order_acquire);
+  }
+  if (ops == nullptr && device.is_sim()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no kernels are registered for ", device.ToString(),
+        ": simulated devices are not installed in this process; call "
+        "InstallSimDevices (tensor/sim/sim_device.h), e.g. through a "
+        "binary's --devices flag or TANDEM_SIM_DEVICES"));
   }
   if (ops == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat(

@@ -14,49 +14,10 @@
 #include "base/trace/trace.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
+#include "tensor/optim/update_kernels.h"
 #include "tensor/tensor.h"
 
 namespace tandem::optim {
-namespace {
-
-struct Scalars {
-  double decay;       // 1 - lr * weight_decay
-  double step_size;   // lr / (1 - beta1^t)
-  double bias2_sqrt;  // sqrt(1 - beta2^t)
-};
-
-// One parameter's update in ATen's operation order (torch/optim/adamw.py,
-// _single_tensor_adamw): param.mul_(decay); exp_avg.mul_(b1).add_(g,
-// alpha=1-b1); exp_avg_sq.mul_(b2).addcmul_(g, g, value=1-b2);
-// denom = (exp_avg_sq.sqrt() / bias2_sqrt).add_(eps);
-// param.addcdiv_(exp_avg, denom, value=-step_size).
-template <typename T>
-void AdamWUpdate(T* p, const T* g, T* m, T* v, T* v_max, int64_t n,
-                 const AdamWOptions& o, const Scalars& s) {
-  const T decay = static_cast<T>(s.decay);
-  const T beta1 = static_cast<T>(o.beta1);
-  const T one_minus_beta1 = static_cast<T>(1 - o.beta1);
-  const T beta2 = static_cast<T>(o.beta2);
-  const T one_minus_beta2 = static_cast<T>(1 - o.beta2);
-  const T bias2_sqrt = static_cast<T>(s.bias2_sqrt);
-  const T eps = static_cast<T>(o.eps);
-  const T neg_step = static_cast<T>(-s.step_size);
-  for (int64_t i = 0; i < n; ++i) {
-    const T grad = o.maximize ? -g[i] : g[i];
-    p[i] = p[i] * decay;
-    m[i] = std::fma(grad, one_minus_beta1, m[i] * beta1);
-    v[i] = std::fma(one_minus_beta2 * grad, grad, v[i] * beta2);
-    T second = v[i];
-    if (v_max != nullptr) {
-      v_max[i] = std::max(v_max[i], v[i]);
-      second = v_max[i];
-    }
-    const T denom = std::sqrt(second) / bias2_sqrt + eps;
-    p[i] = p[i] + (neg_step * m[i]) / denom;
-  }
-}
-
-}  // namespace
 
 absl::StatusOr<AdamW> AdamW::Create(std::vector<Tensor> params,
                                     AdamWOptions options) {
@@ -97,7 +58,7 @@ absl::Status AdamW::Step() {
     }
     ++st.step;
     const double t = static_cast<double>(st.step);
-    Scalars s;
+    internal::AdamWScalars s;
     s.decay = 1 - lr_ * options_.weight_decay;
     s.step_size = lr_ / (1 - std::pow(options_.beta1, t));
     s.bias2_sqrt = std::sqrt(1 - std::pow(options_.beta2, t));
@@ -118,13 +79,13 @@ absl::Status AdamW::Step() {
       continue;
     }
     if (p.dtype() == DType::kF32) {
-      AdamWUpdate<float>(
+      internal::AdamWUpdate<float>(
           p.data<float>(), g.data<float>(), st.exp_avg.data<float>(),
           st.exp_avg_sq.data<float>(),
           options_.amsgrad ? st.max_exp_avg_sq.data<float>() : nullptr,
           p.numel(), options_, s);
     } else {
-      AdamWUpdate<double>(
+      internal::AdamWUpdate<double>(
           p.data<double>(), g.data<double>(), st.exp_avg.data<double>(),
           st.exp_avg_sq.data<double>(),
           options_.amsgrad ? st.max_exp_avg_sq.data<double>() : nullptr,

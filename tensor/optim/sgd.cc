@@ -12,37 +12,10 @@
 #include "base/status_macros.h"
 #include "base/trace/trace.h"
 #include "tensor/device_ops.h"
+#include "tensor/optim/update_kernels.h"
 #include "tensor/tensor.h"
 
 namespace tandem::optim {
-namespace {
-
-// One parameter's update; see sgd.h for the formula. `buf` is null without
-// momentum; `first` says the buffer must be initialised to the gradient.
-template <typename T>
-void SgdUpdate(T* p, const T* g, T* buf, bool first, int64_t n,
-               const SgdOptions& o, double lr) {
-  const T wd = static_cast<T>(o.weight_decay);
-  const T momentum = static_cast<T>(o.momentum);
-  const T keep = static_cast<T>(1 - o.dampening);
-  const T neg_lr = static_cast<T>(-lr);
-  const bool decay = o.weight_decay != 0;
-  if (buf == nullptr && !decay && !o.maximize) {  // plain SGD: p -= lr g
-    for (int64_t i = 0; i < n; ++i) p[i] = std::fma(g[i], neg_lr, p[i]);
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    T d = o.maximize ? -g[i] : g[i];
-    if (decay) d = std::fma(p[i], wd, d);
-    if (buf != nullptr) {
-      buf[i] = first ? d : std::fma(d, keep, buf[i] * momentum);
-      d = o.nesterov ? std::fma(buf[i], momentum, d) : buf[i];
-    }
-    p[i] = std::fma(d, neg_lr, p[i]);
-  }
-}
-
-}  // namespace
 
 absl::Status Sgd::CheckHyperParameters(double lr, const SgdOptions& options) {
   TANDEM_RETURN_IF_ERROR(
@@ -101,13 +74,15 @@ absl::Status Sgd::Step() {
       continue;
     }
     if (p.dtype() == DType::kF32) {
-      SgdUpdate<float>(p.data<float>(), g.data<float>(),
-                       use_buffer ? buffers_[i].data<float>() : nullptr, first,
-                       p.numel(), options_, lr_);
+      internal::SgdUpdate<float>(
+          p.data<float>(), g.data<float>(),
+          use_buffer ? buffers_[i].data<float>() : nullptr, first, p.numel(),
+          options_, lr_);
     } else {
-      SgdUpdate<double>(p.data<double>(), g.data<double>(),
-                        use_buffer ? buffers_[i].data<double>() : nullptr,
-                        first, p.numel(), options_, lr_);
+      internal::SgdUpdate<double>(
+          p.data<double>(), g.data<double>(),
+          use_buffer ? buffers_[i].data<double>() : nullptr, first, p.numel(),
+          options_, lr_);
     }
   }
   return absl::OkStatus();

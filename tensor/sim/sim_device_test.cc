@@ -1,0 +1,191 @@
+#include "tensor/sim/sim_device.h"
+
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tensor/generator.h"
+#include "tensor/nn/activation.h"
+#include "tensor/nn/linear.h"
+#include "tensor/nn/sequential.h"
+#include "tensor/nn/test_util.h"
+#include "tensor/ops.h"
+#include "tensor/optim/sgd.h"
+#include "tensor/tensor.h"
+
+namespace tandem {
+namespace {
+
+class SimDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TANDEM_NN_ASSERT_OK(InstallSimDevices(3));
+    ResetSimCopyCounters();
+  }
+};
+
+TEST(SimDeviceNameTest, IsADeviceOfItsOwn) {
+  EXPECT_EQ(Device::Sim(2).ToString(), "sim:2");
+  EXPECT_TRUE(Device::Sim(0).is_sim());
+  EXPECT_FALSE(Device::Sim(0).is_cpu());
+  EXPECT_NE(Device::Sim(1), Device::CUDA(1));
+  EXPECT_NE(Device::Sim(0), Device::CPU());
+}
+
+TEST_F(SimDeviceTest, CountIsEnforced) {
+  EXPECT_EQ(SimDeviceCount(), 3);
+  TANDEM_NN_ASSERT_OK(Tensor::Zeros({2}, DType::kF32, Device::Sim(2)).status());
+  absl::StatusOr<Tensor> missing =
+      Tensor::Zeros({2}, DType::kF32, Device::Sim(3));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.status().message().find("sim:3 does not exist"),
+            std::string::npos)
+      << missing.status();
+  EXPECT_NE(missing.status().message().find("3 simulated device"),
+            std::string::npos)
+      << missing.status();
+}
+
+TEST_F(SimDeviceTest, BadCountsAreRefused) {
+  EXPECT_EQ(InstallSimDevices(-1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InstallSimDevices(5000).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(SimDeviceCount(), 3);
+}
+
+TEST_F(SimDeviceTest, CountFromEnvironment) {
+  ::unsetenv(kSimDevicesEnv);
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(int64_t n, SimDeviceCountFromEnv(2));
+  EXPECT_EQ(n, 2);
+  ::setenv(kSimDevicesEnv, "4", 1);
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(n, SimDeviceCountFromEnv(2));
+  EXPECT_EQ(n, 4);
+  ::setenv(kSimDevicesEnv, "four", 1);
+  absl::StatusOr<int64_t> bad = SimDeviceCountFromEnv(2);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("TANDEM_SIM_DEVICES=four"),
+            std::string::npos)
+      << bad.status();
+  ::unsetenv(kSimDevicesEnv);
+}
+
+TEST_F(SimDeviceTest, MixingDevicesNamesBoth) {
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+      Tensor a, Tensor::Ones({2}, DType::kF32, Device::Sim(0)));
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+      Tensor b, Tensor::Ones({2}, DType::kF32, Device::Sim(1)));
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor c, Tensor::Ones({2}));
+  for (const auto& [x, y, first, second] :
+       std::vector<std::tuple<Tensor, Tensor, const char*, const char*>>{
+           {a, b, "sim:0", "sim:1"}, {c, a, "cpu", "sim:0"}}) {
+    absl::StatusOr<Tensor> sum = Add(x, y);
+    ASSERT_FALSE(sum.ok());
+    EXPECT_EQ(sum.status().code(), absl::StatusCode::kInvalidArgument);
+    const std::string expected =
+        std::string(
+            "Expected all tensors to be on the same device, but found "
+            "at least two devices, ") +
+        first + " and " + second;
+    EXPECT_NE(sum.status().message().find(expected), std::string::npos)
+        << sum.status();
+  }
+  EXPECT_FALSE(AddInPlace(a, b).ok());
+}
+
+TEST_F(SimDeviceTest, CopiesAreCountedPerDevicePair) {
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor host,
+                                 Tensor::FromVector<float>({1, 2, 3, 4}));
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor on0, host.To(Device::Sim(0)));
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor on1, on0.To(Device::Sim(1)));
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor back, on1.To(Device::CPU()));
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> values,
+                                 back.ToVector<float>());
+  EXPECT_EQ(values, (std::vector<float>{1, 2, 3, 4}));
+  EXPECT_EQ(on1.device(), Device::Sim(1));
+  EXPECT_EQ(SimCopiedBytes(Device::CPU(), Device::Sim(0)), 16);
+  EXPECT_EQ(SimCopiedBytes(Device::Sim(0), Device::Sim(1)), 16);
+  EXPECT_EQ(SimCopiedBytes(Device::Sim(1), Device::CPU()), 16);
+  EXPECT_EQ(SimCopiedBytes(Device::Sim(1), Device::Sim(0)), 0);
+  const std::vector<SimCopyCount> all = SimCopyCounters();
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0].from, Device::CPU());
+  EXPECT_EQ(all[0].copies, 1);
+  ResetSimCopyCounters();
+  EXPECT_TRUE(SimCopyCounters().empty());
+}
+
+// Forward, backward and an Sgd step on sim:1 give the CPU's values bit for
+// bit, and every result and gradient stays on sim:1.
+TEST_F(SimDeviceTest, TrainingMatchesTheCpuExactly) {
+  std::vector<std::unique_ptr<nn::Sequential>> models;
+  for (int i = 0; i < 2; ++i) {
+    Generator gen(7);
+    auto m = std::make_unique<nn::Sequential>();
+    TANDEM_NN_ASSERT_OK(m->Append(nn::Linear::Create(5, 8, gen)));
+    TANDEM_NN_ASSERT_OK(m->Append(std::make_unique<nn::ReLU>()));
+    TANDEM_NN_ASSERT_OK(m->Append(nn::Linear::Create(8, 3, gen)));
+    models.push_back(std::move(m));
+  }
+  TANDEM_NN_ASSERT_OK(models[1]->To(Device::Sim(1)));
+  std::vector<float> xv(20), tv(12);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * i - 0.7f;
+  for (size_t i = 0; i < tv.size(); ++i) tv[i] = 0.05f * i;
+  std::vector<optim::Sgd> opts;
+  for (auto& m : models) {
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+        optim::Sgd o, optim::Sgd::Create(m->Parameters(), 0.1,
+                                         optim::SgdOptions{.momentum = 0.9}));
+    opts.push_back(std::move(o));
+  }
+  for (int step = 0; step < 3; ++step) {
+    for (int i = 0; i < 2; ++i) {
+      const Device d = i == 0 ? Device::CPU() : Device::Sim(1);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x, Tensor::FromVector(xv, {4, 5}));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor t, Tensor::FromVector(tv, {4, 3}));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(x, x.To(d));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(t, t.To(d));
+      models[i]->ZeroGrad();
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y, models[i]->Forward(x));
+      EXPECT_EQ(y.device(), d);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Mse(y, t));
+      TANDEM_NN_ASSERT_OK(loss.Backward());
+      TANDEM_NN_ASSERT_OK(opts[i].Step());
+    }
+  }
+  const std::vector<Tensor> cpu = models[0]->Parameters();
+  const std::vector<Tensor> sim = models[1]->Parameters();
+  ASSERT_EQ(cpu.size(), sim.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_EQ(sim[i].device(), Device::Sim(1));
+    EXPECT_EQ(sim[i].grad().device(), Device::Sim(1));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor s, sim[i].To(Device::CPU()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> a,
+                                   cpu[i].ToVector<float>());
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> b, s.ToVector<float>());
+    EXPECT_EQ(a, b) << "parameter " << i;
+  }
+}
+
+TEST_F(SimDeviceTest, MemoryIsAccountedPerDevice) {
+  const int64_t before = SimMemoryAllocated(2);
+  ResetSimPeakMemory();
+  {
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+        Tensor a, Tensor::Ones({1000}, DType::kF32, Device::Sim(2)));
+    EXPECT_EQ(SimMemoryAllocated(2), before + 4000);
+    // A kernel's result counts on the device it is labelled with, once.
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor b, Mul(a, 2.0));
+    EXPECT_EQ(b.device(), Device::Sim(2));
+    EXPECT_EQ(SimMemoryAllocated(2), before + 8000);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor c, Add(b, b));
+    EXPECT_EQ(SimMemoryAllocated(2), before + 12000);
+  }
+  EXPECT_EQ(SimMemoryAllocated(2), before);
+  EXPECT_EQ(SimMaxMemoryAllocated(2), before + 12000);
+  ResetSimPeakMemory();
+  EXPECT_EQ(SimMaxMemoryAllocated(2), before);
+}
+
+}  // namespace
+}  // namespace tandem
