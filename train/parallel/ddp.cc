@@ -440,8 +440,10 @@ absl::Status DistributedDataParallel::EnsureGradIsView(ParamState& p) {
 absl::Status DistributedDataParallel::MarkReady(int64_t index) {
   ParamState& p = params_[index];
   p.ready = true;
-  if (world_size_ > 1 && !AverageInReduction()) {
-    // PyTorch multiplies by 1 / world_size, then sums across ranks.
+  if (world_size_ > 1 && !AverageInReduction() &&
+      !WireDType(options_.comm_hook).has_value()) {
+    // PyTorch multiplies by 1 / world_size, then sums across ranks (a
+    // compressing hook divides the compressed bucket instead).
     TANDEM_RETURN_IF_ERROR(
         ScaleInPlace(p.view, 1.0 / static_cast<double>(world_size_)));
   }
@@ -466,11 +468,25 @@ void DistributedDataParallel::LaunchCompleteBuckets() {
       AverageInReduction() ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum;
   while (next_launch_ < n && bucket_states_[next_launch_].pending == 0) {
     if (world_size_ > 1) {
-      absl::StatusOr<comm::BufferView> view =
-          ToBufferView(buckets_[next_launch_].flat);
-      bucket_states_[next_launch_].work =
-          view.ok() ? comm_->AllReduce(*view, op)
-                    : comm::MakeCompletedWork(view.status());
+      BucketState& state = bucket_states_[next_launch_];
+      if (const std::optional<DType> wire = WireDType(options_.comm_hook)) {
+        // Compressing hook: sum the divided wire tensor; the wait widens it
+        // back into the bucket (WaitLaunched).
+        absl::StatusOr<Tensor> compressed =
+            CompressBucket(buckets_[next_launch_].flat, *wire, world_size_);
+        absl::StatusOr<comm::BufferView> view =
+            compressed.ok()
+                ? ToBufferView(*compressed)
+                : absl::StatusOr<comm::BufferView>(compressed.status());
+        if (compressed.ok()) state.wire = *std::move(compressed);
+        state.work = view.ok() ? comm_->AllReduce(*view, comm::ReduceOp::kSum)
+                               : comm::MakeCompletedWork(view.status());
+      } else {
+        absl::StatusOr<comm::BufferView> view =
+            ToBufferView(buckets_[next_launch_].flat);
+        state.work = view.ok() ? comm_->AllReduce(*view, op)
+                               : comm::MakeCompletedWork(view.status());
+      }
     }
     ++next_launch_;
   }
@@ -564,6 +580,10 @@ absl::Status DistributedDataParallel::WaitLaunched(absl::Time deadline) {
     std::unique_ptr<comm::Work>& work = bucket_states_[b].work;
     if (work == nullptr) continue;
     absl::Status s = work->Wait(Remaining(deadline));
+    if (s.ok() && bucket_states_[b].wire.defined()) {
+      s = DecompressBucket(bucket_states_[b].wire, buckets_[b].flat);
+      bucket_states_[b].wire = Tensor();
+    }
     if (!s.ok() && first.ok()) {
       first = Annotate(s, rank_,
                        absl::StrCat("all-reduce of ", BucketDescription(b)));
@@ -580,6 +600,7 @@ void DistributedDataParallel::ResetIteration() {
   for (BucketState& b : bucket_states_) {
     b.pending = static_cast<int64_t>(b.members.size());
     b.work.reset();
+    b.wire = Tensor();
   }
   next_launch_ = 0;
   first_unfinished_ = 0;
