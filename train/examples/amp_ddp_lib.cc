@@ -41,14 +41,6 @@ absl::StatusOr<Tensor> RandomBatch(Generator& gen, int64_t rows,
 
 }  // namespace
 
-absl::StatusOr<std::optional<DType>> ParseAmpFlag(const std::string& value) {
-  if (value == "bf16") return std::optional<DType>(DType::kBF16);
-  if (value == "f16") return std::optional<DType>(DType::kF16);
-  if (value == "off") return std::optional<DType>();
-  return absl::InvalidArgumentError(
-      absl::StrCat("--amp=", value, "; expected bf16, f16 or off"));
-}
-
 absl::StatusOr<std::optional<InjectInf>> ParseInjectInfFlag(
     const std::string& value) {
   if (value.empty()) return std::optional<InjectInf>();

@@ -54,9 +54,6 @@ struct AmpDdpConfig {
   std::optional<InjectInf> inject_inf;
 };
 
-// "bf16" -> kBF16, "f16" -> kF16, "off" -> nullopt; InvalidArgument
-// naming the accepted values otherwise.
-absl::StatusOr<std::optional<DType>> ParseAmpFlag(const std::string& value);
 // "RANK:STEP" (both >= 0) or "" (no injection); InvalidArgument otherwise.
 absl::StatusOr<std::optional<InjectInf>> ParseInjectInfFlag(
     const std::string& value);

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "comm/types.h"
+#include "tensor/amp/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/device.h"
 #include "tensor/generator.h"
@@ -190,16 +191,17 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                                           Device device) {
   // First, before any rank can fail alone on its own flags: per-rank flags
   // (mpirun MPMD) would otherwise hang or crash a later collective.
-  TANDEM_RETURN_IF_ERROR(
-      CheckRanksAgree(comm, device,
-                      {{"--epochs", config.epochs},
-                       {"--global_batch_size", config.global_batch_size},
-                       {"--lr", config.lr},
-                       {"--momentum", config.momentum},
-                       {"--hidden", config.hidden},
-                       {"--seed", config.seed},
-                       {"--split_seed", config.split_seed},
-                       {"--test_fraction", config.test_fraction}}));
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(
+      comm, device,
+      {{"--epochs", config.epochs},
+       {"--global_batch_size", config.global_batch_size},
+       {"--lr", config.lr},
+       {"--momentum", config.momentum},
+       {"--hidden", config.hidden},
+       {"--seed", config.seed},
+       {"--split_seed", config.split_seed},
+       {"--test_fraction", config.test_fraction},
+       {"--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off"}}));
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
   TANDEM_RETURN_IF_ERROR(
       CheckGlobalBatch(config.global_batch_size, comm.size()));
@@ -242,8 +244,14 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       TANDEM_ASSIGN_OR_RETURN(Tensor features,
                               OnDevice(batch.features, device));
       TANDEM_ASSIGN_OR_RETURN(Tensor labels, OnDevice(batch.labels, device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(features));
-      TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, labels));
+      Tensor loss;
+      {
+        std::optional<amp::Autocast> autocast;
+        if (config.amp.has_value())
+          autocast.emplace(device.type(), *config.amp);
+        TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(features));
+        TANDEM_ASSIGN_OR_RETURN(loss, CrossEntropy(logits, labels));
+      }
       model->ZeroGrad();
       TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
       TANDEM_RETURN_IF_ERROR(sgd.Step());
@@ -284,6 +292,8 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                            /*drop_last=*/false));
     TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(0));
     TANDEM_ASSIGN_OR_RETURN(Tensor features, OnDevice(batch.features, device));
+    std::optional<amp::Autocast> autocast;
+    if (config.amp.has_value()) autocast.emplace(device.type(), *config.amp);
     TANDEM_ASSIGN_OR_RETURN(Tensor logits, model->Forward(features));
     TANDEM_ASSIGN_OR_RETURN(Tensor predicted, Argmax(logits, -1));
     TANDEM_ASSIGN_OR_RETURN(predicted, OnDevice(predicted, Device::CPU()));

@@ -20,11 +20,13 @@
 #define TANDEM_TRAIN_EXAMPLES_DIGITS_DDP_LIB_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "tensor/dtype.h"
 
 namespace tandem::train {
 
@@ -42,6 +44,9 @@ struct DigitsConfig {
   uint64_t seed = 0;         // model initialisation
   uint64_t split_seed = 42;  // which samples are held out
   double test_fraction = 0.2;
+  // Mixed precision: forward passes and losses run under autocast in this
+  // dtype (bf16 or f16) on the rank's device; nullopt trains in f32.
+  std::optional<DType> amp;
 };
 
 struct DigitsResult {

@@ -26,6 +26,8 @@ ABSL_FLAG(double, lr, 0.1, "SGD learning rate.");
 ABSL_FLAG(double, momentum, 0.9, "SGD momentum.");
 ABSL_FLAG(int64_t, hidden, 128, "Hidden units of the MLP 64-hidden-10.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of the model's initialisation.");
+ABSL_FLAG(std::string, amp, "off",
+          "Mixed precision: bf16, f16 (autocast) or off (f32).");
 
 int main(int argc, char** argv) {
   using tandem::train::ExampleRank;
@@ -44,6 +46,9 @@ int main(int argc, char** argv) {
         config.momentum = absl::GetFlag(FLAGS_momentum);
         config.hidden = absl::GetFlag(FLAGS_hidden);
         config.seed = absl::GetFlag(FLAGS_seed);
+        auto amp = tandem::train::ParseAmpFlag(absl::GetFlag(FLAGS_amp));
+        if (!amp.ok()) return amp.status();
+        config.amp = *amp;
         // A bad --lr or --momentum is a usage error, found before any rank
         // starts (each rank's Sgd::Create checks again).
         if (absl::Status s = tandem::optim::Sgd::CheckHyperParameters(
