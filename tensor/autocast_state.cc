@@ -94,8 +94,11 @@ AutocastState* ExchangeAutocast(DeviceType type, AutocastState* state) {
 }
 
 bool HasNativeLowPrecisionKernel(AmpOp op, DType dtype) {
+  // Conv2d in bf16 takes step 2 (f32 im2col + GEMM on the widened inputs,
+  // output rounded to bf16): the same arithmetic as a bf16 kernel with f32
+  // accumulation, since bf16 products are exact in f32.
   if (dtype != DType::kBF16) return false;
-  return op == AmpOp::kMatMul || op == AmpOp::kLinear || op == AmpOp::kConv2d;
+  return op == AmpOp::kMatMul || op == AmpOp::kLinear;
 }
 
 std::optional<absl::StatusOr<Tensor>> RouteLowPrecision(

@@ -19,8 +19,8 @@
 //      any input changed, the op is re-run on the cast inputs (whose casts
 //      are differentiable, so gradients reach the originals in their dtype).
 //   2. Low-precision fallback: when an input is f16/bf16 and the CPU has no
-//      native kernel for `op` in that dtype (only Linear/MatMul/Conv2d in
-//      bf16 are native, through oneDNN), the op runs on f32 copies of its
+//      native kernel for `op` in that dtype (only Linear/MatMul in bf16
+//      are native, through oneDNN), the op runs on f32 copies of its
 //      floating inputs with autocast suspended and its floating result is
 //      rounded to the widest input dtype (bf16 with f16 gives f32), as
 //      PyTorch's CPU kernels compute f16/bf16 in float and round the result.

@@ -11,7 +11,7 @@
 // error.
 //
 // Low precision (f16/bf16) and autocast (tensor/amp/autocast.h): bf16
-// MatMul/Linear/Conv2d run natively (oneDNN, f32 accumulation, bf16 out);
+// MatMul/Linear run natively (oneDNN, f32 accumulation, bf16 out);
 // every other op given an f16/bf16 input computes in f32 and rounds its
 // result to the widest input dtype, as PyTorch's CPU kernels do (an f16/bf16
 // operand mixed with an f32 one gives f32). Inside an autocast region the

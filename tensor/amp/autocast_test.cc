@@ -226,5 +226,44 @@ TEST(AutocastTest, MatMulBf16BackwardMatchesF32OnExactValues) {
             (std::vector<float>{5, 5, 7, 7, 9, 9}));
 }
 
+TEST(AutocastTest, Conv2dRunsInBf16AndGradientsReachF32) {
+  // x [1, 1, 3, 3], w [2, 1, 2, 2], b [2]: output [1, 2, 2, 2].
+  Tensor x = Make({1, 1, 3, 3},
+                  {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f});
+  Tensor w = Make({2, 1, 2, 2},
+                  {0.11f, -0.3f, 0.7f, 1.3f, -0.9f, 0.05f, 0.33f, 2.1f}, true);
+  Tensor b = Make({2}, {0.01f, -0.2f}, true);
+  Tensor loss;
+  {
+    Autocast autocast(DeviceType::kCPU, DType::kBF16);
+    Tensor y = Conv2d(x, w, b).value();
+    EXPECT_EQ(y.dtype(), DType::kBF16);
+    const std::vector<float> got = AsF32(y);
+    const std::vector<float> xs = x.ToVector<float>().value();
+    const std::vector<float> ws = w.ToVector<float>().value();
+    const std::vector<float> bs = b.ToVector<float>().value();
+    for (int o = 0; o < 2; ++o) {
+      for (int i = 0; i < 2; ++i) {
+        for (int j = 0; j < 2; ++j) {
+          double acc = RoundBf16(bs[o]);
+          for (int di = 0; di < 2; ++di) {
+            for (int dj = 0; dj < 2; ++dj) {
+              acc += double(RoundBf16(xs[(i + di) * 3 + j + dj])) *
+                     RoundBf16(ws[o * 4 + di * 2 + dj]);
+            }
+          }
+          const float ref = static_cast<float>(acc);
+          EXPECT_NEAR(got[o * 4 + i * 2 + j], RoundBf16(ref), Bf16Ulp(ref));
+        }
+      }
+    }
+    loss = Sum(y).value();
+  }
+  ASSERT_TRUE(loss.Backward().ok());
+  EXPECT_EQ(w.grad().dtype(), DType::kF32);
+  // db = output positions per channel, exactly.
+  EXPECT_EQ(b.grad().ToVector<float>().value(), (std::vector<float>{4, 4}));
+}
+
 }  // namespace
 }  // namespace tandem::amp
