@@ -46,6 +46,8 @@ expect_usage "expected RANK:STEP" --inject_inf=-1:2
 expect_usage "expected allreduce, fp16_compress or bf16_compress" \
   --comm_hook=topk
 expect_usage "must be >= 1" --steps=0
+expect_usage "steps at most 1000000" --steps=9223372036854775807
+expect_usage "batch_size at most 65536" --batch_size=9223372036854775807
 
 # A rank outside the world is a runtime error (exit 1) naming it.
 err=$("$bin" --backend=sim --world_size=2 --inject_inf=5:0 2>&1 >/dev/null)

@@ -61,10 +61,12 @@ int main(int argc, char** argv) {
         config.batch_size = absl::GetFlag(FLAGS_batch_size);
         config.lr = absl::GetFlag(FLAGS_lr);
         config.seed = absl::GetFlag(FLAGS_seed);
-        if (config.steps < 1 || config.batch_size < 1) {
+        if (config.steps < 1 || config.steps > 1000000 ||
+            config.batch_size < 1 || config.batch_size > 65536) {
           return absl::InvalidArgumentError(absl::StrCat(
               "--steps=", config.steps, " and --batch_size=", config.batch_size,
-              "; both must be >= 1"));
+              "; both must be >= 1 (steps at most 1000000, batch_size at most "
+              "65536)"));
         }
         if (absl::Status s =
                 tandem::optim::Sgd::CheckHyperParameters(config.lr);
