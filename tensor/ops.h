@@ -10,6 +10,14 @@
 // skipped). There is no implicit dtype promotion: mixing f32 and f64 is an
 // error.
 //
+// Low precision (f16/bf16) and autocast (tensor/amp/autocast.h): bf16
+// MatMul/Linear run natively (oneDNN, f32 accumulation, bf16 out);
+// every other op given an f16/bf16 input computes in f32 and rounds its
+// result to the widest input dtype, as PyTorch's CPU kernels do (an f16/bf16
+// operand mixed with an f32 one gives f32). Inside an autocast region the
+// ops first cast their inputs by the policy table of tensor/amp/policy.h
+// (tensor/autocast_state.h has the dispatch rule).
+//
 //   TANDEM_ASSIGN_OR_RETURN(Tensor h, Linear(x, w1, b1));   // x W1^T + b1
 //   TANDEM_ASSIGN_OR_RETURN(h, Relu(h));
 //   TANDEM_ASSIGN_OR_RETURN(Tensor logits, Linear(h, w2, b2));
@@ -122,7 +130,8 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& labels);
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target);
 
 // ---- In place, never recorded by autograd (optimizers, DDP, zero_grad).
-// Same dtype and element count (any shapes); CPU; f32/f64 except Fill.
+// Same dtype and element count (any shapes); CPU; f32/f64 except Fill
+// (AddInPlace also f16/bf16: the sum in float, rounded once).
 // dst += alpha * src
 absl::Status AddInPlace(const Tensor& dst, const Tensor& src,
                         double alpha = 1.0);

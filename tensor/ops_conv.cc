@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/cpu/im2col.h"
@@ -114,6 +116,13 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
 absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
                               const Tensor& bias,
                               const Conv2dOptions& options) {
+  if (auto routed = internal::RouteLowPrecision(
+          AmpOp::kConv2d, {x, weight, bias},
+          [&](const std::vector<Tensor>& in) {
+            return Conv2d(in[0], in[1], in[2], options);
+          })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
                           internal::DeviceOpsFor({x, weight, bias}));
   if (dev != nullptr) return dev->Conv2d(x, weight, bias, options);

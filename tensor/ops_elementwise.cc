@@ -4,9 +4,11 @@
 #include <cmath>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
@@ -79,6 +81,20 @@ void BackwardLoop(const Plan& p, const Operand& x, const T* a, const T* b,
 }
 
 enum class BinaryKind { kAdd, kSub, kMul, kDiv };
+
+AmpOp ToAmpOp(BinaryKind k) {
+  switch (k) {
+    case BinaryKind::kAdd:
+      return AmpOp::kAdd;
+    case BinaryKind::kSub:
+      return AmpOp::kSub;
+    case BinaryKind::kMul:
+      return AmpOp::kMul;
+    case BinaryKind::kDiv:
+      return AmpOp::kDiv;
+  }
+  return AmpOp::kAdd;
+}
 
 const char* BinaryName(BinaryKind k) {
   switch (k) {
@@ -173,6 +189,12 @@ BinaryOp ToBinaryOp(BinaryKind k) {
 
 absl::StatusOr<Tensor> Binary(BinaryKind kind, const Tensor& a,
                               const Tensor& b) {
+  if (auto routed = internal::RouteLowPrecision(
+          ToAmpOp(kind), {a, b}, [&](const std::vector<Tensor>& in) {
+            return Binary(kind, in[0], in[1]);
+          })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({a, b}));
   if (dev != nullptr) return dev->Binary(ToBinaryOp(kind), a, b);
   const char* name = BinaryName(kind);
@@ -219,6 +241,12 @@ template <typename F, typename DF>
 absl::StatusOr<Tensor> Unary(const char* name, UnaryOp op, double scalar,
                              const Tensor& x, F f, DF df, bool needs_x,
                              bool needs_y) {
+  if (auto routed = internal::RouteLowPrecision(
+          AmpOp::kUnary, {x}, [&](const std::vector<Tensor>& in) {
+            return Unary(name, op, scalar, in[0], f, df, needs_x, needs_y);
+          })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->Unary(op, x, scalar);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));

@@ -13,9 +13,40 @@ namespace tandem {
 
 using internal::Describe;
 
+namespace {
+
+template <typename T>
+void AddLowPrecisionTyped(T* d, const T* s, int64_t n, float alpha) {
+  for (int64_t i = 0; i < n; ++i) {
+    d[i] = T(static_cast<float>(d[i]) + alpha * static_cast<float>(s[i]));
+  }
+}
+
+absl::Status AddLowPrecision(const Tensor& dst, const Tensor& src,
+                             double alpha) {
+  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(dst, "AddInPlace", "dst"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(src, "AddInPlace", "src"));
+  const float a = static_cast<float>(alpha);
+  if (dst.dtype() == DType::kBF16) {
+    AddLowPrecisionTyped(dst.data<BFloat16>(), src.data<BFloat16>(),
+                         dst.numel(), a);
+  } else {
+    AddLowPrecisionTyped(dst.data<Half>(), src.data<Half>(), dst.numel(), a);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({dst, src}));
   if (dev != nullptr) return dev->AddInPlace(dst, src, alpha);
+  if ((dst.dtype() == DType::kBF16 || dst.dtype() == DType::kF16) &&
+      dst.dtype() == src.dtype() && dst.numel() == src.numel()) {
+    // f16/bf16 (autograd accumulating low-precision gradients): each sum in
+    // float, rounded once, as PyTorch's CPU kernels do.
+    return AddLowPrecision(dst, src, alpha);
+  }
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(dst, "AddInPlace", "dst"));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(src, "AddInPlace", "src"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(dst, src, "AddInPlace"));

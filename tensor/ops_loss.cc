@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
@@ -19,6 +21,13 @@ using internal::DispatchFloat;
 
 absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
                                     const Tensor& labels) {
+  if (auto routed =
+          internal::RouteLowPrecision(AmpOp::kCrossEntropy, {logits, labels},
+                                      [&](const std::vector<Tensor>& in) {
+                                        return CrossEntropy(in[0], in[1]);
+                                      })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
                           internal::DeviceOpsFor({logits, labels}));
   if (dev != nullptr) return dev->CrossEntropy(logits, labels);
@@ -103,6 +112,11 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
 }
 
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target) {
+  if (auto routed = internal::RouteLowPrecision(
+          AmpOp::kMse, {prediction, target},
+          [&](const std::vector<Tensor>& in) { return Mse(in[0], in[1]); })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
                           internal::DeviceOpsFor({prediction, target}));
   if (dev != nullptr) return dev->Mse(prediction, target);

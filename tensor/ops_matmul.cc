@@ -9,10 +9,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
+#include "tensor/ops_bf16.h"
 #include "tensor/ops_internal.h"
 
 namespace tandem {
@@ -84,8 +86,17 @@ absl::Status GemmInto(const GradSink::Buffer& c, bool ta, bool tb, int64_t m,
 
 absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
                               bool transpose_a, bool transpose_b) {
+  if (auto routed = internal::RouteLowPrecision(
+          AmpOp::kMatMul, {a, b}, [&](const std::vector<Tensor>& in) {
+            return MatMul(in[0], in[1], transpose_a, transpose_b);
+          })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({a, b}));
   if (dev != nullptr) return dev->MatMul(a, b, transpose_a, transpose_b);
+  if (a.dtype() == DType::kBF16) {
+    return internal::MatMulBf16(a, b, transpose_a, transpose_b);
+  }
   TANDEM_RETURN_IF_ERROR(Check2d(a, "MatMul", "a"));
   TANDEM_RETURN_IF_ERROR(Check2d(b, "MatMul", "b"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, "MatMul"));
@@ -143,9 +154,17 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
 
 absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
                               const Tensor& bias) {
+  if (auto routed =
+          internal::RouteLowPrecision(AmpOp::kLinear, {x, weight, bias},
+                                      [&](const std::vector<Tensor>& in) {
+                                        return Linear(in[0], in[1], in[2]);
+                                      })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
                           internal::DeviceOpsFor({x, weight, bias}));
   if (dev != nullptr) return dev->Linear(x, weight, bias);
+  if (x.dtype() == DType::kBF16) return internal::LinearBf16(x, weight, bias);
   TANDEM_RETURN_IF_ERROR(Check2d(x, "Linear", "x"));
   TANDEM_RETURN_IF_ERROR(Check2d(weight, "Linear", "weight"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Linear"));

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
@@ -18,6 +20,12 @@ using internal::DispatchFloat;
 
 absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
                                  const MaxPool2dOptions& options) {
+  if (auto routed = internal::RouteLowPrecision(
+          AmpOp::kMaxPool2d, {x}, [&](const std::vector<Tensor>& in) {
+            return MaxPool2d(in[0], options);
+          })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->MaxPool2d(x, options);
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "MaxPool2d", "x"));

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
@@ -24,6 +25,13 @@ using internal::NewLike;
 
 // Sum over everything, accumulated in double. mean divides by numel.
 absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
+  if (auto routed =
+          internal::RouteLowPrecision(mean ? AmpOp::kMean : AmpOp::kSum, {x},
+                                      [&](const std::vector<Tensor>& in) {
+                                        return ReduceAll(in[0], mean);
+                                      })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->SumAll(x, mean);
   const char* name = mean ? "Mean" : "Sum";
@@ -59,6 +67,13 @@ absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
 
 absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
                                  bool mean) {
+  if (auto routed = internal::RouteLowPrecision(
+          mean ? AmpOp::kMean : AmpOp::kSum, {x},
+          [&](const std::vector<Tensor>& in) {
+            return ReduceDim(in[0], dim, keepdim, mean);
+          })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->SumDim(x, dim, keepdim, mean);
   const char* name = mean ? "Mean" : "Sum";
@@ -115,6 +130,13 @@ absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
 
 // Softmax (log = false) or LogSoftmax (log = true) along a dim.
 absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
+  if (auto routed = internal::RouteLowPrecision(
+          log ? AmpOp::kLogSoftmax : AmpOp::kSoftmax, {x},
+          [&](const std::vector<Tensor>& in) {
+            return SoftmaxImpl(in[0], dim, log);
+          })) {
+    return *std::move(routed);
+  }
   TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
   if (dev != nullptr) return dev->Softmax(x, dim, log);
   const char* name = log ? "LogSoftmax" : "Softmax";

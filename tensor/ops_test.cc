@@ -79,10 +79,10 @@ TEST(MatMulTest, Errors) {
   ExpectError(MatMul(Tensor::Zeros({3}).value(), Tensor::Zeros({3, 2}).value())
                   .status(),
               {"2-d", "f32[3]"});
-  ExpectError(MatMul(Tensor::Zeros({2, 2}, DType::kF16).value(),
-                     Tensor::Zeros({2, 2}, DType::kF16).value())
+  ExpectError(MatMul(Tensor::Zeros({2, 2}, DType::kI64).value(),
+                     Tensor::Zeros({2, 2}, DType::kI64).value())
                   .status(),
-              {"f16[2, 2]", "f32 and f64"});
+              {"i64[2, 2]", "f32 and f64"});
   ExpectError(MatMul(Tensor(), Tensor::Zeros({2, 2}).value()).status(),
               {"undefined"});
 }

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "tensor/cpu/onednn_threads.h"
 
 namespace tandem::cpu {
 namespace {
@@ -19,20 +20,6 @@ namespace {
 void EnsureDefaultThreads() {
   static std::once_flag once;
   std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
-// oneDNN parallelises with OpenMP, whose thread count is per calling thread
-// (an OpenMP ICV): every rank thread applies OpenBLAS's process-wide count
-// (SetBlasNumThreads; 1 by default) to itself before its first oneDNN call
-// and whenever it changed. Without this each rank would run OpenMP teams as
-// wide as the machine, oversubscribing the cores that the other ranks use.
-void ApplyThreadsToOneDnn() {
-  thread_local int applied = 0;
-  const int wanted = openblas_get_num_threads();
-  if (applied != wanted) {
-    omp_set_num_threads(wanted);
-    applied = wanted;
-  }
 }
 
 template <typename T>
@@ -49,7 +36,7 @@ void Blas<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
     // and no slower on the other NN shapes measured (2048³, conv's W·col);
     // the transposed layouts (forward X·Wᵀ, weight gradient Gᵀ·X) stay with
     // OpenBLAS, which was as fast or faster there (bench/PERFORMANCE.md).
-    ApplyThreadsToOneDnn();
+    ApplyBlasThreadsToOneDnn();
     const dnnl_status_t status =
         dnnl_sgemm('N', 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     if (status == dnnl_success) return;
@@ -69,6 +56,21 @@ void Blas<double>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
 }
 
 }  // namespace
+
+// oneDNN parallelises with OpenMP, whose thread count is per calling thread
+// (an OpenMP ICV): every rank thread applies OpenBLAS's process-wide count
+// (SetBlasNumThreads; 1 by default) to itself before its first oneDNN call
+// and whenever it changed. Without this each rank would run OpenMP teams as
+// wide as the machine, oversubscribing the cores that the other ranks use.
+void ApplyBlasThreadsToOneDnn() {
+  EnsureDefaultThreads();
+  thread_local int applied = 0;
+  const int wanted = openblas_get_num_threads();
+  if (applied != wanted) {
+    omp_set_num_threads(wanted);
+    applied = wanted;
+  }
+}
 
 template <typename T>
 absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,

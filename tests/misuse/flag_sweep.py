@@ -2,7 +2,7 @@
 """The flag sweep (issue 18 section 5): every numeric flag of every binary at
 0, -1, its type's maximum, inf and nan (sampler, comm_benchmark,
 comm_benchmark_mpi, mpi_allreduce_peer, ddp_benchmark, tensor_benchmark with
-Google Benchmark's numeric flags, toy_ddp, digits_ddp, ddp_demo).
+Google Benchmark's numeric flags, toy_ddp, digits_ddp, ddp_demo, amp_ddp).
 
     tests/misuse/flag_sweep.py [--only=TEXT]
     ./bazelw test //tests/misuse:flag_sweep_test
@@ -84,6 +84,9 @@ BINARIES = {
         "world_size": "int", "epochs": "int64", "global_batch_size": "int64",
         "lr": "double", "momentum": "double", "hidden": "int64",
         "seed": "uint64"}),
+    "AMP_DDP": (["--backend=sim", "--world_size=2", "--steps=2"], {
+        "world_size": "int", "steps": "int64", "batch_size": "int64",
+        "lr": "double", "seed": "uint64"}),
 }
 
 # (binary, flag, value) -> why it is not run here (owner and symptom, as

@@ -42,6 +42,7 @@ BINARIES = {
     "TOY_DDP": "train/examples/toy_ddp",
     "DIGITS_DDP": "train/examples/digits_ddp",
     "DDP_DEMO": "train/examples/ddp_demo",
+    "AMP_DDP": "train/examples/amp_ddp",
     "SAMPLER": "train/data/sampler",
     "COMM_BENCHMARK": "bench/comm_benchmark",
     "COMM_BENCHMARK_MPI": "bench/comm_benchmark_mpi",

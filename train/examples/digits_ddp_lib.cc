@@ -17,6 +17,7 @@
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "comm/types.h"
+#include "tensor/amp/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/device.h"
 #include "tensor/generator.h"
@@ -265,19 +266,20 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                                           Device device) {
   // First, before any rank can fail alone on its own flags: per-rank flags
   // (mpirun MPMD) would otherwise hang or crash a later collective.
-  TANDEM_RETURN_IF_ERROR(
-      CheckRanksAgree(comm, device,
-                      {{"--epochs", config.epochs},
-                       {"--global_batch_size", config.global_batch_size},
-                       {"--lr", config.lr},
-                       {"--momentum", config.momentum},
-                       {"--hidden", config.hidden},
-                       {"--seed", config.seed},
-                       {"--split_seed", config.split_seed},
-                       {"--test_fraction", config.test_fraction},
-                       {"--checkpoint_dir", config.checkpoint.dir},
-                       {"--checkpoint_every", config.checkpoint.every_steps},
-                       {"--shard", config.shard}}));
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(
+      comm, device,
+      {{"--epochs", config.epochs},
+       {"--global_batch_size", config.global_batch_size},
+       {"--lr", config.lr},
+       {"--momentum", config.momentum},
+       {"--hidden", config.hidden},
+       {"--seed", config.seed},
+       {"--split_seed", config.split_seed},
+       {"--test_fraction", config.test_fraction},
+       {"--checkpoint_dir", config.checkpoint.dir},
+       {"--checkpoint_every", config.checkpoint.every_steps},
+       {"--shard", config.shard},
+       {"--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off"}}));
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
   TANDEM_RETURN_IF_ERROR(
@@ -355,8 +357,17 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       TANDEM_ASSIGN_OR_RETURN(Tensor features,
                               OnDevice(batch.features, device));
       TANDEM_ASSIGN_OR_RETURN(Tensor labels, OnDevice(batch.labels, device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(features));
-      TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, labels));
+      Tensor logits;
+      Tensor loss;
+      {
+        // Forward and loss under autocast (--amp); backward outside it, as
+        // in PyTorch's recipe.
+        std::optional<amp::Autocast> autocast;
+        if (config.amp.has_value())
+          autocast.emplace(device.type(), *config.amp);
+        TANDEM_ASSIGN_OR_RETURN(logits, trainer->Forward(features));
+        TANDEM_ASSIGN_OR_RETURN(loss, CrossEntropy(logits, labels));
+      }
       trainer->ZeroGrad();
       TANDEM_RETURN_IF_ERROR(trainer->Backward(loss));
       TANDEM_RETURN_IF_ERROR(trainer->Step());
@@ -436,6 +447,8 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                            /*drop_last=*/false));
     TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(0));
     TANDEM_ASSIGN_OR_RETURN(Tensor features, OnDevice(batch.features, device));
+    std::optional<amp::Autocast> autocast;
+    if (config.amp.has_value()) autocast.emplace(device.type(), *config.amp);
     TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(features));
     TANDEM_ASSIGN_OR_RETURN(Tensor predicted, Argmax(logits, -1));
     TANDEM_ASSIGN_OR_RETURN(predicted, OnDevice(predicted, Device::CPU()));

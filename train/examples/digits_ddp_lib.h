@@ -20,11 +20,13 @@
 #define TANDEM_TRAIN_EXAMPLES_DIGITS_DDP_LIB_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "tensor/dtype.h"
 #include "train/checkpoint/run_checkpointer.h"
 
 namespace tandem::train {
@@ -54,6 +56,9 @@ struct DigitsConfig {
   // none (DDP), zero1, zero2, fsdp (train/examples/shard_mode.h). The same
   // weights, loss and accuracy in every mode.
   std::string shard = "none";
+  // Mixed precision: forward passes and losses run under autocast in this
+  // dtype (bf16 or f16) on the rank's device; nullopt trains in f32.
+  std::optional<DType> amp;
 };
 
 struct DigitsResult {

@@ -30,6 +30,8 @@ ABSL_FLAG(uint64_t, seed, 0, "Seed of the model's initialisation.");
 ABSL_FLAG(std::string, shard, "none",
           "none (DDP), zero1 (optimizer state sharded), zero2 (and "
           "gradients), fsdp (and parameters): the same accuracy in each.");
+ABSL_FLAG(std::string, amp, "off",
+          "Mixed precision: bf16, f16 (autocast) or off (f32).");
 
 int main(int argc, char** argv) {
   using tandem::train::ExampleRank;
@@ -64,6 +66,9 @@ int main(int argc, char** argv) {
               "--checkpoint_dir works with --shard=none only; checkpoints of "
               "sharded optimizer state are not supported yet");
         }
+        auto amp = tandem::train::ParseAmpFlag(absl::GetFlag(FLAGS_amp));
+        if (!amp.ok()) return amp.status();
+        config.amp = *amp;
         // A bad --lr or --momentum is a usage error, found before any rank
         // starts (each rank's Sgd::Create checks again).
         if (absl::Status s = tandem::optim::Sgd::CheckHyperParameters(

@@ -43,6 +43,7 @@
 #define TANDEM_TRAIN_EXAMPLES_EXAMPLE_MAIN_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,7 @@
 #include "base/command_line.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "tensor/dtype.h"
 #include "train/checkpoint/run_checkpointer.h"
 
 namespace tandem::train {
@@ -94,6 +96,11 @@ absl::StatusOr<checkpoint::CheckpointOptions> ExampleCheckpointOptions();
 
 // --timeout in seconds as a Duration: InvalidArgument unless > 0 and finite.
 absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds);
+
+// The value of an example's --amp flag (mixed precision): "bf16" -> kBF16,
+// "f16" -> kF16, "off" -> nullopt (f32); InvalidArgument naming the
+// accepted values otherwise (a usage error).
+absl::StatusOr<std::optional<DType>> ParseAmpFlag(const std::string& value);
 
 // The --help text: the summary, the exit codes, then every flag defined under
 // train/examples/ (the common ones and the example's own), --backend's help

@@ -151,6 +151,15 @@ DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
         options.first_bucket_cap_bytes,
         " and bucket_cap_bytes = ", options.bucket_cap_bytes));
   }
+  if (options.reduce_scatter_gradients &&
+      WireDType(options.comm_hook).has_value()) {
+    // The compression hooks all-reduce a narrowed copy of the whole bucket;
+    // a reduce-scattered bucket would need its own compressed shard path.
+    return absl::InvalidArgumentError(
+        "DistributedDataParallel: reduce_scatter_gradients (ZeRO-2) does not "
+        "combine with a compressing comm_hook (fp16/bf16); use "
+        "DdpCommHook::kAllReduce with it");
+  }
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("DistributedDataParallel: timeout must be positive; got ",
@@ -456,8 +465,10 @@ absl::Status DistributedDataParallel::EnsureGradIsView(ParamState& p) {
 absl::Status DistributedDataParallel::MarkReady(int64_t index) {
   ParamState& p = params_[index];
   p.ready = true;
-  if (world_size_ > 1 && !AverageInReduction()) {
-    // PyTorch multiplies by 1 / world_size, then sums across ranks.
+  if (world_size_ > 1 && !AverageInReduction() &&
+      !WireDType(options_.comm_hook).has_value()) {
+    // PyTorch multiplies by 1 / world_size, then sums across ranks (a
+    // compressing hook divides the compressed bucket instead).
     TANDEM_RETURN_IF_ERROR(
         ScaleInPlace(p.view, 1.0 / static_cast<double>(world_size_)));
   }
@@ -482,11 +493,25 @@ void DistributedDataParallel::LaunchCompleteBuckets() {
       AverageInReduction() ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum;
   while (next_launch_ < n && bucket_states_[next_launch_].pending == 0) {
     if (world_size_ > 1) {
+      BucketState& state = bucket_states_[next_launch_];
       absl::StatusOr<comm::BufferView> view =
           ToBufferView(buckets_[next_launch_].flat);
       if (!view.ok()) {
-        bucket_states_[next_launch_].work =
-            comm::MakeCompletedWork(view.status());
+        state.work = comm::MakeCompletedWork(view.status());
+      } else if (const std::optional<DType> wire =
+                     WireDType(options_.comm_hook)) {
+        // Compressing hook: sum the divided wire tensor; the wait widens it
+        // back into the bucket (WaitLaunched).
+        absl::StatusOr<Tensor> compressed =
+            CompressBucket(buckets_[next_launch_].flat, *wire, world_size_);
+        absl::StatusOr<comm::BufferView> wire_view =
+            compressed.ok()
+                ? ToBufferView(*compressed)
+                : absl::StatusOr<comm::BufferView>(compressed.status());
+        if (compressed.ok()) state.wire = *std::move(compressed);
+        state.work = wire_view.ok()
+                         ? comm_->AllReduce(*wire_view, comm::ReduceOp::kSum)
+                         : comm::MakeCompletedWork(wire_view.status());
       } else if (options_.reduce_scatter_gradients) {
         // In place: this rank's shard is its slice of the padded bucket.
         const Tensor& flat = buckets_[next_launch_].flat;
@@ -494,11 +519,10 @@ void DistributedDataParallel::LaunchCompleteBuckets() {
         absl::StatusOr<Tensor> mine = flat.View(rank_ * s, {s});
         absl::StatusOr<comm::BufferView> shard =
             mine.ok() ? ToBufferView(*mine) : mine.status();
-        bucket_states_[next_launch_].work =
-            shard.ok() ? comm_->ReduceScatter(*view, *shard, op)
-                       : comm::MakeCompletedWork(shard.status());
+        state.work = shard.ok() ? comm_->ReduceScatter(*view, *shard, op)
+                                : comm::MakeCompletedWork(shard.status());
       } else {
-        bucket_states_[next_launch_].work = comm_->AllReduce(*view, op);
+        state.work = comm_->AllReduce(*view, op);
       }
     }
     ++next_launch_;
@@ -619,6 +643,10 @@ absl::Status DistributedDataParallel::WaitLaunched(absl::Time deadline) {
                         .Add("ok", s.ok() ? "yes" : "no")
                         .str());
     }
+    if (s.ok() && bucket_states_[b].wire.defined()) {
+      s = DecompressBucket(bucket_states_[b].wire, buckets_[b].flat);
+      bucket_states_[b].wire = Tensor();
+    }
     if (!s.ok() && first.ok()) {
       first = Annotate(
           s, rank_,
@@ -638,6 +666,7 @@ void DistributedDataParallel::ResetIteration() {
   for (BucketState& b : bucket_states_) {
     b.pending = static_cast<int64_t>(b.members.size());
     b.work.reset();
+    b.wire = Tensor();
   }
   next_launch_ = 0;
   first_unfinished_ = 0;

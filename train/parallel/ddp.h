@@ -60,6 +60,7 @@
 #include "tensor/dtype.h"
 #include "tensor/nn/module.h"
 #include "tensor/tensor.h"
+#include "train/parallel/comm_hook.h"
 #include "train/parallel/ddp_step.h"
 
 namespace tandem::train {
@@ -95,6 +96,9 @@ struct DdpOptions {
   // Bound of every wait on a collective (Create's checks and broadcasts, the
   // buffer broadcast, FinishGradientSync). Must be positive.
   absl::Duration timeout = absl::Minutes(30);
+  // How each bucket travels (train/parallel/comm_hook.h): the plain
+  // all-reduce, or PyTorch's fp16/bf16 compression hooks (half the bytes).
+  DdpCommHook comm_hook = DdpCommHook::kAllReduce;
 };
 
 // One gradient bucket, for introspection and tests.
@@ -213,6 +217,7 @@ class DistributedDataParallel {
     int64_t pending = 0;           // members not yet ready in this step
     std::vector<int64_t> members;  // indices into params_
     std::unique_ptr<comm::Work> work;
+    Tensor wire;  // the compressed bucket in flight (compressing hooks)
   };
 
   DistributedDataParallel(nn::Module& module, comm::Communicator& comm,

@@ -1,0 +1,69 @@
+// The PyTorch AMP tutorial's snippet under DDP, as a function every rank
+// runs; //train/examples:amp_ddp (alias //train:amp_ddp) wraps it in a
+// command line.
+//
+//   scaler = GradScaler()
+//   with autocast():
+//       output = model(input_data); loss = criterion(output, target)
+//   optimizer.zero_grad(); scaler.scale(loss).backward()
+//   scaler.step(optimizer); scaler.update()
+//
+// Each rank: Linear(10, 10) initialised from `seed` (the same on every
+// rank; DDP broadcasts rank 0's anyway), MSE loss, SGD lr 0.001, a batch of
+// random inputs and targets per step from seed + 1000 + rank; autocast in
+// `amp` (off, bf16, f16) on the rank's device; a GradScaler (enabled unless
+// amp is off) whose found_inf is combined across ranks
+// (train/parallel/found_inf.h); DDP with `comm_hook`. Per step every rank
+// prints one line, then its weights' checksum at the end:
+//
+//   [GPU1] step 002 | loss 1.0412598 | scale 32768 | skipped
+//   [GPU1] weights checksum -0.5207453966
+//
+// `inject_inf` puts an inf into ONE rank's gradient after the all-reduce
+// at one step (0-based): every rank skips that step and halves its scale,
+// and the checksums stay equal.
+#ifndef TANDEM_TRAIN_EXAMPLES_AMP_DDP_LIB_H_
+#define TANDEM_TRAIN_EXAMPLES_AMP_DDP_LIB_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+#include "train/parallel/comm_hook.h"
+
+namespace tandem::train {
+
+struct InjectInf {
+  int64_t rank = 0;
+  int64_t step = 0;
+};
+
+struct AmpDdpConfig {
+  // Autocast dtype, or nullopt for --amp=off (f32, scaler disabled).
+  std::optional<DType> amp = DType::kBF16;
+  int64_t steps = 10;       // >= 1
+  int64_t batch_size = 20;  // per rank, >= 1
+  double lr = 0.001;
+  uint64_t seed = 0;
+  DdpCommHook comm_hook = DdpCommHook::kAllReduce;
+  std::optional<InjectInf> inject_inf;
+};
+
+// "RANK:STEP" (both >= 0) or "" (no injection); InvalidArgument otherwise.
+absl::StatusOr<std::optional<InjectInf>> ParseInjectInfFlag(
+    const std::string& value);
+
+// Collective: every rank calls it. Errors: ranks with different configs
+// (CheckRanksAgree), an inject_inf rank outside the world, a non-finite
+// parameter, failures of DDP or the communicator.
+absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
+                       Device device = Device::CPU());
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_EXAMPLES_AMP_DDP_LIB_H_
