@@ -27,8 +27,8 @@ for n in 2 3; do
   mpi=$("$mpirun_wrapper" "$n" "$toy" --backend=mpi | by_rank)
   compare "toy_ddp n=$n" "$sim" "$mpi"
   # 60 samples per step: divisible by 2 and 3 ranks.
-  sim=$("$digits" --backend=sim --world_size="$n" --epochs=3 --global_batch_size=60)
-  mpi=$("$mpirun_wrapper" "$n" "$digits" --backend=mpi --epochs=3 --global_batch_size=60)
+  sim=$("$digits" --backend=sim --world_size="$n" --epochs=3 --global_batch_size=60 --progress=off)
+  mpi=$("$mpirun_wrapper" "$n" "$digits" --backend=mpi --epochs=3 --global_batch_size=60 --progress=off)
   compare "digits_ddp n=$n" "${sim/ on sim,/ on mpi,}" "$mpi"
   sim=$("$demo" --backend=sim --world_size="$n" --epochs=2 --dataset-size=24 --batchSize=4)
   mpi=$("$mpirun_wrapper" "$n" "$demo" --backend=mpi --epochs=2 --dataset-size=24 --batchSize=4)

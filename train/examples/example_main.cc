@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
 #include "base/trace/trace.h"
+#include "comm/launch_env.h"
 #include "train/examples/run_monitor.h"
 #include "train/examples/trace_file.h"
 #include "train/launch/backend.h"
@@ -51,6 +52,16 @@ ABSL_FLAG(int64_t, checkpoint_every, 0,
 
 namespace tandem::train {
 namespace {
+
+// Whether rank 0's progress line may be redrawn in place. A worker started
+// by mpirun, srun or tandemrun/torchrun writes to its launcher, which
+// forwards lines (OpenMPI even hands workers a pseudo-terminal): there the
+// line is printed plainly, as in a log.
+bool StdoutIsUsersTerminal() {
+  if (isatty(fileno(stdout)) == 0) return false;
+  absl::StatusOr<std::optional<comm::LaunchEnv>> env = comm::DetectLaunchEnv();
+  return env.ok() && !env->has_value();
+}
 
 // The flags of the examples and of this runner (absl's own are unknown).
 const std::vector<std::string>& ExampleFolders() {
@@ -152,7 +163,7 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
   RunMonitor monitor({.name = spec.name,
                       .progress = *progress,
                       .out = stdout,
-                      .terminal = isatty(fileno(stdout)) != 0,
+                      .terminal = StdoutIsUsersTerminal(),
                       .metrics_path = metrics_path});
   ScopedActiveRunMonitor active_monitor(&monitor);
 

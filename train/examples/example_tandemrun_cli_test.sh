@@ -50,8 +50,8 @@ check() {
 
 check toy_ddp 2 gloo "$toy"
 check toy_ddp 3 auto "$toy"
-check digits_ddp 2 gloo "$digits" --data="$csv" --epochs=3
-check digits_ddp 4 auto "$digits" --data="$csv" --epochs=2
+check digits_ddp 2 gloo "$digits" --data="$csv" --epochs=3 --progress=off
+check digits_ddp 4 auto "$digits" --data="$csv" --epochs=2 --progress=off
 
 if [[ $fails -ne 0 ]]; then echo "$fails failure(s)"; exit 1; fi
 echo "toy_ddp and digits_ddp print the sim lines under tandemrun"
