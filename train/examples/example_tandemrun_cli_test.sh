@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# Under tandemrun, toy_ddp and digits_ddp on --backend=gloo (and on auto,
+# Under tandemrun, toy_ddp, digits_ddp and ddp_demo on --backend=gloo (and on auto,
 # which picks gloo there) print exactly the lines the simulated cluster
 # prints for the same world size: each rank's lines in the same order (the
 # processes' lines interleave differently from run to run, so the whole
 # output is compared sorted), the summary naming the engine aside.
 #
-#   example_tandemrun_cli_test.sh TANDEMRUN TOY_DDP DIGITS_DDP DIGITS_CSV
+#   example_tandemrun_cli_test.sh TANDEMRUN TOY_DDP DIGITS_DDP DIGITS_CSV DDP_DEMO
 set -uo pipefail
 tandemrun=$1
 toy=$2
 digits=$3
 csv=$4
+demo=$5
 fails=0
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 
@@ -52,6 +53,8 @@ check toy_ddp 2 gloo "$toy"
 check toy_ddp 3 auto "$toy"
 check digits_ddp 2 gloo "$digits" --data="$csv" --epochs=3 --progress=off
 check digits_ddp 4 auto "$digits" --data="$csv" --epochs=2 --progress=off
+check ddp_demo 2 gloo "$demo" --epochs=2 --dataset-size=24 --batchSize=4
+check ddp_demo 3 auto "$demo" --epochs=2 --dataset-size=24 --batchSize=4
 
 if [[ $fails -ne 0 ]]; then echo "$fails failure(s)"; exit 1; fi
-echo "toy_ddp and digits_ddp print the sim lines under tandemrun"
+echo "toy_ddp, digits_ddp and ddp_demo print the sim lines under tandemrun"

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A worker killed by SIGKILL costs nothing: digits_ddp (SGD with momentum)
+# under `tandemrun --nproc_per_node=2 --max_restarts=1 --checkpoint_dir=...`
+# whose rank 1 is killed with SIGKILL after the first checkpoint of the
+# first attempt; tandemrun restarts both workers, they resume from the last
+# checkpoint, and the final checkpoint files are byte-identical to those of
+# a run that was never interrupted.
+#
+#   tandemrun_resume_test.sh TANDEMRUN DIGITS_DDP
+set -uo pipefail
+tandemrun=$1
+digits=$2
+tmp=${TEST_TMPDIR:-$(mktemp -d)}
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+# 20 epochs of 23 steps at 2 ranks, a checkpoint every 3 steps: the kill
+# lands long before the end even on a fast machine.
+args=(--backend=gloo --epochs=20 --checkpoint_every=3 --progress=off)
+
+# The straight run.
+timeout 300 "$tandemrun" --nproc_per_node=2 --master_port=0 -- \
+  "$digits" "${args[@]}" --checkpoint_dir="$tmp/straight" >"$tmp/straight.txt" 2>&1 ||
+  fail "the uninterrupted run failed: $(tail -5 "$tmp/straight.txt")"
+
+# The worker: on the first attempt (TORCHELASTIC_RESTART_COUNT=0) rank 1
+# starts digits_ddp, waits for rank 0's first checkpoint, then SIGKILLs
+# digits_ddp and itself. Every other worker is digits_ddp itself.
+cat >"$tmp/worker.sh" <<'WORKER'
+#!/usr/bin/env bash
+ckpt=$1
+shift
+if [[ "$RANK" == 1 && "$TORCHELASTIC_RESTART_COUNT" == 0 ]]; then
+  "$@" &
+  pid=$!
+  for ((i = 0; i < 60000; i++)); do
+    [[ -e "$ckpt/training_state.safetensors" ]] && break
+    sleep 0.005
+  done
+  kill -9 "$pid"
+  kill -9 $$
+fi
+exec "$@"
+WORKER
+chmod +x "$tmp/worker.sh"
+
+timeout 300 "$tandemrun" --nproc_per_node=2 --master_port=0 --max_restarts=1 -- \
+  "$tmp/worker.sh" "$tmp/killed" "$digits" "${args[@]}" --checkpoint_dir="$tmp/killed" \
+  >"$tmp/killed.txt" 2>&1 ||
+  fail "the killed-and-restarted run failed: $(tail -5 "$tmp/killed.txt")"
+
+grep -q "tandemrun: rank 1 failed (signal 9); restarting all 2 workers" "$tmp/killed.txt" ||
+  fail "tandemrun did not report rank 1's SIGKILL and the restart: $(cat "$tmp/killed.txt")"
+grep -q "digits_ddp: resuming from $tmp/killed at epoch " "$tmp/killed.txt" ||
+  fail "the restarted run did not resume from the checkpoint: $(cat "$tmp/killed.txt")"
+if grep -q "digits_ddp: resuming from $tmp/killed at epoch 20" "$tmp/killed.txt"; then
+  fail "the kill came after the last epoch; the test proved nothing"
+fi
+for f in model.safetensors training_state.safetensors; do
+  cmp -s "$tmp/straight/$f" "$tmp/killed/$f" ||
+    fail "$f differs between the uninterrupted run and the killed-and-resumed one"
+done
+grep "resuming" "$tmp/killed.txt"
+echo "a SIGKILLed worker, restarted by tandemrun, resumed to bit-identical weights"
