@@ -1,6 +1,7 @@
 #include "train/examples/amp_ddp_lib.h"
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "tensor/optim/grad_scaler.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
+#include "train/checkpoint/training_checkpoint.h"
 #include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
@@ -37,6 +39,34 @@ absl::StatusOr<Tensor> RandomBatch(Generator& gen, int64_t rows,
   TANDEM_ASSIGN_OR_RETURN(Tensor t,
                           Tensor::FromVector<float>(values, {rows, kFeatures}));
   return t.To(device);
+}
+
+// The GradScaler's state as checkpoint metadata: the scale as the bits of
+// its double (exact) and the growth tracker.
+checkpoint::Metadata ScalerStateToExtra(const optim::GradScalerState& s) {
+  int64_t bits;
+  static_assert(sizeof(bits) == sizeof(s.scale));
+  std::memcpy(&bits, &s.scale, sizeof(bits));
+  return {{"grad_scaler.scale_bits", absl::StrCat(bits)},
+          {"grad_scaler.growth_tracker", absl::StrCat(s.growth_tracker)}};
+}
+
+absl::StatusOr<optim::GradScalerState> ScalerStateFromExtra(
+    const checkpoint::Metadata& extra) {
+  optim::GradScalerState out;
+  auto scale = extra.find("grad_scaler.scale_bits");
+  auto tracker = extra.find("grad_scaler.growth_tracker");
+  int64_t bits = 0;
+  if (scale == extra.end() || tracker == extra.end() ||
+      !absl::SimpleAtoi(scale->second, &bits) ||
+      !absl::SimpleAtoi(tracker->second, &out.growth_tracker)) {
+    return absl::InvalidArgumentError(
+        "amp_ddp: the checkpoint has no valid GradScaler state "
+        "(grad_scaler.scale_bits, grad_scaler.growth_tracker); it was not "
+        "written by amp_ddp: start from a fresh --checkpoint_dir");
+  }
+  std::memcpy(&out.scale, &bits, sizeof(bits));
+  return out;
 }
 
 }  // namespace
@@ -76,7 +106,9 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
        ConfigEntry("--batch_size", config.batch_size),
        ConfigEntry("--lr", config.lr), ConfigEntry("--seed", config.seed),
        ConfigEntry("--comm_hook", DdpCommHookName(config.comm_hook)),
-       ConfigEntry("--inject_inf", inject_name)}));
+       ConfigEntry("--inject_inf", inject_name),
+       ConfigEntry("--checkpoint_dir", config.checkpoint.dir),
+       ConfigEntry("--checkpoint_every", config.checkpoint.every_steps)}));
   if (config.inject_inf.has_value() && config.inject_inf->rank >= comm.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("amp_ddp: --inject_inf names rank ",
@@ -106,8 +138,30 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
       optim::GradScaler::Create({.enabled = config.amp.has_value()}));
   scaler.set_found_inf_combiner(FoundInfAcrossRanks(comm, device));
   const comm::RankPrinter printer(comm);
+  // Resume (every rank reads the same files): model, Sgd and the scaler.
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, "amp_ddp");
+  checkpoint::TrainingState state;
+  state.model = model.get();
+  state.optimizer = &sgd;
+  TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
+                          checkpointer.Resume(state));
+  if (start.global_step > 0) {
+    TANDEM_ASSIGN_OR_RETURN(optim::GradScalerState saved,
+                            ScalerStateFromExtra(state.extra));
+    TANDEM_RETURN_IF_ERROR(scaler.LoadStateDict(saved));
+  }
+  // Each rank draws its own data; a resumed run replays the draws of the
+  // steps already taken, so step k sees the batch it would have seen.
   Generator data(config.seed + 1000 + static_cast<uint64_t>(rank));
-  for (int64_t step = 0; step < config.steps; ++step) {
+  const int64_t first_step =
+      start.epoch > 0 ? config.steps : start.step_in_epoch;
+  for (int64_t step = 0; step < first_step; ++step) {
+    TANDEM_RETURN_IF_ERROR(
+        RandomBatch(data, config.batch_size, device).status());
+    TANDEM_RETURN_IF_ERROR(
+        RandomBatch(data, config.batch_size, device).status());
+  }
+  for (int64_t step = first_step; step < config.steps; ++step) {
     TANDEM_ASSIGN_OR_RETURN(Tensor input,
                             RandomBatch(data, config.batch_size, device));
     TANDEM_ASSIGN_OR_RETURN(Tensor target,
@@ -147,6 +201,9 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
     printer.PrintOnAllRanks(
         absl::StrFormat("step %03d | loss %.7f | scale %g | %s", step,
                         loss_value, scale, stepped ? "stepped" : "skipped"));
+    state.extra = ScalerStateToExtra(scaler.StateDict());
+    TANDEM_RETURN_IF_ERROR(
+        checkpointer.AfterStep(state, /*epoch=*/0, step, config.steps));
   }
   double checksum = 0;
   for (const Tensor& p : params) {

@@ -34,6 +34,7 @@
 #include "comm/communicator.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
+#include "train/checkpoint/run_checkpointer.h"
 #include "train/parallel/comm_hook.h"
 
 namespace tandem::train {
@@ -52,6 +53,13 @@ struct AmpDdpConfig {
   uint64_t seed = 0;
   DdpCommHook comm_hook = DdpCommHook::kAllReduce;
   std::optional<InjectInf> inject_inf;
+  // --checkpoint_dir / --checkpoint_every
+  // (train/checkpoint/run_checkpointer.h): rank 0 saves the model, Sgd's state,
+  // the step and the GradScaler's scale and growth tracker; a folder holding a
+  // checkpoint resumes from it, and the resumed run prints the lines an
+  // uninterrupted one prints from there on and ends with the same weights, bit
+  // for bit.
+  checkpoint::CheckpointOptions checkpoint;
 };
 
 // "RANK:STEP" (both >= 0) or "" (no injection); InvalidArgument otherwise.

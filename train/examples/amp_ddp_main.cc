@@ -61,6 +61,10 @@ int main(int argc, char** argv) {
         config.batch_size = absl::GetFlag(FLAGS_batch_size);
         config.lr = absl::GetFlag(FLAGS_lr);
         config.seed = absl::GetFlag(FLAGS_seed);
+        absl::StatusOr<tandem::train::checkpoint::CheckpointOptions>
+            checkpoint = tandem::train::ExampleCheckpointOptions();
+        if (!checkpoint.ok()) return checkpoint.status();
+        config.checkpoint = *checkpoint;
         if (config.steps < 1 || config.steps > 1000000 ||
             config.batch_size < 1 || config.batch_size > 65536) {
           return absl::InvalidArgumentError(absl::StrCat(

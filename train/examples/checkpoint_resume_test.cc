@@ -18,6 +18,7 @@
 #include "train/checkpoint/atomic_file.h"
 #include "train/checkpoint/safetensors.h"
 #include "train/checkpoint/training_checkpoint.h"
+#include "train/examples/amp_ddp_lib.h"
 #include "train/examples/digits_ddp_lib.h"
 #include "train/examples/toy_ddp_lib.h"
 
@@ -25,6 +26,11 @@ namespace tandem::train {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Collective of rank 1 at which amp_ddp's run is killed, and the progress
+// ("epoch/step") of the checkpoint that kill leaves: mid-run, after step 2.
+constexpr int64_t kAmpFailAt = 21;
+constexpr char kAmpProgressAtKill[] = "0/5";
 
 std::string TestDir(const std::string& name) {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
@@ -139,6 +145,44 @@ TEST(CheckpointResumeTest, DigitsDdpWithMomentumResumesBitForBit) {
   ASSERT_TRUE(c.status.ok()) << c.status;
   EXPECT_THAT(c.lines[0], HasSubstr("resuming from " + killed + " at epoch 2"));
   EXPECT_EQ(From(c.lines, "Epoch: 002"), From(a.lines, "Epoch: 002"));
+  for (const char* file :
+       {checkpoint::kModelFile, checkpoint::kTrainingStateFile}) {
+    EXPECT_EQ(FileBytes(killed + "/" + file), FileBytes(straight + "/" + file))
+        << file;
+  }
+}
+
+TEST(CheckpointResumeTest, AmpDdpResumesWithTheGradScalersState) {
+  AmpDdpConfig config;
+  config.steps = 10;
+  // The inf halves the scale at step 2, before the kill: the resumed run
+  // must continue from 32768, not from a fresh 65536.
+  config.inject_inf = InjectInf{.rank = 1, .step = 2};
+  config.checkpoint.every_steps = 1;
+  auto run = [&config](const std::string& dir) {
+    return [&config, dir](int, comm::Communicator& comm) {
+      AmpDdpConfig c = config;
+      c.checkpoint.dir = dir;
+      return RunAmpDdp(comm, c);
+    };
+  };
+  const std::string straight = TestDir("amp_straight");
+  Outcome a = RunSim(run(straight));
+  ASSERT_TRUE(a.status.ok()) << a.status;
+
+  const std::string killed = TestDir("amp_killed");
+  Outcome b = RunSim(run(killed), /*fail_at=*/kAmpFailAt);
+  ASSERT_FALSE(b.status.ok());
+  EXPECT_EQ(Progress(killed), kAmpProgressAtKill) << "not killed mid-run";
+
+  Outcome c = RunSim(run(killed));
+  ASSERT_TRUE(c.status.ok()) << c.status;
+  ASSERT_GE(c.lines.size(), 2u);
+  EXPECT_THAT(c.lines[0], HasSubstr("amp_ddp: resuming from " + killed));
+  const std::vector<std::string> rest(c.lines.begin() + 1, c.lines.end());
+  EXPECT_THAT(rest.front(), HasSubstr("scale 32768"));
+  EXPECT_EQ(rest,
+            From(a.lines, rest.front().substr(0, rest.front().find(" | "))));
   for (const char* file :
        {checkpoint::kModelFile, checkpoint::kTrainingStateFile}) {
     EXPECT_EQ(FileBytes(killed + "/" + file), FileBytes(straight + "/" + file))
