@@ -51,16 +51,9 @@ absl::StatusOr<Tensor> MatMulBf16(const Tensor& a, const Tensor& b,
                                   bool transpose_a, bool transpose_b) {
   TANDEM_RETURN_IF_ERROR(CheckBf16Matrix(a, "MatMul", "a"));
   TANDEM_RETURN_IF_ERROR(CheckBf16Matrix(b, "MatMul", "b"));
-  const int64_t m = transpose_a ? a.dim(1) : a.dim(0);
-  const int64_t k = transpose_a ? a.dim(0) : a.dim(1);
-  const int64_t kb = transpose_b ? b.dim(1) : b.dim(0);
-  const int64_t n = transpose_b ? b.dim(0) : b.dim(1);
-  if (k != kb) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MatMul: inner dimensions differ: a ", Describe(a),
-        transpose_a ? " (transposed)" : "", " has ", k, " columns but b ",
-        Describe(b), transpose_b ? " (transposed)" : "", " has ", kb, " rows"));
-  }
+  TANDEM_ASSIGN_OR_RETURN(const MatMulDims dims,
+                          MatMulDimsOf(a, b, transpose_a, transpose_b));
+  const int64_t m = dims.m, n = dims.n, k = dims.k;
   TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike({m, n}, DType::kBF16));
   TANDEM_RETURN_IF_ERROR(cpu::GemmBf16({.transpose_a = transpose_a,
                                         .transpose_b = transpose_b,
@@ -98,12 +91,7 @@ absl::StatusOr<Tensor> LinearBf16(const Tensor& x, const Tensor& weight,
   TANDEM_RETURN_IF_ERROR(CheckBf16Matrix(x, "Linear", "x"));
   TANDEM_RETURN_IF_ERROR(CheckBf16Matrix(weight, "Linear", "weight"));
   const int64_t batch = x.dim(0), in = x.dim(1), out_features = weight.dim(0);
-  if (weight.dim(1) != in) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Linear: x ", Describe(x), " has ", in, " features but weight ",
-        Describe(weight), " expects ", weight.dim(1),
-        " (weight is [out_features, in_features])"));
-  }
+  TANDEM_RETURN_IF_ERROR(CheckLinearFeatures(x, weight));
   if (bias.defined()) {
     TANDEM_RETURN_IF_ERROR(CheckCpu(bias, "Linear", "bias"));
     if (bias.dtype() != DType::kBF16 || bias.shape() != Shape{out_features}) {

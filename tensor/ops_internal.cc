@@ -46,6 +46,32 @@ absl::Status CheckSameDType(const Tensor& a, const Tensor& b, const char* op) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<MatMulDims> MatMulDimsOf(const Tensor& a, const Tensor& b,
+                                        bool transpose_a, bool transpose_b) {
+  MatMulDims d;
+  d.m = transpose_a ? a.dim(1) : a.dim(0);
+  d.k = transpose_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = transpose_b ? b.dim(1) : b.dim(0);
+  d.n = transpose_b ? b.dim(0) : b.dim(1);
+  if (d.k != kb) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MatMul: inner dimensions differ: a ", Describe(a),
+        transpose_a ? " (transposed)" : "", " has ", d.k, " columns but b ",
+        Describe(b), transpose_b ? " (transposed)" : "", " has ", kb, " rows"));
+  }
+  return d;
+}
+
+absl::Status CheckLinearFeatures(const Tensor& x, const Tensor& weight) {
+  if (weight.dim(1) != x.dim(1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Linear: x ", Describe(x), " has ", x.dim(1), " features but weight ",
+        Describe(weight), " expects ", weight.dim(1),
+        " (weight is [out_features, in_features])"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int64_t> NormalizeDim(int64_t dim, const Tensor& t,
                                      const char* op) {
   const int64_t n = t.ndim();

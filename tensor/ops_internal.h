@@ -22,6 +22,20 @@ absl::Status CheckFloat(const Tensor& t, const char* op, const char* arg);
 // Same dtype for both (after CheckFloat of each).
 absl::Status CheckSameDType(const Tensor& a, const Tensor& b, const char* op);
 
+// The product op(a) op(b) of two 2-d tensors is [m, n] with inner size k.
+// InvalidArgument naming both operands when the inner sizes differ. Shared
+// by every MatMul kernel (f32/f64 and bf16).
+struct MatMulDims {
+  int64_t m = 0, n = 0, k = 0;
+};
+absl::StatusOr<MatMulDims> MatMulDimsOf(const Tensor& a, const Tensor& b,
+                                        bool transpose_a, bool transpose_b);
+
+// Linear's x [batch, in] against weight [out_features, in_features]:
+// InvalidArgument naming both when the feature counts differ. Shared by every
+// Linear kernel (f32/f64 and bf16); both tensors must already be 2-d.
+absl::Status CheckLinearFeatures(const Tensor& x, const Tensor& weight);
+
 // Maps dim (negative counts from the end) into [0, ndim); InvalidArgument
 // naming the op and shape otherwise.
 absl::StatusOr<int64_t> NormalizeDim(int64_t dim, const Tensor& t,

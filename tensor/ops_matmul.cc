@@ -100,16 +100,10 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
   TANDEM_RETURN_IF_ERROR(Check2d(a, "MatMul", "a"));
   TANDEM_RETURN_IF_ERROR(Check2d(b, "MatMul", "b"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, "MatMul"));
-  const int64_t m = transpose_a ? a.dim(1) : a.dim(0);
-  const int64_t k = transpose_a ? a.dim(0) : a.dim(1);
-  const int64_t kb = transpose_b ? b.dim(1) : b.dim(0);
-  const int64_t n = transpose_b ? b.dim(0) : b.dim(1);
-  if (k != kb) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MatMul: inner dimensions differ: a ", Describe(a),
-        transpose_a ? " (transposed)" : "", " has ", k, " columns but b ",
-        Describe(b), transpose_b ? " (transposed)" : "", " has ", kb, " rows"));
-  }
+  TANDEM_ASSIGN_OR_RETURN(
+      const internal::MatMulDims dims,
+      internal::MatMulDimsOf(a, b, transpose_a, transpose_b));
+  const int64_t m = dims.m, n = dims.n, k = dims.k;
   TANDEM_ASSIGN_OR_RETURN(Tensor out, internal::NewLike({m, n}, a.dtype()));
   TANDEM_RETURN_IF_ERROR(DispatchFloat(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -169,12 +163,7 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
   TANDEM_RETURN_IF_ERROR(Check2d(weight, "Linear", "weight"));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Linear"));
   const int64_t batch = x.dim(0), in = x.dim(1), out_features = weight.dim(0);
-  if (weight.dim(1) != in) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Linear: x ", Describe(x), " has ", in, " features but weight ",
-        Describe(weight), " expects ", weight.dim(1),
-        " (weight is [out_features, in_features])"));
-  }
+  TANDEM_RETURN_IF_ERROR(internal::CheckLinearFeatures(x, weight));
   if (bias.defined()) {
     TANDEM_RETURN_IF_ERROR(internal::CheckFloat(bias, "Linear", "bias"));
     TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, bias, "Linear"));
