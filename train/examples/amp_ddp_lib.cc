@@ -22,6 +22,7 @@
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/checkpoint/training_checkpoint.h"
+#include "train/examples/run_monitor.h"
 #include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
@@ -161,6 +162,7 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
     TANDEM_RETURN_IF_ERROR(
         RandomBatch(data, config.batch_size, device).status());
   }
+  RunMonitor* const monitor = rank == 0 ? ActiveRunMonitor() : nullptr;
   for (int64_t step = first_step; step < config.steps; ++step) {
     TANDEM_ASSIGN_OR_RETURN(Tensor input,
                             RandomBatch(data, config.batch_size, device));
@@ -201,6 +203,17 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
     printer.PrintOnAllRanks(
         absl::StrFormat("step %03d | loss %.7f | scale %g | %s", step,
                         loss_value, scale, stepped ? "stepped" : "skipped"));
+    if (monitor != nullptr) {
+      ReportStep(*monitor, *ddp,
+                 {.epoch = 0,
+                  .epochs = 1,
+                  .step = step,
+                  .steps_per_epoch = config.steps,
+                  .samples = config.batch_size * comm.size(),
+                  .loss = loss_value,
+                  .loss_scale = scale,
+                  .skipped = !stepped});
+    }
     state.extra = ScalerStateToExtra(scaler.StateDict());
     TANDEM_RETURN_IF_ERROR(
         checkpointer.AfterStep(state, /*epoch=*/0, step, config.steps));

@@ -25,6 +25,7 @@
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
 #include "train/data/distributed_sampler.h"
+#include "train/examples/run_monitor.h"
 #include "train/examples/toy_ddp_lib.h"
 #include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
@@ -145,6 +146,7 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
           dataset.size(), {.num_replicas = comm.size(), .rank = comm.rank()}));
 
   model->Train();
+  RunMonitor* const monitor = comm.rank() == 0 ? ActiveRunMonitor() : nullptr;
   for (int64_t epoch = start.epoch; epoch < config.epochs; ++epoch) {
     sampler.SetEpoch(epoch);
     TANDEM_ASSIGN_OR_RETURN(
@@ -167,6 +169,17 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
       TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
       out.PrintOnRank0(
           absl::StrCat("Step: ", step, ", Loss: ", PythonFloatStr(value)));
+      if (monitor != nullptr) {
+        // The sampler pads every rank to the same number of samples, but
+        // the last batch may be short (drop_last=False).
+        ReportStep(*monitor, *ddp,
+                   {.epoch = epoch,
+                    .epochs = config.epochs,
+                    .step = step,
+                    .steps_per_epoch = loader.num_batches(),
+                    .samples = batch.labels.dim(0) * comm.size(),
+                    .loss = value});
+      }
       TANDEM_RETURN_IF_ERROR(
           CheckStepFinite(comm, *model,
                           {.epoch = epoch,
@@ -177,6 +190,11 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
               .status());
       TANDEM_RETURN_IF_ERROR(
           checkpointer.AfterStep(state, epoch, step, loader.num_batches()));
+    }
+    if (monitor != nullptr) {
+      monitor->Epoch({.epoch = epoch,
+                      .epochs = config.epochs,
+                      .samples = sampler.total_size()});
     }
     out.PrintOnRank0(absl::StrCat("Epoch ", epoch, " Finished !"));
   }

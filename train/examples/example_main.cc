@@ -35,7 +35,8 @@ ABSL_FLAG(std::string, progress, "auto",
           "otherwise), plain (plain lines even on a terminal) or off.");
 ABSL_FLAG(std::string, metrics, "",
           "Write one JSON line per step, epoch and test result (loss, "
-          "accuracy, samples/s, comm time) to this file; "
+          "accuracy, samples/s, comm time, the loss scale under AMP) to this "
+          "file; "
           "plot_metrics draws it. Empty: off.");
 ABSL_FLAG(double, timeout, 300,
           "Seconds every collective may take before the job fails and names "

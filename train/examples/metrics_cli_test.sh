@@ -7,10 +7,16 @@
 # plot_metrics draws an SVG that parses as XML with the loss and accuracy
 # curves. Bad values are usage errors (exit 2).
 #
-#   metrics_cli_test.sh DIGITS_DDP PLOT_METRICS
+# toy_ddp, ddp_demo and amp_ddp write step lines too; amp_ddp's carry the
+# GradScaler's scale and whether the step was skipped.
+#
+#   metrics_cli_test.sh DIGITS_DDP PLOT_METRICS TOY_DDP DDP_DEMO AMP_DDP
 set -uo pipefail
 digits=$1
 plot=$2
+toy=$3
+demo=$4
+amp=$5
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -51,6 +57,30 @@ assert len(lines[0].get("points").split()) == 46
 texts = [t.text for t in root.iter(ns + "text")]
 assert "loss" in texts and "accuracy" in texts, texts
 print("svg ok")
+PY
+
+"$toy" --world_size=2 --metrics="$tmp/toy.jsonl" >/dev/null 2>&1 ||
+  fail "toy_ddp --metrics exited $?"
+"$demo" --world_size=2 --epochs=2 --dataset-size=40 --batchSize=8 \
+  --metrics="$tmp/demo.jsonl" >/dev/null 2>&1 || fail "ddp_demo --metrics exited $?"
+"$amp" --world_size=3 --amp=f16 --inject_inf=1:2 --steps=5 \
+  --metrics="$tmp/amp.jsonl" >/dev/null 2>&1 || fail "amp_ddp --metrics exited $?"
+/usr/bin/python3 - "$tmp" <<'PY' || fail "toy/demo/amp metrics check"
+import json, sys
+read = lambda name: [json.loads(l) for l in open(f"{sys.argv[1]}/{name}.jsonl")]
+toy = read("toy")
+assert [l["kind"] for l in toy].count("epoch") >= 1, toy
+assert all(l["comm_s"] >= 0 for l in toy if l["kind"] == "step"), toy
+demo = read("demo")
+steps = [l for l in demo if l["kind"] == "step"]
+# 40 images, 2 ranks of 20, batches of 8: 8, 8, 4 per rank, two epochs.
+assert [s["samples"] for s in steps] == [16, 16, 8] * 2, steps
+assert [l["samples"] for l in demo if l["kind"] == "epoch"] == [40, 40], demo
+amp = [l for l in read("amp") if l["kind"] == "step"]
+assert [s["scale"] for s in amp] == [65536, 65536, 65536, 32768, 32768], amp
+assert [s["skipped"] for s in amp] == [False, False, True, False, False], amp
+assert all("scale" not in l for l in toy + demo)
+print("toy/demo/amp metrics ok")
 PY
 
 out=$("$digits" --world_size=2 --epochs=1 --progress=off 2>&1)

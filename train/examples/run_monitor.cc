@@ -104,6 +104,10 @@ void RunMonitor::Step(const StepReport& r) {
   if (std::isfinite(r.wait_seconds)) {
     absl::StrAppend(&line, ",\"wait_s\":", Number(r.wait_seconds));
   }
+  if (std::isfinite(r.loss_scale)) {
+    absl::StrAppend(&line, ",\"scale\":", Number(r.loss_scale),
+                    ",\"skipped\":", r.skipped ? "true" : "false");
+  }
   absl::StrAppend(&line, ",\"time_s\":", Number(Seconds(now)), "}");
   WriteMetrics(line);
 
@@ -123,11 +127,14 @@ void RunMonitor::Step(const StepReport& r) {
   const int64_t done = r.epoch * r.steps_per_epoch + r.step + 1;
   const double mean_step =
       absl::ToDoubleSeconds(now - first_step_) / static_cast<double>(done);
-  const std::string text = absl::StrFormat(
+  std::string text = absl::StrFormat(
       "%s: epoch %d/%d step %d/%d | %s samples/s | loss %.4f | ETA %s",
       options_.name, r.epoch + 1, r.epochs, r.step + 1, r.steps_per_epoch,
       std::isfinite(rate) ? absl::StrFormat("%.0f", rate) : "?", r.loss,
       FormatEta(mean_step * static_cast<double>(total_steps - done)));
+  if (std::isfinite(r.loss_scale)) {
+    absl::StrAppend(&text, absl::StrFormat(" | scale %g", r.loss_scale));
+  }
   if (redraw) {
     // Back to the line's start, the text, then clear what a longer previous
     // line left.
@@ -181,6 +188,13 @@ absl::Status RunMonitor::Finish() {
         "); check that its folder exists, is writable and has space"));
   }
   return absl::OkStatus();
+}
+
+void ReportStep(RunMonitor& monitor, const DistributedDataParallel& ddp,
+                StepReport report) {
+  report.comm_seconds = ddp.last_sync_stats().all_reduce_seconds;
+  report.wait_seconds = ddp.last_sync_stats().wait_seconds;
+  monitor.Step(report);
 }
 
 RunMonitor* ActiveRunMonitor() {

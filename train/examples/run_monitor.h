@@ -23,7 +23,8 @@
 // Metrics (`metrics_path`): one JSON object per line, flushed as written:
 //   {"kind":"step","epoch":1,"step":1,"global_step":1,"samples":64,
 //    "loss":2.3,"step_s":0.001,"samples_per_s":64000,"comm_s":0.0002,
-//    "wait_s":0.0001,"time_s":0.01}       (comm_s, wait_s when reported)
+//    "wait_s":0.0001,"scale":65536,"skipped":false,"time_s":0.01}
+//                          (comm_s, wait_s, scale and skipped when reported)
 //   {"kind":"epoch","epoch":1,"train_loss":1.7,"train_accuracy":0.61,
 //    "samples":1438,"epoch_s":0.3,"samples_per_s":4793,"time_s":0.3}
 //   {"kind":"test","test_accuracy":0.86,"correct":310,"total":359,
@@ -51,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "train/parallel/ddp.h"
 
 namespace tandem::train {
 
@@ -85,6 +87,11 @@ struct StepReport {
   // the step waited for (wait_seconds): "comm_s" and "wait_s".
   double comm_seconds = kUnknown;
   double wait_seconds = kUnknown;
+  // Mixed precision: the GradScaler's scale this step's loss was multiplied
+  // by, and whether the scaler skipped the optimizer step (an inf/NaN
+  // gradient): "scale" and "skipped", written when loss_scale is known.
+  double loss_scale = kUnknown;
+  bool skipped = false;
 };
 
 struct EpochReport {
@@ -139,6 +146,11 @@ class RunMonitor {
   int64_t last_line_samples_ ABSL_GUARDED_BY(mu_) = 0;
   bool line_open_ ABSL_GUARDED_BY(mu_) = false;  // a redrawn line is showing
 };
+
+// monitor.Step(report) with this step's gradient all-reduce figures taken
+// from `ddp` (DistributedDataParallel::last_sync_stats(): comm_s, wait_s).
+void ReportStep(RunMonitor& monitor, const DistributedDataParallel& ddp,
+                StepReport report);
 
 // The runner's monitor of this process (nullptr when none: a library user
 // calling the example directly, or a rank other than rank 0's process).

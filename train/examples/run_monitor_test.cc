@@ -160,6 +160,52 @@ TEST_F(MonitorTest, MetricsFileHasOneJsonLinePerStepEpochAndTest) {
             "\"total\":8,\"time_s\":3}\n");
 }
 
+TEST_F(MonitorTest, LossScaleAndSkippedStepsAreWrittenAndShown) {
+  const std::string path = ::testing::TempDir() + "/scale.jsonl";
+  std::unique_ptr<RunMonitor> m =
+      Make(ProgressMode::kPlain, /*terminal=*/false, path);
+  for (int64_t s = 0; s < 2; ++s) {
+    now_ += absl::Seconds(10);
+    m->Step({.epoch = 0,
+             .epochs = 1,
+             .step = s,
+             .steps_per_epoch = 2,
+             .samples = 10,
+             .loss = 0.5,
+             .loss_scale = s == 0 ? 65536.0 : 32768.0,
+             .skipped = s == 0});
+  }
+  ASSERT_TRUE(m->Finish().ok());
+  std::ifstream f(path);
+  std::string first, second;
+  std::getline(f, first);
+  std::getline(f, second);
+  EXPECT_NE(first.find("\"scale\":65536,\"skipped\":true,\"time_s\""),
+            std::string::npos)
+      << first;
+  EXPECT_NE(second.find("\"scale\":32768,\"skipped\":false,"),
+            std::string::npos)
+      << second;
+  EXPECT_EQ(Output(),
+            "demo: epoch 1/1 step 1/2 | 1 samples/s | loss 0.5000 | ETA "
+            "0:00:10 | scale 65536\n"
+            "demo: epoch 1/1 step 2/2 | 1 samples/s | loss 0.5000 | ETA "
+            "0:00:00 | scale 32768\n");
+}
+
+TEST_F(MonitorTest, StepsWithoutAScaleWriteNone) {
+  const std::string path = ::testing::TempDir() + "/noscale.jsonl";
+  std::unique_ptr<RunMonitor> m =
+      Make(ProgressMode::kOff, /*terminal=*/false, path);
+  Train(*m);
+  ASSERT_TRUE(m->Finish().ok());
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  EXPECT_EQ(ss.str().find("scale"), std::string::npos);
+  EXPECT_EQ(ss.str().find("skipped"), std::string::npos);
+}
+
 TEST_F(MonitorTest, NonFiniteValuesAreJsonNull) {
   const std::string path = ::testing::TempDir() + "/nan.jsonl";
   std::unique_ptr<RunMonitor> m =

@@ -32,6 +32,7 @@
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
 #include "train/data/distributed_sampler.h"
+#include "train/examples/run_monitor.h"
 #include "train/launch/config_agreement.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/finite_check.h"
@@ -211,6 +212,7 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
     return DataLoader::Create(train_ds, sampler.Indices(), config.batch_size,
                               /*drop_last=*/true);
   };
+  RunMonitor* const monitor = rank == 0 ? ActiveRunMonitor() : nullptr;
   for (int64_t epoch = start.epoch; epoch < config.epochs; ++epoch) {
     sampler.SetEpoch(epoch);
     model->Train();
@@ -229,6 +231,15 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
           "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f", epoch + 1,
           config.epochs, batch.labels.dim(0), config.loss_precision,
           loss_value));
+      if (monitor != nullptr) {
+        ReportStep(*monitor, *ddp,
+                   {.epoch = epoch,
+                    .epochs = config.epochs,
+                    .step = b,
+                    .steps_per_epoch = loader.num_batches(),
+                    .samples = batch.labels.dim(0) * comm.size(),
+                    .loss = loss_value});
+      }
       // Every rank stops together on a non-finite loss (every step) or
       // parameter (scanned every kParameterCheckInterval steps and at the
       // end of the epoch).
@@ -242,6 +253,12 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
               .status());
       TANDEM_RETURN_IF_ERROR(
           checkpointer.AfterStep(state, epoch, b, loader.num_batches()));
+    }
+    if (monitor != nullptr) {
+      monitor->Epoch(
+          {.epoch = epoch,
+           .epochs = config.epochs,
+           .samples = loader.num_batches() * config.batch_size * comm.size()});
     }
   }
 
