@@ -16,6 +16,7 @@
 #include "base/command_line.h"
 #include "bench/allreduce_sweep.h"
 #include "bench/flag_checks.h"
+#include "comm/fingerprint.h"
 #include "comm/gloo/gloo_launcher.h"
 
 ABSL_FLAG(int64_t, min_bytes, 8, "Smallest size S, bytes (f32 elements x 4).");
@@ -49,7 +50,10 @@ int main(int argc, char** argv) {
   const char* world = std::getenv("WORLD_SIZE");
   const int n = world != nullptr ? std::atoi(world) : 1;
   sweep.title = absl::StrCat("# tandem GlooCommunicator AllReduce, ", n,
-                             " processes, f32, sum");
+                             " processes, f32, sum, collective check ",
+                             tandem::comm::CollectiveCheckRequested(true)
+                                 ? "on (TANDEM_DISTRIBUTED_DEBUG=OFF: off)"
+                                 : "off");
   if (absl::Status s = launcher.CanRun(n); !s.ok()) {
     std::fprintf(stderr, "comm_benchmark_gloo: %s\n", s.ToString().c_str());
     return 2;

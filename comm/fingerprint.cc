@@ -1,10 +1,14 @@
 #include "comm/fingerprint.h"
 
+#include <cstdlib>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "comm/types.h"
 
 namespace tandem::comm {
@@ -83,6 +87,55 @@ bool Decode(const EncodedFingerprint& words, Fingerprint& fp) {
                      : std::optional(static_cast<ReduceOp>(reduce_op));
   fp.peer = static_cast<int>(words[6]);
   return true;
+}
+
+absl::Status CompareGatheredFingerprints(std::string_view backend, int rank,
+                                         int size,
+                                         absl::Span<const int64_t> gathered,
+                                         const EncodedFingerprint& mine) {
+  bool same = gathered.size() == static_cast<size_t>(size) *
+                                     static_cast<size_t>(kFingerprintWords);
+  for (size_t i = 0; i < gathered.size() && same; ++i) {
+    if (gathered[i] != mine[i % kFingerprintWords]) same = false;
+  }
+  if (same) return absl::OkStatus();
+  // Group ranks by what they issued, in order of first appearance.
+  std::map<EncodedFingerprint, std::vector<int>> ranks_of;
+  std::vector<EncodedFingerprint> order;
+  for (int r = 0; r < size; ++r) {
+    EncodedFingerprint words{};
+    for (int w = 0; w < kFingerprintWords; ++w) {
+      const size_t at = static_cast<size_t>(r) * kFingerprintWords + w;
+      words[w] = at < gathered.size() ? gathered[at] : -1;
+    }
+    auto [it, inserted] = ranks_of.try_emplace(words);
+    if (inserted) order.push_back(words);
+    it->second.push_back(r);
+  }
+  std::vector<std::string> parts;
+  for (const EncodedFingerprint& words : order) {
+    Fingerprint fp;
+    const std::string what = Decode(words, fp)
+                                 ? fp.DebugString()
+                                 : absl::StrCat("unreadable fingerprint [",
+                                                absl::StrJoin(words, ","), "]");
+    const std::vector<int>& ranks = ranks_of[words];
+    parts.push_back(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
+                                 absl::StrJoin(ranks, ", "), " issued ", what));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      std::string(backend), ": collective mismatch seen on rank ", rank, ": ",
+      absl::StrJoin(parts, "; "),
+      ". Every rank must issue the same collectives in the same order with "
+      "the same dtype, count, root and reduce op; no data was moved, and every "
+      "rank fails this operation."));
+}
+
+bool CollectiveCheckRequested(bool requested) {
+  const char* debug = std::getenv("TANDEM_DISTRIBUTED_DEBUG");
+  if (debug != nullptr && std::string_view(debug) == "DETAIL") return true;
+  if (debug != nullptr && std::string_view(debug) == "OFF") return false;
+  return requested;
 }
 
 }  // namespace tandem::comm

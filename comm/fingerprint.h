@@ -13,7 +13,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
+#include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "comm/types.h"
 
 namespace tandem::comm {
@@ -56,6 +59,23 @@ bool SameCollective(const Fingerprint& a, const Fingerprint& b);
 
 // A Send and the Recv it is matched with agree: same dtype and count.
 bool MatchingPointToPoint(const Fingerprint& send, const Fingerprint& recv);
+
+// The check of one collective in a process engine (mpi, gloo): `gathered`
+// holds every rank's encoded fingerprint (size * kFingerprintWords words,
+// rank r's from r * kFingerprintWords), `mine` this rank's. OK when every
+// rank's equals `mine`; otherwise FailedPrecondition, seen on `rank` of
+// `backend`, naming each distinct fingerprint with the ranks that issued it
+// ("rank 0 issued #3 AllReduce(f32 x 4, sum); rank 1 issued #3 AllReduce(f32
+// x 5, sum)"). Every rank gathers the same words, so every rank fails.
+absl::Status CompareGatheredFingerprints(std::string_view backend, int rank,
+                                         int size,
+                                         absl::Span<const int64_t> gathered,
+                                         const EncodedFingerprint& mine);
+
+// Whether a process engine checks its collectives: `requested` (its
+// options), unless the environment variable TANDEM_DISTRIBUTED_DEBUG is
+// DETAIL (on) or OFF (off), after PyTorch's TORCH_DISTRIBUTED_DEBUG.
+bool CollectiveCheckRequested(bool requested);
 
 }  // namespace tandem::comm
 

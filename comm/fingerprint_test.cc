@@ -1,6 +1,11 @@
 #include "comm/fingerprint.h"
 
+#include <cstdlib>
+#include <string>
+#include <vector>
+
 #include "comm/types.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace tandem::comm {
@@ -80,6 +85,60 @@ TEST(FingerprintTest, DecodeRejectsWordsOutOfRange) {
   words = Encode(fp);
   words[5] = 5;  // reduce op
   EXPECT_FALSE(Decode(words, fp));
+}
+
+std::vector<int64_t> Gathered(const std::vector<Fingerprint>& per_rank) {
+  std::vector<int64_t> words;
+  for (const Fingerprint& fp : per_rank) {
+    const EncodedFingerprint e = Encode(fp);
+    words.insert(words.end(), e.begin(), e.end());
+  }
+  return words;
+}
+
+TEST(FingerprintTest, GatheredFingerprintsThatAgreePass) {
+  Fingerprint fp = MakeFingerprint(OpKind::kAllReduce, DType::kF32, 8);
+  fp.reduce_op = ReduceOp::kSum;
+  fp.seq = 4;
+  EXPECT_TRUE(CompareGatheredFingerprints("mpi", 1, 3, Gathered({fp, fp, fp}),
+                                          Encode(fp))
+                  .ok());
+}
+
+TEST(FingerprintTest, GatheredFingerprintsThatDifferNameEachGroup) {
+  Fingerprint a = MakeFingerprint(OpKind::kBroadcast, DType::kF32, 8);
+  a.root = 0;
+  a.seq = 2;
+  Fingerprint b = a;
+  b.root = 1;
+  absl::Status s =
+      CompareGatheredFingerprints("gloo", 2, 3, Gathered({a, b, a}), Encode(a));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::StartsWith(
+                  "gloo: collective mismatch seen on rank 2: ranks 0, 2 issued "
+                  "#2 Broadcast(f32 x 8, root 0); rank 1 issued #2 "
+                  "Broadcast(f32 x 8, root 1). Every rank must issue"));
+  // Words that are no fingerprint (a rank running other code) are named too.
+  std::vector<int64_t> words = Gathered({a, a});
+  words[kFingerprintWords + 1] = 99;
+  s = CompareGatheredFingerprints("mpi", 0, 2, words, Encode(a));
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("rank 1 issued unreadable "
+                                   "fingerprint [2,99,"));
+}
+
+TEST(FingerprintTest, DebugEnvironmentOverridesTheRequest) {
+  unsetenv("TANDEM_DISTRIBUTED_DEBUG");
+  EXPECT_TRUE(CollectiveCheckRequested(true));
+  EXPECT_FALSE(CollectiveCheckRequested(false));
+  setenv("TANDEM_DISTRIBUTED_DEBUG", "OFF", 1);
+  EXPECT_FALSE(CollectiveCheckRequested(true));
+  setenv("TANDEM_DISTRIBUTED_DEBUG", "DETAIL", 1);
+  EXPECT_TRUE(CollectiveCheckRequested(false));
+  setenv("TANDEM_DISTRIBUTED_DEBUG", "INFO", 1);
+  EXPECT_FALSE(CollectiveCheckRequested(false));
+  unsetenv("TANDEM_DISTRIBUTED_DEBUG");
 }
 
 }  // namespace

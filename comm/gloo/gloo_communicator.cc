@@ -1,9 +1,12 @@
 #include "comm/gloo/gloo_communicator.h"
 
+#include <net/if.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -44,6 +47,10 @@ bool IsHalf(DType dtype) {
   return dtype == DType::kF16 || dtype == DType::kBF16;
 }
 
+// The tag of Create's one exchange (whether to check collectives), before
+// any operation: distinct from every collective's and check's tag.
+constexpr uint32_t kAgreeOnCheckTag = 0x7fffffffu;
+
 std::chrono::milliseconds Millis(absl::Duration d) {
   return std::chrono::milliseconds(
       std::max<int64_t>(1, absl::ToInt64Milliseconds(d)));
@@ -57,11 +64,12 @@ class GlooCommunicator::Impl {
   // to the waiter thread; the others return their status).
   using Task = std::function<absl::Status(std::shared_ptr<OpState>)>;
 
-  Impl(int rank, int size, absl::Duration timeout,
+  Impl(int rank, int size, absl::Duration timeout, bool check,
        std::shared_ptr<gloo::rendezvous::Context> context)
       : rank_(rank),
         size_(size),
         timeout_(timeout),
+        check_(check),
         context_(std::move(context)),
         send_seq_(static_cast<size_t>(size), 0),
         recv_seq_(static_cast<size_t>(size), 0) {
@@ -184,6 +192,23 @@ class GlooCommunicator::Impl {
     return absl::OkStatus();
   }
 
+  // The collective check (GlooOptions::check_collectives): every rank's
+  // fingerprint of collective `fp` gathered under a tag of its own, then
+  // compared. Runs on the worker thread before the collective's data moves;
+  // throws what Gloo throws.
+  absl::Status CheckCollective(const Fingerprint& fp) {
+    const EncodedFingerprint mine = Encode(fp);
+    std::vector<int64_t> gathered(static_cast<size_t>(size_) *
+                                  kFingerprintWords);
+    gloo::AllgatherOptions o(context_);
+    o.setInput(const_cast<int64_t*>(mine.data()), mine.size());
+    o.setOutput(gathered.data(), gathered.size());
+    o.setTag(kCheckTagBit | (static_cast<uint32_t>(fp.seq) & ~kCheckTagBit));
+    o.setTimeout(Millis(timeout_));
+    gloo::allgather(o);
+    return CompareGatheredFingerprints("gloo", rank_, size_, gathered, mine);
+  }
+
   absl::Status BarrierHost(uint32_t tag) {
     gloo::BarrierOptions o(context_);
     o.setTag(tag);
@@ -219,6 +244,9 @@ class GlooCommunicator::Impl {
 
  private:
   static constexpr uint8_t kPointToPointSlotPrefix = 0x40;
+  // Tags of the check's all-gathers; a collective's own tag is its number,
+  // and the two never run at once (one worker thread).
+  static constexpr uint32_t kCheckTagBit = 0x80000000u;
 
   struct Queued {
     Task task;
@@ -260,7 +288,10 @@ class GlooCommunicator::Impl {
       }
       absl::Status status;
       try {
-        status = q.task(q.state);
+        if (check_ && q.fp.op != OpKind::kSend && q.fp.op != OpKind::kRecv) {
+          status = CheckCollective(q.fp);
+        }
+        if (status.ok()) status = q.task(q.state);
       } catch (const std::exception& e) {
         status = absl::UnavailableError(absl::StrCat(
             "gloo rank ", rank_, ": ", q.fp.DebugString(),
@@ -305,6 +336,7 @@ class GlooCommunicator::Impl {
   const int rank_;
   const int size_;
   const absl::Duration timeout_;
+  const bool check_;  // the collective check is on (the same on every rank)
   std::shared_ptr<gloo::rendezvous::Context> context_;
   // Issue-side counters: the rank's thread only.
   int64_t collectives_ = 0;
@@ -337,13 +369,29 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     return absl::InvalidArgumentError("gloo: GlooOptions::store is null");
   }
   TcpStoreClient& store = *options.store;
+  // The network interface to listen on: the option, else PyTorch's
+  // variable. Checked before arriving, so that a typo fails this rank at
+  // once (and the others name it as missing) instead of after the mesh.
+  std::string iface = options.iface;
+  if (iface.empty() && options.hostname.empty()) {
+    const char* env = std::getenv("GLOO_SOCKET_IFNAME");
+    if (env != nullptr) iface = env;
+  }
+  if (!iface.empty() && if_nametoindex(iface.c_str()) == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo rank ", options.rank, ": network interface '", iface,
+        "' (GlooOptions::iface or GLOO_SOCKET_IFNAME) does not exist on this "
+        "host; `ip link` lists the interfaces"));
+  }
   if (absl::Status s =
           ArriveAndWait(store, options.prefix, options.rank, options.size);
       !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("gloo: ", s.message()));
   }
   std::string hostname = options.hostname;
-  if (hostname.empty()) {
+  if (!iface.empty()) {
+    hostname = absl::StrCat("interface ", iface);
+  } else if (hostname.empty()) {
     const std::string& address = store.address();
     if (address.rfind("127.", 0) == 0 || address.rfind("localhost:", 0) == 0) {
       hostname = "127.0.0.1";
@@ -355,7 +403,11 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   }
   try {
     gloo::transport::tcp::attr attr;
-    attr.hostname = hostname;
+    if (iface.empty()) {
+      attr.hostname = hostname;
+    } else {
+      attr.iface = iface;  // Gloo listens on that interface's address
+    }
     std::shared_ptr<gloo::transport::Device> device =
         gloo::transport::tcp::CreateDevice(attr);
     auto context =
@@ -365,9 +417,21 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     gloo::rendezvous::PrefixStore prefixed(
         absl::StrCat(options.prefix, "/mesh"), adapter);
     context->connectFullMesh(prefixed, device);
-    return std::unique_ptr<GlooCommunicator>(
-        new GlooCommunicator(std::make_unique<Impl>(
-            options.rank, options.size, options.timeout, std::move(context))));
+    // Ranks may disagree on the check (TANDEM_DISTRIBUTED_DEBUG set on some
+    // only): it is on when any rank asks, so every rank issues the same
+    // exchanges.
+    int64_t mine = CollectiveCheckRequested(options.check_collectives) ? 1 : 0;
+    std::vector<int64_t> all(static_cast<size_t>(options.size));
+    gloo::AllgatherOptions agree(context);
+    agree.setInput(&mine, 1);
+    agree.setOutput(all.data(), all.size());
+    agree.setTag(kAgreeOnCheckTag);
+    agree.setTimeout(Millis(options.timeout));
+    gloo::allgather(agree);
+    const bool check = std::find(all.begin(), all.end(), 1) != all.end();
+    return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(
+        std::make_unique<Impl>(options.rank, options.size, options.timeout,
+                               check, std::move(context))));
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("gloo rank ", options.rank, " of ", options.size,

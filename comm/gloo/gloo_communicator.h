@@ -23,6 +23,9 @@
 // reduced in f32 and rounded once; Avg is the Sum divided by the world size;
 // ReduceScatter is an all-reduce of the whole send buffer of which each rank
 // keeps its slice (Gloo has no reduce-scatter for arbitrary sizes).
+// Checked (GlooOptions::check_collectives, on by default): every collective
+// first all-gathers each rank's fingerprint, so ranks that disagree fail
+// that operation with an error naming them, as on sim and mpi.
 // Errors: a Gloo failure (a peer gone, the timeout passed) fails that Work
 // and every later one (kAborted, naming the first failure): the connections
 // are not usable after it. Every operation is bounded by options.timeout.
@@ -56,6 +59,19 @@ struct GlooOptions {
   std::string hostname;
   // Bounds the rendezvous and every operation.
   absl::Duration timeout = absl::Seconds(300);
+  // Check every collective, as sim and mpi do: before its data moves, each
+  // rank's fingerprint (sequence number, op, dtype, count, root, reduce op)
+  // is all-gathered; when they differ every rank fails that operation with
+  // kFailedPrecondition naming each fingerprint and its ranks, instead of
+  // hanging or corrupting data. TANDEM_DISTRIBUTED_DEBUG=OFF turns it off,
+  // DETAIL on; on for every rank when on for any. Costs one small
+  // all-gather per collective.
+  bool check_collectives = true;
+  // Instead of `hostname`, the network interface whose address to listen on
+  // ("eth0", "ib0"), like PyTorch's GLOO_SOCKET_IFNAME, which is read when both
+  // this and `hostname` are empty. An interface this host lacks is
+  // InvalidArgument.
+  std::string iface;
 };
 
 class GlooCommunicator : public Communicator {

@@ -41,13 +41,14 @@ std::vector<absl::Status> RunRanks(
         statuses[r] = client.status();
         return;
       }
+      GlooOptions options;
+      options.rank = r;
+      options.size = n;
+      options.store = client->get();
+      options.prefix = "test";
+      options.timeout = timeout;
       absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
-          GlooCommunicator::Create({.rank = r,
-                                    .size = n,
-                                    .store = client->get(),
-                                    .prefix = "test",
-                                    .hostname = "",
-                                    .timeout = timeout});
+          GlooCommunicator::Create(options);
       statuses[r] = comm.ok() ? fn(**comm) : comm.status();
     });
   }
@@ -154,6 +155,67 @@ TEST(GlooCommunicatorTest, ArgumentErrorsComeBackThroughWait) {
     // Still usable.
     return comm.AllReduce(HostView(absl::MakeSpan(v)), ReduceOp::kSum)->Wait();
   }));
+}
+
+TEST(GlooCommunicatorTest, DisagreeingRanksFailTheCollectiveNamingBoth) {
+  std::vector<absl::Status> statuses =
+      RunRanks(3, [](GlooCommunicator& comm) -> absl::Status {
+        // Rank 2 reduces one element more than ranks 0 and 1.
+        std::vector<float> v(comm.rank() == 2 ? 5 : 4, 1.0f);
+        absl::Status s =
+            comm.AllReduce(HostView(absl::MakeSpan(v)), ReduceOp::kSum)->Wait();
+        EXPECT_EQ(v[0], 1.0f) << "no data may move on a mismatch";
+        if (!s.ok()) {
+          // The communicator stays usable: the next collective agrees.
+          std::vector<float> w(3, 1.0f);
+          EXPECT_TRUE(
+              comm.AllReduce(HostView(absl::MakeSpan(w)), ReduceOp::kSum)
+                  ->Wait()
+                  .ok());
+          EXPECT_EQ(w[0], 3.0f);
+        }
+        return s;
+      });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(statuses[r].code(), absl::StatusCode::kFailedPrecondition)
+        << statuses[r];
+    EXPECT_THAT(statuses[r].message(),
+                HasSubstr(absl::StrCat(
+                    "gloo: collective mismatch seen on rank ", r,
+                    ": ranks 0, 1 issued #0 AllReduce(f32 x 4, sum); rank 2 "
+                    "issued #0 AllReduce(f32 x 5, sum)")));
+  }
+}
+
+TEST(GlooCommunicatorTest, ListensOnANamedInterface) {
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Start({.bind_address = "127.0.0.1", .port = 0});
+  ASSERT_TRUE(server.ok());
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect({.host = "127.0.0.1",
+                               .port = (*server)->port(),
+                               .timeout = absl::Seconds(30)});
+  ASSERT_TRUE(client.ok());
+  GlooOptions options;
+  options.store = client->get();
+  options.prefix = "lo";
+  options.iface = "lo";
+  absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
+      GlooCommunicator::Create(options);
+  ASSERT_TRUE(comm.ok()) << comm.status();
+  std::vector<float> v = {2.0f};
+  EXPECT_TRUE((*comm)
+                  ->AllReduce(HostView(absl::MakeSpan(v)), ReduceOp::kSum)
+                  ->Wait()
+                  .ok());
+
+  options.prefix = "typo";
+  options.iface = "nosuchif0";
+  comm = GlooCommunicator::Create(options);
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(comm.status().message(),
+              HasSubstr("network interface 'nosuchif0' (GlooOptions::iface or "
+                        "GLOO_SOCKET_IFNAME) does not exist"));
 }
 
 TEST(GlooCommunicatorTest, AWorldThatNeverFillsNamesTheMissingRank) {

@@ -76,13 +76,14 @@ absl::Status GlooLauncher::Connect() {
   if (!store.ok()) return connect_status_ = store.status();
   server_ = std::move(store->server);
   client_ = std::move(store->client);
+  GlooOptions options;
+  options.rank = rank_;
+  options.size = world_size_;
+  options.store = client_.get();
+  options.prefix = "tandem/gloo";
+  options.timeout = timeout_;
   absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
-      GlooCommunicator::Create({.rank = rank_,
-                                .size = world_size_,
-                                .store = client_.get(),
-                                .prefix = "tandem/gloo",
-                                .hostname = "",
-                                .timeout = timeout_});
+      GlooCommunicator::Create(options);
   if (!comm.ok()) return connect_status_ = comm.status();
   comm_ = std::move(*comm);
   return absl::OkStatus();

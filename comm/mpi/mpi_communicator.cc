@@ -145,10 +145,7 @@ void PreferRingIallreduce() {
 }  // namespace
 
 bool CheckCollectivesEnabled(const MpiOptions& options) {
-  const char* debug = std::getenv("TANDEM_DISTRIBUTED_DEBUG");
-  if (debug != nullptr && std::string_view(debug) == "DETAIL") return true;
-  if (debug != nullptr && std::string_view(debug) == "OFF") return false;
-  return options.check_collectives;
+  return CollectiveCheckRequested(options.check_collectives);
 }
 
 struct MpiCommunicator::Impl {

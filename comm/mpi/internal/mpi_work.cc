@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -13,7 +12,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "comm/fingerprint.h"
 
@@ -218,42 +216,7 @@ void CollectiveCheck::Advance() {
 }
 
 absl::Status CollectiveCheck::Compare(const Pending& p) const {
-  bool same = true;
-  for (int r = 0; r < size_ && same; ++r) {
-    for (int w = 0; w < kFingerprintWords; ++w) {
-      if (p.gathered[r * kFingerprintWords + w] != p.mine[w]) same = false;
-    }
-  }
-  if (same) return absl::OkStatus();
-  // Group ranks by what they issued, in order of first appearance.
-  std::map<EncodedFingerprint, std::vector<int>> ranks_of;
-  std::vector<EncodedFingerprint> order;
-  for (int r = 0; r < size_; ++r) {
-    EncodedFingerprint words;
-    for (int w = 0; w < kFingerprintWords; ++w) {
-      words[w] = p.gathered[r * kFingerprintWords + w];
-    }
-    auto [it, inserted] = ranks_of.try_emplace(words);
-    if (inserted) order.push_back(words);
-    it->second.push_back(r);
-  }
-  std::vector<std::string> parts;
-  for (const EncodedFingerprint& words : order) {
-    Fingerprint fp;
-    const std::string what = Decode(words, fp)
-                                 ? fp.DebugString()
-                                 : absl::StrCat("unreadable fingerprint [",
-                                                absl::StrJoin(words, ","), "]");
-    const std::vector<int>& ranks = ranks_of[words];
-    parts.push_back(absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ",
-                                 absl::StrJoin(ranks, ", "), " issued ", what));
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "mpi: collective mismatch seen on rank ", rank_, ": ",
-      absl::StrJoin(parts, "; "),
-      ". Every rank must issue the same collectives in the same order with "
-      "the same dtype, count, root and reduce op; no data was moved, and every "
-      "rank fails this operation."));
+  return CompareGatheredFingerprints("mpi", rank_, size_, p.gathered, p.mine);
 }
 
 }  // namespace tandem::comm::mpi_internal

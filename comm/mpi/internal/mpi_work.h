@@ -111,7 +111,8 @@ class CollectiveCheck {
     std::vector<int64_t> gathered;  // size * kFingerprintWords
     EncodedFingerprint mine;
   };
-  // Error naming every distinct fingerprint and its ranks, or OK.
+  // Error naming every distinct fingerprint and its ranks, or OK
+  // (CompareGatheredFingerprints).
   absl::Status Compare(const Pending& p) const;
 
   const MPI_Comm comm_;
