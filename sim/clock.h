@@ -4,8 +4,10 @@
 // Each rank keeps a simulated time, in seconds from the start of the run:
 //   * compute: the host CPU time the rank's own thread spends outside the
 //     communicator (thread CPU time, so ranks sharing a core do not charge
-//     each other's time), times ClockOptions::compute_scale, plus anything
-//     charged by sim::AdvanceClock;
+//     each other's time), times ClockOptions::compute_scale (or, with
+//     ClockOptions::memory_scale, its math-kernel part times compute_scale
+//     and the rest times memory_scale), plus anything charged by
+//     sim::AdvanceClock;
 //   * communication: every collective starts on the simulated network when
 //     the last rank has issued it and the previous collective has finished
 //     (one stream per communicator, as NCCL's), and takes the time the cost
@@ -42,6 +44,14 @@ struct ClockOptions {
   // predicts a faster device; 0 charges no measured compute at all (only
   // AdvanceClock), which makes the clock deterministic.
   double compute_scale = 1;
+  // A device profile with a memory term: when >= 0, compute_scale applies
+  // only to the CPU time spent inside dense math kernels (matrix products
+  // and convolutions, base/math_tally.h: FLOP-bound, scaled by the ratio of
+  // FLOP/s), and memory_scale to the rest of the rank's compute
+  // (elementwise ops, the optimizer, bucket copies: bandwidth-bound, scaled
+  // by the ratio of memory bandwidths). Negative (the default): compute_scale
+  // for all of it.
+  double memory_scale = -1;
 };
 
 // One rank's clock. Every field is in simulated seconds.

@@ -3,11 +3,13 @@
 #include "sim/clock.h"
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "base/math_tally.h"
 #include "comm/communicator.h"
 #include "comm/types.h"
 #include "gtest/gtest.h"
@@ -180,6 +182,50 @@ TEST(ClockTest, MeasuredComputeIsCharged) {
   }
 }
 
+// Burns about `seconds` of this thread's CPU time, inside a dense math
+// kernel's tally scope or not.
+void Burn(double seconds, bool as_math_kernel) {
+  std::optional<base::ScopedMathKernel> kernel;
+  if (as_math_kernel) kernel.emplace();
+  const double end = base::ThreadCpuSeconds() + seconds;
+  volatile double x = 0;
+  while (base::ThreadCpuSeconds() < end) x = x + 1;
+}
+
+// Rank 0 computes in "math kernels", rank 1 outside them; returns their
+// charged compute with the given scales.
+std::vector<double> ChargedCompute(double compute_scale, double memory_scale) {
+  Options o = ClockOn(2);
+  o.clock->compute_scale = compute_scale;
+  o.clock->memory_scale = memory_scale;
+  RunResult r = sim::Run(
+      2,
+      [](int rank, comm::Communicator& comm) -> absl::Status {
+        Burn(0.02, /*as_math_kernel=*/rank == 0);
+        std::vector<float> v(16, 1.0f);
+        return AllReduce(comm, v);
+      },
+      o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return {r.clocks[0].compute_s, r.clocks[1].compute_s};
+}
+
+TEST(ClockTest, MemoryScaleChargesWorkOutsideMathKernels) {
+  // Kernel time scaled by compute_scale, the rest by memory_scale. The
+  // bounds allow the few microseconds of bookkeeping outside the burn.
+  std::vector<double> c = ChargedCompute(/*compute=*/0, /*memory=*/1);
+  EXPECT_LT(c[0], 0.005);
+  EXPECT_GE(c[1], 0.02);
+  c = ChargedCompute(/*compute=*/1, /*memory=*/0);
+  EXPECT_GE(c[0], 0.02);
+  EXPECT_LT(c[1], 0.005);
+  // Without a memory term both kinds of work are compute.
+  c = ChargedCompute(/*compute=*/1, /*memory=*/-1);
+  EXPECT_GE(c[0], 0.02);
+  EXPECT_GE(c[1], 0.02);
+  EXPECT_FALSE(base::MathTallyOn());  // the run's tally ended with it
+}
+
 TEST(ClockTest, TopologyMustMatchTheWorldSize) {
   RunResult r = sim::Run(
       3, [](int, comm::Communicator&) { return absl::OkStatus(); }, ClockOn(2));
@@ -193,6 +239,11 @@ TEST(ClockTest, TopologyMustMatchTheWorldSize) {
       sim::Run(
           2, [](int, comm::Communicator&) { return absl::OkStatus(); }, o)
           .launch.ok());
+  o = ClockOn(2);
+  o.clock->memory_scale = std::numeric_limits<double>::quiet_NaN();
+  RunResult nan = sim::Run(
+      2, [](int, comm::Communicator&) { return absl::OkStatus(); }, o);
+  EXPECT_EQ(nan.launch.code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -1,12 +1,11 @@
 #include "sim/rank_clock.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "base/math_tally.h"
 #include "comm/fingerprint.h"
 #include "comm/types.h"
 #include "sim/clock.h"
@@ -15,13 +14,6 @@
 
 namespace tandem::sim::internal {
 namespace {
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) +
-         1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 // The nccl-tests size S of a collective (sim/cost/collective_cost.h).
 int64_t NcclTestsBytes(const comm::Fingerprint& fp, int world_size) {
@@ -38,21 +30,42 @@ int64_t NcclTestsBytes(const comm::Fingerprint& fp, int world_size) {
 }  // namespace
 
 RankClock::RankClock(const ClockOptions& options, int rank)
-    : options_(options), rank_(rank), cpu_mark_s_(ThreadCpuSeconds()) {}
+    : options_(options),
+      rank_(rank),
+      // Constructed on the thread that starts the run, used on the rank's
+      // own new thread, whose CPU time and math tally start at 0: the
+      // rank's compute is measured from its thread's start (marking this
+      // thread's clock lost everything before the rank's first collective).
+      cpu_mark_s_(0),
+      math_mark_s_(0) {}
+
+double RankClock::ChargeFor(const ClockOptions& options, double busy_s,
+                            double math_s) {
+  busy_s = std::max(0.0, busy_s);
+  if (options.memory_scale < 0) return busy_s * options.compute_scale;
+  math_s = std::clamp(math_s, 0.0, busy_s);
+  return math_s * options.compute_scale +
+         (busy_s - math_s) * options.memory_scale;
+}
 
 double RankClock::Pause() {
-  const double cpu = ThreadCpuSeconds();
-  if (options_.compute_scale > 0) {
-    const double compute =
-        std::max(0.0, cpu - cpu_mark_s_) * options_.compute_scale;
+  const double cpu = base::ThreadCpuSeconds();
+  const double math = base::ThisThreadMathSeconds();
+  const double compute =
+      ChargeFor(options_, cpu - cpu_mark_s_, math - math_mark_s_);
+  if (compute > 0) {
     reading_.compute_s += compute;
     reading_.now_s += compute;
   }
   cpu_mark_s_ = cpu;
+  math_mark_s_ = math;
   return reading_.now_s;
 }
 
-void RankClock::Resume() { cpu_mark_s_ = ThreadCpuSeconds(); }
+void RankClock::Resume() {
+  cpu_mark_s_ = base::ThreadCpuSeconds();
+  math_mark_s_ = base::ThisThreadMathSeconds();
+}
 
 void RankClock::Advance(double seconds) {
   if (seconds <= 0) return;

@@ -27,6 +27,11 @@ class RankClock {
   // Leaving the communicator: compute is measured again from here.
   void Resume();
   // Charges `seconds` of compute (AdvanceClock).
+  // Compute charged for `busy_s` seconds of thread CPU time of which
+  // `math_s` were inside dense math kernels (ClockOptions' scales).
+  static double ChargeFor(const ClockOptions& options, double busy_s,
+                          double math_s);
+
   void Advance(double seconds);
 
   // Collective `fp` (this rank's collective number fp.seq) was posted in
@@ -55,6 +60,7 @@ class RankClock {
   const ClockOptions options_;
   const int rank_;
   double cpu_mark_s_ = 0;
+  double math_mark_s_ = 0;     // base::ThisThreadMathSeconds() at cpu_mark_s_
   double network_free_s_ = 0;  // end of the last settled collective
   std::deque<Pending> pending_;
   ClockReading reading_;

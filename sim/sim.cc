@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/math_tally.h"
 #include "base/status_macros.h"
 #include "comm/launcher.h"
 #include "comm/line_sink.h"
@@ -65,6 +66,12 @@ absl::Status ValidateOptions(int world_size, const Options& options) {
           "sim::Run: ClockOptions::compute_scale must be finite and >= 0; "
           "found ",
           c.compute_scale));
+    }
+    if (std::isnan(c.memory_scale) || std::isinf(c.memory_scale)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sim::Run: ClockOptions::memory_scale must be finite (negative: "
+          "off); found ",
+          c.memory_scale));
     }
   }
   for (const Fault& fault : options.faults) {
@@ -130,6 +137,12 @@ RunResult Run(int world_size, const RankFn& fn, const Options& options) {
   result.launch = ValidateOptions(world_size, options);
   if (!result.launch.ok()) return result;
 
+  // The clock's memory term needs the math kernels' share of each rank's
+  // CPU time: counted while this run lasts.
+  std::optional<base::MathTallyScope> math_tally;
+  if (options.clock.has_value() && options.clock->memory_scale >= 0) {
+    math_tally.emplace();
+  }
   internal::Group group(world_size, options);
   if (options.capture != nullptr) options.capture->Reset(world_size);
   std::vector<std::unique_ptr<internal::SimCommunicator>> comms;

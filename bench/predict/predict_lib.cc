@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -143,8 +144,8 @@ absl::StatusOr<Prediction> Predict(const PredictConfig& config) {
                      sim::kMaxWorldSize));
   }
   sim::Options options;
-  options.clock =
-      sim::ClockOptions{topology, config.algorithm, config.compute_scale};
+  options.clock = sim::ClockOptions{topology, config.algorithm,
+                                    config.compute_scale, config.memory_scale};
   std::vector<RankOutcome> outcomes(world);
   sim::RunResult run = sim::Run(
       world,
@@ -171,13 +172,16 @@ absl::StatusOr<Prediction> Predict(const PredictConfig& config) {
   return p;
 }
 
-absl::StatusOr<double> DeviceComputeScale(absl::string_view device) {
+absl::StatusOr<DeviceProfile> DeviceProfileFor(absl::string_view device) {
   double device_gflops = 0;
-  if (device == "host") return 1.0;
+  double device_gbps = 0;
+  if (device == "host") return DeviceProfile{};
   if (device == "a100") {
     device_gflops = 19.5e3;
+    device_gbps = 2039;
   } else if (device == "h100") {
     device_gflops = 67e3;
+    device_gbps = 3350;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "predict: unknown device '", device, "'; expected host, a100 or h100"));
@@ -187,13 +191,30 @@ absl::StatusOr<double> DeviceComputeScale(absl::string_view device) {
   TANDEM_ASSIGN_OR_RETURN(Tensor b, Tensor::Full({n, n}, 0.25));
   TANDEM_RETURN_IF_ERROR(MatMul(a, b).status());  // warm up
   constexpr int kReps = 4;
-  const auto start = std::chrono::steady_clock::now();
+  auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < kReps; ++i) TANDEM_RETURN_IF_ERROR(MatMul(a, b).status());
-  const double seconds =
+  double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
-  const double host_gflops = kReps * 2.0 * n * n * n / seconds / 1e9;
-  return host_gflops / device_gflops;
+  DeviceProfile p;
+  p.host_gflops = kReps * 2.0 * n * n * n / seconds / 1e9;
+  // Memory: copy 64 MiB (larger than the caches) a few times; a copy reads
+  // and writes every byte.
+  constexpr size_t kBytes = size_t{64} << 20;
+  std::vector<char> from(kBytes, 1), to(kBytes, 0);
+  std::memcpy(to.data(), from.data(), kBytes);  // warm up (fault the pages)
+  start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kReps; ++i) {
+    from[static_cast<size_t>(i)] = static_cast<char>(i);  // not hoisted
+    std::memcpy(to.data(), from.data(), kBytes);
+  }
+  seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
+  p.host_gbps = kReps * 2.0 * static_cast<double>(kBytes) / seconds / 1e9;
+  p.compute_scale = p.host_gflops / device_gflops;
+  p.memory_scale = p.host_gbps / device_gbps;
+  return p;
 }
 
 std::string TableHeader() {

@@ -13,8 +13,10 @@
 //   * compute: each rank's forward, backward, DDP bucket copies and optimizer
 //     step run for real on this host; their thread CPU time, times
 //     compute_scale, is the rank's compute (compute_scale 1: a device as fast
-//     as one core of this host; DeviceComputeScale gives the ratio for a
-//     GPU from its FP32 peak).
+//     as one core of this host). A device profile (DeviceProfileFor) splits
+//     it: the time inside matrix products scales by host GFLOP/s over the
+//     GPU's FP32 peak, the rest (elementwise ops, the optimizer, bucket
+//     copies: memory-bound) by host memory bandwidth over the GPU's.
 //   * communication: DDP's bucket all-reduces, issued from the gradient
 //     hooks during backward exactly as in training, take the cost model's
 //     time (sim/cost) on the topology; what backward hides is not charged.
@@ -47,6 +49,10 @@ struct PredictConfig {
   sim::cost::Algorithm algorithm = sim::cost::Algorithm::kAuto;
   // Simulated compute seconds per host CPU second (see above).
   double compute_scale = 1;
+  // With a device profile's memory term (>= 0): compute_scale applies to
+  // the matrix-product time only, memory_scale to the rest of the compute
+  // (sim::ClockOptions::memory_scale). Negative: compute_scale for all.
+  double memory_scale = -1;
   // The model: MLP input -> hidden (x layers, ReLU between) -> classes.
   int64_t input = 1024;
   int64_t hidden = 1024;
@@ -72,11 +78,20 @@ struct Prediction {
 
 absl::StatusOr<Prediction> Predict(const PredictConfig& config);
 
-// Host thread GFLOP/s over device FP32 peak GFLOP/s for `device` ("host":
-// 1, "a100": 19.5 TFLOP/s, "h100": 67 TFLOP/s, NVIDIA's datasheet FP32
-// figures for the SXM parts), with the host's rate measured now on this
-// thread by a 512^3 matrix product (a few tens of milliseconds).
-absl::StatusOr<double> DeviceComputeScale(absl::string_view device);
+// How much faster than one core of this host a device computes.
+struct DeviceProfile {
+  double compute_scale = 1;  // host GFLOP/s / device FP32 GFLOP/s
+  double memory_scale = -1;  // host GB/s / device GB/s; -1: no memory term
+  double host_gflops = 0;    // measured (0 for "host")
+  double host_gbps = 0;      // measured (0 for "host")
+};
+
+// The profile of `device`: "host" (1, no memory term), "a100" (A100 SXM
+// 80GB: 19.5 TFLOP/s FP32, 2039 GB/s HBM2e) or "h100" (H100 SXM: 67 TFLOP/s
+// FP32, 3350 GB/s HBM3), NVIDIA's datasheet figures. The host's rates are
+// measured now on this thread: a 512^3 matrix product and a 64 MiB copy
+// (bytes read + written), a few tens of milliseconds.
+absl::StatusOr<DeviceProfile> DeviceProfileFor(absl::string_view device);
 
 // One table row: "world  step_ms  compute_ms  exposed_ms  comm_ms  eff".
 std::string FormatRow(const Prediction& p);

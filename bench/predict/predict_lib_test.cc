@@ -63,8 +63,41 @@ TEST(PredictTest, BadConfigurationsAreInvalidArgument) {
   c = Small();
   c.steps = 0;
   EXPECT_EQ(Predict(c).status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_FALSE(DeviceComputeScale("tpu").ok());
-  EXPECT_EQ(*DeviceComputeScale("host"), 1.0);
+  EXPECT_FALSE(DeviceProfileFor("tpu").ok());
+}
+
+TEST(PredictTest, DeviceProfilesScaleMathByFlopsAndTheRestByBandwidth) {
+  absl::StatusOr<DeviceProfile> host = DeviceProfileFor("host");
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(host->compute_scale, 1.0);
+  EXPECT_LT(host->memory_scale, 0);  // no memory term
+  absl::StatusOr<DeviceProfile> h100 = DeviceProfileFor("h100");
+  ASSERT_TRUE(h100.ok()) << h100.status();
+  EXPECT_GT(h100->host_gflops, 0);
+  EXPECT_GT(h100->host_gbps, 0);
+  EXPECT_DOUBLE_EQ(h100->compute_scale, h100->host_gflops / 67e3);
+  EXPECT_DOUBLE_EQ(h100->memory_scale, h100->host_gbps / 3350);
+}
+
+TEST(PredictTest, TheMemoryTermChargesBothKindsOfWork) {
+  // Matrix products only, then everything else only: each is some of the
+  // MLP step's compute (the split is measured, so only its signs are
+  // exact).
+  PredictConfig c = Small();
+  c.compute_scale = 1;
+  c.memory_scale = 0;
+  absl::StatusOr<Prediction> math = Predict(c);
+  ASSERT_TRUE(math.ok()) << math.status();
+  EXPECT_GT(math->compute_s, 0);
+  c.compute_scale = 0;
+  c.memory_scale = 1;
+  absl::StatusOr<Prediction> rest = Predict(c);
+  ASSERT_TRUE(rest.ok()) << rest.status();
+  EXPECT_GT(rest->compute_s, 0);
+  c.memory_scale = 0;
+  absl::StatusOr<Prediction> none = Predict(c);
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->compute_s, 0);
 }
 
 TEST(PredictTest, FormatsARow) {

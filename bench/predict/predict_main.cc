@@ -39,11 +39,12 @@ ABSL_FLAG(std::string, algorithm, "auto",
           "Collective algorithm: auto (fastest), ring, tree or nvls.");
 ABSL_FLAG(std::string, device, "host",
           "Compute speed: host (this CPU core as the device), a100 or h100 "
-          "(host time scaled by measured host GFLOP/s over the GPU's FP32 "
-          "peak).");
+          "(host time inside matrix products scaled by measured host GFLOP/s "
+          "over the GPU's FP32 peak, the rest by measured host memory "
+          "bandwidth over the GPU's).");
 ABSL_FLAG(double, compute_scale, -1,
-          "Simulated compute seconds per host CPU second; overrides --device "
-          "when >= 0.");
+          "Simulated compute seconds per host CPU second, for all compute "
+          "(no memory term); overrides --device when >= 0.");
 ABSL_FLAG(int64_t, input, 1024, "MLP input features.");
 ABSL_FLAG(int64_t, hidden, 1024, "MLP hidden units.");
 ABSL_FLAG(int64_t, layers, 2, "MLP hidden layers.");
@@ -123,25 +124,36 @@ int main(int argc, char** argv) {
     }
   }
   const double forced_scale = absl::GetFlag(FLAGS_compute_scale);
+  std::string profile_text;
   if (forced_scale >= 0) {
     config.compute_scale = forced_scale;
+    profile_text = absl::StrFormat("compute scale %.3g", forced_scale);
   } else {
-    absl::StatusOr<double> scale =
-        tandem::bench::DeviceComputeScale(absl::GetFlag(FLAGS_device));
-    if (!scale.ok()) return Usage(std::string(scale.status().message()));
-    config.compute_scale = *scale;
+    absl::StatusOr<tandem::bench::DeviceProfile> profile =
+        tandem::bench::DeviceProfileFor(absl::GetFlag(FLAGS_device));
+    if (!profile.ok()) return Usage(std::string(profile.status().message()));
+    config.compute_scale = profile->compute_scale;
+    config.memory_scale = profile->memory_scale;
+    profile_text =
+        profile->memory_scale < 0
+            ? std::string("compute scale 1")
+            : absl::StrFormat(
+                  "host %.0f GFLOP/s, %.1f GB/s: math scale %.3g, memory "
+                  "scale %.3g",
+                  profile->host_gflops, profile->host_gbps,
+                  profile->compute_scale, profile->memory_scale);
   }
 
   std::printf(
       "predict: MLP %lld-%lldx%lld-%lld, batch %lld per rank, %s, algorithm "
-      "%s, device %s (compute scale %.3g), overlap %s\n",
+      "%s, device %s (%s), overlap %s\n",
       static_cast<long long>(config.input),
       static_cast<long long>(config.hidden),
       static_cast<long long>(config.layers),
       static_cast<long long>(config.classes),
       static_cast<long long>(config.batch), config.preset.c_str(),
       tandem::sim::cost::AlgorithmName(config.algorithm).c_str(),
-      absl::GetFlag(FLAGS_device).c_str(), config.compute_scale,
+      absl::GetFlag(FLAGS_device).c_str(), profile_text.c_str(),
       config.overlap ? "on" : "off");
   std::fputs(tandem::bench::TableHeader().c_str(), stdout);
   for (int n : node_counts) {

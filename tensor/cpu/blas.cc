@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "base/math_tally.h"
 #include "tensor/cpu/onednn_threads.h"
 
 namespace tandem::cpu {
@@ -80,6 +81,7 @@ absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
         absl::StrCat("Gemm: negative dimension M=", m, " N=", n, " K=", k));
   }
   if (m == 0 || n == 0) return absl::OkStatus();
+  base::ScopedMathKernel tally;  // the network clock's FLOP-bound share
   if (k == 0) {
     // op(A)·op(B) is zero; BLAS would still scale C, do it here.
     const int64_t count = m * n;

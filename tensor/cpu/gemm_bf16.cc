@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/math_tally.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/cpu/onednn_threads.h"
 
@@ -93,6 +94,7 @@ absl::Status GemmBf16(const GemmBf16Shape& s, const uint16_t* a,
         "GemmBf16: negative dimension M=", s.m, " N=", s.n, " K=", s.k));
   }
   if (s.m == 0 || s.n == 0) return absl::OkStatus();
+  base::ScopedMathKernel tally;  // the network clock's FLOP-bound share
   if (s.k == 0 || !HasNativeBf16Gemm()) return GemmViaF32(s, a, b, bias, c);
   ApplyBlasThreadsToOneDnn();
   Context& ctx = ThreadContext();
