@@ -99,6 +99,7 @@
 #include "tensor/nn/module.h"
 #include "tensor/nn/sequential.h"
 #include "tensor/tensor.h"
+#include "train/parallel/sharded_optimizer_state.h"
 
 namespace tandem::train {
 
@@ -166,6 +167,11 @@ class FullyShardedDataParallel {
   // StateDict) and copies the buffers. Local. InvalidArgument for a
   // missing key or a shape or dtype mismatch; nothing changes then.
   absl::Status LoadFullStateDict(const nn::StateDict& state);
+
+  // How ShardParameters() map onto the model's parameters (one entry per
+  // unit), for GatherFullOptimizerState / LoadFullOptimizerState
+  // (sharded_optimizer_state.h) with the shards' optimizer.
+  std::vector<FlatShard> ShardLayout() const;
 
   const std::vector<FsdpUnitInfo>& units() const { return infos_; }
   int rank() const { return rank_; }
