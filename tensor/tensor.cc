@@ -305,6 +305,40 @@ absl::Status Tensor::SetData(const Tensor& source) const {
   return absl::OkStatus();
 }
 
+absl::Status Tensor::SetDataWithDtype(const Tensor& source) const {
+  if (!impl_ || !source.impl_) {
+    return absl::InvalidArgumentError(
+        "SetDataWithDtype: both tensors must be defined (created by a factory "
+        "such as Tensor::Zeros)");
+  }
+  if (source.device() != device() || source.numel() != numel()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SetDataWithDtype: this tensor is ", DTypeName(dtype()),
+        ShapeToString(shape()), " on ", device().ToString(),
+        " but the source is ", DTypeName(source.dtype()),
+        ShapeToString(source.shape()), " on ", source.device().ToString(),
+        "; device and element count must match"));
+  }
+  if (source.dtype() != dtype()) {
+    if (!is_leaf() || grad().defined()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SetDataWithDtype: a ", DTypeName(dtype()), " tensor can take ",
+          DTypeName(source.dtype()),
+          " memory only as a leaf without a gradient; clear its gradient "
+          "(ClearGrad) first"));
+    }
+    if (requires_grad() && !IsFloatingPoint(source.dtype())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SetDataWithDtype: this tensor requires grad but the source is ",
+          DTypeName(source.dtype()), "; only floating dtypes carry gradients"));
+    }
+  }
+  impl_->storage = source.impl_->storage;
+  impl_->offset = source.impl_->offset;
+  impl_->dtype = source.impl_->dtype;
+  return absl::OkStatus();
+}
+
 std::string Tensor::ToString() const {
   if (!impl_) return "Tensor(undefined)";
   std::string out = absl::StrCat("Tensor(shape=", ShapeToString(shape()),

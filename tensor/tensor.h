@@ -195,6 +195,14 @@ class Tensor {
   // (Detach()ed aliases, autograd's saved tensors, earlier Views). Not
   // recorded by autograd; use it outside a forward/backward pass.
   absl::Status SetData(const Tensor& source) const;
+  // SetData that also takes `source`'s dtype (PyTorch's `param.data =
+  // source` with a tensor of another dtype): FSDP's mixed precision makes
+  // f32 parameters views of a bf16 unit buffer for forward and backward.
+  // Only for a leaf without a gradient (its dtype would no longer match:
+  // clear it first); device and element count must match, and `source`'s
+  // dtype must be floating when this tensor requires grad. InvalidArgument
+  // otherwise, naming both tensors.
+  absl::Status SetDataWithDtype(const Tensor& source) const;
 
   // "Tensor(shape=[2, 2], dtype=f32, device=cpu, data=[[1, 2], [3, 4]])";
   // long tensors are elided. For debugging.

@@ -98,6 +98,36 @@ TEST(TensorTest, SetDataMakesTheTensorViewTheSourceKeepingItsIdentity) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(TensorTest, SetDataWithDtypeTakesTheSourcesDtype) {
+  Tensor param = *Tensor::FromVector(std::vector<float>{1, 2, 3, 4}, {2, 2});
+  ASSERT_TRUE(param.set_requires_grad(true).ok());
+  const Tensor handle = param;
+  Tensor low = *Tensor::FromVector(std::vector<float>{0, 5, 6, 7, 8});
+  low = *low.To(DType::kBF16);
+  ASSERT_TRUE(param.SetDataWithDtype(*low.View(1, {4})).ok());
+  EXPECT_EQ(handle.dtype(), DType::kBF16);
+  EXPECT_THAT(handle.shape(), ElementsAre(2, 2));
+  EXPECT_TRUE(handle.requires_grad());
+  EXPECT_THAT(*handle.To(DType::kF32)->ToVector<float>(),
+              ElementsAre(5, 6, 7, 8));
+
+  // A gradient of the old dtype must go first.
+  ASSERT_TRUE(param.set_grad(*Tensor::Zeros({2, 2}, DType::kBF16)).ok());
+  const absl::Status with_grad =
+      param.SetDataWithDtype(*Tensor::Zeros({4}, DType::kF32));
+  EXPECT_EQ(with_grad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(with_grad.message(), HasSubstr("ClearGrad"));
+  param.ClearGrad();
+  const absl::Status integer =
+      param.SetDataWithDtype(*Tensor::Zeros({4}, DType::kI64));
+  EXPECT_EQ(integer.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(integer.message(), HasSubstr("floating"));
+  EXPECT_EQ(param.SetDataWithDtype(*Tensor::Zeros({3})).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(param.SetDataWithDtype(*Tensor::Zeros({4})).ok());
+  EXPECT_EQ(handle.dtype(), DType::kF32);
+}
+
 TEST(TensorTest, NegativeShapeIsAnError) {
   absl::StatusOr<Tensor> t = Tensor::Zeros({2, -1});
   ASSERT_FALSE(t.ok());

@@ -53,9 +53,11 @@ absl::StatusOr<int64_t> IntEntry(const Metadata& m, const std::string& key,
 absl::Status SaveTrainingCheckpoint(const std::string& dir,
                                     const TrainingState& state,
                                     const TrainingProgress& progress) {
-  if (state.model == nullptr || state.optimizer == nullptr) {
+  if (state.full == nullptr &&
+      (state.model == nullptr || state.optimizer == nullptr)) {
     return absl::InvalidArgumentError(
-        "SaveTrainingCheckpoint: the model and the optimizer are required");
+        "SaveTrainingCheckpoint: the model and the optimizer (or their full "
+        "state) are required");
   }
   TANDEM_RETURN_IF_ERROR(CreateCheckpointFolder(dir));
   const std::string step = absl::StrCat(progress.global_step);
@@ -64,19 +66,25 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
                    {"epoch", absl::StrCat(progress.epoch)},
                    {"step_in_epoch", absl::StrCat(progress.step_in_epoch)},
                    {"world_size", absl::StrCat(progress.world_size)},
-                   {"optimizer.lr", absl::StrCat(state.optimizer->lr())}};
+                   {"optimizer.lr", absl::StrCat(state.full != nullptr
+                                                     ? state.full->lr
+                                                     : state.optimizer->lr())}};
   for (const auto& [name, gen] : state.generators) {
     meta[kGeneratorPrefix + name] = gen->State();
   }
   for (const auto& [key, value] : state.extra) meta[kExtraPrefix + key] = value;
   nn::StateDict optimizer_tensors;
-  for (optim::StateEntry& e : state.optimizer->ExportState()) {
+  for (const optim::StateEntry& e : state.full != nullptr
+                                        ? state.full->optimizer
+                                        : state.optimizer->ExportState()) {
     optimizer_tensors.push_back({kOptimizerPrefix + e.name, e.tensor});
   }
   TANDEM_RETURN_IF_ERROR(
       SaveSafetensors(Join(dir, kTrainingStateFile), optimizer_tensors, meta));
-  return SaveSafetensors(Join(dir, kModelFile), state.model->StateDict(),
-                         {{"format", "pt"}, {kGlobalStepKey, step}});
+  return SaveSafetensors(
+      Join(dir, kModelFile),
+      state.full != nullptr ? state.full->model : state.model->StateDict(),
+      {{"format", "pt"}, {kGlobalStepKey, step}});
 }
 
 absl::Status CreateCheckpointFolder(const std::string& dir) {
@@ -94,9 +102,11 @@ bool HasTrainingCheckpoint(const std::string& dir) {
 
 absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
     const std::string& dir, TrainingState& state, int64_t world_size) {
-  if (state.model == nullptr || state.optimizer == nullptr) {
+  const bool sharded = state.load_model && state.load_optimizer;
+  if (!sharded && (state.model == nullptr || state.optimizer == nullptr)) {
     return absl::InvalidArgumentError(
-        "LoadTrainingCheckpoint: the model and the optimizer are required");
+        "LoadTrainingCheckpoint: the model and the optimizer (or their "
+        "loaders) are required");
   }
   if (!HasTrainingCheckpoint(dir)) return std::nullopt;
   const std::string model_path = Join(dir, kModelFile);
@@ -159,24 +169,38 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
     optimizer_state.push_back(
         {nt.name.substr(prefix.size()), std::move(nt.tensor)});
   }
-  // The optimizer first (all or nothing), then the model (all or nothing);
-  // if the model refuses, the optimizer gets its old state back.
-  std::vector<optim::StateEntry> old_optimizer;
-  for (const optim::StateEntry& e : state.optimizer->ExportState()) {
-    TANDEM_ASSIGN_OR_RETURN(Tensor copy, e.tensor.Clone());
-    old_optimizer.push_back({e.name, copy});
-  }
-  if (absl::Status s = state.optimizer->ImportState(optimizer_state); !s.ok()) {
-    return absl::Status(s.code(), absl::StrCat("checkpoint file ", state_path,
-                                               ": ", s.message()));
-  }
-  if (absl::Status s = state.model->LoadStateDict(model_file.tensors);
-      !s.ok()) {
-    TANDEM_RETURN_IF_ERROR(state.optimizer->ImportState(old_optimizer));
-    return absl::Status(
-        s.code(), absl::StrCat("checkpoint file ", model_path,
-                               " does not fit the model (nothing was loaded): ",
-                               s.message()));
+  if (sharded) {
+    if (absl::Status s = state.load_optimizer(optimizer_state); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("checkpoint file ", state_path,
+                                                 ": ", s.message()));
+    }
+    if (absl::Status s = state.load_model(model_file.tensors); !s.ok()) {
+      return absl::Status(
+          s.code(), absl::StrCat("checkpoint file ", model_path,
+                                 " does not fit the model: ", s.message()));
+    }
+  } else {
+    // The optimizer first (all or nothing), then the model (all or nothing);
+    // if the model refuses, the optimizer gets its old state back.
+    std::vector<optim::StateEntry> old_optimizer;
+    for (const optim::StateEntry& e : state.optimizer->ExportState()) {
+      TANDEM_ASSIGN_OR_RETURN(Tensor copy, e.tensor.Clone());
+      old_optimizer.push_back({e.name, copy});
+    }
+    if (absl::Status s = state.optimizer->ImportState(optimizer_state);
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("checkpoint file ", state_path,
+                                                 ": ", s.message()));
+    }
+    if (absl::Status s = state.model->LoadStateDict(model_file.tensors);
+        !s.ok()) {
+      TANDEM_RETURN_IF_ERROR(state.optimizer->ImportState(old_optimizer));
+      return absl::Status(
+          s.code(),
+          absl::StrCat(
+              "checkpoint file ", model_path,
+              " does not fit the model (nothing was loaded): ", s.message()));
+    }
   }
   for (auto& [gen, restored] : generators) *gen = restored;
   state.extra.clear();

@@ -37,6 +37,7 @@
 #define TANDEM_TRAIN_CHECKPOINT_TRAINING_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -63,11 +64,32 @@ struct TrainingProgress {
   int64_t world_size = 1;  // the run's world size (a resume must match it)
 };
 
+// The full state of a model and optimizer that are sharded across ranks
+// (ZeRO, FSDP): what an unsharded run would hold, gathered by the caller
+// (a collective, on every rank) before rank 0 saves it.
+struct FullTrainingState {
+  nn::StateDict model;                       // Module::StateDict's names
+  std::vector<optim::StateEntry> optimizer;  // Optimizer::ExportState's
+  double lr = 0;
+};
+
 // What a checkpoint saves and restores. Not owned; each must outlive the
 // call. `generators` are named (the name keys the metadata entry).
+//
+// An unsharded run sets `model` and `optimizer`. A sharded one (each rank
+// holds part of the state) sets instead, for saving, `full` and, for
+// loading, `load_optimizer` and `load_model`, which give each rank its part
+// of the full state read from the files (so the files are the same as an
+// unsharded run's, whatever the shard mode and world size). Each must be
+// all or nothing; the optimizer is loaded first, and if the model then
+// does not fit, the optimizer keeps what it loaded (the caller stops).
 struct TrainingState {
   nn::Module* model = nullptr;
   optim::Optimizer* optimizer = nullptr;
+  const FullTrainingState* full = nullptr;
+  std::function<absl::Status(const std::vector<optim::StateEntry>&)>
+      load_optimizer;
+  std::function<absl::Status(const nn::StateDict&)> load_model;
   std::vector<std::pair<std::string, Generator*>> generators;
   // Extra metadata saved with the training state and handed back on load
   // (a GradScaler's scale and growth tracker, a learning-rate schedule...).

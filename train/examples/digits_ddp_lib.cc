@@ -282,6 +282,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
        {"--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off"}}));
   TANDEM_RETURN_IF_ERROR(CheckConfig(config));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
+  TANDEM_RETURN_IF_ERROR(CheckShardAmp(shard, config.amp));
   TANDEM_RETURN_IF_ERROR(
       CheckGlobalBatch(config.global_batch_size, comm.size()));
   const comm::RankPrinter out(comm);
@@ -304,20 +305,27 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                 optim::Sgd::Create(std::move(params), config.lr,
                                    {.momentum = config.momentum}));
             return std::make_unique<optim::Sgd>(std::move(sgd));
-          }));
+          },
+          config.amp));
   // Resume (every rank loads the same file, so the weights DDP broadcast
   // from rank 0 are replaced by equal values on every rank).
   checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm,
                                            "digits_ddp");
   checkpoint::TrainingState state;
-  state.model = model.get();
-  state.optimizer = trainer->full_optimizer();
-  if (state.optimizer == nullptr && !config.checkpoint.dir.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "digits_ddp: --checkpoint_dir works with --shard=none only (found "
-        "--shard=",
-        config.shard,
-        "); checkpoints of sharded optimizer state are not supported yet"));
+  // Sharded modes save and load the full state (gathered on save, sliced on
+  // load), so the files are --shard=none's.
+  const bool sharded = trainer->full_optimizer() == nullptr;
+  checkpoint::FullTrainingState full;
+  if (sharded) {
+    state.load_model = [&trainer](const nn::StateDict& s) {
+      return trainer->LoadFullModelState(s);
+    };
+    state.load_optimizer = [&trainer](const std::vector<optim::StateEntry>& s) {
+      return trainer->LoadFullOptimizerState(s);
+    };
+  } else {
+    state.model = model.get();
+    state.optimizer = trainer->full_optimizer();
   }
   TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
                           checkpointer.Resume(state));
@@ -414,8 +422,17 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
         TANDEM_ASSIGN_OR_RETURN(
             state.extra, GatherLossSums(comm, device, loss_sum_and_count));
       }
+      if (sharded && checkpointer.SaveDueAfter(b, loader.num_batches())) {
+        // Collective: every rank gathers, rank 0 saves.
+        TANDEM_ASSIGN_OR_RETURN(full.model, trainer->FullModelState());
+        TANDEM_ASSIGN_OR_RETURN(full.optimizer, trainer->FullOptimizerState());
+        full.lr = trainer->lr();
+        state.full = &full;
+      }
       TANDEM_RETURN_IF_ERROR(
           checkpointer.AfterStep(state, epoch, b, loader.num_batches()));
+      state.full = nullptr;
+      full = {};
     }
     TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, loss_sum_and_count, device));
     result.final_train_loss = loss_sum_and_count[0] / loss_sum_and_count[1];

@@ -60,15 +60,15 @@ int main(int argc, char** argv) {
                 tandem::train::ParseShardMode(config.shard);
             !mode.ok()) {
           return mode.status();
-        } else if (*mode != tandem::train::ShardMode::kNone &&
-                   !config.checkpoint.dir.empty()) {
-          return absl::InvalidArgumentError(
-              "--checkpoint_dir works with --shard=none only; checkpoints of "
-              "sharded optimizer state are not supported yet");
+        } else {
+          auto amp = tandem::train::ParseAmpFlag(absl::GetFlag(FLAGS_amp));
+          if (!amp.ok()) return amp.status();
+          config.amp = *amp;
+          if (absl::Status s = tandem::train::CheckShardAmp(*mode, *amp);
+              !s.ok()) {
+            return s;
+          }
         }
-        auto amp = tandem::train::ParseAmpFlag(absl::GetFlag(FLAGS_amp));
-        if (!amp.ok()) return amp.status();
-        config.amp = *amp;
         // A bad --lr or --momentum is a usage error, found before any rank
         // starts (each rank's Sgd::Create checks again).
         if (absl::Status s = tandem::optim::Sgd::CheckHyperParameters(

@@ -39,13 +39,26 @@ std::string ShardModeName(ShardMode mode) {
   return "unknown";
 }
 
+absl::Status CheckShardAmp(ShardMode mode, std::optional<DType> amp) {
+  if (mode == ShardMode::kFsdp && amp == DType::kF16) {
+    return absl::InvalidArgumentError(
+        "--shard=fsdp with --amp=f16 would gather and compute the parameters "
+        "in f16, whose narrow range needs loss scaling (a GradScaler), which "
+        "this example does not run; use --amp=bf16 (same range as f32)");
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<ShardedTrainer>> ShardedTrainer::Create(
     ShardMode mode, nn::Sequential& model, comm::Communicator& comm,
-    const ShardOptimizerFactory& make_optimizer) {
-  std::unique_ptr<ShardedTrainer> t(new ShardedTrainer(model));
+    const ShardOptimizerFactory& make_optimizer,
+    std::optional<DType> fsdp_param_dtype) {
+  std::unique_ptr<ShardedTrainer> t(new ShardedTrainer(model, comm));
   if (mode == ShardMode::kFsdp) {
-    TANDEM_ASSIGN_OR_RETURN(t->fsdp_,
-                            FullyShardedDataParallel::Create(model, comm));
+    FsdpOptions options;
+    options.param_dtype = fsdp_param_dtype;
+    TANDEM_ASSIGN_OR_RETURN(
+        t->fsdp_, FullyShardedDataParallel::Create(model, comm, options));
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_,
                             make_optimizer(t->fsdp_->ShardParameters()));
     return t;
@@ -85,6 +98,63 @@ void ShardedTrainer::ZeroGrad() {
   } else {
     model_->ZeroGrad();
   }
+}
+
+optim::Optimizer* ShardedTrainer::local_optimizer() const {
+  return zero_ != nullptr ? zero_->local_optimizer() : optimizer_.get();
+}
+
+double ShardedTrainer::lr() const {
+  const optim::Optimizer* o = local_optimizer();
+  return o == nullptr ? 0.0 : o->lr();
+}
+
+absl::StatusOr<nn::StateDict> ShardedTrainer::FullModelState() {
+  if (fsdp_ != nullptr) return fsdp_->FullStateDict();
+  nn::StateDict out;
+  for (const nn::NamedTensor& e : model_->StateDict()) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor copy, e.tensor.Clone());
+    out.push_back({e.name, copy});
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<optim::StateEntry>>
+ShardedTrainer::FullOptimizerState() {
+  if (zero_ != nullptr) {
+    return GatherFullOptimizerState(*comm_, zero_->shard_layout(),
+                                    zero_->local_optimizer());
+  }
+  if (fsdp_ != nullptr) {
+    return GatherFullOptimizerState(*comm_, fsdp_->ShardLayout(),
+                                    optimizer_.get());
+  }
+  std::vector<optim::StateEntry> out;
+  for (const optim::StateEntry& e : optimizer_->ExportState()) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor copy, e.tensor.Clone());
+    out.push_back({e.name, copy});
+  }
+  return out;
+}
+
+absl::Status ShardedTrainer::LoadFullModelState(const nn::StateDict& state) {
+  if (fsdp_ != nullptr) return fsdp_->LoadFullStateDict(state);
+  // ZeRO: the parameters are views of the flat buffers; LoadStateDict
+  // copies in place, so the buffers follow.
+  return model_->LoadStateDict(state);
+}
+
+absl::Status ShardedTrainer::LoadFullOptimizerState(
+    const std::vector<optim::StateEntry>& state) {
+  if (zero_ != nullptr) {
+    return train::LoadFullOptimizerState(
+        zero_->shard_layout(), state, zero_->local_optimizer(), comm_->rank());
+  }
+  if (fsdp_ != nullptr) {
+    return train::LoadFullOptimizerState(fsdp_->ShardLayout(), state,
+                                         optimizer_.get(), comm_->rank());
+  }
+  return optimizer_->ImportState(state);
 }
 
 }  // namespace tandem::train

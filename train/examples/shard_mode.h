@@ -25,17 +25,21 @@
 #define TANDEM_TRAIN_EXAMPLES_SHARD_MODE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "tensor/dtype.h"
 #include "tensor/nn/sequential.h"
 #include "tensor/optim/optimizer.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/fsdp.h"
+#include "train/parallel/sharded_optimizer_state.h"
 #include "train/parallel/zero_optimizer.h"
 
 namespace tandem::train {
@@ -46,13 +50,24 @@ enum class ShardMode { kNone, kZero1, kZero2, kFsdp };
 absl::StatusOr<ShardMode> ParseShardMode(std::string_view text);
 std::string ShardModeName(ShardMode mode);
 
+// Whether `amp` (an example's --amp) works with `mode`: fsdp gathers the
+// parameters in --amp's dtype, and f16 parameters need loss scaling (a
+// GradScaler), which the examples that take --shard do not run.
+// InvalidArgument saying so for fsdp with f16; OK otherwise.
+absl::Status CheckShardAmp(ShardMode mode, std::optional<DType> amp);
+
 class ShardedTrainer {
  public:
   // `make_optimizer` builds the optimizer of the tensors it is given: the
   // model's parameters (none), the rank's shards (zero1, zero2, fsdp).
+  // `fsdp_param_dtype` (the examples' --amp): under fsdp the units are
+  // gathered and computed in it and reduced in it (FsdpOptions::param_dtype;
+  // the masters stay f32); the other modes keep f32 parameters and leave
+  // low precision to autocast.
   static absl::StatusOr<std::unique_ptr<ShardedTrainer>> Create(
       ShardMode mode, nn::Sequential& model, comm::Communicator& comm,
-      const ShardOptimizerFactory& make_optimizer);
+      const ShardOptimizerFactory& make_optimizer,
+      std::optional<DType> fsdp_param_dtype = std::nullopt);
 
   // In grad mode a training step's forward; under NoGradGuard evaluation
   // (FSDP gathers and frees each unit; the others run the model).
@@ -67,16 +82,40 @@ class ShardedTrainer {
   // DDP under none, zero1 and zero2 (its last_sync_stats feed the progress
   // line); nullptr under fsdp.
   const DistributedDataParallel* ddp() const { return ddp_.get(); }
-  // The optimizer of the whole model under none (what a checkpoint saves);
-  // nullptr where it holds only this rank's shards.
+  // The optimizer of the whole model under none; nullptr where it holds
+  // only this rank's shards.
   optim::Optimizer* full_optimizer() const {
     return zero_ == nullptr && fsdp_ == nullptr ? optimizer_.get() : nullptr;
   }
 
+  // Checkpoints: the full state, the same in every mode and at every world
+  // size (what --shard=none on one rank would hold), so a checkpoint saved
+  // in one mode and world size loads in any other.
+  // The model's state dict (parameters in their own dtype, then buffers).
+  // Collective under fsdp (gathers every unit); a copy in every mode.
+  absl::StatusOr<nn::StateDict> FullModelState();
+  // What an unsharded optimizer of the whole model would export
+  // (Optimizer::ExportState). Collective under zero1, zero2 and fsdp
+  // (sharded_optimizer_state.h); the tensors are fresh copies.
+  absl::StatusOr<std::vector<optim::StateEntry>> FullOptimizerState();
+  // Local: each rank takes its part of a full state. Model: all or nothing
+  // (InvalidArgument naming the key). Optimizer: all or nothing
+  // (InvalidArgument naming the entry and the parameter it does not fit).
+  absl::Status LoadFullModelState(const nn::StateDict& state);
+  absl::Status LoadFullOptimizerState(
+      const std::vector<optim::StateEntry>& state);
+  // The optimizer's learning rate (0 on a zero1/zero2 rank that holds no
+  // element; rank 0 always holds some).
+  double lr() const;
+
  private:
-  ShardedTrainer(nn::Sequential& model) : model_(&model) {}
+  ShardedTrainer(nn::Sequential& model, comm::Communicator& comm)
+      : model_(&model), comm_(&comm) {}
+  // The optimizer this rank steps (null on a zero rank without elements).
+  optim::Optimizer* local_optimizer() const;
 
   nn::Sequential* model_;
+  comm::Communicator* comm_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<ZeroRedundancyOptimizer> zero_;
   std::unique_ptr<FullyShardedDataParallel> fsdp_;

@@ -29,12 +29,41 @@ bool AverageInReduction(int world_size) {
   return (world_size & (world_size - 1)) == 0;
 }
 
+// t /= divisor in place, as PyTorch's div_: computed in float and rounded
+// to t's dtype (f16/bf16 too). No-op for 1.
+absl::Status DivideInPlace(const Tensor& t, double divisor) {
+  if (divisor == 1.0) return absl::OkStatus();
+  NoGradGuard no_grad;
+  TANDEM_ASSIGN_OR_RETURN(Tensor q, Div(t, divisor));
+  return t.CopyFrom(q);
+}
+
+absl::Status CheckFloatingOption(const char* name,
+                                 const std::optional<DType>& dtype, int rank) {
+  if (!dtype.has_value() || IsFloatingPoint(*dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "FullyShardedDataParallel on rank ", rank, ": FsdpOptions::", name,
+      " is ", DTypeName(*dtype),
+      ", not a floating dtype; parameters and gradients can only be "
+      "gathered and reduced in bf16, f16, f32 or f64 (bf16 is the usual "
+      "mixed-precision choice)"));
+}
+
 std::string TensorDesc(const Tensor& t) {
   return absl::StrCat(DTypeName(t.dtype()), ShapeToString(t.shape()), " on ",
                       t.device().ToString());
 }
 
 }  // namespace
+
+std::pair<double, double> FsdpGradientDivideFactors(int world_size) {
+  int64_t factor = 1;
+  while (world_size % factor == 0 && world_size / factor > factor) {
+    factor *= 2;
+  }
+  return {static_cast<double>(factor),
+          static_cast<double>(world_size) / static_cast<double>(factor)};
+}
 
 absl::Status FullyShardedDataParallel::Annotate(
     const absl::Status& status, const std::string& context) const {
@@ -63,6 +92,10 @@ FullyShardedDataParallel::Create(nn::Sequential& model,
                      ": FsdpOptions::timeout must be positive, got ",
                      absl::FormatDuration(options.timeout)));
   }
+  TANDEM_RETURN_IF_ERROR(
+      CheckFloatingOption("param_dtype", options.param_dtype, comm.rank()));
+  TANDEM_RETURN_IF_ERROR(
+      CheckFloatingOption("reduce_dtype", options.reduce_dtype, comm.rank()));
   std::unique_ptr<FullyShardedDataParallel> fsdp(
       new FullyShardedDataParallel(model, comm, options));
   TANDEM_RETURN_IF_ERROR(fsdp->Build());
@@ -105,6 +138,12 @@ absl::Status FullyShardedDataParallel::Build() {
     }
     u.shard = (u.numel + n - 1) / n;
     const Tensor& first = u.params.front().tensor;
+    u.master_dtype = first.dtype();
+    u.compute_dtype = options_.param_dtype.value_or(u.master_dtype);
+    u.reduce_dtype = options_.reduce_dtype.value_or(u.compute_dtype);
+    if (u.compute_dtype != u.master_dtype || u.reduce_dtype != u.master_dtype) {
+      mixed_ = true;
+    }
     TANDEM_ASSIGN_OR_RETURN(
         u.full, Tensor::Zeros({u.shard * n}, first.dtype(), first.device()));
     for (size_t k = 0; k < u.params.size(); ++k) {
@@ -119,23 +158,29 @@ absl::Status FullyShardedDataParallel::Build() {
           Annotate(comm_->Broadcast(view, /*root=*/0)->Wait(options_.timeout),
                    absl::StrCat("broadcasting unit ", i, " from rank 0")));
     }
-    for (size_t k = 0; k < u.params.size(); ++k) {
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor slot, u.full.View(u.offsets[k], u.params[k].tensor.shape()));
-      TANDEM_RETURN_IF_ERROR(u.params[k].tensor.SetData(slot));
-      u.params[k].tensor.ClearGrad();
-    }
     TANDEM_ASSIGN_OR_RETURN(Tensor mine,
                             u.full.View(rank_ * u.shard, {u.shard}));
     TANDEM_ASSIGN_OR_RETURN(u.shard_param, mine.Clone());
     u.shard_param = u.shard_param.Detach();  // a leaf of its own storage
+    if (u.compute_dtype != u.master_dtype) {
+      // The unit is gathered in the compute dtype: the parameters take it.
+      TANDEM_ASSIGN_OR_RETURN(
+          u.full,
+          Tensor::Empty({u.shard * n}, u.compute_dtype, first.device()));
+    }
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      TANDEM_ASSIGN_OR_RETURN(
+          Tensor slot, u.full.View(u.offsets[k], u.params[k].tensor.shape()));
+      u.params[k].tensor.ClearGrad();
+      TANDEM_RETURN_IF_ERROR(u.params[k].tensor.SetDataWithDtype(slot));
+    }
     TANDEM_RETURN_IF_ERROR(u.shard_param.set_requires_grad(true));
     TANDEM_ASSIGN_OR_RETURN(
-        u.shard_grad, Tensor::Zeros({u.shard}, first.dtype(), first.device()));
+        u.shard_grad, Tensor::Zeros({u.shard}, u.master_dtype, first.device()));
     TANDEM_RETURN_IF_ERROR(u.shard_param.set_grad(u.shard_grad));
     TANDEM_ASSIGN_OR_RETURN(
         u.full_grad,
-        Tensor::Empty({u.shard * n}, first.dtype(), first.device()));
+        Tensor::Empty({u.shard * n}, u.compute_dtype, first.device()));
     u.full_grad.storage()->Free();
     u.full.storage()->Free();
 
@@ -156,6 +201,9 @@ absl::Status FullyShardedDataParallel::Build() {
     }
     info.numel = u.numel;
     info.shard_numel = u.shard;
+    info.master_dtype = u.master_dtype;
+    info.compute_dtype = u.compute_dtype;
+    info.reduce_dtype = u.reduce_dtype;
     infos_.push_back(std::move(info));
     unit_of_layer_[i] = index;
     units_.push_back(std::move(u));
@@ -183,6 +231,32 @@ std::vector<Tensor> FullyShardedDataParallel::ShardParameters() const {
   std::vector<Tensor> out;
   out.reserve(units_.size());
   for (const Unit& u : units_) out.push_back(u.shard_param);
+  return out;
+}
+
+std::vector<FlatShard> FullyShardedDataParallel::ShardLayout() const {
+  std::map<std::string, int64_t> index_of;
+  for (const nn::NamedTensor& p : model_->NamedParameters()) {
+    index_of.emplace(p.name, static_cast<int64_t>(index_of.size()));
+  }
+  std::vector<FlatShard> out;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const Unit& u = units_[i];
+    FlatShard flat;
+    flat.dtype = u.master_dtype;
+    flat.device = u.shard_param.device();
+    flat.shard = u.shard;
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      flat.members.push_back({.param_index = index_of[u.params[k].name],
+                              .name = u.params[k].name,
+                              .offset = u.offsets[k],
+                              .shape = u.params[k].tensor.shape()});
+    }
+    flat.local_begin = rank_ * u.shard;
+    flat.local_end = (rank_ + 1) * u.shard;
+    flat.local_index = static_cast<int64_t>(i);
+    out.push_back(std::move(flat));
+  }
   return out;
 }
 
@@ -232,12 +306,18 @@ absl::Status FullyShardedDataParallel::CheckUnchanged() const {
 absl::Status FullyShardedDataParallel::LaunchGather(Unit& u) {
   if (u.gathered || u.gather != nullptr) return absl::OkStatus();
   TANDEM_RETURN_IF_ERROR(u.full.storage()->Reallocate());
+  Tensor send_tensor = u.shard_param.Detach();
+  if (u.compute_dtype != u.master_dtype) {
+    // Each rank casts its own shard: 1/N of the casts, half the bytes.
+    TANDEM_ASSIGN_OR_RETURN(send_tensor, send_tensor.To(u.compute_dtype));
+  }
   if (world_size_ == 1) {
-    TANDEM_RETURN_IF_ERROR(u.full.CopyFrom(u.shard_param.Detach()));
+    TANDEM_RETURN_IF_ERROR(u.full.CopyFrom(send_tensor));
     u.gathered = true;
     return absl::OkStatus();
   }
-  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send, ToBufferView(u.shard_param));
+  u.gather_send = send_tensor;  // alive until the all-gather completes
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send, ToBufferView(send_tensor));
   TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv, ToBufferView(u.full));
   u.gather = comm_->AllGather(send, recv);
   return absl::OkStatus();
@@ -248,6 +328,7 @@ absl::Status FullyShardedDataParallel::WaitGather(Unit& u) {
   if (u.gather != nullptr) {
     absl::Status s = u.gather->Wait(options_.timeout);
     u.gather.reset();
+    u.gather_send = Tensor();
     TANDEM_RETURN_IF_ERROR(
         Annotate(s, absl::StrCat("all-gather of unit ", u.layer)));
     u.gathered = true;
@@ -279,6 +360,12 @@ absl::StatusOr<Tensor> FullyShardedDataParallel::Forward(const Tensor& input) {
       continue;
     }
     Unit& u = units_[index];
+    if (u.compute_dtype != u.master_dtype && IsFloatingPoint(x.dtype()) &&
+        x.dtype() != u.compute_dtype) {
+      // PyTorch's cast of forward inputs to param_dtype (differentiable:
+      // the input's gradient comes back in its own dtype).
+      TANDEM_ASSIGN_OR_RETURN(x, x.To(u.compute_dtype));
+    }
     TANDEM_RETURN_IF_ERROR(WaitGather(u));
     if (options_.prefetch && index + 1 < static_cast<int64_t>(units_.size())) {
       TANDEM_RETURN_IF_ERROR(LaunchGather(units_[index + 1]));
@@ -364,18 +451,34 @@ void FullyShardedDataParallel::OnGradAccumulated(int64_t unit,
 }
 
 absl::Status FullyShardedDataParallel::LaunchReduce(Unit& u) {
-  if (world_size_ == 1) return FinishReduce(u);
-  const bool avg = AverageInReduction(world_size_);
-  if (!avg) {
-    TANDEM_RETURN_IF_ERROR(
-        ScaleInPlace(u.full_grad, 1.0 / static_cast<double>(world_size_)));
+  comm::ReduceOp op = comm::ReduceOp::kSum;
+  u.reduce_buf = u.full_grad;
+  if (!mixed_) {
+    // DDP's arithmetic: the weights equal DDP's bit for bit.
+    if (AverageInReduction(world_size_)) {
+      op = comm::ReduceOp::kAvg;
+    } else {
+      TANDEM_RETURN_IF_ERROR(
+          ScaleInPlace(u.full_grad, 1.0 / static_cast<double>(world_size_)));
+    }
+  } else {
+    // PyTorch FSDP: cast to reduce_dtype, divide by the pre-divide factor,
+    // sum; the post-divide factor is applied in FinishReduce.
+    if (u.reduce_dtype != u.compute_dtype) {
+      NoGradGuard no_grad;
+      TANDEM_ASSIGN_OR_RETURN(u.reduce_buf, u.full_grad.To(u.reduce_dtype));
+      for (nn::NamedTensor& p : u.params) p.tensor.ClearGrad();
+      u.full_grad.storage()->Free();
+    }
+    TANDEM_RETURN_IF_ERROR(DivideInPlace(
+        u.reduce_buf, FsdpGradientDivideFactors(world_size_).first));
   }
-  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send, ToBufferView(u.full_grad));
+  if (world_size_ == 1) return FinishReduce(u);
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send, ToBufferView(u.reduce_buf));
   TANDEM_ASSIGN_OR_RETURN(Tensor mine,
-                          u.full_grad.View(rank_ * u.shard, {u.shard}));
+                          u.reduce_buf.View(rank_ * u.shard, {u.shard}));
   TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv, ToBufferView(mine));
-  u.reduce = comm_->ReduceScatter(
-      send, recv, avg ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum);
+  u.reduce = comm_->ReduceScatter(send, recv, op);
   return absl::OkStatus();
 }
 
@@ -387,11 +490,20 @@ absl::Status FullyShardedDataParallel::FinishReduce(Unit& u) {
         Annotate(s, absl::StrCat("reduce-scatter of unit ", u.layer)));
   }
   TANDEM_ASSIGN_OR_RETURN(Tensor mine,
-                          u.full_grad.View(rank_ * u.shard, {u.shard}));
+                          u.reduce_buf.View(rank_ * u.shard, {u.shard}));
+  if (mixed_) {
+    TANDEM_RETURN_IF_ERROR(
+        DivideInPlace(mine, FsdpGradientDivideFactors(world_size_).second));
+    if (mine.dtype() != u.master_dtype) {
+      NoGradGuard no_grad;
+      TANDEM_ASSIGN_OR_RETURN(mine, mine.To(u.master_dtype));
+    }
+  }
   // Accumulate like any gradient: the shard's grad is zeroed by the user.
   TANDEM_RETURN_IF_ERROR(AddInPlace(u.shard_grad, mine));
   for (nn::NamedTensor& p : u.params) p.tensor.ClearGrad();
   u.full_grad.storage()->Free();
+  u.reduce_buf = Tensor();
   return absl::OkStatus();
 }
 
@@ -432,6 +544,7 @@ absl::Status FullyShardedDataParallel::FinishBackward() {
     if (u.gather != nullptr) {  // a prefetch nobody consumed
       absl::Status s = u.gather->Wait(options_.timeout);
       u.gather.reset();
+      u.gather_send = Tensor();
       if (status.ok()) status = s;
     }
     Release(u);
@@ -439,10 +552,27 @@ absl::Status FullyShardedDataParallel::FinishBackward() {
       for (nn::NamedTensor& p : u.params) p.tensor.ClearGrad();
       u.full_grad.storage()->Free();
     }
+    u.reduce_buf = Tensor();
   }
   step_open_ = false;
   hook_error_ = absl::OkStatus();
   return status;
+}
+
+absl::StatusOr<Tensor> FullyShardedDataParallel::GatherMaster(Unit& u) {
+  TANDEM_ASSIGN_OR_RETURN(Tensor full,
+                          Tensor::Empty({u.shard * world_size_}, u.master_dtype,
+                                        u.shard_param.device()));
+  if (world_size_ == 1) {
+    TANDEM_RETURN_IF_ERROR(full.CopyFrom(u.shard_param.Detach()));
+    return full;
+  }
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send, ToBufferView(u.shard_param));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv, ToBufferView(full));
+  TANDEM_RETURN_IF_ERROR(Annotate(
+      comm_->AllGather(send, recv)->Wait(options_.timeout),
+      absl::StrCat("all-gather of unit ", u.layer, "'s master shards")));
+  return full;
 }
 
 absl::StatusOr<nn::StateDict> FullyShardedDataParallel::FullStateDict() {
@@ -452,23 +582,20 @@ absl::StatusOr<nn::StateDict> FullyShardedDataParallel::FullStateDict() {
         ": FullStateDict during a step; call it between Backward and the "
         "next Forward"));
   }
-  nn::StateDict out;
+  // Gathered from the master shards (not the compute-dtype unit buffers),
+  // so the state is in the parameters' own dtype with or without mixed
+  // precision.
+  std::map<std::string, Tensor> by_name;
   NoGradGuard no_grad;
   for (Unit& u : units_) {
-    TANDEM_RETURN_IF_ERROR(WaitGather(u));
-    for (const nn::NamedTensor& p : u.params) {
-      absl::StatusOr<Tensor> copy = p.tensor.Clone();
-      if (!copy.ok()) {
-        Release(u);
-        return copy.status();
-      }
-      out.push_back({p.name, *copy});
+    TANDEM_ASSIGN_OR_RETURN(Tensor full, GatherMaster(u));
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      TANDEM_ASSIGN_OR_RETURN(
+          Tensor view, full.View(u.offsets[k], u.params[k].tensor.shape()));
+      TANDEM_ASSIGN_OR_RETURN(by_name[u.params[k].name], view.Clone());
     }
-    Release(u);
   }
   // Registration order, as Module::StateDict would list the parameters.
-  std::map<std::string, Tensor> by_name;
-  for (nn::NamedTensor& e : out) by_name[e.name] = e.tensor;
   nn::StateDict ordered;
   for (const nn::NamedTensor& p : model_->NamedParameters()) {
     ordered.push_back({p.name, by_name[p.name]});
@@ -486,6 +613,11 @@ absl::Status FullyShardedDataParallel::LoadFullStateDict(
   for (const nn::NamedTensor& e : state) by_name[e.name] = e.tensor;
   // Check everything first: all or nothing.
   for (const Unit& u : units_) {
+    if (u.gather != nullptr || u.gathered || step_open_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "FullyShardedDataParallel on rank ", rank_,
+          ": LoadFullStateDict during a step; call it between steps"));
+    }
     for (const nn::NamedTensor& p : u.params) {
       auto it = by_name.find(p.name);
       if (it == by_name.end()) {
@@ -496,33 +628,28 @@ absl::Status FullyShardedDataParallel::LoadFullStateDict(
             "StateDict)"));
       }
       if (it->second.shape() != p.tensor.shape() ||
-          it->second.dtype() != p.tensor.dtype()) {
+          it->second.dtype() != u.master_dtype) {
         return absl::InvalidArgumentError(absl::StrCat(
             "FullyShardedDataParallel on rank ", rank_,
             ": LoadFullStateDict: \"", p.name, "\" is ",
             DTypeName(it->second.dtype()), ShapeToString(it->second.shape()),
-            " in the state but ", DTypeName(p.tensor.dtype()),
+            " in the state but ", DTypeName(u.master_dtype),
             ShapeToString(p.tensor.shape()), " in the model"));
       }
     }
   }
   NoGradGuard no_grad;
   for (Unit& u : units_) {
-    if (u.gather != nullptr || u.gathered) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "FullyShardedDataParallel on rank ", rank_,
-          ": LoadFullStateDict during a step; call it between steps"));
+    TANDEM_ASSIGN_OR_RETURN(
+        Tensor full, Tensor::Zeros({u.shard * world_size_}, u.master_dtype,
+                                   u.shard_param.device()));
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      TANDEM_ASSIGN_OR_RETURN(
+          Tensor slot, full.View(u.offsets[k], u.params[k].tensor.shape()));
+      TANDEM_RETURN_IF_ERROR(slot.CopyFrom(by_name[u.params[k].name]));
     }
-    TANDEM_RETURN_IF_ERROR(u.full.storage()->Reallocate());
-    absl::Status s = FillInPlace(u.full, 0.0);
-    for (const nn::NamedTensor& p : u.params) {
-      if (s.ok()) s = p.tensor.CopyFrom(by_name[p.name]);
-    }
-    absl::StatusOr<Tensor> mine = u.full.View(rank_ * u.shard, {u.shard});
-    if (s.ok()) s = mine.status();
-    if (s.ok()) s = u.shard_param.CopyFrom(*mine);
-    u.full.storage()->Free();
-    TANDEM_RETURN_IF_ERROR(s);
+    TANDEM_ASSIGN_OR_RETURN(Tensor mine, full.View(rank_ * u.shard, {u.shard}));
+    TANDEM_RETURN_IF_ERROR(u.shard_param.CopyFrom(mine));
   }
   for (const nn::NamedTensor& b : model_->NamedBuffers()) {
     auto it = by_name.find(b.name);

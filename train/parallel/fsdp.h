@@ -15,6 +15,26 @@
 //             scattered (averaged) into this rank's gradient shard, then
 //             freed.
 //
+// Mixed precision (FsdpOptions::param_dtype, reduce_dtype: PyTorch's
+// MixedPrecision(param_dtype, reduce_dtype)): the shards, their gradients
+// and the optimizer state stay in the parameters' own dtype (the f32
+// masters). Before a unit's all-gather each rank casts its shard to
+// param_dtype, so the unit is gathered, held and computed in param_dtype
+// (bf16: half the bytes on the wire and in memory); the module's parameters
+// take that dtype (Tensor::SetDataWithDtype) and a unit's floating input is
+// cast to it (PyTorch casts forward inputs the same way), so the output is
+// in param_dtype. The gradients (param_dtype) are cast to reduce_dtype,
+// divided by the pre-divide factor, reduce-scattered (sum), divided by the
+// post-divide factor (FsdpGradientDivideFactors: PyTorch FSDP's split of the
+// 1/N average, which keeps low-precision sums in range), cast to the
+// master dtype and accumulated into the gradient shard. Composes with
+// amp::Autocast (the parameters are already low precision; f32 ops of the
+// policy table still run in f32) and with optim::GradScaler on the shards'
+// optimizer; set FoundInfAcrossRanks as its combiner, since each rank sees
+// only its gradient shard. f16 has a narrow range: use it with a GradScaler
+// (bf16 needs none). Without mixed precision the average is DDP's (below),
+// so the weights equal DDP's bit for bit.
+//
 // Memory per rank: the shards (1/N of parameters, gradients and optimizer
 // state) plus, transiently, the full parameters and gradients of at most two
 // units at a time (the one running and the one prefetched or still
@@ -39,6 +59,7 @@
 //     a unit a view of the unit's full buffer (Tensor::SetData) and frees
 //     that buffer: between steps the module's parameters hold no memory.
 //     Read or write them only through FullStateDict / LoadFullStateDict.
+//     Under mixed precision they have param_dtype from Create on.
 //     After the wrapper is destroyed the parameters stay freed: save the
 //     state first.
 //   - Gradients: Backward leaves this rank's averaged gradient in the
@@ -46,9 +67,9 @@
 //     optimizer); the module's parameters have no gradient afterwards.
 //     Every parameter must receive a gradient in every backward.
 //   - Checkpoints: FullStateDict gathers the whole model (names as in
-//     Module::NamedParameters), so a checkpoint does not depend on the world
-//     size; LoadFullStateDict takes each rank's slice of such a state. Saved
-//     on N ranks, loaded on M.
+//     Module::NamedParameters, master dtype), so a checkpoint does not depend
+//     on the world size; LoadFullStateDict takes each rank's slice of such a
+//     state. Saved on N ranks, loaded on M.
 //   - Errors: a unit whose parameters have different dtypes or devices
 //     (InvalidArgument naming both); a module already wrapped
 //     (FailedPrecondition: its parameters are freed); parameters changed
@@ -63,7 +84,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -72,9 +95,11 @@
 #include "comm/communicator.h"
 #include "comm/work.h"
 #include "tensor/autograd.h"
+#include "tensor/dtype.h"
 #include "tensor/nn/module.h"
 #include "tensor/nn/sequential.h"
 #include "tensor/tensor.h"
+#include "train/parallel/sharded_optimizer_state.h"
 
 namespace tandem::train {
 
@@ -86,14 +111,30 @@ struct FsdpOptions {
   bool prefetch = true;
   // Bound of every wait on a collective. Must be positive.
   absl::Duration timeout = absl::Minutes(30);
+  // Mixed precision (see the header comment). The dtype a unit is gathered
+  // and computed in; unset: the parameters' own. A floating dtype (bf16,
+  // f16, f32, f64); an integer one is InvalidArgument at Create.
+  std::optional<DType> param_dtype = std::nullopt;
+  // The dtype gradients are reduce-scattered in; unset: param_dtype if set
+  // (PyTorch's default), else the parameters' own. Floating, as above.
+  std::optional<DType> reduce_dtype = std::nullopt;
 };
+
+// PyTorch FSDP's split of the gradient average 1/N into a division before
+// the reduce-scatter and one after: {pre, post}, pre = f starting at 1 and
+// doubled while N % f == 0 and N / f > f; post = N / pre. N = 1: {1, 1};
+// 2: {2, 1}; 3: {2, 1.5}; 4: {2, 2}; 8: {4, 2}. Used under mixed precision.
+std::pair<double, double> FsdpGradientDivideFactors(int world_size);
 
 // One unit, for introspection, tests and the memory benchmark.
 struct FsdpUnitInfo {
   int64_t layer = 0;  // index in the Sequential
   std::vector<std::string> parameter_names;
-  int64_t numel = 0;        // parameter elements of the unit
-  int64_t shard_numel = 0;  // s: elements per rank (padding included)
+  int64_t numel = 0;                  // parameter elements of the unit
+  int64_t shard_numel = 0;            // s: elements per rank (padding included)
+  DType master_dtype = DType::kF32;   // the shards and their gradients
+  DType compute_dtype = DType::kF32;  // gathered, computed (param_dtype)
+  DType reduce_dtype = DType::kF32;   // gradients on the wire
 };
 
 class FullyShardedDataParallel {
@@ -127,6 +168,11 @@ class FullyShardedDataParallel {
   // missing key or a shape or dtype mismatch; nothing changes then.
   absl::Status LoadFullStateDict(const nn::StateDict& state);
 
+  // How ShardParameters() map onto the model's parameters (one entry per
+  // unit), for GatherFullOptimizerState / LoadFullOptimizerState
+  // (sharded_optimizer_state.h) with the shards' optimizer.
+  std::vector<FlatShard> ShardLayout() const;
+
   const std::vector<FsdpUnitInfo>& units() const { return infos_; }
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
@@ -138,10 +184,19 @@ class FullyShardedDataParallel {
     std::vector<int64_t> offsets;         // in `full`, elements
     int64_t numel = 0;
     int64_t shard = 0;
-    Tensor full;         // N * shard; storage freed unless gathered
-    Tensor full_grad;    // N * shard; storage freed outside backward
-    Tensor shard_param;  // leaf, shard elements, own storage
-    Tensor shard_grad;   // shard elements, own storage
+    DType master_dtype = DType::kF32;
+    DType compute_dtype = DType::kF32;
+    DType reduce_dtype = DType::kF32;
+    Tensor full;         // N * shard, compute dtype; freed unless gathered
+    Tensor full_grad;    // N * shard, compute dtype; freed outside backward
+    Tensor shard_param;  // leaf, shard elements, own storage, master dtype
+    Tensor shard_grad;   // shard elements, own storage, master dtype
+    // The shard cast to the compute dtype while its all-gather is in
+    // flight (mixed precision only).
+    Tensor gather_send;
+    // The gradient being reduce-scattered (reduce dtype): full_grad itself,
+    // or its cast; undefined outside a reduction.
+    Tensor reduce_buf;
     std::unique_ptr<comm::Work> gather;  // in flight, or null
     std::unique_ptr<comm::Work> reduce;  // in flight, or null
     bool gathered = false;               // full holds the current parameters
@@ -153,6 +208,9 @@ class FullyShardedDataParallel {
                            const FsdpOptions& options);
   absl::Status Build();
   absl::Status CheckUnchanged() const;
+  // A fresh N * shard buffer in the master dtype holding every rank's
+  // shard (one all-gather). For FullStateDict.
+  absl::StatusOr<Tensor> GatherMaster(Unit& u);
   // Reallocates u's full buffer and launches its all-gather (no-op when
   // gathered or in flight).
   absl::Status LaunchGather(Unit& u);
@@ -175,8 +233,9 @@ class FullyShardedDataParallel {
   std::vector<Unit> units_;
   std::vector<FsdpUnitInfo> infos_;
   std::vector<int64_t> unit_of_layer_;  // -1 for layers without parameters
-  bool step_open_ = false;              // a grad-mode Forward awaits Backward
-  absl::Status hook_error_;             // first error inside backward
+  bool mixed_ = false;       // a unit computes or reduces in another dtype
+  bool step_open_ = false;   // a grad-mode Forward awaits Backward
+  absl::Status hook_error_;  // first error inside backward
 };
 
 }  // namespace tandem::train

@@ -66,7 +66,9 @@ ZeroRedundancyOptimizer::Create(DistributedDataParallel& ddp,
 absl::Status ZeroRedundancyOptimizer::Build(
     const ShardOptimizerFactory& make_optimizer) {
   std::map<std::string, Tensor> by_name;
+  std::map<std::string, int64_t> index_of;
   for (const nn::NamedTensor& p : ddp_->module().NamedParameters()) {
+    index_of.emplace(p.name, static_cast<int64_t>(by_name.size()));
     by_name.emplace(p.name, p.tensor);
   }
   const int64_t n = world_size_;
@@ -100,6 +102,21 @@ absl::Status ZeroRedundancyOptimizer::Build(
     }
     const int64_t lo = std::min(used, rank_ * shard);
     const int64_t hi = std::min(used, lo + shard);
+    FlatShard layout;
+    layout.dtype = bucket.dtype;
+    layout.device = bucket.flat.device();
+    layout.shard = shard;
+    for (size_t k = 0; k < bucket.parameter_names.size(); ++k) {
+      const std::string& name = bucket.parameter_names[k];
+      layout.members.push_back({.param_index = index_of[name],
+                                .name = name,
+                                .offset = bucket.offsets[k],
+                                .shape = by_name[name].shape()});
+    }
+    layout.local_begin = lo;
+    layout.local_end = hi;
+    if (hi > lo) layout.local_index = static_cast<int64_t>(shards_.size());
+    layout_.push_back(std::move(layout));
     if (hi > lo) {
       TANDEM_ASSIGN_OR_RETURN(Tensor piece, flat.View(lo, {hi - lo}));
       TANDEM_ASSIGN_OR_RETURN(Tensor grad, bucket.flat.View(lo, {hi - lo}));

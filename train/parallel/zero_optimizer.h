@@ -78,6 +78,7 @@
 #include "tensor/optim/optimizer.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp.h"
+#include "train/parallel/sharded_optimizer_state.h"
 
 namespace tandem::train {
 
@@ -121,6 +122,11 @@ class ZeroRedundancyOptimizer {
   int64_t shard_numel() const { return shard_numel_; }
   // The flat parameter buffers (padded), one per DDP bucket.
   const std::vector<Tensor>& flat_parameters() const { return flats_; }
+  // How the local optimizer's tensors map onto the module's parameters
+  // (one entry per bucket), for GatherFullOptimizerState /
+  // LoadFullOptimizerState (sharded_optimizer_state.h): checkpoints hold
+  // the state an unsharded optimizer of the module would.
+  const std::vector<FlatShard>& shard_layout() const { return layout_; }
 
  private:
   ZeroRedundancyOptimizer(DistributedDataParallel& ddp,
@@ -139,6 +145,7 @@ class ZeroRedundancyOptimizer {
   // gradient is a separate buffer).
   std::vector<Tensor> bucket_slices_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::vector<FlatShard> layout_;
   int64_t shard_numel_ = 0;
 };
 
