@@ -402,8 +402,19 @@ absl::StatusOr<PipelineStepResult> PipelineStage::Step(const Tensor& input,
         result.micro_batch_losses.push_back(v->data<double>()[0]);
       }
     } else {
+      const bool last = a.micro_batch == m - 1;
+      if (last && options_.before_last_backward) {
+        status = Annotate(options_.before_last_backward(),
+                          "before_last_backward", a.micro_batch);
+        if (!status.ok()) break;
+      }
       status = Annotate(Backward(mb), "backward", a.micro_batch);
       if (!status.ok()) break;
+      if (last && options_.after_last_backward) {
+        status = Annotate(options_.after_last_backward(), "after_last_backward",
+                          a.micro_batch);
+        if (!status.ok()) break;
+      }
       --live;
     }
   }

@@ -131,6 +131,17 @@ struct PipelineOptions {
   bool scale_grads = true;
   // Bounds every wait of a Step (each Recv, each Send, the agreement).
   absl::Duration timeout = absl::Minutes(5);
+  // Gradient synchronisation over a second dimension (2-D parallelism:
+  // each stage replicated, DDP over the replicas of a stage). When set,
+  // before_last_backward runs right before this stage's last backward of
+  // the step and after_last_backward right after it, before the gradients
+  // are scaled, as torch.distributed.pipelining does with DDP (no_sync for
+  // every backward but the last, prepare_for_backward before it). With
+  // DDP: ddp->PrepareForBackward() and ddp->FinishGradientSync(), the
+  // stage running the module directly (PipelineStage::Create gets the
+  // module, not the DDP). Errors come back from Step.
+  std::function<absl::Status()> before_last_backward = nullptr;
+  std::function<absl::Status()> after_last_backward = nullptr;
 };
 
 struct PipelineStepResult {
