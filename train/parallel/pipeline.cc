@@ -442,4 +442,23 @@ absl::StatusOr<PipelineStepResult> PipelineStage::Step(const Tensor& input,
   return result;
 }
 
+absl::StatusOr<double> PipelineStage::ShareLoss(
+    const PipelineStepResult& result) {
+  const bool last = stage_ == num_stages_ - 1;
+  if (last && !result.loss.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline stage ", stage_,
+                     " (the last): ShareLoss needs the result "
+                     "of a Step, which holds the loss there"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor host, Tensor::Scalar(last ? *result.loss : 0.0, DType::kF64));
+  TANDEM_ASSIGN_OR_RETURN(Tensor t, host.To(device_));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(t));
+  TANDEM_RETURN_IF_ERROR(
+      comm_.Broadcast(view, num_stages_ - 1)->Wait(options_.timeout));
+  TANDEM_ASSIGN_OR_RETURN(host, t.To(Device::CPU()));
+  return host.data<double>()[0];
+}
+
 }  // namespace tandem::train

@@ -172,6 +172,12 @@ class PipelineStage {
   absl::StatusOr<PipelineStepResult> Step(const Tensor& input,
                                           const Tensor& target);
 
+  // The step's loss on every stage: the last stage broadcasts
+  // result.loss over the pipeline's communicator (one f64 through the
+  // stage's device). Collective; call it after Step on every rank, with
+  // that Step's result. Bounded by the timeout.
+  absl::StatusOr<double> ShareLoss(const PipelineStepResult& result);
+
   int stage() const { return stage_; }
   int num_stages() const { return num_stages_; }
   const PipelineOptions& options() const { return options_; }

@@ -76,6 +76,7 @@ struct RunOutput {
   std::vector<std::vector<float>> grads, weights;
   std::vector<int64_t> peak_live;
   std::vector<double> losses;
+  std::vector<std::vector<double>> shared;  // ShareLoss on each rank
   std::vector<absl::Status> statuses;
 };
 
@@ -85,6 +86,7 @@ RunOutput RunPipeline(int stages, PipelineSchedule schedule, int64_t chunks,
   out.grads.resize(stages);
   out.weights.resize(stages);
   out.peak_live.resize(stages);
+  out.shared.resize(stages);
   sim::Options options;
   options.timeout = absl::Seconds(30);
   sim::RunResult r = sim::Run(
@@ -114,6 +116,8 @@ RunOutput RunPipeline(int stages, PipelineSchedule schedule, int64_t chunks,
             out.peak_live[rank] = res.peak_live_micro_batches;
           }
           if (rank == stages - 1) out.losses.push_back(*res.loss);
+          TANDEM_ASSIGN_OR_RETURN(const double shared, stage->ShareLoss(res));
+          out.shared[rank].push_back(shared);
           TANDEM_RETURN_IF_ERROR(sgd.Step());
         }
         out.weights[rank] = Flat(*model, /*grads=*/false);
@@ -177,6 +181,8 @@ TEST_P(PipelineEquivalenceTest, GpipeEqualsOneFOneBEqualsUnsplitBitwise) {
   // The losses: the same values, averaged in the same order.
   EXPECT_EQ(gpipe.losses, ofob.losses);
   EXPECT_EQ(gpipe.losses, ref.losses);
+  // ShareLoss gives every stage the last stage's loss, exactly.
+  for (int r = 0; r < stages; ++r) EXPECT_EQ(ofob.shared[r], ofob.losses);
   // Activation memory: GPipe keeps every micro-batch, 1F1B at most p - i.
   for (int i = 0; i < stages; ++i) {
     EXPECT_EQ(gpipe.peak_live[i], chunks) << "stage " << i;
