@@ -30,13 +30,36 @@
 //
 // Thread-safety: a Communicator belongs to its rank; call it from one thread
 // at a time.
+//
+// Sub-communicators (Split; MPI_Comm_split, ncclCommSplit, c10d new_group):
+//   * Split is a collective of this communicator: every rank calls it, in
+//     the same order relative to this communicator's other collectives.
+//   * Ranks that pass the same color (>= 0) get one new communicator over
+//     just them, its ranks ordered by key (ties by rank here); a rank that
+//     passes kNoColor takes part and gets nullptr.
+//   * The new communicator is independent: its operations and sequence
+//     numbers never match this one's (an AllReduce on one does not pair
+//     with an AllReduce on the other), and the ordering contract above
+//     holds within each communicator separately. A rank may interleave
+//     operations of several communicators, as long as every rank's order
+//     cannot deadlock (as in NCCL: a rank blocked in one waits for peers
+//     that may be blocked in the other).
+//   * Lifetime: the result belongs to its rank like this one; destroy it
+//     before this communicator (and, in the simulated cluster, before the
+//     rank's function returns). Its failures stay its own unless the engine
+//     says otherwise (sim: a failure on either aborts both, like a crash).
+//   * Engines that cannot split return Unimplemented naming the engine, on
+//     every rank alike (the default below), never a hang.
 #ifndef TANDEM_COMM_COMMUNICATOR_H_
 #define TANDEM_COMM_COMMUNICATOR_H_
 
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "comm/line_sink.h"
 #include "comm/types.h"
 #include "comm/work.h"
@@ -99,6 +122,24 @@ class Communicator {
   // Blocks until every rank has called Barrier (a collective; it counts in
   // the collective order). Returns what the underlying Work returns.
   virtual absl::Status Barrier() = 0;
+
+  // A rank passing this color to Split takes part but gets no communicator.
+  static constexpr int kNoColor = -1;
+
+  // A sub-communicator over the ranks that pass the same `color`, ranked by
+  // `key` (see "Sub-communicators" above). Blocks until every rank has
+  // called it (bounded by the engine's timeout). Errors: color < -1 (an
+  // argument error, this rank only), the engine's errors, Unimplemented
+  // where the engine has no split.
+  virtual absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
+                                                              int key) {
+    (void)color;
+    (void)key;
+    return absl::UnimplementedError(
+        absl::StrCat("Communicator::Split is not implemented by the '",
+                     std::string(backend()),
+                     "' engine; use sim or mpi for sub-communicators"));
+  }
 
   // Where this rank's printed lines go (see comm/rank_printer.h): stdout for
   // real backends, a per-rank capture in the simulated cluster when asked.

@@ -241,9 +241,13 @@ int64_t Slot::Help(int home, Group& group, int64_t max_tasks) {
 // ---------------------------------------------------------------- Group ---
 
 Group::Group(int world_size, const Options& options)
+    : Group(world_size, options, nullptr) {}
+
+Group::Group(int world_size, const Options& options, Group* parent)
     : world_size_(world_size),
       options_(options),
       spin_(EffectiveSpin(world_size, options.spin)),
+      parent_(parent),
       cvs_(std::make_unique<std::condition_variable[]>(world_size)),
       collectives_issued_(world_size, 0),
       exited_(world_size, 0),
@@ -457,8 +461,34 @@ std::unique_lock<std::mutex> Group::Lock() {
 }
 
 void Group::Abort(const absl::Status& reason) {
+  std::vector<std::shared_ptr<Group>> children;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted()) return;  // also ends the parent <-> child recursion
+    AbortLocked(reason);
+    for (const auto& [key, child] : subgroups_) children.push_back(child);
+  }
+  // Outside the lock: groups lock only their own mutex, never two at once.
+  for (const std::shared_ptr<Group>& child : children) child->Abort(reason);
+  if (parent_ != nullptr) parent_->Abort(reason);
+}
+
+std::shared_ptr<Group> Group::SubGroup(int64_t split, int color, int size) {
   std::lock_guard<std::mutex> lock(mu_);
-  AbortLocked(reason);
+  std::shared_ptr<Group>& g = subgroups_[{split, color}];
+  if (g == nullptr) {
+    Options options = options_;
+    options.faults.clear();  // numbered by this group's collectives
+    options.clock.reset();   // the clock models this group's network only
+    options.capture = nullptr;
+    g = std::make_shared<Group>(size, options, this);
+    // A sub-group split from an aborted run starts aborted.
+    if (aborted()) {
+      std::lock_guard<std::mutex> child_lock(g->mu_);  // new, unshared
+      g->AbortLocked(abort_reason_);
+    }
+  }
+  return g;
 }
 
 void Group::AbortLocked(const absl::Status& reason) {

@@ -156,6 +156,8 @@ struct AwaitResult {
 class Group {
  public:
   Group(int world_size, const Options& options);
+  // A sub-group (SubGroup): `parent` outlives it.
+  Group(int world_size, const Options& options, Group* parent);
 
   int world_size() const { return world_size_; }
   const Options& options() const { return options_; }
@@ -196,8 +198,17 @@ class Group {
   // The abort reason (OK if not aborted).
   absl::Status abort_reason() const;
 
-  // `rank`'s function has returned; waits that need it fail at once.
+  // `rank`'s function has returned (or, in a sub-group, its communicator
+  // was destroyed); waits that need it fail at once.
   void MarkExited(int rank);
+
+  // The group of the `size` ranks that chose `color` in this group's split
+  // number `split` (every member asks with the same arguments and gets the
+  // same group); created by the first to ask, with this group's timeout,
+  // spin and stall notes but no faults and no network clock. It lives as
+  // long as this group. Abort() of either one aborts the other (a failing
+  // rank fails every communicator of the run, as a crash would).
+  std::shared_ptr<Group> SubGroup(int64_t split, int color, int size);
 
   // Rank `rank` sleeps `d` unless the run aborts first.
   void SleepUnlessAborted(int rank, absl::Duration d);
@@ -237,7 +248,8 @@ class Group {
 
   const int world_size_;
   const Options options_;
-  const absl::Duration spin_;  // zero when ranks > hardware threads
+  const absl::Duration spin_;      // zero when ranks > hardware threads
+  Group* const parent_ = nullptr;  // the group this one was split from
 
   mutable std::mutex mu_;
   // One per rank, all used with mu_; a rank's thread waits on its own.
@@ -260,6 +272,9 @@ class Group {
   std::vector<const Slot*> waiting_on_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, int64_t> sends_issued_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, int64_t> recvs_issued_ ABSL_GUARDED_BY(mu_);
+  // Groups split from this one, by (split number, color).
+  std::map<std::pair<int64_t, int>, std::shared_ptr<Group>> subgroups_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tandem::sim::internal

@@ -169,8 +169,10 @@ absl::Status SimWork::Fail(const absl::Status& reason) {
 
 // ------------------------------------------------------ SimCommunicator ---
 
-SimCommunicator::SimCommunicator(Group& group, int rank, comm::LineSink& sink)
-    : group_(group),
+SimCommunicator::SimCommunicator(Group& group, int rank, comm::LineSink& sink,
+                                 std::shared_ptr<Group> subgroup)
+    : subgroup_(std::move(subgroup)),
+      group_(group),
       rank_(rank),
       sink_(sink),
       sends_to_(group.world_size(), 0),
@@ -178,6 +180,49 @@ SimCommunicator::SimCommunicator(Group& group, int rank, comm::LineSink& sink)
   if (group.options().clock.has_value()) {
     clock_ = std::make_unique<RankClock>(*group.options().clock, rank);
   }
+}
+
+SimCommunicator::~SimCommunicator() {
+  if (subgroup_ != nullptr) group_.MarkExited(rank_);
+}
+
+absl::StatusOr<std::unique_ptr<comm::Communicator>> SimCommunicator::Split(
+    int color, int key) {
+  // The split's number: this rank's next collective, the same on every
+  // rank (the all-gather below is that collective).
+  const int64_t split = next_collective_;
+  std::vector<int64_t> mine = {color, key};
+  std::vector<int64_t> all(2 * static_cast<size_t>(size()));
+  absl::Status gathered = AllGather(comm::HostView(absl::MakeSpan(mine)),
+                                    comm::HostView(absl::MakeSpan(all)))
+                              ->Wait();
+  if (!gathered.ok()) {
+    return absl::Status(gathered.code(),
+                        absl::StrCat("Split on rank ", rank_,
+                                     ": exchanging colors and keys failed: ",
+                                     gathered.message()));
+  }
+  for (int r = 0; r < size(); ++r) {
+    if (all[2 * r] < kNoColor) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Split: rank ", r, " passed color ", all[2 * r],
+          "; a color must be >= 0, or kNoColor (-1) to take no part"));
+    }
+  }
+  if (color == kNoColor) return nullptr;
+  // Members of this color ordered by (key, rank).
+  std::vector<std::pair<int64_t, int>> members;
+  for (int r = 0; r < size(); ++r) {
+    if (all[2 * r] == color) members.push_back({all[2 * r + 1], r});
+  }
+  std::sort(members.begin(), members.end());
+  int sub_rank = 0;
+  while (members[sub_rank].second != rank_) ++sub_rank;
+  std::shared_ptr<Group> sub =
+      group_.SubGroup(split, color, static_cast<int>(members.size()));
+  Group& sub_group = *sub;
+  return std::unique_ptr<comm::Communicator>(
+      new SimCommunicator(sub_group, sub_rank, sink_, std::move(sub)));
 }
 
 SimCommunicator::Range SimCommunicator::RangeOf(const BufferView& buf) {

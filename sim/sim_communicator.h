@@ -80,8 +80,12 @@ class SimWork : public comm::Work {
 class SimCommunicator : public comm::Communicator {
  public:
   // `group` and `sink` outlive this. The network clock is on when
-  // group.options().clock is set.
-  SimCommunicator(Group& group, int rank, comm::LineSink& sink);
+  // group.options().clock is set. `subgroup`: set for a communicator made
+  // by Split, which keeps its group alive and, when destroyed, marks its
+  // rank exited there (so peers still waiting on it fail at once).
+  SimCommunicator(Group& group, int rank, comm::LineSink& sink,
+                  std::shared_ptr<Group> subgroup = nullptr);
+  ~SimCommunicator() override;
 
   // The network clock, or null when it is off. Only this rank's thread may
   // use it.
@@ -103,6 +107,12 @@ class SimCommunicator : public comm::Communicator {
   std::unique_ptr<comm::Work> Send(comm::BufferView buf, int peer) override;
   std::unique_ptr<comm::Work> Recv(comm::BufferView buf, int peer) override;
   absl::Status Barrier() override;
+  // The reference Split: an AllGather of (color, key) over this
+  // communicator (fingerprinted and bounded like any collective), then one
+  // sim Group per color, shared by its members (Group::SubGroup). A color
+  // below kNoColor fails Split on every rank, naming the rank.
+  absl::StatusOr<std::unique_ptr<comm::Communicator>> Split(int color,
+                                                            int key) override;
 
   comm::LineSink& output() const override { return sink_; }
 
@@ -133,6 +143,7 @@ class SimCommunicator : public comm::Communicator {
   absl::Status Annotate(const comm::Fingerprint& fp,
                         const absl::Status& reason) const;
 
+  const std::shared_ptr<Group> subgroup_;  // Split's result only
   Group& group_;
   const int rank_;
   comm::LineSink& sink_;

@@ -263,6 +263,11 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(
     MPI_Comm_dup(MPI_COMM_WORLD, &impl->check_comm);
     MPI_Comm_set_errhandler(impl->check_comm, MPI_ERRORS_RETURN);
   }
+  return Wrap(std::move(impl));
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::Wrap(
+    std::unique_ptr<Impl> impl) {
   auto comm =
       std::unique_ptr<MpiCommunicator>(new MpiCommunicator(std::move(impl)));
   MPI_Comm_rank(comm->impl_->comm, &comm->rank_);
@@ -281,6 +286,46 @@ absl::StatusOr<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(
         impl_ref.check_comm, comm->rank_, comm->size_);
   }
   return comm;
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::Split(int color,
+                                                                     int key) {
+  // Bounded first: a checked, timed all-gather of (color, key). Only when
+  // every rank has reached Split does the blocking MPI_Comm_split run, so it
+  // cannot wait on a rank that never comes.
+  std::vector<int64_t> mine = {color, key};
+  std::vector<int64_t> all(2 * static_cast<size_t>(size_));
+  absl::Status gathered =
+      AllGather(HostView(absl::MakeSpan(mine)), HostView(absl::MakeSpan(all)))
+          ->Wait();
+  if (!gathered.ok()) {
+    return absl::Status(gathered.code(),
+                        absl::StrCat("Split on rank ", rank_,
+                                     ": exchanging colors and keys failed: ",
+                                     gathered.message()));
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (all[2 * r] < kNoColor) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Split: rank ", r, " passed color ", all[2 * r],
+          "; a color must be >= 0, or kNoColor (-1) to take no part"));
+    }
+  }
+  MPI_Comm sub = MPI_COMM_NULL;
+  int rc = MPI_Comm_split(impl_->comm,
+                          color == kNoColor ? MPI_UNDEFINED : color, key, &sub);
+  if (rc != MPI_SUCCESS) return MpiError("MPI_Comm_split", rc, rank_);
+  if (sub == MPI_COMM_NULL) return nullptr;
+  auto impl = std::make_unique<Impl>();
+  impl->options = impl_->options;
+  impl->comm = sub;
+  MPI_Comm_set_errhandler(impl->comm, MPI_ERRORS_RETURN);
+  // The parent's ranks agreed on the check; its sub-communicators follow.
+  if (impl_->check != nullptr) {
+    MPI_Comm_dup(sub, &impl->check_comm);
+    MPI_Comm_set_errhandler(impl->check_comm, MPI_ERRORS_RETURN);
+  }
+  return std::unique_ptr<Communicator>(Wrap(std::move(impl)));
 }
 
 MpiCommunicator::~MpiCommunicator() {

@@ -134,10 +134,20 @@ class MpiCommunicator final : public Communicator {
   [[nodiscard]] std::unique_ptr<Work> Send(BufferView buf, int peer) override;
   [[nodiscard]] std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
   absl::Status Barrier() override;
+  // MPI_Comm_split of this communicator, after a checked and timed
+  // all-gather of every rank's (color, key) so that a rank that never
+  // arrives fails the split at the timeout instead of hanging in
+  // MPI_Comm_split. The result has this communicator's options; it must be
+  // destroyed before this one (and before MPI_Finalize).
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
+                                                      int key) override;
 
  private:
   struct Impl;
   explicit MpiCommunicator(std::unique_ptr<Impl> impl);
+  // Fills ranks, sizes and the check around an Impl whose comm (and
+  // check_comm, when checking) are set.
+  static std::unique_ptr<MpiCommunicator> Wrap(std::unique_ptr<Impl> impl);
 
   std::unique_ptr<Impl> impl_;
   int rank_ = 0;

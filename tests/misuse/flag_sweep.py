@@ -84,6 +84,10 @@ BINARIES = {
         "world_size": "int", "epochs": "int64", "global_batch_size": "int64",
         "lr": "double", "momentum": "double", "hidden": "int64",
         "seed": "uint64"}),
+    "PIPELINE_DEMO": (["--backend=sim", "--world_size=2", "--steps=2"], {
+        "world_size": "int", "steps": "int64", "chunks": "int64",
+        "replicas": "int64", "batch_size": "int64", "hidden": "int64",
+        "layers": "int64", "lr": "double", "seed": "uint64"}),
     "AMP_DDP": (["--backend=sim", "--world_size=2", "--steps=2"], {
         "world_size": "int", "steps": "int64", "batch_size": "int64",
         "lr": "double", "seed": "uint64"}),

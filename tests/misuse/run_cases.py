@@ -45,6 +45,7 @@ BINARIES = {
     "AMP_DDP": "train/examples/amp_ddp",
     "DATA_PARALLEL_DEMO": "train/demos/data_parallel_demo",
     "PIPE_DEMO": "train/demos/pipe_demo",
+    "PIPELINE_DEMO": "train/examples/pipeline_demo",
     "TANDEMRUN": "train/launch/tandemrun",
     "SAMPLER": "train/data/sampler",
     "COMM_BENCHMARK": "bench/comm_benchmark",

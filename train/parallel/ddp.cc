@@ -346,6 +346,22 @@ DistributedDataParallel::~DistributedDataParallel() {
 // ---- The step.
 
 absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
+  TANDEM_RETURN_IF_ERROR(OpenStep());
+  trace::Scope event("forward", "ddp");
+  return module_->Forward(input);
+}
+
+absl::Status DistributedDataParallel::PrepareForBackward() {
+  if (!IsGradEnabled()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DistributedDataParallel on rank ", rank_,
+        ": PrepareForBackward with grad mode off; call it in grad mode, "
+        "right before the backward whose gradients should be reduced"));
+  }
+  return OpenStep();
+}
+
+absl::Status DistributedDataParallel::OpenStep() {
   const DdpStepCall call = !IsGradEnabled() ? DdpStepCall::kForwardNoGrad
                            : require_sync_  ? DdpStepCall::kForwardSync
                                             : DdpStepCall::kForwardLocal;
@@ -388,8 +404,7 @@ absl::StatusOr<Tensor> DistributedDataParallel::Forward(const Tensor& input) {
     }
   }
   step_ = *next;
-  trace::Scope event("forward", "ddp");
-  return module_->Forward(input);
+  return absl::OkStatus();
 }
 
 absl::Status DistributedDataParallel::Backward(const Tensor& loss) {

@@ -142,6 +142,17 @@ class DistributedDataParallel {
     return Forward(input);
   }
 
+  // Opens a step as Forward does (the same checks, buffer broadcast and
+  // state change) without running the module: PyTorch's
+  // reducer.prepare_for_backward. For callers that run the module's forward
+  // themselves and back-propagate several times, wanting only the last
+  // backward reduced: a rank pipeline (pipeline.h) runs every micro-batch
+  // through module.Forward directly (local accumulation, no step open),
+  // calls this right before the last backward, then FinishGradientSync().
+  // In NoSync() it opens a local step. Errors as Forward's, and
+  // FailedPrecondition with grad mode off.
+  absl::Status PrepareForBackward();
+
   // loss.Backward() then FinishGradientSync(). `loss` must come from this
   // DDP's Forward in grad mode. Inside NoSync() it only accumulates.
   absl::Status Backward(const Tensor& loss);
@@ -228,6 +239,9 @@ class DistributedDataParallel {
                                   const char* what);
   absl::Status BuildBuckets();
   void OnGradReady(int64_t index);
+  // Forward's part before the module runs: the step-state change and its
+  // checks, the buffer broadcast, bucket reallocation.
+  absl::Status OpenStep();
   absl::Status EnsureGradIsView(ParamState& p);
   absl::Status MarkReady(int64_t index);
   void LaunchCompleteBuckets();

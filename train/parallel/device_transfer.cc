@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 
@@ -35,14 +36,33 @@ absl::StatusOr<std::vector<int64_t>> ChunkSizes(int64_t rows, int64_t chunks) {
   return sizes;
 }
 
-absl::StatusOr<std::vector<Tensor>> ChunkRows(const Tensor& x, int64_t chunks) {
-  if (!x.defined() || x.ndim() < 1) {
+absl::StatusOr<std::vector<int64_t>> TensorSplitSizes(int64_t rows,
+                                                      int64_t sections) {
+  if (rows < 0 || sections < 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("ChunkRows needs a tensor with at least one dim, got ",
-                     x.defined() ? Describe(x) : "an undefined tensor"));
+        absl::StrCat("cannot split ", rows, " rows into ", sections,
+                     " sections: the rows must be >= 0 and the sections >= 1"));
   }
-  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
-                          ChunkSizes(x.dim(0), chunks));
+  std::vector<int64_t> sizes(static_cast<size_t>(sections), rows / sections);
+  for (int64_t i = 0; i < rows % sections; ++i) ++sizes[static_cast<size_t>(i)];
+  return sizes;
+}
+
+absl::StatusOr<std::vector<Tensor>> SplitRows(const Tensor& x,
+                                              absl::Span<const int64_t> sizes) {
+  if (!x.defined() || x.ndim() < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "splitting rows needs a tensor with at least one dim, got ",
+        x.defined() ? Describe(x) : "an undefined tensor"));
+  }
+  int64_t total = 0;
+  for (int64_t rows : sizes) total += rows;
+  if (total != x.dim(0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot split ", Describe(x), " into pieces of ",
+        absl::StrJoin(sizes, ", "), " rows (", total,
+        " in all); the pieces must cover its ", x.dim(0), " rows"));
+  }
   const int64_t row = x.dim(0) == 0 ? 0 : x.numel() / x.dim(0);
   std::vector<Tensor> out;
   int64_t offset = 0;
@@ -54,6 +74,17 @@ absl::StatusOr<std::vector<Tensor>> ChunkRows(const Tensor& x, int64_t chunks) {
     offset += rows;
   }
   return out;
+}
+
+absl::StatusOr<std::vector<Tensor>> ChunkRows(const Tensor& x, int64_t chunks) {
+  if (!x.defined() || x.ndim() < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ChunkRows needs a tensor with at least one dim, got ",
+                     x.defined() ? Describe(x) : "an undefined tensor"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                          ChunkSizes(x.dim(0), chunks));
+  return SplitRows(x, sizes);
 }
 
 absl::StatusOr<Tensor> CopyToDevice(const Tensor& x, Device device) {

@@ -37,6 +37,20 @@ absl::StatusOr<std::vector<int64_t>> ChunkSizes(int64_t rows, int64_t chunks);
 // pieces: views sharing x's storage (differentiable, no copy).
 absl::StatusOr<std::vector<Tensor>> ChunkRows(const Tensor& x, int64_t chunks);
 
+// The row counts torch.tensor_split gives `rows` rows split into `sections`
+// pieces (what torch.distributed.pipelining splits micro-batches with):
+// exactly `sections` pieces, the first rows % sections of them one row
+// longer (5 rows, 4 sections: 2, 1, 1, 1). rows >= 0, sections >= 1
+// (InvalidArgument otherwise); pieces may be empty when rows < sections.
+absl::StatusOr<std::vector<int64_t>> TensorSplitSizes(int64_t rows,
+                                                      int64_t sections);
+
+// `x` (at least 1-d) split along dim 0 into pieces of `sizes` rows (summing
+// to x.dim(0), InvalidArgument otherwise): views sharing x's storage
+// (differentiable, no copy). ChunkRows is SplitRows(x, ChunkSizes(...)).
+absl::StatusOr<std::vector<Tensor>> SplitRows(const Tensor& x,
+                                              absl::Span<const int64_t> sizes);
+
 // `x` on `device`: x itself when it is there already, otherwise a copy whose
 // backward copies the gradient back to x's device.
 absl::StatusOr<Tensor> CopyToDevice(const Tensor& x, Device device);

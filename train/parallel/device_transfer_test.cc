@@ -26,6 +26,30 @@ TEST(ChunkSizesTest, FollowsTorchChunk) {
 // Chunk on sim:0, move a piece to sim:1, gather on sim:0: the values come
 // back in order and the gradient of the input is the gradient of the gather
 // (the identity), moved back the same way.
+// torch.tensor_split's rule (checked against PyTorch 1.13: tensor_split of
+// 5, 7, 8 and 9 rows into 4, 3, 8 and 4 sections).
+TEST(TensorSplitSizesTest, FollowsTorchTensorSplit) {
+  EXPECT_EQ(TensorSplitSizes(5, 4).value(), (std::vector<int64_t>{2, 1, 1, 1}));
+  EXPECT_EQ(TensorSplitSizes(7, 3).value(), (std::vector<int64_t>{3, 2, 2}));
+  EXPECT_EQ(TensorSplitSizes(8, 8).value(), (std::vector<int64_t>(8, 1)));
+  EXPECT_EQ(TensorSplitSizes(9, 4).value(), (std::vector<int64_t>{3, 2, 2, 2}));
+  EXPECT_EQ(TensorSplitSizes(4, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SplitRowsTest, ViewsThePiecesAndChecksTheTotal) {
+  Tensor x =
+      Tensor::FromVector(std::vector<float>{0, 1, 2, 3, 4, 5}, {3, 2}).value();
+  std::vector<Tensor> parts = SplitRows(x, {2, 1}).value();
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[1].ToVector<float>().value(), (std::vector<float>{4, 5}));
+  absl::Status short_split = SplitRows(x, {1, 1}).status();
+  EXPECT_EQ(short_split.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(short_split.message().find("must cover its 3 rows"),
+            std::string::npos)
+      << short_split;
+}
+
 TEST(DeviceTransferTest, RoundTripWithGradients) {
   TANDEM_NN_ASSERT_OK(InstallSimDevices(2));
   TANDEM_NN_ASSERT_OK_AND_ASSIGN(

@@ -1,0 +1,174 @@
+#include "train/examples/pipeline_demo_lib.h"
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "comm/rank_printer.h"
+#include "tensor/generator.h"
+#include "tensor/nn/activation.h"
+#include "tensor/nn/linear.h"
+#include "tensor/nn/sequential.h"
+#include "tensor/ops.h"
+#include "tensor/optim/sgd.h"
+#include "train/parallel/ddp.h"
+#include "train/parallel/tensor_comm.h"
+
+namespace tandem::train {
+namespace {
+
+constexpr int64_t kFeatures = 8;
+
+// Layers [first, last) of the whole model, weights drawn in order.
+absl::StatusOr<std::unique_ptr<nn::Sequential>> StageLayers(
+    const PipelineDemoConfig& c, int64_t first, int64_t last) {
+  Generator gen(c.seed);
+  auto model = std::make_unique<nn::Sequential>();
+  for (int64_t l = 0; l < c.layers; ++l) {
+    const int64_t in = l == 0 ? kFeatures : c.hidden;
+    const int64_t out = l == c.layers - 1 ? 1 : c.hidden;
+    TANDEM_ASSIGN_OR_RETURN(auto linear, nn::Linear::Create(in, out, gen));
+    if (l < first || l >= last) continue;
+    TANDEM_RETURN_IF_ERROR(model->Append(std::move(linear)));
+    if (l < c.layers - 1) {
+      TANDEM_RETURN_IF_ERROR(model->Append(std::make_unique<nn::ReLU>()));
+    }
+  }
+  return model;
+}
+
+// Rows [first, first + rows) of step `step`'s batch: x and its target.
+absl::StatusOr<std::pair<Tensor, Tensor>> BatchRows(int64_t step, int64_t first,
+                                                    int64_t rows) {
+  std::vector<float> x(static_cast<size_t>(rows * kFeatures));
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    double sum = 0;
+    for (int64_t j = 0; j < kFeatures; ++j) {
+      const double v =
+          std::cos(0.37 * static_cast<double>((first + i) * kFeatures + j) +
+                   static_cast<double>(step));
+      x[static_cast<size_t>(i * kFeatures + j)] = static_cast<float>(v);
+      sum += std::sin(v);
+    }
+    y[static_cast<size_t>(i)] = static_cast<float>(sum / 4);
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor xt, Tensor::FromVector(x, {rows, kFeatures}));
+  TANDEM_ASSIGN_OR_RETURN(Tensor yt, Tensor::FromVector(y, {rows, 1}));
+  return std::make_pair(xt, yt);
+}
+
+}  // namespace
+
+absl::Status CheckPipelineDemoConfig(const PipelineDemoConfig& c) {
+  auto bad = [](const std::string& what) {
+    return absl::InvalidArgumentError(what);
+  };
+  if (c.chunks < 1 || c.chunks > 1024) {
+    return bad(absl::StrCat("--chunks must be in 1..1024, got ", c.chunks));
+  }
+  if (c.replicas < 1 || c.replicas > 1024) {
+    return bad(absl::StrCat("--replicas must be in 1..1024, got ", c.replicas));
+  }
+  if (c.steps < 0 || c.steps > 1000000) {
+    return bad(absl::StrCat("--steps must be in 0..1000000, got ", c.steps));
+  }
+  if (c.batch_size < 1 || c.batch_size > 65536) {
+    return bad(
+        absl::StrCat("--batch_size must be in 1..65536, got ", c.batch_size));
+  }
+  if (c.hidden < 1 || c.hidden > 4096) {
+    return bad(absl::StrCat("--hidden must be in 1..4096, got ", c.hidden));
+  }
+  if (c.layers < 2 || c.layers > 256) {
+    return bad(absl::StrCat("--layers must be in 2..256, got ", c.layers));
+  }
+  if (!(c.lr > 0 && c.lr <= 10)) {
+    return bad(absl::StrCat("--lr must be in (0, 10], got ", c.lr));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunPipelineDemo(comm::Communicator& comm,
+                             const PipelineDemoConfig& c, Device device) {
+  TANDEM_RETURN_IF_ERROR(CheckPipelineDemoConfig(c));
+  const int world = comm.size();
+  if (world % c.replicas != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pipeline_demo: the world size (", world,
+                     ") must be a multiple of --replicas (", c.replicas,
+                     "): world = stages x replicas"));
+  }
+  const int64_t stages = world / c.replicas;
+  if (c.layers < stages) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline_demo: ", stages, " stages need at least as many layers; ",
+        "--layers is ", c.layers));
+  }
+  if (c.batch_size % c.replicas != 0 || c.batch_size / c.replicas < c.chunks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "pipeline_demo: --batch_size (", c.batch_size,
+        ") must split evenly over --replicas (", c.replicas,
+        ") into shares of at least --chunks (", c.chunks, ") rows"));
+  }
+  const int replica = comm.rank() / static_cast<int>(stages);
+  const int stage = comm.rank() % static_cast<int>(stages);
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> pipe,
+                          comm.Split(replica, stage));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> dp,
+                          comm.Split(stage, replica));
+  const int64_t first = stage * c.layers / stages;
+  const int64_t last = (stage + 1) * c.layers / stages;
+  TANDEM_ASSIGN_OR_RETURN(auto model, StageLayers(c, first, last));
+  TANDEM_RETURN_IF_ERROR(model->To(device));
+  std::unique_ptr<DistributedDataParallel> ddp;
+  PipelineOptions options{.schedule = c.schedule, .chunks = c.chunks};
+  if (c.replicas > 1) {
+    TANDEM_ASSIGN_OR_RETURN(ddp, DistributedDataParallel::Create(*model, *dp));
+    options.before_last_backward = [&] { return ddp->PrepareForBackward(); };
+    options.after_last_backward = [&] { return ddp->FinishGradientSync(); };
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      auto pipeline,
+      PipelineStage::Create(
+          *pipe, *model, options,
+          [](const Tensor& y, const Tensor& t) { return Mse(y, t); }));
+  TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
+                          optim::Sgd::Create(model->Parameters(), c.lr));
+  const comm::RankPrinter printer(comm);
+  printer.PrintOnRank0(
+      absl::StrCat("pipeline_demo: ", stages, " stages x ", c.replicas,
+                   " replicas, ", std::string(PipelineScheduleName(c.schedule)),
+                   ", ", c.chunks, " chunks, ", c.layers, " layers"));
+  const int64_t share = c.batch_size / c.replicas;
+  for (int64_t step = 0; step < c.steps; ++step) {
+    TANDEM_ASSIGN_OR_RETURN(auto batch,
+                            BatchRows(step, replica * share, share));
+    TANDEM_ASSIGN_OR_RETURN(Tensor x, batch.first.To(device));
+    TANDEM_ASSIGN_OR_RETURN(Tensor t, batch.second.To(device));
+    model->ZeroGrad();
+    TANDEM_ASSIGN_OR_RETURN(PipelineStepResult result,
+                            pipeline->Step(stage == 0 ? x : Tensor(),
+                                           stage == stages - 1 ? t : Tensor()));
+    TANDEM_RETURN_IF_ERROR(sgd.Step());
+    TANDEM_ASSIGN_OR_RETURN(double loss, pipeline->ShareLoss(result));
+    if (c.replicas > 1) {
+      TANDEM_ASSIGN_OR_RETURN(Tensor host, Tensor::Scalar(loss, DType::kF64));
+      TANDEM_ASSIGN_OR_RETURN(Tensor l, host.To(device));
+      TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(l));
+      TANDEM_RETURN_IF_ERROR(
+          dp->AllReduce(view, comm::ReduceOp::kAvg)->Wait(absl::Minutes(5)));
+      TANDEM_ASSIGN_OR_RETURN(host, l.To(Device::CPU()));
+      loss = host.data<double>()[0];
+    }
+    printer.PrintOnRank0(absl::StrFormat("step %d loss %.7f", step, loss));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::train
