@@ -22,6 +22,13 @@ import os
 import socket
 import sys
 
+# torch.set_num_threads(1) below does not reach OpenBLAS in Debian's build
+# (PyTorch calls libblas's sgemm_, OpenBLAS, which starts one thread per
+# core); its threaded driver splits the K loop of a GEMM differently, so
+# the Linear layer's bits would depend on the machine's core count. One
+# thread, set before OpenBLAS loads, makes the run the same everywhere.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 try:
     import torch
     import torch.distributed as dist
