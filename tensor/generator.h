@@ -91,13 +91,26 @@ class Generator {
   // fma(x, to - from, from).
   void Uniform(double* out, int64_t n, double from, double to);
 
-  // Fills out[0..n) with normal samples N(mean, std^2) by Box-Muller, after
-  // PyTorch's CPU normal_ on a float32 tensor: for n >= 16 it draws n
-  // uniforms first and transforms them in blocks of 16 (redrawing the last
-  // 16 when n % 16 != 0); for n < 16 it uses the double-precision path with
-  // a cached second sample. Statistically equivalent to PyTorch; equal to it
-  // only up to float rounding (PyTorch may use vectorised log/sin/cos).
+  // Fills out[0..n) with normal samples N(mean, std^2) exactly as
+  // tensor.normal_(mean, std) (and torch.randn) fills a contiguous float32
+  // tensor on an x86-64 CPU with AVX2, bit for bit:
+  // - n >= 16: n uniforms (as Uniform(out, n, 0, 1)), then Box-Muller on
+  //   each block of 16 with PyTorch's AVX2 Cephes log/sin/cos
+  //   (internal::NormalFill16, tensor/normal_fill.h); when n % 16 != 0 the
+  //   last 16 are drawn afresh and transformed again;
+  // - n < 16: the double-precision Box-Muller (two Random64() per pair,
+  //   log(1 - u), the C library's sin/cos), the second sample of a pair cached
+  //   for the next call, each value fma(sample, std, mean) rounded to float.
+  // (PyTorch without AVX2, or built for AVX-512, takes a scalar path with
+  // the C library's log/sin/cos instead; its values differ in the last bits.)
   void Normal(float* out, int64_t n, float mean, float std);
+
+  // The same for a contiguous float64 tensor, as PyTorch does it on every
+  // CPU: n >= 16: Uniform(out, n, 0, 1) (53-bit uniforms), then Box-Muller
+  // on blocks of 16 with the C library's log/cos/sin in double and
+  // fma(radius * cos, std, mean) (the tail of 16 redrawn as above); n < 16:
+  // the cached double path, fma(sample, std, mean).
+  void Normal(double* out, int64_t n, double mean, double std);
 
  private:
   double NextDoubleNormal();

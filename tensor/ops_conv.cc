@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/cpu/im2col.h"
+#include "tensor/cpu/onednn_conv.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
@@ -25,6 +27,61 @@ using internal::DispatchFloat;
 bool IsPointwise(const cpu::ConvGeometry& g) {
   return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 &&
          g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+// Under KernelChoice::kPyTorch, the f32 convolutions that PyTorch 1.13
+// sends to oneDNN go to oneDNN here too (tensor/cpu/onednn_conv.h): same
+// primitives, same bits. Not the default: faster than im2col + GEMM on
+// ddp_demo's 3-channel layer, slower on a 64-channel one
+// (bench/PERFORMANCE.md).
+template <typename T>
+bool UseOneDnn(const cpu::ConvProblem& p) {
+  return std::is_same_v<T, float> &&
+         cpu::GetKernelChoice() == cpu::KernelChoice::kPyTorch &&
+         cpu::PyTorchUsesOneDnn(p);
+}
+
+// dst = src (overwrite) or dst += src (accumulate).
+template <typename T>
+void StoreGrad(const std::vector<T>& src, bool accumulate, T* dst) {
+  for (size_t i = 0; i < src.size(); ++i) {
+    dst[i] = accumulate ? dst[i] + src[i] : src[i];
+  }
+}
+
+// ConvBackward on oneDNN (float only; callers check UseOneDnn).
+absl::Status OneDnnConvBackward(const cpu::ConvProblem& p, const Tensor& x,
+                                const Tensor& w, const Tensor& g,
+                                GradSink& sink) {
+  const float* pg = g.data<float>();
+  if (sink.needs(1) || sink.needs(2)) {
+    std::vector<float> dw(static_cast<size_t>(w.numel()));
+    std::vector<float> db(static_cast<size_t>(p.out_channels));
+    TANDEM_RETURN_IF_ERROR(
+        cpu::OneDnnConvBackwardWeights(p, x.data<float>(), pg, dw.data(),
+                                       sink.needs(2) ? db.data() : nullptr));
+    if (sink.needs(1)) {
+      TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(1));
+      StoreGrad(dw, b.accumulate, b.tensor.data<float>());
+    }
+    if (sink.needs(2)) {
+      TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(2));
+      StoreGrad(db, b.accumulate, b.tensor.data<float>());
+    }
+  }
+  if (sink.needs(0)) {
+    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(0));
+    if (b.accumulate) {
+      std::vector<float> dx(static_cast<size_t>(x.numel()));
+      TANDEM_RETURN_IF_ERROR(
+          cpu::OneDnnConvBackwardData(p, w.data<float>(), pg, dx.data()));
+      StoreGrad(dx, true, b.tensor.data<float>());
+    } else {
+      TANDEM_RETURN_IF_ERROR(cpu::OneDnnConvBackwardData(
+          p, w.data<float>(), pg, b.tensor.data<float>()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 // Uninitialised scratch for one image's column matrix (none when
@@ -46,8 +103,15 @@ const T* Columns(const cpu::ConvGeometry& geo, const T* x_n, T* scratch) {
 
 template <typename T>
 absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
-                          int64_t out_channels, const Tensor& x,
+                          int64_t out_channels, bool onednn, const Tensor& x,
                           const Tensor& w, const Tensor& g, GradSink& sink) {
+  const cpu::ConvProblem problem{
+      .geometry = geo, .batch = batch, .out_channels = out_channels};
+  if constexpr (std::is_same_v<T, float>) {
+    if (onednn) {
+      return OneDnnConvBackward(problem, x, w, g, sink);
+    }
+  }
   const int64_t rows = geo.col_rows(), cols = geo.col_cols();
   const int64_t in_plane = geo.channels * geo.height * geo.width;
   const int64_t out_plane = out_channels * cols;
@@ -174,6 +238,11 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
     }
   }
   const int64_t rows = geo.col_rows(), cols = geo.col_cols();
+  // Decided once, so backward takes the same path as forward.
+  const bool onednn =
+      x.dtype() == DType::kF32 &&
+      UseOneDnn<float>(
+          {.geometry = geo, .batch = batch, .out_channels = out_channels});
   TANDEM_ASSIGN_OR_RETURN(
       Tensor y,
       internal::NewLike({batch, out_channels, geo.out_h(), geo.out_w()},
@@ -181,6 +250,14 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
   TANDEM_RETURN_IF_ERROR(
       DispatchFloat(x.dtype(), [&](auto zero) -> absl::Status {
         using T = decltype(zero);
+        if constexpr (std::is_same_v<T, float>) {
+          if (onednn) {
+            return cpu::OneDnnConvForward(
+                {.geometry = geo, .batch = batch, .out_channels = out_channels},
+                x.data<float>(), weight.data<float>(),
+                bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
+          }
+        }
         std::unique_ptr<T[]> scratch = Scratch<T>(geo);
         const int64_t in_plane = geo.channels * geo.height * geo.width;
         for (int64_t n = 0; n < batch; ++n) {
@@ -204,12 +281,12 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
       }));
   if (ShouldRecord({x, weight, bias})) {
     RecordOp("Conv2d", y, {x, weight, bias},
-             [geo, batch, out_channels, sx = x.Detach(), sw = weight.Detach()](
-                 const Tensor& g, GradSink& sink) {
+             [geo, batch, out_channels, onednn, sx = x.Detach(),
+              sw = weight.Detach()](const Tensor& g, GradSink& sink) {
                return DispatchFloat(g.dtype(), [&](auto zero) {
                  using T = decltype(zero);
-                 return ConvBackward<T>(geo, batch, out_channels, sx, sw, g,
-                                        sink);
+                 return ConvBackward<T>(geo, batch, out_channels, onednn, sx,
+                                        sw, g, sink);
                });
              });
   }

@@ -13,11 +13,50 @@
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
+#include "tensor/softmax_kernels.h"
 
 namespace tandem {
 
 using internal::Describe;
 using internal::DispatchFloat;
+
+namespace {
+
+// PyTorch's cross_entropy on f32: log_softmax, then nll_loss (mean), and
+// backward through both, each in PyTorch's order (softmax_kernels.h), so
+// the loss and the gradient equal PyTorch's bit for bit. Shapes and labels
+// are checked by the caller.
+absl::StatusOr<Tensor> CrossEntropyF32(const Tensor& logits,
+                                       const Tensor& labels) {
+  const int64_t n = logits.dim(0), c = logits.dim(1);
+  TANDEM_ASSIGN_OR_RETURN(Tensor loss, internal::NewLike({}, DType::kF32));
+  TANDEM_ASSIGN_OR_RETURN(Tensor logp,
+                          internal::NewLike(logits.shape(), DType::kF32));
+  internal::LogSoftmaxRows(logits.data<float>(), n, c, logp.data<float>());
+  loss.data<float>()[0] =
+      internal::NllLossMean(logp.data<float>(), labels.data<int64_t>(), n, c);
+  RecordOp(
+      "CrossEntropy", loss, {logits, labels},
+      [logp, labels, n, c](const Tensor& g, GradSink& sink) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+        // nll_loss backward: -(g / N) at each label, 0 elsewhere.
+        std::vector<float> glogp(static_cast<size_t>(n * c), 0.0f);
+        const float at_label = -(g.data<float>()[0] / static_cast<float>(n));
+        const int64_t* pl = labels.data<int64_t>();
+        for (int64_t i = 0; i < n; ++i) glogp[i * c + pl[i]] = at_label;
+        std::vector<float> gx(glogp.size());
+        internal::LogSoftmaxBackwardRows(glogp.data(), logp.data<float>(), n, c,
+                                         gx.data());
+        float* out = buf.tensor.data<float>();
+        for (size_t j = 0; j < gx.size(); ++j) {
+          out[j] = buf.accumulate ? out[j] + gx[j] : gx[j];
+        }
+        return absl::OkStatus();
+      });
+  return loss;
+}
+
+}  // namespace
 
 absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
                                     const Tensor& labels) {
@@ -62,6 +101,7 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
                        " classes (valid labels: 0 to ", c - 1, ")"));
     }
   }
+  if (logits.dtype() == DType::kF32) return CrossEntropyF32(logits, labels);
   TANDEM_ASSIGN_OR_RETURN(Tensor loss, internal::NewLike({}, logits.dtype()));
   // softmax(logits) - onehot(labels), divided by N, is the gradient; the
   // probabilities are kept for backward.

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
+#include "tensor/cascade_sum.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
@@ -178,7 +179,9 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
   TANDEM_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* py = y.data<T>();
-    if (std::is_same_v<T, float> && batch <= kTransposedLinearMaxBatch) {
+    // kPyTorch: PyTorch's addmm call (the direct form below).
+    if (std::is_same_v<T, float> && batch <= kTransposedLinearMaxBatch &&
+        cpu::GetKernelChoice() == cpu::KernelChoice::kFastest) {
       return LinearForwardTransposed<T>(
           x.data<T>(), weight.data<T>(),
           bias.defined() ? bias.data<T>() : nullptr, batch, in, out_features,
@@ -212,15 +215,15 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
                   GemmInto<T>(dw, true, false, out_features, in, batch, g, sx));
             }
             if (sink.needs(2)) {  // db [out] = column sums of g
+              // In PyTorch's order (grad.sum(0), a cascade sum), then
+              // added to an existing gradient.
               TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db, sink.GetBuffer(2));
               T* pdb = db.tensor.data<T>();
-              const T* pg = g.data<T>();
-              if (!db.accumulate) {
-                for (int64_t c = 0; c < out_features; ++c) pdb[c] = T(0);
-              }
-              for (int64_t r = 0; r < batch; ++r) {
-                const T* row = pg + r * out_features;
-                for (int64_t c = 0; c < out_features; ++c) pdb[c] += row[c];
+              std::vector<T> sums(static_cast<size_t>(out_features));
+              internal::ColumnSums(g.data<T>(), batch, out_features,
+                                   sums.data());
+              for (int64_t c = 0; c < out_features; ++c) {
+                pdb[c] = db.accumulate ? pdb[c] + sums[c] : sums[c];
               }
             }
             if (sink.needs(0)) {  // dx [batch, in] = g W

@@ -14,6 +14,7 @@
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
+#include "tensor/softmax_kernels.h"
 
 namespace tandem {
 namespace {
@@ -144,10 +145,22 @@ absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
   TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
   const DimSplit s = internal::SplitAt(x.shape(), d);
   TANDEM_ASSIGN_OR_RETURN(Tensor y, NewLike(x.shape(), x.dtype()));
+  // f32 over the last dim: PyTorch's kernel, bit for bit.
+  const bool rows_f32 = x.dtype() == DType::kF32 && s.inner == 1;
   DispatchFloat(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();
     T* py = y.data<T>();
+    if (rows_f32) {
+      const float* fx = x.data<float>();
+      float* fy = y.data<float>();
+      if (log) {
+        internal::LogSoftmaxRows(fx, s.outer, s.size, fy);
+      } else {
+        internal::SoftmaxRows(fx, s.outer, s.size, fy);
+      }
+      return;
+    }
     for (int64_t o = 0; o < s.outer; ++o) {
       for (int64_t i = 0; i < s.inner; ++i) {
         const int64_t base = o * s.size * s.inner + i;
@@ -172,9 +185,21 @@ absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
     }
   });
   RecordOp(name, y, {x},
-           [log, s, sy = y.Detach()](const Tensor& g,
-                                     GradSink& sink) -> absl::Status {
+           [log, s, rows_f32, sy = y.Detach()](const Tensor& g,
+                                               GradSink& sink) -> absl::Status {
              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+             if (rows_f32) {
+               std::vector<float> gx(static_cast<size_t>(sy.numel()));
+               (log ? internal::LogSoftmaxBackwardRows
+                    : internal::SoftmaxBackwardRows)(g.data<float>(),
+                                                     sy.data<float>(), s.outer,
+                                                     s.size, gx.data());
+               float* p = buf.tensor.data<float>();
+               for (size_t j = 0; j < gx.size(); ++j) {
+                 p[j] = buf.accumulate ? p[j] + gx[j] : gx[j];
+               }
+               return absl::OkStatus();
+             }
              DispatchFloat(g.dtype(), [&](auto zero) {
                using T = decltype(zero);
                const T* py = sy.data<T>();

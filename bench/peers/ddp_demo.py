@@ -15,12 +15,22 @@ set_epoch, and on rank 0 "Step: N, Loss: X" per step and
     bench/peers/ddp_demo.py --world_size=2 --batchSize 64   # mp.spawn, no torchrun
 
 --gpu_id sets CUDA_VISIBLE_DEVICES as the tutorial does (nothing here uses a
-GPU). Uses Debian's python3-torch (PyTorch 1.13, CPU).
+GPU). Uses Debian's python3-torch (PyTorch 1.13, CPU), with OpenBLAS on one
+thread (OPENBLAS_NUM_THREADS=1 unless set: see below) so that the losses do
+not depend on the machine's core count; tandem's ddp_demo prints the same
+losses bit for bit (bench/peers/compare_ddp_demo.py).
 """
 import argparse
 import os
 import socket
 import sys
+
+# torch.set_num_threads(1) below does not reach OpenBLAS in Debian's build
+# (PyTorch calls libblas's sgemm_, OpenBLAS, which starts one thread per
+# core); its threaded driver splits the K loop of a GEMM differently, so
+# the Linear layer's bits would depend on the machine's core count. One
+# thread, set before OpenBLAS loads, makes the run the same everywhere.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 try:
     import torch

@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include <mutex>
@@ -15,6 +16,8 @@
 
 namespace tandem::cpu {
 namespace {
+
+std::atomic<KernelChoice> kernel_choice{KernelChoice::kFastest};
 
 // Applies tandem's default (one OpenBLAS thread) exactly once, before the
 // first GEMM or explicit setting.
@@ -31,7 +34,8 @@ template <>
 void Blas<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
                  float alpha, const float* a, int lda, const float* b, int ldb,
                  float beta, float* c, int ldc) {
-  if (ta == CblasNoTrans && tb == CblasNoTrans) {
+  if (ta == CblasNoTrans && tb == CblasNoTrans &&
+      GetKernelChoice() == KernelChoice::kFastest) {
     // oneDNN for A·B: on Linear's input gradient (M = batch rows, weights
     // as B) it ran 82-106 GFLOP/s per thread here against OpenBLAS's 61-73,
     // and no slower on the other NN shapes measured (2048³, conv's W·col);
@@ -121,6 +125,14 @@ absl::Status SetBlasNumThreads(int num_threads) {
   EnsureDefaultThreads();
   openblas_set_num_threads(num_threads);
   return absl::OkStatus();
+}
+
+void SetKernelChoice(KernelChoice choice) {
+  kernel_choice.store(choice, std::memory_order_relaxed);
+}
+
+KernelChoice GetKernelChoice() {
+  return kernel_choice.load(std::memory_order_relaxed);
 }
 
 int BlasNumThreads() {

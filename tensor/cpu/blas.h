@@ -43,6 +43,23 @@ absl::Status SetBlasNumThreads(int num_threads);
 // OpenBLAS's current thread count (after applying tandem's default of 1).
 int BlasNumThreads();
 
+// Which kernels tandem's CPU ops call where several compute the same
+// product with different rounding. Process-wide; every rank of a process
+// should run with the same setting.
+// - kFastest (the default): per layout the library measured fastest here
+//   (oneDNN's sgemm for f32 A·B, OpenBLAS otherwise) and Linear's forward
+//   at batch <= 256 through its transpose.
+// - kPyTorch: the calls PyTorch 1.13 makes on the CPU (Debian's build):
+//   OpenBLAS sgemm for every f32 layout, Linear's forward as
+//   bias + x·Wᵀ in one sgemm with beta = 1. With OpenBLAS on one thread
+//   (PyTorch's OpenBLAS uses one per core unless OPENBLAS_NUM_THREADS=1,
+//   and its threaded driver splits the K loop differently) the products
+//   equal PyTorch's bit for bit. Up to ~20% slower on some Linear
+//   shapes (bench/PERFORMANCE.md); ddp_demo selects it.
+enum class KernelChoice { kFastest, kPyTorch };
+void SetKernelChoice(KernelChoice choice);
+KernelChoice GetKernelChoice();
+
 }  // namespace tandem::cpu
 
 #endif  // TANDEM_TENSOR_CPU_BLAS_H_

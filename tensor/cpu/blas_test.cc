@@ -1,5 +1,6 @@
 #include "tensor/cpu/blas.h"
 
+#include <cblas.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -165,6 +166,31 @@ TEST(BlasTest, ConcurrentCallersGetTheirOwnResults) {
   }
   for (std::thread& th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(good[t], 1) << "thread " << t;
+}
+
+}  // namespace
+}  // namespace tandem::cpu
+
+namespace tandem::cpu {
+namespace {
+
+TEST(BlasTest, KernelChoicePyTorchCallsOpenBlasForEveryLayout) {
+  EXPECT_EQ(GetKernelChoice(), KernelChoice::kFastest);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-1, 1);
+  const int64_t m = 37, n = 29, k = 300;
+  std::vector<float> a(m * k), b(k * n);
+  for (float& v : a) v = d(rng);
+  for (float& v : b) v = d(rng);
+  SetKernelChoice(KernelChoice::kPyTorch);
+  std::vector<float> c(m * n), want(m * n);
+  ASSERT_TRUE(
+      Gemm<float>(false, false, m, n, k, 1.f, a.data(), b.data(), 0.f, c.data())
+          .ok());
+  SetKernelChoice(KernelChoice::kFastest);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.f, a.data(),
+              k, b.data(), n, 0.f, want.data(), n);
+  EXPECT_EQ(c, want);  // the same library call: the same bits
 }
 
 }  // namespace

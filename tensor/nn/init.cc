@@ -56,17 +56,7 @@ absl::Status Normal(const Tensor& t, double mean, double std, Generator& gen) {
                static_cast<float>(std));
     return absl::OkStatus();
   }
-  // f64: float-precision samples drawn in chunks of 256, widened. PyTorch's
-  // double path is not reproduced; nothing in tandem needs it bit-exact.
-  double* out = t.data<double>();
-  const int64_t n = t.numel();
-  constexpr int64_t kChunk = 256;
-  float buffer[kChunk];
-  for (int64_t done = 0; done < n; done += kChunk) {
-    const int64_t count = n - done < kChunk ? n - done : kChunk;
-    gen.Normal(buffer, count, 0.0f, 1.0f);
-    for (int64_t i = 0; i < count; ++i) out[done + i] = buffer[i] * std + mean;
-  }
+  gen.Normal(t.data<double>(), t.numel(), mean, std);
   return absl::OkStatus();
 }
 

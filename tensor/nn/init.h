@@ -30,9 +30,8 @@ namespace tandem::nn::init {
 // dtype first, as PyTorch does.
 absl::Status Uniform(const Tensor& t, double from, double to, Generator& gen);
 
-// nn.init.normal_(t, mean, std). Statistically like PyTorch; for f32 equal
-// to it up to float rounding (see Generator::Normal); for f64 only in
-// distribution (float-precision samples, widened).
+// nn.init.normal_(t, mean, std): bit for bit PyTorch's values for f32 (as
+// on an AVX2 CPU) and f64 (see Generator::Normal).
 absl::Status Normal(const Tensor& t, double mean, double std, Generator& gen);
 
 // PyTorch's fan_in: size(1) * (product of dims 2..), e.g. in_features for a

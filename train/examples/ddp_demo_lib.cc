@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
+#include "tensor/cpu/blas.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/conv2d.h"
@@ -121,6 +122,9 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                        {"--checkpoint_every", config.checkpoint.every_steps}}));
   TANDEM_RETURN_IF_ERROR(CheckDdpDemoConfig(config));
   const comm::RankPrinter out(comm);
+  // The script's losses bit for bit: PyTorch's GEMM calls (process-wide;
+  // every rank sets the same).
+  cpu::SetKernelChoice(cpu::KernelChoice::kPyTorch);
 
   // torch.manual_seed(seed); dataset = RandomDataset(...); model = Model(...)
   Generator gen(config.seed);

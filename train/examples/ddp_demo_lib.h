@@ -18,8 +18,8 @@
 //
 // (the loss as Python prints loss.item(); see PythonFloatStr). The PyTorch
 // script is bench/peers/ddp_demo.py; bench/peers/compare_ddp_demo.py runs
-// both and compares the losses (docs/checkpoints.md says how close they are
-// and why not closer).
+// both and requires every loss bit-identical (docs/checkpoints.md says how:
+// RunDdpDemo selects cpu::KernelChoice::kPyTorch for the process).
 #ifndef TANDEM_TRAIN_EXAMPLES_DDP_DEMO_LIB_H_
 #define TANDEM_TRAIN_EXAMPLES_DDP_DEMO_LIB_H_
 
