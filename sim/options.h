@@ -68,6 +68,15 @@ struct Options {
 
   std::vector<Fault> faults;
 
+  // The stack of each rank's thread, bytes (rounded up to whole pages); 0:
+  // the system default (8 MiB on Linux). Why 512 KiB: digits_ddp and the
+  // conformance suite run with 64 KiB (measured, docs/sim_scale.md); 512 KiB
+  // leaves 8x for deeper user code while 8192 ranks reserve 4 GiB of
+  // address space instead of 64 GiB. Only the pages a rank touches cost
+  // memory. A rank that overflows its stack crashes the process
+  // (SIGSEGV): raise this if a rank's function recurses deeply.
+  int64_t stack_bytes = 512 << 10;
+
   // When set, rank r's Communicator::output() is capture->sink(r) (lines are
   // kept per rank, see sim/output_capture.h); otherwise ranks print to stdout.
   // Must outlive the run.
