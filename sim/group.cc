@@ -619,10 +619,18 @@ absl::Status Group::MismatchLocked(const Slot& slot, int rank,
 }
 
 std::string Group::MissingRanksLocked(const Slot& slot) const {
+  // At most this many ranks are described; the rest are counted (a line
+  // naming 8000 ranks helps nobody).
+  constexpr int kMaxNamed = 8;
   std::vector<std::string> parts;
+  int64_t unnamed = 0;
   const comm::Fingerprint& fp = slot.reference_;
   for (int p = 0; p < slot.num_participants(); ++p) {
     if (slot.has_posted_[p].load(std::memory_order_relaxed)) continue;
+    if (parts.size() == kMaxNamed) {
+      ++unnamed;
+      continue;
+    }
     const int r = slot.participant_ranks_[p];
     std::string state;
     if (IsPointToPoint(fp.op)) {
@@ -648,7 +656,9 @@ std::string Group::MissingRanksLocked(const Slot& slot) const {
     if (exited_[r]) absl::StrAppend(&state, " and returned from its function");
     parts.push_back(absl::StrCat("rank ", r, " (", state, ")"));
   }
-  return absl::StrJoin(parts, ", ");
+  std::string out = absl::StrJoin(parts, ", ");
+  if (unnamed > 0) absl::StrAppend(&out, " and ", unnamed, " more rank(s)");
+  return out;
 }
 
 std::optional<absl::Status> Group::ExitedMissingLocked(const Slot& slot) const {
