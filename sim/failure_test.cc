@@ -211,6 +211,33 @@ TEST_F(FailureTest, TimeoutNamesTheRanksThatNeverArrived) {
   }
 }
 
+// With many absent ranks the message names the first 8 and counts the rest.
+TEST_F(FailureTest, TimeoutNamesAtMostEightRanks) {
+  testing::Latch rank0_timed_out(1);
+  Options options;
+  options.timeout = absl::Milliseconds(200);
+  RunResult result = sim::Run(
+      12,
+      [&](int rank, comm::Communicator& comm) {
+        if (rank != 0) {
+          rank0_timed_out.Wait();
+          return absl::OkStatus();
+        }
+        std::vector<float> b = Ones(4);
+        absl::Status s = comm.AllReduce(comm::HostView(absl::MakeSpan(b)),
+                                        comm::ReduceOp::kSum)
+                             ->Wait();
+        rank0_timed_out.CountDown();
+        return s;
+      },
+      options);
+  EXPECT_EQ(result.ranks[0].code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(Msg(result.ranks[0]),
+              AllOf(HasSubstr("rank 8 (it has issued 0 collectives) and 3 "
+                              "more rank(s) never issued it"),
+                    ::testing::Not(HasSubstr("rank 9 ("))));
+}
+
 TEST_F(FailureTest, RecvTimeoutNamesTheMissingSender) {
   testing::Latch done(1);
   Options options;

@@ -62,8 +62,8 @@ Slot::Slot(const comm::Fingerprint& reference,
       world_size_(world_size),
       elem_size_(std::max<int64_t>(1, comm::DTypeSize(reference.dtype))),
       endpoints_(participant_ranks_.size()),
-      posted_(participant_ranks_.size()),
-      has_posted_(participant_ranks_.size(), 0) {
+      has_posted_(
+          std::make_unique<std::atomic<char>[]>(participant_ranks_.size())) {
   Plan();
 }
 
@@ -117,7 +117,9 @@ void Slot::Plan() {
   }
   total_tasks_ = 0;
   for (int64_t t : tasks_per_group_) total_tasks_ += t;
-  claim_ = std::make_unique<Counter[]>(tasks_per_group_.size());
+  const int64_t groups = static_cast<int64_t>(tasks_per_group_.size());
+  claim_stride_ = groups <= 64 ? 64 / sizeof(std::atomic<int64_t>) : 1;
+  claim_ = std::make_unique<std::atomic<int64_t>[]>(groups * claim_stride_);
 }
 
 absl::Status Slot::RunTask(int g, int64_t t) {
@@ -195,7 +197,7 @@ int64_t Slot::Help(int home, Group& group, int64_t max_tasks) {
   // run or the run aborts. Returns true when group g has no task left.
   auto drain = [&](int g) {
     const int64_t limit = tasks_per_group_[g];
-    std::atomic<int64_t>& next = claim_[g].next;
+    std::atomic<int64_t>& next = claim_[g * claim_stride_];
     while (next.load(std::memory_order_relaxed) < limit) {
       if (ran >= max_tasks) return false;
       // Checked before every claim: after an abort no new task starts, so a
@@ -234,6 +236,9 @@ int64_t Slot::Help(int home, Group& group, int64_t max_tasks) {
     }
   }
   const bool last_active = active_.fetch_sub(1, std::memory_order_seq_cst) == 1;
+  // One call wakes every sleeper. (Tried: waking one per core and having
+  // each woken rank wake the next, to keep the run queue short; on a 2-core
+  // VM it caused more involuntary context switches, not fewer.)
   if (finished_last || (last_active && group.aborted())) group.Wake(*this);
   return ran;
 }
@@ -248,53 +253,101 @@ Group::Group(int world_size, const Options& options, Group* parent)
       options_(options),
       spin_(EffectiveSpin(world_size, options.spin)),
       parent_(parent),
-      cvs_(std::make_unique<std::condition_variable[]>(world_size)),
-      collectives_issued_(world_size, 0),
-      exited_(world_size, 0),
-      waiting_on_(world_size, nullptr) {}
+      sleeping_on_(std::make_unique<std::atomic<const Slot*>[]>(world_size)),
+      ring_(std::make_unique<RingEntry[]>(kRing)),
+      collectives_issued_(std::make_unique<std::atomic<int64_t>[]>(world_size)),
+      exited_(world_size, 0) {}
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
     int rank, const comm::Fingerprint& fp, Endpoint endpoint,
     double issue_time_s) {
-  std::shared_ptr<Slot> slot;
-  bool became_ready = false;
+  if (aborted()) return abort_reason();
+  collectives_issued_[rank].store(fp.seq + 1, std::memory_order_relaxed);
+  std::shared_ptr<Slot> slot = FindOrCreateCollective(rank, fp);
+  if (!comm::SameCollective(slot->reference_, fp)) {
+    std::unique_lock<std::mutex> lock = Lock();
+    absl::Status mismatch = MismatchLocked(*slot, rank, fp);
+    AbortLocked(mismatch);
+    return mismatch;
+  }
+  Arrive(*slot, rank, endpoint, issue_time_s);
+  return slot;
+}
+
+std::shared_ptr<Slot> Group::FindOrCreateCollective(
+    int rank, const comm::Fingerprint& fp) {
+  // Fast path: the ring. An entry naming fp.seq stays so until this rank
+  // has posted (the last post clears it).
+  RingEntry& entry = ring_[fp.seq % kRing];
+  if (entry.seq.load(std::memory_order_acquire) == fp.seq) {
+    return entry.slot.load(std::memory_order_acquire)->shared_from_this();
+  }
   {
     std::unique_lock<std::mutex> lock = Lock();
-    if (aborted()) return abort_reason_;
-    collectives_issued_[rank] = fp.seq + 1;
-    auto it = open_collectives_.find(fp.seq);
-    if (it == open_collectives_.end()) {
-      std::vector<int> ranks(world_size_);
-      for (int r = 0; r < world_size_; ++r) ranks[r] = r;
-      slot = std::make_shared<Slot>(fp, std::move(ranks), world_size_);
-      open_collectives_.emplace(fp.seq, slot);
-    } else {
-      slot = it->second;
-      if (!comm::SameCollective(slot->reference_, fp)) {
-        absl::Status mismatch = MismatchLocked(*slot, rank, fp);
-        AbortLocked(mismatch);
-        return mismatch;
+    auto [it, inserted] = open_collectives_.emplace(fp.seq, nullptr);
+    if (!inserted) {
+      // Another rank creates it right now (a null entry): it is running, not
+      // waiting on anything, so this ends within one slot construction.
+      while (it->second == nullptr) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+        it = open_collectives_.find(fp.seq);
       }
-    }
-    slot->endpoints_[rank] = endpoint;
-    slot->posted_[rank] = fp;
-    slot->has_posted_[rank] = 1;
-    slot->latest_issue_s_ = std::max(slot->latest_issue_s_, issue_time_s);
-    if (++slot->arrived_ == slot->num_participants()) {
-      open_collectives_.erase(fp.seq);
-      slot->ready_.store(true, std::memory_order_seq_cst);
-      became_ready = true;
+      return it->second;
     }
   }
-  if (became_ready) WakeHelpers(*slot);
-  return slot;
+  // The first poster: build the slot outside the lock (it is O(world
+  // size)); the null entry keeps others from building their own.
+  std::vector<int> ranks(world_size_);
+  for (int r = 0; r < world_size_; ++r) ranks[r] = r;
+  auto created = std::make_shared<Slot>(fp, std::move(ranks), world_size_);
+  created->first_rank_ = rank;
+  std::unique_lock<std::mutex> lock = Lock();
+  open_collectives_[fp.seq] = created;
+  if (entry.seq.load(std::memory_order_relaxed) == -1) {
+    entry.slot.store(created.get(), std::memory_order_release);
+    entry.seq.store(fp.seq, std::memory_order_release);
+  }
+  return created;
+}
+
+void Group::Arrive(Slot& slot, int index, Endpoint endpoint,
+                   double issue_time_s) {
+  slot.endpoints_[index] = endpoint;
+  slot.has_posted_[index].store(1, std::memory_order_relaxed);
+  double latest = slot.latest_issue_s_.load(std::memory_order_relaxed);
+  while (latest < issue_time_s &&
+         !slot.latest_issue_s_.compare_exchange_weak(
+             latest, issue_time_s, std::memory_order_relaxed)) {
+  }
+  if (slot.arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 !=
+      slot.num_participants()) {
+    return;
+  }
+  // The last poster: close the slot (no one will look it up again).
+  const comm::Fingerprint& fp = slot.reference_;
+  if (fp.op == comm::OpKind::kSend || fp.op == comm::OpKind::kRecv) {
+    std::unique_lock<std::mutex> lock = Lock();
+    open_p2p_.erase(std::make_tuple(slot.participant_ranks_[0],
+                                    slot.participant_ranks_[1], fp.seq));
+  } else {
+    std::unique_lock<std::mutex> lock = Lock();
+    RingEntry& entry = ring_[fp.seq % kRing];
+    if (entry.seq.load(std::memory_order_relaxed) == fp.seq) {
+      entry.seq.store(-1, std::memory_order_release);
+      entry.slot.store(nullptr, std::memory_order_release);
+    }
+    open_collectives_.erase(fp.seq);
+  }
+  slot.ready_.store(true, std::memory_order_seq_cst);
+  WakeHelpers(slot);
 }
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
     int rank, int src, int dst, const comm::Fingerprint& fp, Endpoint endpoint,
     double issue_time_s) {
   std::shared_ptr<Slot> slot;
-  bool became_ready = false;
   const int index = rank == src ? 0 : 1;
   {
     std::unique_lock<std::mutex> lock = Lock();
@@ -305,6 +358,7 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
     if (it == open_p2p_.end()) {
       slot =
           std::make_shared<Slot>(fp, std::vector<int>{src, dst}, world_size_);
+      slot->first_rank_ = rank;
       open_p2p_.emplace(key, slot);
     } else {
       slot = it->second;
@@ -323,17 +377,8 @@ absl::StatusOr<std::shared_ptr<Slot>> Group::PostPointToPoint(
         return mismatch;
       }
     }
-    slot->endpoints_[index] = endpoint;
-    slot->posted_[index] = fp;
-    slot->has_posted_[index] = 1;
-    slot->latest_issue_s_ = std::max(slot->latest_issue_s_, issue_time_s);
-    if (++slot->arrived_ == slot->num_participants()) {
-      open_p2p_.erase(key);
-      slot->ready_.store(true, std::memory_order_seq_cst);
-      became_ready = true;
-    }
   }
-  if (became_ready) WakeHelpers(*slot);
+  Arrive(*slot, index, endpoint, issue_time_s);
   return slot;
 }
 
@@ -362,16 +407,21 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
                      wait_deadline > Clock::now();
   Deadline next_note =
       notes ? DeadlineAfter(issued + interval - absl::Now()) : Deadline::max();
-  std::unique_lock<std::mutex> lock = Lock();
-  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  // Announce the slot before the checks below: an Abort or exit either
+  // happens before them (and they see it) or finds us here and wakes us.
+  sleeping_on_[rank].store(&slot, std::memory_order_seq_cst);
+  sleeping_.fetch_add(1, std::memory_order_seq_cst);
   AwaitResult result;
   for (;;) {
+    const uint32_t generation = slot.event_.generation();
     if (reached()) break;
     if (aborted()) {
-      result = {AwaitResult::Kind::kFailed, abort_reason_};
+      result = {AwaitResult::Kind::kFailed, abort_reason()};
       break;
     }
-    if (phase == Phase::kReady && num_exited_ > 0) {
+    if (phase == Phase::kReady &&
+        num_exited_.load(std::memory_order_seq_cst) > 0) {
+      std::unique_lock<std::mutex> lock = Lock();
       if (std::optional<absl::Status> stuck = ExitedMissingLocked(slot)) {
         AbortLocked(*stuck);
         result = {AwaitResult::Kind::kFailed, *stuck};
@@ -380,6 +430,11 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
     }
     const Deadline now = Clock::now();
     if (now >= op_deadline) {
+      std::unique_lock<std::mutex> lock = Lock();
+      if (aborted()) {
+        result = {AwaitResult::Kind::kFailed, abort_reason_};
+        break;
+      }
       absl::Status timeout = TimeoutLocked(slot);
       AbortLocked(timeout);
       result = {AwaitResult::Kind::kFailed, timeout};
@@ -390,17 +445,23 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
       break;
     }
     if (now >= next_note) {
+      std::unique_lock<std::mutex> lock = Lock();
       NoteLocked(slot, issued, op_deadline);
       next_note = DeadlineAfter(interval);
     }
-    // Wake up at least hourly even for "infinite" deadlines.
-    const Deadline until = std::min(
-        {op_deadline, wait_deadline, now + std::chrono::hours(1), next_note});
-    waiting_on_[rank] = &slot;
-    cvs_[rank].wait_until(lock, until);
-    waiting_on_[rank] = nullptr;
+    // EventWord::Sleep caps each sleep at an hour (bounded even for
+    // "infinite" deadlines).
+    slot.event_.Sleep(generation,
+                      std::min({op_deadline, wait_deadline, next_note}));
   }
-  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  sleeping_on_[rank].store(nullptr, std::memory_order_seq_cst);
+  sleeping_.fetch_sub(1, std::memory_order_seq_cst);
+  // A scanner may still be signalling `slot` through the pointer it read;
+  // the caller may drop the slot once we return. Scans are short (no
+  // blocking), so this ends quickly.
+  while (scanners_.load(std::memory_order_seq_cst) != 0) {
+    std::this_thread::yield();
+  }
   return result;
 }
 
@@ -433,17 +494,17 @@ std::string Group::PendingDescription(const Slot& slot) const {
   return absl::StrCat("not yet issued by ", MissingRanksLocked(slot));
 }
 
-void Group::AwaitQuiescent(int rank, const Slot& slot) {
+void Group::AwaitQuiescent(int /*rank*/, const Slot& slot) {
   if (slot.active() == 0) return;
   for (int i = 0; i < 1000 && slot.active() != 0; ++i) CpuRelax();
-  std::unique_lock<std::mutex> lock(mu_);
-  sleepers_.fetch_add(1, std::memory_order_seq_cst);
-  // A running task is a bounded memcpy or reduction; the short timed wait is
-  // a safety net, not the wake-up path (Slot::Help wakes us).
-  while (slot.active() != 0) {
-    cvs_[rank].wait_for(lock, std::chrono::milliseconds(10));
+  // A running task is a bounded memcpy or reduction; the short timed sleep
+  // is a safety net, not the wake-up path (Slot::Help signals the slot when
+  // its last active worker of an aborted run leaves).
+  for (;;) {
+    const uint32_t generation = slot.event_.generation();
+    if (slot.active() == 0) return;
+    slot.event_.Sleep(generation, Clock::now() + std::chrono::milliseconds(10));
   }
-  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 std::unique_lock<std::mutex> Group::Lock() {
@@ -495,7 +556,22 @@ void Group::AbortLocked(const absl::Status& reason) {
   if (aborted()) return;
   abort_reason_ = reason.ok() ? absl::AbortedError("sim: run aborted") : reason;
   aborted_.store(true, std::memory_order_seq_cst);
-  for (int r = 0; r < world_size_; ++r) cvs_[r].notify_all();
+  abort_word_.Signal();
+  WakeSleepers();
+}
+
+void Group::WakeSleepers() {
+  if (sleeping_.load(std::memory_order_seq_cst) == 0) return;
+  scanners_.fetch_add(1, std::memory_order_seq_cst);
+  const Slot* last = nullptr;
+  for (int r = 0; r < world_size_; ++r) {
+    const Slot* slot = sleeping_on_[r].load(std::memory_order_seq_cst);
+    // Most sleepers share one slot: signal it once per run of them.
+    if (slot == nullptr || slot == last) continue;
+    slot->event_.Signal();
+    last = slot;
+  }
+  scanners_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 absl::Status Group::abort_reason() const {
@@ -504,35 +580,27 @@ absl::Status Group::abort_reason() const {
 }
 
 void Group::MarkExited(int rank) {
-  std::lock_guard<std::mutex> lock(mu_);
-  exited_[rank] = 1;
-  ++num_exited_;
-  // Only a blocked rank can need to learn of the exit.
-  for (int r = 0; r < world_size_; ++r) {
-    if (waiting_on_[r] != nullptr) cvs_[r].notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exited_[rank] = 1;
+    num_exited_.fetch_add(1, std::memory_order_seq_cst);
   }
+  // Only a sleeping rank can need to learn of the exit.
+  WakeSleepers();
 }
 
-void Group::SleepUnlessAborted(int rank, absl::Duration d) {
+void Group::SleepUnlessAborted(int /*rank*/, absl::Duration d) {
   const Deadline until = DeadlineAfter(d);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!aborted()) {
-    const Deadline now = Clock::now();
-    if (now >= until) return;
-    cvs_[rank].wait_until(lock, std::min(until, now + std::chrono::hours(1)));
+  for (;;) {
+    const uint32_t generation = abort_word_.generation();
+    if (aborted() || Clock::now() >= until) return;
+    abort_word_.Sleep(generation, until);
   }
 }
 
-void Group::Wake(const Slot& slot) {
-  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
-  // Taking the mutex orders this wake-up after a waiter's last check of its
-  // condition (it holds the mutex from that check until it sleeps).
-  { std::unique_lock<std::mutex> lock = Lock(); }
-  for (int r : slot.participant_ranks()) cvs_[r].notify_all();
-}
+void Group::Wake(const Slot& slot) { slot.event_.Signal(); }
 
 void Group::WakeHelpers(const Slot& slot) {
-  if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
   // A slot without tasks (a barrier, empty buffers) is done as soon as it
   // is ready: nobody will run a last task to wake the others.
   if (spin_ > absl::ZeroDuration() || slot.num_participants() <= 2 ||
@@ -540,20 +608,14 @@ void Group::WakeHelpers(const Slot& slot) {
     Wake(slot);
     return;
   }
-  // More ranks than cores: as many helpers as there are cores move the data;
-  // waking every participant would cost a context switch each for no extra
-  // parallelism, and Help's last task wakes everyone once it is all done.
-  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<int> chosen;
-  {
-    std::unique_lock<std::mutex> lock = Lock();
-    for (int r : slot.participant_ranks()) {
-      if (waiting_on_[r] != &slot) continue;
-      chosen.push_back(r);
-      if (chosen.size() >= hw) break;
-    }
-  }
-  for (int r : chosen) cvs_[r].notify_all();
+  // More ranks than cores: as many helpers as there are cores (and tasks)
+  // move the data; waking every participant would cost a context switch
+  // each for no extra parallelism, and Help's last task wakes everyone once
+  // it is all done. At least one is woken even for a single task: the last
+  // poster may wait on another operation first, and this one must still
+  // complete.
+  const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  slot.event_.Signal(static_cast<int>(std::min(hw, slot.total_tasks_)));
 }
 
 std::string Group::Describe(const Slot& slot) {
@@ -570,14 +632,9 @@ std::string Group::Describe(const Slot& slot) {
 absl::Status Group::MismatchLocked(const Slot& slot, int rank,
                                    const comm::Fingerprint& fp) {
   // Name the lower rank first so two-rank messages read the same every run.
-  int first_rank = -1;
-  for (int p = 0; p < slot.num_participants(); ++p) {
-    if (slot.has_posted_[p]) {
-      first_rank = slot.participant_ranks_[p];
-      break;
-    }
-  }
-  const comm::Fingerprint& first = slot.posted_[first_rank];
+  // Every poster so far matched the first one's fingerprint (the reference).
+  const int first_rank = slot.first_rank_;
+  const comm::Fingerprint& first = slot.reference_;
   const bool swap = rank < first_rank;
   const int a = swap ? rank : first_rank;
   const int b = swap ? first_rank : rank;
@@ -592,10 +649,18 @@ absl::Status Group::MismatchLocked(const Slot& slot, int rank,
 }
 
 std::string Group::MissingRanksLocked(const Slot& slot) const {
+  // At most this many ranks are described; the rest are counted (a line
+  // naming 8000 ranks helps nobody).
+  constexpr int kMaxNamed = 8;
   std::vector<std::string> parts;
+  int64_t unnamed = 0;
   const comm::Fingerprint& fp = slot.reference_;
   for (int p = 0; p < slot.num_participants(); ++p) {
-    if (slot.has_posted_[p]) continue;
+    if (slot.has_posted_[p].load(std::memory_order_relaxed)) continue;
+    if (parts.size() == kMaxNamed) {
+      ++unnamed;
+      continue;
+    }
     const int r = slot.participant_ranks_[p];
     std::string state;
     if (IsPointToPoint(fp.op)) {
@@ -613,25 +678,33 @@ std::string Group::MissingRanksLocked(const Slot& slot) const {
                              " Recvs from rank ", src);
       }
     } else {
-      state = absl::StrCat("it has issued ", collectives_issued_[r],
-                           " collectives");
+      state =
+          absl::StrCat("it has issued ",
+                       collectives_issued_[r].load(std::memory_order_relaxed),
+                       " collectives");
     }
     if (exited_[r]) absl::StrAppend(&state, " and returned from its function");
     parts.push_back(absl::StrCat("rank ", r, " (", state, ")"));
   }
-  return absl::StrJoin(parts, ", ");
+  std::string out = absl::StrJoin(parts, ", ");
+  if (unnamed > 0) absl::StrAppend(&out, " and ", unnamed, " more rank(s)");
+  return out;
 }
 
 std::optional<absl::Status> Group::ExitedMissingLocked(const Slot& slot) const {
   std::vector<std::string> gone;
   for (int p = 0; p < slot.num_participants(); ++p) {
     const int r = slot.participant_ranks_[p];
-    if (slot.has_posted_[p] || !exited_[r]) continue;
+    if (slot.has_posted_[p].load(std::memory_order_relaxed) || !exited_[r]) {
+      continue;
+    }
     if (IsPointToPoint(slot.reference_.op)) {
       gone.push_back(absl::StrCat("rank ", r));
     } else {
-      gone.push_back(absl::StrCat("rank ", r, " (after issuing ",
-                                  collectives_issued_[r], " collectives)"));
+      gone.push_back(
+          absl::StrCat("rank ", r, " (after issuing ",
+                       collectives_issued_[r].load(std::memory_order_relaxed),
+                       " collectives)"));
     }
   }
   if (gone.empty()) return std::nullopt;

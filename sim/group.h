@@ -4,9 +4,12 @@
 //
 // Protocol of one operation (a collective, or one Send/Recv pair):
 //   1. Post. Each participant, when it issues the operation, publishes its
-//      buffers and fingerprint in the operation's Slot (under the group
-//      mutex). The first poster creates the slot; every later poster's
-//      fingerprint is compared with the first one's. The last poster marks
+//      buffers in the operation's Slot and compares its fingerprint with the
+//      first poster's (the slot's reference). The first poster creates the
+//      slot (under the group mutex, which keeps the open slots by sequence
+//      number). A collective's slot is also published in a small ring
+//      indexed by sequence number, where later posters find it without the
+//      mutex: their arrival is one atomic increment. The last poster marks
 //      the slot ready.
 //   2. Move. Once ready, the data movement is a fixed set of tasks (chunks of
 //      at most kChunkBytes per buffer), split into one group of tasks per
@@ -20,17 +23,22 @@
 //      whoever runs it: results do not depend on the schedule.
 //   3. Complete. When the last task is done, every participant's Work is
 //      complete. Waiters spin briefly (only when ranks <= hardware threads),
-//      then block on their rank's condition variable (all share the group
-//      mutex); a change to a slot wakes only that slot's participants.
+//      then sleep on the slot's own event word (sim/futex.h): no mutex is
+//      taken to sleep or to wake, and the thread that finishes the last
+//      task wakes every sleeper of the slot with one system call. When the
+//      slot becomes ready with more ranks than cores, only as many sleepers
+//      as there are cores (and tasks) are woken to help move the data; the
+//      rest sleep on until it is done, so a rank is woken once per
+//      operation, not twice.
 // Failure: Group::Abort() records the first reason, stops task claiming, and
-// wakes every waiter; a failed Work returns only once no task touches its
-// buffers any more.
+// wakes every waiter (it signals the slot each sleeping rank has announced,
+// see Group::sleeping_on_); a failed Work returns only once no task touches
+// its buffers any more.
 #ifndef TANDEM_SIM_GROUP_H_
 #define TANDEM_SIM_GROUP_H_
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,6 +54,7 @@
 #include "absl/time/time.h"
 #include "comm/fingerprint.h"
 #include "comm/types.h"
+#include "sim/futex.h"
 #include "sim/options.h"
 
 namespace tandem::sim::internal {
@@ -66,7 +75,7 @@ struct Endpoint {
 class Group;
 
 // The rendezvous and the data movement of one operation.
-class Slot {
+class Slot : public std::enable_shared_from_this<Slot> {
  public:
   // The most bytes of one buffer a task touches.
   static constexpr int64_t kChunkBytes = 128 << 10;
@@ -104,7 +113,9 @@ class Slot {
 
   // The network clock (sim/network_clock.h): the latest simulated issue time
   // among the participants, seconds. Requires ready() (fixed from then on).
-  double latest_issue_s() const { return latest_issue_s_; }
+  double latest_issue_s() const {
+    return latest_issue_s_.load(std::memory_order_relaxed);
+  }
 
  private:
   friend class Group;
@@ -119,12 +130,14 @@ class Slot {
   const int64_t elem_size_;
   int64_t chunk_elems_ = 1;
 
-  // Written under Group::mu_ while posting; read-only once ready.
+  // Posting: each participant writes its own entries, then counts itself in
+  // arrived_ (acq_rel: the last poster sees every endpoint). Read-only once
+  // ready; has_posted_ is also read by diagnostics while posts go on.
   std::vector<Endpoint> endpoints_;
-  std::vector<comm::Fingerprint> posted_;
-  std::vector<char> has_posted_;
-  int arrived_ = 0;
-  double latest_issue_s_ = 0;
+  std::unique_ptr<std::atomic<char>[]> has_posted_;
+  int first_rank_ = -1;  // who created the slot (its fingerprint: reference_)
+  std::atomic<int> arrived_{0};
+  std::atomic<double> latest_issue_s_{0};
   std::atomic<bool> ready_{false};
 
   // Task plan (fixed at construction from the fingerprint).
@@ -132,13 +145,20 @@ class Slot {
   std::vector<int64_t> tasks_per_group_;
   int64_t total_tasks_ = 0;
 
-  struct alignas(64) Counter {
-    std::atomic<int64_t> next{0};
-  };
-  std::unique_ptr<Counter[]> claim_;      // one per task group
+  // One claim counter per task group, at claim_[g * claim_stride_]: a cache
+  // line each for up to 64 groups (helpers claiming from neighbouring
+  // groups do not contend), packed beyond (a slot of 8192 ranks would
+  // otherwise zero 512 KiB per operation, and only a few helpers claim at a
+  // time there).
+  int64_t claim_stride_ = 1;
+  std::unique_ptr<std::atomic<int64_t>[]> claim_;
   alignas(64) std::atomic<int> scan_{0};  // Help: first group maybe not drained
   alignas(64) std::atomic<int64_t> done_{0};
   alignas(64) std::atomic<int> active_{0};
+  // Waiters of this slot sleep on it (Group::Await); signalled when the slot
+  // becomes ready, when its last task finishes, and on abort or a rank's
+  // exit. Mutable: waiting and waking do not change the slot's state.
+  alignas(64) mutable EventWord event_;
 };
 
 // Outcome of waiting for a slot.
@@ -213,10 +233,12 @@ class Group {
   // Rank `rank` sleeps `d` unless the run aborts first.
   void SleepUnlessAborted(int rank, absl::Duration d);
 
-  // Wakes the blocked participants of `slot` after a change of its state
-  // (cheap when nobody sleeps). Only they are woken: with many ranks on few
-  // cores, waking everyone on every change would cost more than the change.
+  // Wakes the sleeping participants of `slot` after a change of its state
+  // (no system call when nobody sleeps). Only they are woken: with many
+  // ranks on few cores, waking everyone on every change would cost more than
+  // the change. Never blocks; takes no lock.
   void Wake(const Slot& slot);
+
   // `slot` became ready: wakes the participants blocked on it when ranks
   // have cores of their own; otherwise only as many as there are cores (the
   // helpers that move its data; the rest sleep until it is done).
@@ -225,6 +247,8 @@ class Group {
  private:
   // Locks mu_, spinning on try_lock first while spinning is allowed.
   std::unique_lock<std::mutex> Lock() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  // Wakes every slot a rank sleeps on (abort, exit). Never blocks.
+  void WakeSleepers();
 
   absl::Status MismatchLocked(const Slot& slot, int rank,
                               const comm::Fingerprint& fp)
@@ -245,6 +269,13 @@ class Group {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // "collective #3 AllReduce(f32 x 8, sum)" or "Send #0 from rank 1 to rank 0".
   static std::string Describe(const Slot& slot);
+  // The open slot of collective `seq`: from the ring, else from the map
+  // (created, outside the lock, when absent).
+  std::shared_ptr<Slot> FindOrCreateCollective(int rank,
+                                               const comm::Fingerprint& fp);
+  // Counts `rank`'s post in `slot` (endpoint and fingerprint already
+  // checked); the last poster closes the slot and wakes its helpers.
+  void Arrive(Slot& slot, int index, Endpoint endpoint, double issue_time_s);
 
   const int world_size_;
   const Options options_;
@@ -252,24 +283,44 @@ class Group {
   Group* const parent_ = nullptr;  // the group this one was split from
 
   mutable std::mutex mu_;
-  // One per rank, all used with mu_; a rank's thread waits on its own.
-  std::unique_ptr<std::condition_variable[]> cvs_;
-  std::atomic<int> sleepers_{0};
   std::atomic<bool> aborted_{false};
   absl::Status abort_reason_ ABSL_GUARDED_BY(mu_);
+  // SleepUnlessAborted sleeps on it; Abort signals it.
+  EventWord abort_word_;
 
-  // Slots some participant has posted and some has not, by stream.
+  // The slot each rank sleeps on in Await (null when it does not), so that
+  // Abort and MarkExited can wake it without a mutex on the waiting path. A
+  // reader (a "scanner") counts itself in scanners_ while it dereferences
+  // the pointers; a waiter clears its entry and then waits for scanners_ to
+  // drop to zero before it may let go of the slot (a hazard-pointer scheme:
+  // the slot outlives every scanner's use of it).
+  std::unique_ptr<std::atomic<const Slot*>[]> sleeping_on_;
+  std::atomic<int> sleeping_{0};  // non-null entries of sleeping_on_
+  std::atomic<int> scanners_{0};
+
+  // Slots some participant has posted and some has not, by stream. The map
+  // owns an open collective's slot; the ring is a lock-free index of (most
+  // of) them: entry s % kRing names slot s while it is open, unless an older
+  // open slot held the entry when s was created. Ring entries are written
+  // under mu_ (publish on creation, clear on the last post) and read without
+  // it: a reader that finds seq == s may use the slot, which stays open (and
+  // alive) at least until that reader has posted.
+  static constexpr int kRing = 256;
+  struct alignas(64) RingEntry {
+    std::atomic<int64_t> seq{-1};
+    std::atomic<Slot*> slot{nullptr};
+  };
+  std::unique_ptr<RingEntry[]> ring_;
   std::map<int64_t, std::shared_ptr<Slot>> open_collectives_
       ABSL_GUARDED_BY(mu_);
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<Slot>> open_p2p_
       ABSL_GUARDED_BY(mu_);
   // Diagnostics: collectives issued and exit state per rank; messages issued
   // per (src, dst) by the sender and by the receiver.
-  std::vector<int64_t> collectives_issued_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<std::atomic<int64_t>[]> collectives_issued_;
   std::vector<char> exited_ ABSL_GUARDED_BY(mu_);
-  int num_exited_ ABSL_GUARDED_BY(mu_) = 0;
-  // The slot each rank is blocked on in Await (null when not blocked).
-  std::vector<const Slot*> waiting_on_ ABSL_GUARDED_BY(mu_);
+  // Written under mu_; read without it by Await's fast check.
+  std::atomic<int> num_exited_{0};
   std::map<std::pair<int, int>, int64_t> sends_issued_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, int64_t> recvs_issued_ ABSL_GUARDED_BY(mu_);
   // Groups split from this one, by (split number, color).

@@ -68,6 +68,18 @@ struct Options {
 
   std::vector<Fault> faults;
 
+  // The stack of each rank's thread, bytes (rounded up to whole pages); 0:
+  // the system default (8 MiB on Linux). glibc carves the program's static
+  // thread-local storage out of it: about 200 KiB for digits_ddp (mostly its
+  // libraries'; a smaller stack fails to start, naming this option).
+  // Measured (docs/sim_scale.md): digits_ddp (DDP, amp, fsdp) and the
+  // conformance suite run with 288 KiB in all and crash with 224 KiB, so
+  // they use under 90 KiB of stack; 1 MiB leaves about 9x that, and 8192
+  // ranks reserve 8 GiB of address space instead of 64 GiB. Only the pages
+  // a rank touches cost memory. A rank that overflows its stack crashes the
+  // process (SIGSEGV): raise this if a rank's function recurses deeply.
+  int64_t stack_bytes = 1 << 20;
+
   // When set, rank r's Communicator::output() is capture->sink(r) (lines are
   // kept per rank, see sim/output_capture.h); otherwise ranks print to stdout.
   // Must outlive the run.

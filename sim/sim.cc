@@ -5,8 +5,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -22,6 +20,7 @@
 #include "sim/cost/topology.h"
 #include "sim/group.h"
 #include "sim/options.h"
+#include "sim/rank_thread.h"
 #include "sim/sim_communicator.h"
 #include "sim/thread_name.h"
 
@@ -45,6 +44,12 @@ absl::Status ValidateOptions(int world_size, const Options& options) {
         "sim::Run: Options::stall_note_interval must be >= 0 (0: no notes); "
         "found ",
         absl::FormatDuration(options.stall_note_interval)));
+  }
+  if (options.stack_bytes < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sim::Run: Options::stack_bytes must be >= 0 (0: the system "
+        "default); found ",
+        options.stack_bytes));
   }
   if (options.spin < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -155,31 +160,35 @@ RunResult Run(int world_size, const RankFn& fn, const Options& options) {
   }
 
   result.ranks.assign(world_size, absl::OkStatus());
-  std::vector<std::thread> threads;
+  std::vector<std::unique_ptr<internal::RankThread>> threads;
   threads.reserve(world_size);
   for (int r = 0; r < world_size; ++r) {
-    try {
-      threads.emplace_back([&, r] {
-        internal::SetCurrentThreadName(comm::RankName(r));
-        absl::Status status = RunRank(fn, r, *comms[r]);
-        if (!status.ok()) {
-          group.Abort(absl::AbortedError(
-              absl::StrCat("sim: rank ", r, " failed: ", status.ToString())));
-        }
-        group.MarkExited(r);
-        result.ranks[r] = std::move(status);
-      });
-    } catch (const std::system_error& e) {
+    absl::StatusOr<std::unique_ptr<internal::RankThread>> thread =
+        internal::RankThread::Start(
+            [&, r] {
+              internal::SetCurrentThreadName(comm::RankName(r));
+              absl::Status status = RunRank(fn, r, *comms[r]);
+              if (!status.ok()) {
+                group.Abort(absl::AbortedError(absl::StrCat(
+                    "sim: rank ", r, " failed: ", status.ToString())));
+              }
+              group.MarkExited(r);
+              result.ranks[r] = std::move(status);
+            },
+            options.stack_bytes);
+    if (!thread.ok()) {
       // Could not start a thread: stop the ranks that did start.
-      result.launch = absl::ResourceExhaustedError(
+      result.launch = absl::Status(
+          thread.status().code(),
           absl::StrCat("sim::Run: could not start the thread of rank ", r,
-                       " of ", world_size, ": ", e.what()));
+                       " of ", world_size, ": ", thread.status().message()));
       group.Abort(absl::AbortedError(result.launch.ToString()));
       for (int q = r; q < world_size; ++q) group.MarkExited(q);
       break;
     }
+    threads.push_back(*std::move(thread));
   }
-  for (std::thread& t : threads) t.join();
+  for (auto& t : threads) t->Join();
   if (options.clock.has_value()) {
     result.clocks.reserve(world_size);
     for (const auto& c : comms) result.clocks.push_back(c->clock()->Read());

@@ -171,12 +171,7 @@ absl::Status SimWork::Fail(const absl::Status& reason) {
 
 SimCommunicator::SimCommunicator(Group& group, int rank, comm::LineSink& sink,
                                  std::shared_ptr<Group> subgroup)
-    : subgroup_(std::move(subgroup)),
-      group_(group),
-      rank_(rank),
-      sink_(sink),
-      sends_to_(group.world_size(), 0),
-      recvs_from_(group.world_size(), 0) {
+    : subgroup_(std::move(subgroup)), group_(group), rank_(rank), sink_(sink) {
   if (group.options().clock.has_value()) {
     clock_ = std::make_unique<RankClock>(*group.options().clock, rank);
   }

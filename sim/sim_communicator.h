@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "comm/fingerprint.h"
@@ -148,8 +149,11 @@ class SimCommunicator : public comm::Communicator {
   const int rank_;
   comm::LineSink& sink_;
   int64_t next_collective_ = 0;
-  std::vector<int64_t> sends_to_;    // messages issued to each peer
-  std::vector<int64_t> recvs_from_;  // messages issued from each peer
+  // Messages issued to / from each peer this rank has talked to. Maps, not
+  // world-size vectors: a rank talks to few peers, and two vectors per rank
+  // would be world_size^2 counters (1 GiB at 8192 ranks).
+  absl::flat_hash_map<int, int64_t> sends_to_;
+  absl::flat_hash_map<int, int64_t> recvs_from_;
   std::vector<InFlight> in_flight_;
   std::unique_ptr<RankClock> clock_;
 };

@@ -98,9 +98,9 @@ TEST(CheckpointResumeTest, ToyDdpKilledMidEpochTwoResumesBitForBit) {
   ASSERT_TRUE(a.status.ok()) << a.status;
 
   const std::string killed = TestDir("toy_killed");
-  // Collective 18 of rank 1 falls in epoch 2's second step (asserted below
+  // Collective 17 of rank 1 falls in epoch 2's second step (asserted below
   // through the checkpoint it leaves).
-  Outcome b = RunSim(run(killed), /*fail_at=*/18);
+  Outcome b = RunSim(run(killed), /*fail_at=*/17);
   ASSERT_FALSE(b.status.ok());
   EXPECT_THAT(b.status.ToString(), HasSubstr("injected fault"));
   EXPECT_EQ(Progress(killed), "1/1") << "not killed mid-epoch 2";

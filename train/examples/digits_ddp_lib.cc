@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <iterator>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -31,6 +33,7 @@
 #include "train/data/csv_dataset.h"
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
+#include "train/data/shared_load.h"
 #include "train/examples/run_monitor.h"
 #include "train/examples/shard_mode.h"
 #include "train/launch/config_agreement.h"
@@ -125,6 +128,45 @@ uint64_t DatasetHash(const Split& split) {
     }
   }
   return hash;
+}
+
+// The split and its hash, shared read-only by every rank of this process.
+struct SharedSplit {
+  Split split;
+  uint64_t hash = 0;
+};
+
+// LoadAndSplit once per process: the simulated cluster's ranks are threads,
+// and 8192 private copies of the data set (and 8192 parses of the file)
+// would dominate the run. Keyed by everything the result depends on, the
+// file's size and modification time included, so a rewritten file is read
+// again. Each rank still draws its own indices (DistributedSampler).
+absl::StatusOr<std::shared_ptr<const SharedSplit>> LoadSharedSplit(
+    const DigitsConfig& config, int64_t world_size) {
+  auto load = [&]() -> absl::StatusOr<SharedSplit> {
+    TANDEM_ASSIGN_OR_RETURN(Split split, LoadAndSplit(config, world_size));
+    const uint64_t hash = DatasetHash(split);
+    return SharedSplit{std::move(split), hash};
+  };
+  std::error_code error;
+  const std::uintmax_t size =
+      std::filesystem::file_size(config.data_path, error);
+  const auto modified =
+      error ? std::filesystem::file_time_type()
+            : std::filesystem::last_write_time(config.data_path, error);
+  if (error) {
+    // Not a readable file: let the loader report it, uncached.
+    TANDEM_ASSIGN_OR_RETURN(SharedSplit split, load());
+    return std::make_shared<const SharedSplit>(std::move(split));
+  }
+  // Process-wide and never destroyed: ranks of runs still going at exit may
+  // hold entries. Small: one record per distinct key.
+  static SharedLoad<SharedSplit>* const cache = new SharedLoad<SharedSplit>();
+  const std::string key =
+      absl::StrFormat("%s|%d|%d|%d|%.17g|%d", config.data_path, size,
+                      modified.time_since_epoch().count(), config.split_seed,
+                      config.test_fraction, world_size);
+  return cache->Get(key, load);
 }
 
 absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(
@@ -286,11 +328,13 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_RETURN_IF_ERROR(
       CheckGlobalBatch(config.global_batch_size, comm.size()));
   const comm::RankPrinter out(comm);
-  TANDEM_ASSIGN_OR_RETURN(Split split, LoadAndSplit(config, comm.size()));
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<const SharedSplit> shared,
+                          LoadSharedSplit(config, comm.size()));
+  const Split& split = shared->split;
   TANDEM_RETURN_IF_ERROR(
       CheckRanksAgree(comm, device,
                       {{"dataset size", split.train.size() + split.test.size()},
-                       {"dataset hash", HashHex(DatasetHash(split))}}));
+                       {"dataset hash", HashHex(shared->hash)}}));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
                           BuildModel(config));
   TANDEM_RETURN_IF_ERROR(model->To(device));

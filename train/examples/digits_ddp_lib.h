@@ -5,7 +5,9 @@
 //     return train::RunDigitsDdp(comm, train::DigitsConfig()).status();
 //   });
 //
-// Every rank loads the file and makes the same fixed split (a permutation
+// The ranks of one process (the simulated cluster's threads) share one
+// read-only copy of the file, loaded once; every process loads it and makes
+// the same fixed split (a permutation
 // from `split_seed`; the first `test_fraction` of it is held out), scales the
 // pixels from 0..16 to 0..1, builds an MLP 64 -> hidden -> 10 with ReLU from
 // `seed`, and trains with SGD (momentum) under DDP, each rank on its

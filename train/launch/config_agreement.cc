@@ -162,16 +162,13 @@ absl::Status CheckRanksAgree(comm::Communicator& comm, Device device,
                              const std::vector<ConfigEntry>& entries) {
   const int n = comm.size();
   const std::string encoded = Encode(entries);
-  // Round 1: the fingerprint.
+  // Round 1: do the fingerprints agree? One small all-reduce, the same
+  // cost per rank at any world size.
   const int64_t fingerprint =
       static_cast<int64_t>(HashBytes(encoded.data(), encoded.size()));
-  std::vector<int64_t> fingerprints(static_cast<size_t>(n));
-  TANDEM_RETURN_IF_ERROR(AllGatherInt64(comm, device, {fingerprint},
-                                        absl::MakeSpan(fingerprints)));
-  if (std::all_of(fingerprints.begin(), fingerprints.end(),
-                  [&](int64_t f) { return f == fingerprints[0]; })) {
-    return absl::OkStatus();
-  }
+  TANDEM_ASSIGN_OR_RETURN(const bool same,
+                          SameOnEveryRank(comm, device, fingerprint));
+  if (same) return absl::OkStatus();
   // Round 2: the lengths; round 3: the entries, padded to the longest.
   std::vector<int64_t> lengths(static_cast<size_t>(n));
   TANDEM_RETURN_IF_ERROR(AllGatherInt64(comm, device,

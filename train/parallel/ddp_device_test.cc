@@ -333,10 +333,12 @@ TEST(DdpDeviceTest, CreateStagesTheCheckAndBroadcastsOnTheDevice) {
         TANDEM_ASSIGN_OR_RETURN(
             std::unique_ptr<DistributedDataParallel> ddp,
             DistributedDataParallel::Create(*model, comm, options));
-        // Two staged AllGathers, one broadcast per parameter (no buffers).
-        EXPECT_EQ(comm.all_gathers, 2);
+        // One staged AllReduce (the model check: the descriptions' hashes
+        // agree, so nothing is gathered), one broadcast per parameter (no
+        // buffers).
+        EXPECT_EQ(comm.all_gathers, 0);
         EXPECT_EQ(comm.broadcasts, 4);
-        EXPECT_EQ(comm.all_reduces, 0);
+        EXPECT_EQ(comm.all_reduces, 1);
         // Rank 0's weights everywhere, still on this rank's device.
         const std::vector<Tensor> params = model->Parameters();
         for (size_t i = 0; i < params.size(); ++i) {
@@ -416,10 +418,13 @@ TEST_P(DdpDeviceAverageTest,
           EXPECT_EQ(ddp->num_buckets_launched(), 3 - i)
               << "after parameter " << i;
         }
-        EXPECT_EQ(comm.all_reduces, 3);
+        // The model check's Max at Create, then one per bucket.
+        EXPECT_EQ(comm.all_reduces, 4);
+        const comm::ReduceOp bucket_op =
+            pow2 ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum;
         EXPECT_EQ(comm.all_reduce_ops,
-                  std::vector<comm::ReduceOp>(
-                      3, pow2 ? comm::ReduceOp::kAvg : comm::ReduceOp::kSum));
+                  (std::vector<comm::ReduceOp>{comm::ReduceOp::kMax, bucket_op,
+                                               bucket_op, bucket_op}));
         TANDEM_RETURN_IF_ERROR(ddp->FinishGradientSync());
         const float scale = static_cast<float>(1.0 / world);
         for (int i = 0; i < 3; ++i) {

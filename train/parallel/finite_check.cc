@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "base/status_macros.h"
+#include "comm/types.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
@@ -109,6 +110,12 @@ absl::StatusOr<StepOutcome> CheckStepFinite(comm::Communicator& comm,
     TANDEM_ASSIGN_OR_RETURN(mine, ScanParameters(params));
   }
   const Device device = params.empty() ? Device::CPU() : params[0].device();
+  // Did any rank find something? One small all-reduce (the same cost per
+  // rank at any world size); only then gather who and what.
+  int64_t any = mine.index >= 0 ? 1 : 0;
+  TANDEM_RETURN_IF_ERROR(AllReduceInt64(comm, device, absl::MakeSpan(&any, 1),
+                                        comm::ReduceOp::kMax));
+  if (any == 0) return check.outcome;
   // Two int64 per rank: the index and the value's bits.
   const std::vector<int64_t> send = {mine.index,
                                      std::bit_cast<int64_t>(mine.value)};

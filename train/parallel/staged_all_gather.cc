@@ -48,4 +48,30 @@ absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
   return absl::OkStatus();
 }
 
+absl::Status AllReduceInt64(comm::Communicator& comm, Device device,
+                            absl::Span<int64_t> values, comm::ReduceOp op,
+                            absl::Duration timeout) {
+  const int64_t n = static_cast<int64_t>(values.size());
+  if (device.is_cpu()) {
+    return comm.AllReduce(comm::HostView(values), op)->Wait(timeout);
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor host, Tensor::FromVector(std::vector<int64_t>(
+                                           values.begin(), values.end())));
+  TANDEM_ASSIGN_OR_RETURN(Tensor staged, host.To(device));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(staged));
+  TANDEM_RETURN_IF_ERROR(comm.AllReduce(view, op)->Wait(timeout));
+  TANDEM_ASSIGN_OR_RETURN(host, staged.To(Device::CPU()));
+  const int64_t* out = host.data<int64_t>();
+  std::copy(out, out + n, values.begin());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> SameOnEveryRank(comm::Communicator& comm, Device device,
+                                     int64_t value, absl::Duration timeout) {
+  int64_t both[2] = {value, ~value};
+  TANDEM_RETURN_IF_ERROR(AllReduceInt64(comm, device, absl::MakeSpan(both),
+                                        comm::ReduceOp::kMax, timeout));
+  return both[0] == ~both[1];
+}
+
 }  // namespace tandem::train

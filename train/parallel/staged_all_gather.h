@@ -1,6 +1,6 @@
-// tandem::train::AllGatherInt64 — a small all-gather of host values that
-// works on every engine, for the checks trainers run between steps
-// (finite_check, config_agreement).
+// tandem::train::AllGatherInt64 and AllReduceInt64 — small collectives of
+// host values that work on every engine, for the checks trainers run
+// between steps (finite_check, config_agreement, DDP's model check).
 //
 //   std::vector<int64_t> mine = {...};            // k values
 //   std::vector<int64_t> all(k * comm.size());
@@ -17,9 +17,11 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "comm/communicator.h"
+#include "comm/types.h"
 #include "tensor/device.h"
 
 namespace tandem::train {
@@ -30,6 +32,23 @@ absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
                             absl::Span<const int64_t> send,
                             absl::Span<int64_t> recv,
                             absl::Duration timeout = absl::InfiniteDuration());
+
+// In place: values[i] becomes op over every rank's values[i] (int64
+// arithmetic, as comm/reduce.h defines it). Staged like AllGatherInt64.
+// O(values) per rank whatever the world size, unlike an all-gather (O(values
+// x ranks) per rank, O(ranks^2) over a simulated cluster's ranks): the
+// checks use it for the common "everyone agrees" case and gather only to
+// describe a disagreement.
+absl::Status AllReduceInt64(comm::Communicator& comm, Device device,
+                            absl::Span<int64_t> values, comm::ReduceOp op,
+                            absl::Duration timeout = absl::InfiniteDuration());
+
+// Whether every rank passed the same `value` (one all-reduce of {v, ~v}
+// with Max: ~max(~v) is the minimum, so max == min means all equal).
+// Collective.
+absl::StatusOr<bool> SameOnEveryRank(
+    comm::Communicator& comm, Device device, int64_t value,
+    absl::Duration timeout = absl::InfiniteDuration());
 
 }  // namespace tandem::train
 

@@ -1,0 +1,58 @@
+// A 32-bit event word that threads can sleep on (a Linux futex), for the
+// simulated cluster's waits. Unlike std::atomic::wait, a sleep here has a
+// deadline, so every wait in sim stays bounded; unlike a condition variable,
+// no mutex is taken to sleep or to wake, and one call wakes every sleeper.
+//
+// Protocol (an "eventcount"): a waiter reads the generation, checks its
+// condition, and sleeps only if the generation is unchanged; a signaller
+// changes the condition, bumps the generation and wakes. Every access is
+// seq_cst, so a waiter either sees the new condition or sleeps on an old
+// generation, which the signaller's wake-up (or the kernel's compare) ends.
+//
+//   EventWord word;
+//   // waiter                                  // signaller
+//   for (;;) {                                 ready.store(true);
+//     const uint32_t gen = word.generation();  word.Signal();
+//     if (ready.load()) break;
+//     word.Sleep(gen, deadline);
+//   }
+//
+// Thread-safe. Sleep may return early (a spurious or shared wake-up): callers
+// re-check their condition in a loop.
+#ifndef TANDEM_SIM_FUTEX_H_
+#define TANDEM_SIM_FUTEX_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace tandem::sim::internal {
+
+class EventWord {
+ public:
+  using Deadline = std::chrono::steady_clock::time_point;
+
+  uint32_t generation() const { return gen_.load(std::memory_order_seq_cst); }
+
+  // Sleeps while the generation is still `seen`, at most until `deadline`
+  // (Deadline::max(): no deadline; callers cap it to stay bounded).
+  void Sleep(uint32_t seen, Deadline deadline);
+
+  // Bumps the generation and wakes every sleeper (no system call when
+  // nobody sleeps).
+  void Signal() { Signal(kAll); }
+  // Bumps the generation and wakes at most `n` sleepers (n >= 1).
+  void Signal(int n);
+
+  // Threads inside Sleep() now (an upper bound while they enter or leave).
+  int sleepers() const { return sleepers_.load(std::memory_order_seq_cst); }
+
+ private:
+  static constexpr int kAll = 0x7fffffff;
+  std::atomic<uint32_t> gen_{0};
+  std::atomic<int32_t> sleepers_{0};
+};
+
+}  // namespace tandem::sim::internal
+
+#endif  // TANDEM_SIM_FUTEX_H_
