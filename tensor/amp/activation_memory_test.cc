@@ -1,9 +1,10 @@
 // What a forward pass under bf16 autocast leaves alive for backward, counted
 // exactly by the CPU allocator: the saved activations are the bf16 tensors
-// (Linear's cast input, the bf16 Linear and ReLU outputs), never f32 copies;
-// the parameter casts are counted apart (amp::CastCacheBytes). And the
-// 16-bit ReLU that makes it so gives the f32 route's bits exactly, forward
-// and backward.
+// (Linear's cast input, the bf16 Linear and ReLU outputs), never f32 copies,
+// and only the tensors some backward reads (the graph's edges hold no
+// memory); the parameter casts are counted apart (amp::CastCacheBytes). And
+// the 16-bit ReLU that makes it so gives the f32 route's bits exactly,
+// forward and backward.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -119,9 +120,11 @@ TEST_F(ActivationMemoryTest, AutocastKeepsOnlyBf16TensorsForBackward) {
       kBatch * kIn         // x cast to bf16, saved by Linear 1 for dW1
       + kBatch * kHidden   // Linear 1's bf16 output, saved by ReLU
       + kBatch * kHidden;  // ReLU's bf16 output, saved by Linear 2 for dW2
-  const int64_t parameter_casts =
-      kHidden * kIn + kHidden   // W1, b1: inputs of Linear 1's node
-      + kOut * kHidden + kOut;  // W2 (saved for dx), b2
+  // Of the parameter casts only W2's stays: Linear 2 saves it for dx. W1's
+  // (Linear 1 has no dx to compute) and the biases' (their gradient is a
+  // column sum of the output's) went with the cast cache: the graph holds
+  // its inputs as storage-less edges (TensorImpl::graph_edge).
+  const int64_t parameter_casts = kOut * kHidden;
   const int64_t output = kBatch * kOut;
   EXPECT_EQ(counter_->in_use() - before,
             2 * (saved_activations + parameter_casts + output));
@@ -145,6 +148,26 @@ TEST_F(ActivationMemoryTest, F32KeepsTheF32Activations) {
   // the output; 4 bytes an element. The parameters are the leaves themselves.
   EXPECT_EQ(counter_->in_use() - before,
             4 * (kBatch * kHidden + kBatch * kHidden + kBatch * kOut));
+}
+
+TEST_F(ActivationMemoryTest, TensorsNoBackwardReadsAreFreed) {
+  // AddScalar, MulScalar and Sum save no tensor for backward, so once the
+  // handles y and z go, nothing keeps their memory: the nodes consuming
+  // them hold storage-less edges.
+  Tensor x = RandomF32({kBatch, kIn}, 6, true);
+  const int64_t before = counter_->in_use();
+  Tensor loss;
+  {
+    Tensor y = Add(x, 1.0).value();  // saves nothing
+    Tensor z = Mul(y, 2.0).value();  // saves nothing
+    loss = Sum(z).value();           // saves nothing but shapes
+  }
+  // Only the loss (one f32) is left: y and z are graph edges, not memory.
+  EXPECT_EQ(counter_->in_use() - before, 4);
+  ASSERT_TRUE(loss.Backward().ok());
+  // d loss / dx = 2 everywhere, delivered through the edges.
+  const std::vector<float> grad = x.grad().ToVector<float>().value();
+  EXPECT_EQ(grad, std::vector<float>(kBatch * kIn, 2.f));
 }
 
 // Relu of a 16-bit tensor against the f32 route it replaced: widen, relu in
