@@ -40,6 +40,11 @@
 //               all, but the same number of ranks running at once, so they
 //               compete for the same cores and memory (one core per rank at
 //               world 2 on this 2-core machine).
+//   ddp_bf16    DDP as shipped with forward and loss under bf16 autocast
+//               (amp::Autocast(kCPU, kBF16)): bf16 GEMMs, f32 master
+//               parameters, f32 gradients in the buckets. No GradScaler
+//               (bf16 has f32's range; PyTorch's bf16 recipe uses none).
+//               Its peer is bench/peers/torch_ddp.py's ddp_bf16 mode.
 //
 // Timing: warm-up steps, a one-step probe (max over ranks) that sets the
 // step count for about --target_seconds of work, then --repeats segments of
@@ -58,6 +63,13 @@
 // way tandem runs them: cpu::Gemm (A·B on oneDNN), and Linear's forward as
 // the Linear op (which computes y^T = W x^T and transposes at these batch
 // sizes; the output allocation and transpose are part of its time).
+//
+// Mixed precision (--amp_measure, the large model): the bf16 GEMM peak
+// (cpu::GemmBf16 on 2048^3, one thread) and the large step's GEMM shapes
+// through it (`GEMM kind=bf16_square|bf16_large_step` lines), and one step's
+// memory in f32 and under bf16 autocast from the allocator's statistics
+// (`MEMORY dtype=f32|bf16 activation_bytes= cast_bytes= step_peak_bytes=`;
+// bench/amp_measure.h says what each counts).
 //
 // Output: a table per model for people, and one `RESULT key=value ...` line
 // per case and `GEMM key=value ...` lines for bench/compare.
@@ -87,12 +99,15 @@
 #include "base/command_line.h"
 #include "base/status_macros.h"
 #include "base/trace/trace.h"
+#include "bench/amp_measure.h"
 #include "bench/flag_checks.h"
 #include "comm/communicator.h"
 #include "comm/types.h"
 #include "sim/sim.h"
+#include "tensor/amp/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
+#include "tensor/cpu/gemm_bf16.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/conv2d.h"
@@ -114,7 +129,7 @@ ABSL_FLAG(std::string, models, "small,large,conv",
           "Comma-separated models: small, large, conv.");
 ABSL_FLAG(std::string, modes, "ddp,local",
           "Modes timed at every world size: ddp, local, ddp_nooverlap, "
-          "ddp_checked, ddp_traced.");
+          "ddp_checked, ddp_traced, ddp_bf16.");
 ABSL_FLAG(int, sweep_world, 2,
           "World size of the sweeps (overlap off, bucket caps); 0: none.");
 ABSL_FLAG(std::string, sweep_models, "small,large,conv",
@@ -129,6 +144,9 @@ ABSL_FLAG(int64_t, warmup_steps, 2, "Untimed steps before each case.");
 ABSL_FLAG(int64_t, repeats, 1,
           "Timed segments of `steps` steps per case; the fastest is reported.");
 ABSL_FLAG(bool, gemm_peak, true, "Measure the cblas_sgemm peak first.");
+ABSL_FLAG(bool, amp_measure, false,
+          "Measure the bf16 GEMM peak, the large step's bf16 GEMMs and one "
+          "large step's memory in f32 and bf16 first (sim backend).");
 
 namespace tandem {
 namespace {
@@ -244,7 +262,14 @@ const std::vector<ModelSpec>& AllModels() {
 
 // ----------------------------------------------------------------- cases ---
 
-enum class Mode { kDdp, kDdpNoOverlap, kDdpChecked, kDdpTraced, kLocal };
+enum class Mode {
+  kDdp,
+  kDdpNoOverlap,
+  kDdpChecked,
+  kDdpTraced,
+  kLocal,
+  kDdpBf16
+};
 
 const char* ModeName(Mode m) {
   switch (m) {
@@ -258,6 +283,8 @@ const char* ModeName(Mode m) {
       return "ddp_traced";
     case Mode::kLocal:
       return "local";
+    case Mode::kDdpBf16:
+      return "ddp_bf16";
   }
   return "?";
 }
@@ -334,13 +361,18 @@ absl::StatusOr<CaseResult> RunCase(comm::Communicator& comm, const Case& c) {
   double check_seconds = 0;  // time inside the ddp_checked check, this rank
   int64_t checked_steps = 0;
   auto step = [&]() -> absl::Status {
-    Tensor logits;
-    if (ddp != nullptr) {
-      TANDEM_ASSIGN_OR_RETURN(logits, ddp->Forward(x));
-    } else {
-      TANDEM_ASSIGN_OR_RETURN(logits, model->Forward(x));
+    {
+      // Off (enabled = false) except in ddp_bf16: the region costs nothing.
+      amp::Autocast autocast(DeviceType::kCPU, DType::kBF16,
+                             c.mode == Mode::kDdpBf16);
+      Tensor logits;
+      if (ddp != nullptr) {
+        TANDEM_ASSIGN_OR_RETURN(logits, ddp->Forward(x));
+      } else {
+        TANDEM_ASSIGN_OR_RETURN(logits, model->Forward(x));
+      }
+      TANDEM_ASSIGN_OR_RETURN(loss, CrossEntropy(logits, y));
     }
-    TANDEM_ASSIGN_OR_RETURN(loss, CrossEntropy(logits, y));
     model->ZeroGrad();
     if (ddp != nullptr) {
       TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
@@ -524,6 +556,70 @@ void GemmPeak(int threads) {
   std::fflush(stdout);
 }
 
+// --------------------------------------------------------------- bf16 ---
+
+// The bf16 GEMM peak and the large step's GEMMs through cpu::GemmBf16 (one
+// thread), then one large step's memory in f32 and bf16 (one thread, no
+// DDP: activations do not depend on it).
+absl::Status AmpMeasure() {
+  const ModelSpec* large = nullptr;
+  for (const ModelSpec& m : AllModels()) {
+    if (m.name == "large") large = &m;
+  }
+  std::printf("\n# bf16 GEMM through cpu::GemmBf16 (%s), one thread\n",
+              cpu::HasNativeBf16Gemm() ? "oneDNN bf16 matmul"
+                                       : "f32 fallback: no bf16 kernel here");
+  const double square =
+      bench::TimeBf16Gemms({{.shape = {.m = 2048, .n = 2048, .k = 2048}}}, 1.0);
+  std::vector<bench::Bf16Gemm> step;
+  for (const GemmShape& g : large->gemms) {
+    step.push_back({.shape = {.transpose_a = g.ta,
+                              .transpose_b = g.tb,
+                              .m = g.m,
+                              .n = g.n,
+                              .k = g.k,
+                              .accumulate = g.beta != 0},
+                    .times = g.times});
+  }
+  const double shaped = bench::TimeBf16Gemms(step, 1.0);
+  std::printf("  %-26s %14.1f GFLOP/s\n", "2048x2048x2048", square);
+  std::printf("  %-26s %14.1f GFLOP/s\n", "large MLP step's GEMMs", shaped);
+  std::printf("GEMM kind=bf16_square threads=1 gflops_per_thread=%.3f\n",
+              square);
+  std::printf("GEMM kind=bf16_large_step threads=1 gflops_per_thread=%.3f\n",
+              shaped);
+  std::printf(
+      "\n# large step memory (allocator statistics, one rank, no DDP)\n"
+      "# %-5s %16s %16s %16s\n",
+      "dtype", "activation B", "param casts B", "step peak B");
+  for (bool bf16 : {false, true}) {
+    Generator gen(1234);
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
+                            large->build(gen));
+    Generator data_gen(1000);
+    TANDEM_ASSIGN_OR_RETURN(Tensor x, Tensor::Empty({large->batch, 1024}));
+    data_gen.Normal(x.data<float>(), x.numel(), 0.f, 1.f);
+    std::vector<int64_t> labels(large->batch);
+    for (int64_t& l : labels) l = data_gen.Random() % large->classes;
+    TANDEM_ASSIGN_OR_RETURN(Tensor y, Tensor::FromVector(labels));
+    TANDEM_ASSIGN_OR_RETURN(bench::StepMemory m,
+                            bench::MeasureStepMemory(*model, x, y, bf16));
+    const char* name = bf16 ? "bf16" : "f32";
+    std::printf("  %-5s %16lld %16lld %16lld\n", name,
+                static_cast<long long>(m.activation_bytes),
+                static_cast<long long>(m.cast_bytes),
+                static_cast<long long>(m.step_peak_bytes));
+    std::printf(
+        "MEMORY model=large dtype=%s activation_bytes=%lld cast_bytes=%lld "
+        "step_peak_bytes=%lld\n",
+        name, static_cast<long long>(m.activation_bytes),
+        static_cast<long long>(m.cast_bytes),
+        static_cast<long long>(m.step_peak_bytes));
+  }
+  std::fflush(stdout);
+  return absl::OkStatus();
+}
+
 // ---------------------------------------------------------------- driver ---
 
 absl::StatusOr<std::vector<std::string>> SplitList(const std::string& flag,
@@ -564,12 +660,13 @@ absl::StatusOr<const ModelSpec*> FindModel(const std::string& name) {
 
 absl::StatusOr<Mode> ParseMode(const std::string& name) {
   for (Mode m : {Mode::kDdp, Mode::kDdpNoOverlap, Mode::kDdpChecked,
-                 Mode::kDdpTraced, Mode::kLocal}) {
+                 Mode::kDdpTraced, Mode::kLocal, Mode::kDdpBf16}) {
     if (name == ModeName(m)) return m;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown mode '", name,
-      "'; expected ddp, ddp_nooverlap, ddp_checked, ddp_traced or local"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown mode '", name,
+                   "'; expected ddp, ddp_nooverlap, ddp_checked, ddp_traced, "
+                   "local or ddp_bf16"));
 }
 
 // The cases of one model, in print order.
@@ -666,6 +763,7 @@ absl::Status RunSim() {
   if (absl::GetFlag(FLAGS_gemm_peak)) {
     GemmPeak(std::max(1, absl::GetFlag(FLAGS_sweep_world)));
   }
+  if (absl::GetFlag(FLAGS_amp_measure)) TANDEM_RETURN_IF_ERROR(AmpMeasure());
   for (const std::string& name : names) {
     TANDEM_ASSIGN_OR_RETURN(const ModelSpec* model, FindModel(name));
     const bool swept =

@@ -155,6 +155,10 @@ std::shared_ptr<Storage> Storage::Alias(std::shared_ptr<Storage> base,
   return alias;
 }
 
+std::shared_ptr<Storage> Storage::Empty(Device device) {
+  return std::shared_ptr<Storage>(new Storage(nullptr, device, nullptr, 0));
+}
+
 Storage::~Storage() {
   if (data_ != nullptr) allocator_->Deallocate(device_, data_, nbytes_);
 }

@@ -76,6 +76,10 @@ class Storage {
   static std::shared_ptr<Storage> Alias(std::shared_ptr<Storage> base,
                                         Device device,
                                         std::shared_ptr<Allocator> allocator);
+  // Zero bytes on `device` without asking any allocator (allocator() is
+  // null, data() is null): the storage of metadata-only tensors, such as
+  // the graph edges autograd keeps for non-leaf inputs. Never null.
+  static std::shared_ptr<Storage> Empty(Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

@@ -93,12 +93,19 @@ AutocastState* ExchangeAutocast(DeviceType type, AutocastState* state) {
   return std::exchange(current[Slot(type)], state);
 }
 
-bool HasNativeLowPrecisionKernel(AmpOp op, DType dtype) {
-  // Conv2d in bf16 takes step 2 (f32 im2col + GEMM on the widened inputs,
-  // output rounded to bf16): the same arithmetic as a bf16 kernel with f32
-  // accumulation, since bf16 products are exact in f32.
+bool HasNativeLowPrecisionKernel(AmpOp op, DType dtype, DeviceType device) {
+  const bool gemm = op == AmpOp::kMatMul || op == AmpOp::kLinear;
+  // CUDA: cublasGemmEx takes f16 and bf16 operands with f32 compute
+  // (tensor/cuda/internal/gemm.h), so neither is widened first: no f32
+  // copies of the operands, tensor cores where the GPU has them.
+  if (device == DeviceType::kCUDA) {
+    return gemm && (dtype == DType::kBF16 || dtype == DType::kF16);
+  }
+  // CPU: Conv2d in bf16 takes step 2 (f32 im2col + GEMM on the widened
+  // inputs, output rounded to bf16): the same arithmetic as a bf16 kernel
+  // with f32 accumulation, since bf16 products are exact in f32.
   if (dtype != DType::kBF16) return false;
-  return op == AmpOp::kMatMul || op == AmpOp::kLinear;
+  return gemm;
 }
 
 std::optional<absl::StatusOr<Tensor>> RouteLowPrecision(
@@ -127,7 +134,7 @@ std::optional<absl::StatusOr<Tensor>> RouteLowPrecision(
   }
   if (!any_low) return std::nullopt;
   // Native low-precision kernels take one low dtype throughout.
-  if (!any_other_float && HasNativeLowPrecisionKernel(op, low)) {
+  if (!any_other_float && HasNativeLowPrecisionKernel(op, low, type)) {
     return std::nullopt;
   }
   return RunInF32(op, std::move(inputs), rerun);

@@ -18,9 +18,10 @@
 //      device type, the region casts the inputs by its policy for `op`; if
 //      any input changed, the op is re-run on the cast inputs (whose casts
 //      are differentiable, so gradients reach the originals in their dtype).
-//   2. Low-precision fallback: when an input is f16/bf16 and the CPU has no
-//      native kernel for `op` in that dtype (only Linear/MatMul in bf16
-//      are native, through oneDNN), the op runs on f32 copies of its
+//   2. Low-precision fallback: when an input is f16/bf16 and the device has
+//      no native kernel for `op` in that dtype (Linear/MatMul in bf16 on the
+//      CPU through oneDNN, in f16 and bf16 on CUDA through cuBLAS; see
+//      HasNativeLowPrecisionKernel), the op runs on f32 copies of its
 //      floating inputs with autocast suspended and its floating result is
 //      rounded to the widest input dtype (bf16 with f16 gives f32), as
 //      PyTorch's CPU kernels compute f16/bf16 in float and round the result.
@@ -92,8 +93,11 @@ using Rerun =
 std::optional<absl::StatusOr<Tensor>> RouteLowPrecision(
     AmpOp op, std::initializer_list<Tensor> inputs, Rerun rerun);
 
-// True when the CPU has a native kernel for `op` in `dtype` (step 2 skips).
-bool HasNativeLowPrecisionKernel(AmpOp op, DType dtype);
+// True when `device` has a native kernel for `op` in `dtype` (step 2
+// skips): on the CPU bf16 MatMul/Linear (oneDNN); on CUDA f16 and bf16
+// MatMul/Linear (cublasGemmEx with 16-bit operands and f32 compute).
+bool HasNativeLowPrecisionKernel(AmpOp op, DType dtype,
+                                 DeviceType device = DeviceType::kCPU);
 
 }  // namespace internal
 }  // namespace tandem

@@ -56,6 +56,24 @@ absl::StatusOr<Tensor> CopyOf(const Tensor& t) {
   return out;
 }
 
+// What a node holds for a non-leaf input: the input's storage-less twin
+// (TensorImpl::graph_edge), made once per grad_fn and shared by every
+// consumer, so that all of them meet in one slot of the engine.
+Tensor GraphEdge(const Tensor& t) {
+  TensorImpl& impl = *t.impl();
+  if (impl.graph_edge == nullptr || impl.graph_edge->grad_fn != impl.grad_fn) {
+    auto edge = std::make_shared<TensorImpl>();
+    edge->storage = Storage::Empty(impl.storage->device());
+    edge->shape = impl.shape;
+    edge->numel = impl.numel;
+    edge->dtype = impl.dtype;
+    edge->requires_grad = true;
+    edge->grad_fn = impl.grad_fn;
+    impl.graph_edge = std::move(edge);
+  }
+  return Tensor(impl.graph_edge);
+}
+
 }  // namespace
 
 namespace internal {
@@ -121,7 +139,11 @@ void RecordOp(std::string_view name, const Tensor& output,
   }
   node->sequence_nr = next_sequence_nr.fetch_add(1, std::memory_order_relaxed);
   for (Tensor& t : inputs) {
-    if (!t.requires_grad()) t = Tensor();  // don't keep what needs no grad
+    if (!t.requires_grad()) {
+      t = Tensor();  // don't keep what needs no grad
+    } else if (!IsLeaf(*t.impl())) {
+      t = GraphEdge(t);  // don't keep a non-leaf's memory alive
+    }
   }
   node->inputs = std::move(inputs);
   node->backward = std::move(backward);

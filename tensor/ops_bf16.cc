@@ -145,4 +145,51 @@ absl::StatusOr<Tensor> LinearBf16(const Tensor& x, const Tensor& weight,
   return y;
 }
 
+namespace {
+
+// One 16-bit element type: widen exactly, round to nearest even.
+template <typename T>
+float Widen(T v) {
+  return static_cast<float>(v);
+}
+
+template <typename T>
+absl::StatusOr<Tensor> ReluIn(const Tensor& x) {
+  TANDEM_ASSIGN_OR_RETURN(Tensor y, NewLike(x.shape(), x.dtype()));
+  const T* px = x.data<T>();
+  T* py = y.data<T>();
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = Widen(px[i]);
+    py[i] = T(v < 0 ? 0.f : v);  // NaN stays NaN, as torch.relu
+  }
+  if (ShouldRecord({x})) {
+    RecordOp(
+        "Relu", y, {x},
+        [sx = x.Detach()](const Tensor& g, GradSink& sink) -> absl::Status {
+          TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+          const T* px = sx.data<T>();
+          const T* pg = g.data<T>();
+          T* out = buf.tensor.data<T>();
+          const int64_t n = g.numel();
+          for (int64_t i = 0; i < n; ++i) {
+            const float d = Widen(px[i]) > 0 ? Widen(pg[i]) : 0.f;
+            out[i] = T(buf.accumulate ? Widen(out[i]) + d : d);
+          }
+          return absl::OkStatus();
+        });
+  }
+  return y;
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> ReluLowPrecision(const Tensor& x) {
+  TANDEM_RETURN_IF_ERROR(CheckCpu(x, "Relu", "x"));
+  if (x.dtype() == DType::kBF16) return ReluIn<BFloat16>(x);
+  if (x.dtype() == DType::kF16) return ReluIn<Half>(x);
+  return absl::InvalidArgumentError(absl::StrCat(
+      "Relu: the 16-bit kernel takes f16 or bf16, got ", Describe(x)));
+}
+
 }  // namespace tandem::internal

@@ -17,6 +17,16 @@ absl::StatusOr<Tensor> MatMulBf16(const Tensor& a, const Tensor& b,
 absl::StatusOr<Tensor> LinearBf16(const Tensor& x, const Tensor& weight,
                                   const Tensor& bias);
 
+// Relu of an f16 or bf16 CPU tensor, in its own dtype: the output and the
+// tensor saved for backward are 16-bit, so a ReLU under autocast keeps no
+// f32 copies alive for backward (the f32 route of autocast_state.h would
+// save an f32 widening of the input and keep two f32 tensors in the graph).
+// Bit-identical to that route, forward and backward: each element is
+// widened exactly, passed through relu in f32 and rounded back, which for a
+// 16-bit input reproduces it (NaNs come out canonical, as the f32 route's
+// rounding makes them).
+absl::StatusOr<Tensor> ReluLowPrecision(const Tensor& x);
+
 }  // namespace tandem::internal
 
 #endif  // TANDEM_TENSOR_OPS_BF16_H_

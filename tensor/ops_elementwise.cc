@@ -12,6 +12,7 @@
 #include "tensor/autograd.h"
 #include "tensor/device_ops.h"
 #include "tensor/ops.h"
+#include "tensor/ops_bf16.h"
 #include "tensor/ops_internal.h"
 
 namespace tandem {
@@ -330,6 +331,14 @@ absl::StatusOr<Tensor> Neg(const Tensor& x) {
 }
 
 absl::StatusOr<Tensor> Relu(const Tensor& x) {
+  // f16/bf16 on the CPU: a 16-bit kernel (ops_bf16.h), so what backward
+  // keeps is 16-bit. Autocast would not cast a lone 16-bit input here
+  // (single-input ops keep their dtype), so skipping the routing changes
+  // nothing but the memory.
+  if (x.defined() && x.device().type() == DeviceType::kCPU &&
+      (x.dtype() == DType::kBF16 || x.dtype() == DType::kF16)) {
+    return internal::ReluLowPrecision(x);
+  }
   // NaN stays NaN (v < 0 is false), as torch.relu.
   return Unary(
       "Relu", UnaryOp::kRelu, 0, x,

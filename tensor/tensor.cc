@@ -214,6 +214,35 @@ absl::StatusOr<double> Tensor::Item() const {
 
 // ---- Copies and conversions.
 
+namespace {
+
+// out[i] += g[i] converted to D (rounded to nearest when narrowing), for a
+// floating CPU tensor g: the gradient of a cast, added in the source dtype.
+template <typename D>
+void AccumulateConverted(const Tensor& g, D* out) {
+  const int64_t n = g.numel();
+  auto add = [&](const auto* p) {
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] += static_cast<D>(static_cast<float>(p[i]));
+    }
+  };
+  switch (g.dtype()) {
+    case DType::kBF16:
+      return add(g.data<BFloat16>());
+    case DType::kF16:
+      return add(g.data<Half>());
+    case DType::kF32:
+      return add(g.data<float>());
+    default: {  // f64: narrowed straight to D, as To(D) does
+      const double* p = g.data<double>();
+      for (int64_t i = 0; i < n; ++i) out[i] += static_cast<D>(p[i]);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
 Tensor Tensor::Detach() const {
   if (!impl_) return Tensor();
   auto impl = std::make_shared<TensorImpl>();
@@ -237,11 +266,29 @@ absl::StatusOr<Tensor> Tensor::To(DType dtype) const {
   }
   if (IsFloatingPoint(dtype) && ShouldRecord({*this})) {
     const DType from = this->dtype();
-    RecordOp(dtype == from ? "Clone" : "To", out, {*this},
-             [from](const Tensor& g, GradSink& sink) -> absl::Status {
-               TANDEM_ASSIGN_OR_RETURN(Tensor gx, g.To(from));
-               return sink.Add(0, std::move(gx));
-             });
+    RecordOp(
+        dtype == from ? "Clone" : "To", out, {*this},
+        [from](const Tensor& g, GradSink& sink) -> absl::Status {
+          // A 16-bit cast of an f32 parameter (autocast) sends its
+          // gradient straight into the f32 one: no f32 temporary the
+          // size of the parameter. Same values as converting first
+          // and adding (each element converted, then one f32 add).
+          if (g.device().is_cpu() && g.dtype() != from &&
+              (from == DType::kF32 || from == DType::kF64)) {
+            TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+            if (!buf.accumulate) {
+              internal::ConvertElements(g.raw_data(), g.dtype(),
+                                        buf.tensor.raw_data(), from, g.numel());
+            } else if (from == DType::kF32) {
+              AccumulateConverted(g, buf.tensor.data<float>());
+            } else {
+              AccumulateConverted(g, buf.tensor.data<double>());
+            }
+            return absl::OkStatus();
+          }
+          TANDEM_ASSIGN_OR_RETURN(Tensor gx, g.To(from));
+          return sink.Add(0, std::move(gx));
+        });
   }
   return out;
 }

@@ -33,6 +33,14 @@ struct TensorImpl {
   Tensor grad;
   std::vector<std::pair<HookHandle, PostAccumulateGradHook>> hooks;
   HookHandle next_hook_handle = 0;
+  // Non-leaves only: the storage-less twin that the nodes consuming this
+  // tensor hold as their input (made by RecordOp on first use, shared by
+  // every later consumer, replaced when grad_fn changes). The backward
+  // engine needs an input's identity, shape, dtype, device and grad_fn,
+  // never its data, so holding the twin instead of this tensor lets an
+  // activation's memory go as soon as no handle and no saved tensor
+  // refers to it, as PyTorch's graph edges (which point at nodes) do.
+  std::shared_ptr<TensorImpl> graph_edge;
 };
 
 }  // namespace tandem

@@ -18,8 +18,10 @@ One step on a fixed random batch per rank:
     logits = model(x); loss = F.cross_entropy(logits, y)
     optimizer.zero_grad(); loss.backward(); optimizer.step()     (SGD, lr 0.01)
 Modes: ddp (DDP with its defaults: bucket_cap_mb=25, gradient_as_bucket_view
-False) and local (the bare model, the same number of processes running at
-once, no communication).
+False), local (the bare model, the same number of processes running at
+once, no communication) and ddp_bf16 (ddp with the forward and the loss
+under torch.autocast("cpu", dtype=torch.bfloat16), PyTorch's CPU mixed
+precision recipe: no GradScaler for bf16).
 
 Timing as ddp_benchmark: warm-up steps, a one-step probe (max over ranks)
 sets the step count for about --target_seconds, then --repeats segments of
@@ -101,14 +103,16 @@ def run_case(rank, world, name, mode, args):
     gen = torch.Generator().manual_seed(1000 + rank)
     x = torch.randn((batch,) + shape, generator=gen)
     y = torch.randint(0, classes, (batch,), generator=gen)
-    net = DDP(model) if mode == "ddp" else model
+    net = DDP(model) if mode in ("ddp", "ddp_bf16") else model
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss = None
+    bf16 = mode == "ddp_bf16"
 
     def step():
         nonlocal loss
-        logits = net(x)
-        loss = F.cross_entropy(logits, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = net(x)
+            loss = F.cross_entropy(logits, y)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -154,12 +158,13 @@ def worker(rank, world, args, port):
             if rank == 0:
                 samples = world * batch / seconds
                 gflops = flops / seconds / 1e9
-                bucket = "25M" if mode == "ddp" else "-"
+                ddp = mode != "local"
+                bucket = "25M" if ddp else "-"
                 print(f"  {world:5d}  {mode:<14s} {bucket:>7s} | "
                       f"{seconds * 1e3:10.3f}  {samples:11.1f}  {gflops:12.2f}  "
                       f"{steps:6d}  {loss:10.4f}")
                 print(f"RESULT backend=torch model={name} world={world} "
-                      f"mode={mode} bucket_mb={25 if mode == 'ddp' else 0} "
+                      f"mode={mode} bucket_mb={25 if ddp else 0} "
                       f"step_ms={seconds * 1e3:.6f} samples_per_s={samples:.3f} "
                       f"gflops_per_rank={gflops:.4f} steps={steps}",
                       flush=True)
@@ -183,8 +188,9 @@ def main():
             sys.exit(f"torch_ddp: unknown model '{name}'; expected small, "
                      "large or conv")
     for mode in args.modes.split(","):
-        if mode not in ("ddp", "local"):
-            sys.exit(f"torch_ddp: unknown mode '{mode}'; expected ddp or local")
+        if mode not in ("ddp", "local", "ddp_bf16"):
+            sys.exit(f"torch_ddp: unknown mode '{mode}'; expected ddp, local "
+                     "or ddp_bf16")
     print(f"# PyTorch {torch.__version__} DDP peer, gloo, one thread per "
           f"process, {os.cpu_count()} CPUs", flush=True)
     for world in (int(w) for w in args.world_sizes.split(",")):

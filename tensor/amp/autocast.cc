@@ -128,4 +128,12 @@ bool IsAutocastEnabled(DeviceType device) {
 
 int64_t CastCacheSize() { return static_cast<int64_t>(Cache().entries.size()); }
 
+int64_t CastCacheBytes() {
+  int64_t bytes = 0;
+  for (const auto& [key, entry] : Cache().entries) {
+    bytes += entry.cast.numel() * DTypeSize(entry.cast.dtype());
+  }
+  return bytes;
+}
+
 }  // namespace tandem::amp

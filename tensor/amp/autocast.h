@@ -84,6 +84,10 @@ bool IsAutocastEnabled(DeviceType device);
 // Entries in this thread's cast cache (for tests: cleared when the
 // outermost region ends).
 int64_t CastCacheSize();
+// Bytes of the low-precision copies in this thread's cast cache: the
+// parameter casts, which memory accounting keeps apart from activations
+// (bench/ddp_benchmark's activation figure subtracts them).
+int64_t CastCacheBytes();
 
 }  // namespace tandem::amp
 
