@@ -48,6 +48,7 @@
 #include "base/status_macros.h"
 #include "bench/rank_memory.h"
 #include "comm/communicator.h"
+#include "comm/traffic_counter.h"
 #include "comm/types.h"
 #include "sim/sim.h"
 #include "tensor/allocator.h"
@@ -75,51 +76,6 @@ using train::ShardMode;
 constexpr int64_t kBatch = 64;
 const std::vector<int64_t> kWidths = {1024, 4096, 4096, 1024};
 
-// Forwards every call to `inner` and adds up the bytes of each collective
-// (an all-reduce counted twice). Belongs to the rank's thread.
-class TrafficCounter : public comm::Communicator {
- public:
-  explicit TrafficCounter(comm::Communicator& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string_view backend() const override { return inner_.backend(); }
-  comm::CommDevice device() const override { return inner_.device(); }
-  std::unique_ptr<comm::Work> AllReduce(comm::BufferView buf,
-                                        comm::ReduceOp op) override {
-    bytes += 2 * buf.bytes();
-    return inner_.AllReduce(buf, op);
-  }
-  std::unique_ptr<comm::Work> Broadcast(comm::BufferView buf,
-                                        int root) override {
-    bytes += buf.bytes();
-    return inner_.Broadcast(buf, root);
-  }
-  std::unique_ptr<comm::Work> AllGather(comm::BufferView send,
-                                        comm::BufferView recv) override {
-    bytes += recv.bytes();
-    return inner_.AllGather(send, recv);
-  }
-  std::unique_ptr<comm::Work> ReduceScatter(comm::BufferView send,
-                                            comm::BufferView recv,
-                                            comm::ReduceOp op) override {
-    bytes += send.bytes();
-    return inner_.ReduceScatter(send, recv, op);
-  }
-  std::unique_ptr<comm::Work> Send(comm::BufferView buf, int peer) override {
-    bytes += buf.bytes();
-    return inner_.Send(buf, peer);
-  }
-  std::unique_ptr<comm::Work> Recv(comm::BufferView buf, int peer) override {
-    return inner_.Recv(buf, peer);
-  }
-  absl::Status Barrier() override { return inner_.Barrier(); }
-
-  int64_t bytes = 0;
-
- private:
-  comm::Communicator& inner_;
-};
-
 absl::StatusOr<std::unique_ptr<nn::Sequential>> LargeMlp() {
   Generator gen(1234);
   auto model = std::make_unique<nn::Sequential>();
@@ -146,7 +102,7 @@ absl::StatusOr<CaseResult> RunCase(bench::RankMemory& memory, ShardMode mode,
   sim::RunResult run =
       sim::Run(world, [&](int rank, comm::Communicator& inner) -> absl::Status {
         bench::RankMemory::ScopedRank scope(rank);
-        TrafficCounter comm(inner);
+        comm::TrafficCounter comm(inner);
         TANDEM_ASSIGN_OR_RETURN(auto model, LargeMlp());
         TANDEM_ASSIGN_OR_RETURN(
             auto trainer,

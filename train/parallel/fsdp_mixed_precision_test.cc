@@ -34,6 +34,7 @@
 #include "base/half.h"
 #include "base/status_macros.h"
 #include "comm/communicator.h"
+#include "comm/traffic_counter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim.h"
@@ -241,58 +242,12 @@ TEST(FsdpMixedPrecisionTest, DivideFactorsArePyTorchs) {
   EXPECT_EQ(FsdpGradientDivideFactors(16), P(4, 4));
 }
 
-// Forwards every call to `inner` and adds up each collective's bytes (an
-// all-gather's received buffer, a reduce-scatter's sent one), as
-// bench/zero_benchmark counts them. Belongs to the rank's thread.
-class TrafficCounter : public comm::Communicator {
- public:
-  explicit TrafficCounter(comm::Communicator& inner) : inner_(inner) {}
-  int rank() const override { return inner_.rank(); }
-  int size() const override { return inner_.size(); }
-  std::string_view backend() const override { return inner_.backend(); }
-  comm::CommDevice device() const override { return inner_.device(); }
-  std::unique_ptr<comm::Work> AllReduce(comm::BufferView buf,
-                                        comm::ReduceOp op) override {
-    bytes += 2 * buf.bytes();
-    return inner_.AllReduce(buf, op);
-  }
-  std::unique_ptr<comm::Work> Broadcast(comm::BufferView buf,
-                                        int root) override {
-    bytes += buf.bytes();
-    return inner_.Broadcast(buf, root);
-  }
-  std::unique_ptr<comm::Work> AllGather(comm::BufferView send,
-                                        comm::BufferView recv) override {
-    bytes += recv.bytes();
-    return inner_.AllGather(send, recv);
-  }
-  std::unique_ptr<comm::Work> ReduceScatter(comm::BufferView send,
-                                            comm::BufferView recv,
-                                            comm::ReduceOp op) override {
-    bytes += send.bytes();
-    return inner_.ReduceScatter(send, recv, op);
-  }
-  std::unique_ptr<comm::Work> Send(comm::BufferView buf, int peer) override {
-    bytes += buf.bytes();
-    return inner_.Send(buf, peer);
-  }
-  std::unique_ptr<comm::Work> Recv(comm::BufferView buf, int peer) override {
-    return inner_.Recv(buf, peer);
-  }
-  absl::Status Barrier() override { return inner_.Barrier(); }
-
-  int64_t bytes = 0;
-
- private:
-  comm::Communicator& inner_;
-};
-
 // Bytes rank 0 puts on the wire in one training step.
 absl::StatusOr<int64_t> StepTraffic(const FsdpOptions& options) {
   int64_t bytes = 0;
   sim::RunResult result =
       sim::Run(4, [&](int rank, comm::Communicator& inner) -> absl::Status {
-        TrafficCounter comm(inner);
+        comm::TrafficCounter comm(inner);
         TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
         TANDEM_ASSIGN_OR_RETURN(
             auto fsdp, FullyShardedDataParallel::Create(*model, comm, options));
