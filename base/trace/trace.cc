@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/json_quote.h"
 
 namespace tandem::trace {
 namespace internal {
@@ -71,38 +72,6 @@ int MyTid() {
   return t_tid;
 }
 
-void AppendEscaped(std::string& out, std::string_view s) {
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-}
-
-std::string Quoted(std::string_view s) {
-  std::string out = "\"";
-  AppendEscaped(out, s);
-  out += '"';
-  return out;
-}
-
 int Pid(int rank) { return rank < 0 ? kHostPid : rank; }
 
 std::string TrackName(int tid) {
@@ -126,7 +95,8 @@ void Clear() {
 }
 
 Args& Args::Add(std::string_view key, int64_t value) {
-  absl::StrAppend(&out_, out_.empty() ? "" : ",", Quoted(key), ":", value);
+  absl::StrAppend(&out_, out_.empty() ? "" : ",", base::JsonQuote(key), ":",
+                  value);
   return *this;
 }
 
@@ -134,15 +104,15 @@ Args& Args::Add(std::string_view key, double value) {
   // JSON has no inf or nan: those become strings.
   if (std::isfinite(value)) {
     absl::StrAppendFormat(&out_, "%s%s:%.17g", out_.empty() ? "" : ",",
-                          Quoted(key), value);
+                          base::JsonQuote(key), value);
     return *this;
   }
   return Add(key, std::string_view(absl::StrCat(value)));
 }
 
 Args& Args::Add(std::string_view key, std::string_view value) {
-  absl::StrAppend(&out_, out_.empty() ? "" : ",", Quoted(key), ":",
-                  Quoted(value));
+  absl::StrAppend(&out_, out_.empty() ? "" : ",", base::JsonQuote(key), ":",
+                  base::JsonQuote(value));
   return *this;
 }
 
@@ -229,9 +199,9 @@ std::string ToChromeJson(const std::vector<Event>& events) {
   for (const int pid : pids) {
     const std::string name =
         pid == kHostPid ? "host" : absl::StrCat("rank ", pid);
-    lines.push_back(
-        absl::StrCat("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid,
-                     ",\"tid\":0,\"args\":{\"name\":", Quoted(name), "}}"));
+    lines.push_back(absl::StrCat(
+        "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", pid,
+        ",\"tid\":0,\"args\":{\"name\":", base::JsonQuote(name), "}}"));
     lines.push_back(absl::StrCat(
         "{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":", pid,
         ",\"tid\":0,\"args\":{\"sort_index\":", pid, "}}"));
@@ -239,13 +209,15 @@ std::string ToChromeJson(const std::vector<Event>& events) {
   for (const auto& [pid, tid] : tracks) {
     lines.push_back(absl::StrCat(
         "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":", pid, ",\"tid\":",
-        tid, ",\"args\":{\"name\":", Quoted(TrackName(tid)), "}}"));
+        tid, ",\"args\":{\"name\":", base::JsonQuote(TrackName(tid)), "}}"));
   }
   for (const Event& e : events) {
-    lines.push_back(absl::StrCat(
-        "{\"name\":", Quoted(e.name), ",\"cat\":", Quoted(e.category),
-        ",\"ph\":\"X\",\"pid\":", Pid(e.rank), ",\"tid\":", e.tid, ",\"ts\":",
-        e.start_us, ",\"dur\":", e.duration_us, ",\"args\":{", e.args, "}}"));
+    lines.push_back(absl::StrCat("{\"name\":", base::JsonQuote(e.name),
+                                 ",\"cat\":", base::JsonQuote(e.category),
+                                 ",\"ph\":\"X\",\"pid\":", Pid(e.rank),
+                                 ",\"tid\":", e.tid, ",\"ts\":", e.start_us,
+                                 ",\"dur\":", e.duration_us, ",\"args\":{",
+                                 e.args, "}}"));
   }
   std::string out = kHeader;
   for (size_t i = 0; i < lines.size(); ++i) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/json_quote.h"
 
 namespace tandem::train::checkpoint {
 
@@ -36,8 +37,8 @@ struct JsonValue {
 // allowed). InvalidArgument says what was expected and at which byte.
 absl::StatusOr<JsonValue> ParseJson(std::string_view text);
 
-// `s` as a JSON string literal, quotes included ("\"a\\\"b\"").
-std::string JsonQuote(std::string_view s);
+// `s` as a JSON string literal (the one escaper, base/json_quote.h).
+using ::tandem::base::JsonQuote;
 
 }  // namespace tandem::train::checkpoint
 
