@@ -51,6 +51,18 @@ absl::Status WriteAll(int fd, std::string_view bytes, const std::string& path) {
   return absl::OkStatus();
 }
 
+// Makes a rename in the folder of `path` durable: the folder's entry must
+// reach the disk too.
+absl::Status SyncFolderOf(const std::string& path) {
+  const std::string folder = FolderOf(path);
+  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0) return ErrnoError(errno, "open (folder)", folder);
+  absl::Status status;
+  if (::fsync(dir) != 0) status = ErrnoError(errno, "fsync (folder)", folder);
+  ::close(dir);
+  return status;
+}
+
 }  // namespace
 
 absl::Status WriteFileAtomically(const std::string& path,
@@ -69,13 +81,14 @@ absl::Status WriteFileAtomically(const std::string& path,
     ::unlink(tmp.c_str());
     return status;
   }
-  // The rename is durable only once the folder's entry is on disk.
-  const std::string folder = FolderOf(path);
-  const int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return ErrnoError(errno, "open (folder)", folder);
-  if (::fsync(dir) != 0) status = ErrnoError(errno, "fsync (folder)", folder);
-  ::close(dir);
-  return status;
+  return SyncFolderOf(path);
+}
+
+absl::Status RenameDurably(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    return ErrnoError(errno, "rename to " + to, from);
+  }
+  return SyncFolderOf(to);
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {

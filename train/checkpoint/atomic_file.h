@@ -28,6 +28,10 @@ namespace tandem::train::checkpoint {
 absl::Status WriteFileAtomically(const std::string& path,
                                  std::string_view bytes);
 
+// Renames `from` over `to` (atomic on POSIX within one file system) and
+// fsyncs the folder so that the rename survives a crash. Errors name both.
+absl::Status RenameDurably(const std::string& from, const std::string& to);
+
 // The whole content of `path`. NotFound when it does not exist; other errors
 // name the path and the failing call.
 absl::StatusOr<std::string> ReadFile(const std::string& path);

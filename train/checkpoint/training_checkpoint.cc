@@ -48,6 +48,31 @@ absl::StatusOr<int64_t> IntEntry(const Metadata& m, const std::string& key,
       "--checkpoint_dir"));
 }
 
+std::string Pending(const std::string& path) { return path + kPendingSuffix; }
+
+// One file of a checkpoint as read, with its global step.
+struct ReadFileWithStep {
+  std::string path;
+  SafetensorsContent content;
+  int64_t step = 0;
+};
+
+// The committed file at `path` and its pending twin, those that exist.
+absl::StatusOr<std::vector<ReadFileWithStep>> ReadCandidates(
+    const std::string& path) {
+  std::vector<ReadFileWithStep> out;
+  for (const std::string& p : {path, Pending(path)}) {
+    if (!FileExists(p)) continue;
+    ReadFileWithStep f;
+    f.path = p;
+    TANDEM_ASSIGN_OR_RETURN(f.content, LoadSafetensors(p));
+    TANDEM_ASSIGN_OR_RETURN(f.step,
+                            IntEntry(f.content.metadata, kGlobalStepKey, p));
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::Status SaveTrainingCheckpoint(const std::string& dir,
@@ -79,12 +104,18 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
                                         : state.optimizer->ExportState()) {
     optimizer_tensors.push_back({kOptimizerPrefix + e.name, e.tensor});
   }
+  // Phase 1: both files in full under their pending names.
+  const std::string state_path = Join(dir, kTrainingStateFile);
+  const std::string model_path = Join(dir, kModelFile);
   TANDEM_RETURN_IF_ERROR(
-      SaveSafetensors(Join(dir, kTrainingStateFile), optimizer_tensors, meta));
-  return SaveSafetensors(
-      Join(dir, kModelFile),
+      SaveSafetensors(Pending(state_path), optimizer_tensors, meta));
+  TANDEM_RETURN_IF_ERROR(SaveSafetensors(
+      Pending(model_path),
       state.full != nullptr ? state.full->model : state.model->StateDict(),
-      {{"format", "pt"}, {kGlobalStepKey, step}});
+      {{"format", "pt"}, {kGlobalStepKey, step}}));
+  // Phase 2: commit, the model last (see the header).
+  TANDEM_RETURN_IF_ERROR(RenameDurably(Pending(state_path), state_path));
+  return RenameDurably(Pending(model_path), model_path);
 }
 
 absl::Status CreateCheckpointFolder(const std::string& dir) {
@@ -97,7 +128,8 @@ absl::Status CreateCheckpointFolder(const std::string& dir) {
 }
 
 bool HasTrainingCheckpoint(const std::string& dir) {
-  return FileExists(Join(dir, kModelFile));
+  const std::string model = Join(dir, kModelFile);
+  return FileExists(model) || FileExists(Pending(model));
 }
 
 absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
@@ -109,19 +141,44 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
         "loaders) are required");
   }
   if (!HasTrainingCheckpoint(dir)) return std::nullopt;
-  const std::string model_path = Join(dir, kModelFile);
-  const std::string state_path = Join(dir, kTrainingStateFile);
-  TANDEM_ASSIGN_OR_RETURN(SafetensorsContent model_file,
-                          LoadSafetensors(model_path));
-  TANDEM_ASSIGN_OR_RETURN(SafetensorsContent state_file,
-                          LoadSafetensors(state_path));
-  TANDEM_ASSIGN_OR_RETURN(
-      const int64_t model_step,
-      IntEntry(model_file.metadata, kGlobalStepKey, model_path));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<ReadFileWithStep> models,
+                          ReadCandidates(Join(dir, kModelFile)));
+  TANDEM_ASSIGN_OR_RETURN(std::vector<ReadFileWithStep> states,
+                          ReadCandidates(Join(dir, kTrainingStateFile)));
+  // The newest model and training state of one step (see the header).
+  ReadFileWithStep* model = nullptr;
+  ReadFileWithStep* training = nullptr;
+  for (ReadFileWithStep& m : models) {
+    for (ReadFileWithStep& t : states) {
+      if (m.step == t.step && (model == nullptr || m.step > model->step)) {
+        model = &m;
+        training = &t;
+      }
+    }
+  }
+  if (model == nullptr) {
+    std::string found;
+    for (const auto* files : {&models, &states}) {
+      for (const ReadFileWithStep& f : *files) {
+        absl::StrAppend(&found, found.empty() ? "" : ", ", f.path,
+                        " is from step ", f.step);
+      }
+    }
+    if (states.empty()) {
+      absl::StrAppend(&found, "; there is no ", kTrainingStateFile);
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("checkpoint in ", dir,
+                     " is torn: no model and training state share "
+                     "a global step (",
+                     found, "); start from a fresh --checkpoint_dir"));
+  }
+  const std::string& model_path = model->path;
+  const std::string& state_path = training->path;
+  SafetensorsContent& model_file = model->content;
+  SafetensorsContent& state_file = training->content;
   TrainingProgress progress;
-  TANDEM_ASSIGN_OR_RETURN(
-      progress.global_step,
-      IntEntry(state_file.metadata, kGlobalStepKey, state_path));
+  progress.global_step = training->step;
   TANDEM_ASSIGN_OR_RETURN(progress.epoch,
                           IntEntry(state_file.metadata, "epoch", state_path));
   TANDEM_ASSIGN_OR_RETURN(
@@ -130,13 +187,6 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
   TANDEM_ASSIGN_OR_RETURN(
       progress.world_size,
       IntEntry(state_file.metadata, "world_size", state_path));
-  if (model_step != progress.global_step) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint in ", dir, " is torn: ", model_path, " is from step ",
-        model_step, " but ", state_path, " from step ", progress.global_step,
-        " (the run died between writing the two); start from a fresh "
-        "--checkpoint_dir"));
-  }
   if (progress.world_size != world_size) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint in ", dir, " was written by a run of world size ",

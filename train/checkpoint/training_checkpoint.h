@@ -26,10 +26,22 @@
 // its seed and the epoch (SetEpoch), both fixed by the run's flags and the
 // saved epoch.
 //
-// The two files are replaced one after the other (training state first, then
-// the model), and both record global_step: a crash between the two renames
-// leaves a pair whose steps differ, which LoadTrainingCheckpoint refuses
-// (FailedPrecondition naming both steps) rather than resume from a mix.
+// Saving is a two-phase commit, so that a process killed at any instant
+// (a preempted or SIGKILLed worker) leaves a checkpoint the restarted run can
+// resume from:
+//   1. both files are written in full under pending names
+//      ("<file>.next", each atomically);
+//   2. the pending training state is renamed over the old one, then the
+//      pending model over the old model.
+// Both files record global_step. Loading looks at the committed and the
+// pending file of each kind and takes the newest training state and model
+// that share a global step: a kill during phase 1 leaves the previous pair,
+// a kill between the two renames leaves the new training state beside the
+// new pending model (the save had finished writing: it is taken). Loading
+// never changes the folder (every rank may load at once); the next save
+// replaces the pending files. Only files edited by hand can leave no
+// matching pair, which LoadTrainingCheckpoint refuses (FailedPrecondition
+// naming the files and their steps) rather than resume from a mix.
 //
 // Thread-safety: none; blocking file I/O. The model and optimizer must not be
 // used by another thread meanwhile.
@@ -54,6 +66,8 @@ namespace tandem::train::checkpoint {
 
 inline constexpr char kModelFile[] = "model.safetensors";
 inline constexpr char kTrainingStateFile[] = "training_state.safetensors";
+// Appended to a file's name while a save is in phase 1 (see above).
+inline constexpr char kPendingSuffix[] = ".next";
 
 // Where a run stands: the next step to run is step `step_in_epoch` (0-based)
 // of epoch `epoch` (0-based); `global_step` steps have been taken in all.
@@ -96,9 +110,10 @@ struct TrainingState {
   Metadata extra;
 };
 
-// Writes the two files above into `dir` (created if missing, one level).
-// Errors name the file and the failing call; a failure leaves the previous
-// checkpoint readable (each file is replaced atomically).
+// Writes the two files above into `dir` (created if missing, one level),
+// by the two-phase commit above. Errors name the file and the failing call;
+// a failure or a kill at any point leaves a loadable checkpoint (the
+// previous one or this one).
 absl::Status SaveTrainingCheckpoint(const std::string& dir,
                                     const TrainingState& state,
                                     const TrainingProgress& progress);
@@ -107,13 +122,14 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
 // folder and the cause otherwise.
 absl::Status CreateCheckpointFolder(const std::string& dir);
 
-// Whether `dir` holds a checkpoint (its model file exists).
+// Whether `dir` holds a checkpoint (a committed or pending model file).
 bool HasTrainingCheckpoint(const std::string& dir);
 
 // Restores `state` from `dir`: nullopt (and nothing changed) when `dir` holds
 // no checkpoint, else the saved progress, with `state->extra` replaced by the
 // saved extra entries. All or nothing: a damaged file, a model or optimizer
-// state that does not fit, a torn pair (different global steps), a missing
+// state that does not fit, no training state and model with a common global
+// step (a torn pair, only by hand: see the commit above), a missing
 // or bad generator entry, or a world size other than `world_size` is an
 // error naming the file and what is wrong, and leaves the model, the
 // optimizer and the generators as they were.

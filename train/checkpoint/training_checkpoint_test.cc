@@ -1,7 +1,9 @@
 #include "train/checkpoint/training_checkpoint.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -131,6 +133,103 @@ TEST(TrainingCheckpointTest, ModelFileIsAPlainStateDict) {
       LoadSafetensors(dir + "/" + kTrainingStateFile);
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->tensors[0].name, "optimizer.0.momentum_buffer");
+}
+
+// A save killed at each point of its two-phase commit leaves a folder that
+// loads: the previous checkpoint before both new files are written, the new
+// one after. The folders are built from two real saves, renamed as a kill at
+// that point would leave them.
+class KilledSaveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = TestDir(
+        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    const std::string later = dir_ + "-later";
+    Trainer run(11);
+    run.Steps(1);
+    ASSERT_TRUE(
+        SaveTrainingCheckpoint(dir_, run.State(), Progress(0, 1, 1, 1)).ok());
+    after_one_ = run.Weights();
+    run.Steps(1);
+    ASSERT_TRUE(
+        SaveTrainingCheckpoint(later, run.State(), Progress(0, 2, 2, 1)).ok());
+    after_two_ = run.Weights();
+    for (const char* f : {kModelFile, kTrainingStateFile}) {
+      later_[f] = *ReadFile(later + "/" + f);
+    }
+  }
+  // Puts step 2's `file` into the folder under `name` (as a save would).
+  void Put(const char* file, const std::string& name) {
+    ASSERT_TRUE(WriteFileAtomically(dir_ + "/" + name, later_[file]).ok());
+  }
+  // The global step the folder resumes from, checking the weights match it.
+  int64_t Resumed() {
+    Trainer fresh(99);
+    TrainingState state = fresh.State();
+    absl::StatusOr<std::optional<TrainingProgress>> r =
+        LoadTrainingCheckpoint(dir_, state, 1);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok() || !r->has_value()) return -1;
+    EXPECT_EQ(fresh.Weights(),
+              (*r)->global_step == 1 ? after_one_ : after_two_);
+    return (*r)->global_step;
+  }
+  std::string dir_;
+  std::vector<std::vector<float>> after_one_, after_two_;
+  std::map<std::string, std::string> later_;
+};
+
+const std::string kNext = kPendingSuffix;
+
+TEST_F(KilledSaveTest, DuringPhaseOneTheOldPairIsTaken) {
+  Put(kTrainingStateFile, kTrainingStateFile + kNext);
+  EXPECT_EQ(Resumed(), 1);
+}
+
+TEST_F(KilledSaveTest, AfterPhaseOneTheNewPairIsTaken) {
+  Put(kTrainingStateFile, kTrainingStateFile + kNext);
+  Put(kModelFile, kModelFile + kNext);
+  EXPECT_EQ(Resumed(), 2);
+}
+
+TEST_F(KilledSaveTest, BetweenTheRenamesTheNewPairIsTaken) {
+  Put(kTrainingStateFile, kTrainingStateFile);
+  Put(kModelFile, kModelFile + kNext);
+  EXPECT_EQ(Resumed(), 2);
+}
+
+TEST_F(KilledSaveTest, TheNextSaveCommitsAndLeavesNoPendingFile) {
+  Put(kTrainingStateFile, kTrainingStateFile);
+  Put(kModelFile, kModelFile + kNext);
+  Trainer run(11);
+  run.Steps(3);
+  ASSERT_TRUE(
+      SaveTrainingCheckpoint(dir_, run.State(), Progress(0, 3, 3, 1)).ok());
+  EXPECT_FALSE(FileExists(dir_ + "/" + kModelFile + kNext));
+  EXPECT_FALSE(FileExists(dir_ + "/" + kTrainingStateFile + kNext));
+  Trainer fresh(99);
+  TrainingState state = fresh.State();
+  absl::StatusOr<std::optional<TrainingProgress>> r =
+      LoadTrainingCheckpoint(dir_, state, 1);
+  ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->global_step, 3);
+  EXPECT_EQ(fresh.Weights(), run.Weights());
+}
+
+TEST(TrainingCheckpointTest, FirstSaveKilledInPhaseOneIsNoCheckpoint) {
+  const std::string dir = TestDir("first-killed");
+  Trainer run(4);
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, run.State(), {}).ok());
+  ASSERT_TRUE(RenameDurably(dir + "/" + kTrainingStateFile,
+                            dir + "/" + kTrainingStateFile + kNext)
+                  .ok());
+  std::remove((dir + "/" + kModelFile).c_str());
+  EXPECT_FALSE(HasTrainingCheckpoint(dir));
+  TrainingState state = run.State();
+  absl::StatusOr<std::optional<TrainingProgress>> r =
+      LoadTrainingCheckpoint(dir, state, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->has_value());
 }
 
 class RefusedTest : public ::testing::Test {

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # A worker killed by SIGKILL costs nothing: digits_ddp (SGD with momentum)
 # under `tandemrun --nproc_per_node=2 --max_restarts=1 --checkpoint_dir=...`
-# whose rank 1 is killed with SIGKILL after the first checkpoint of the
-# first attempt; tandemrun restarts both workers, they resume from the last
-# checkpoint, and the final checkpoint files are byte-identical to those of
-# a run that was never interrupted.
+# whose rank 1 is killed with SIGKILL as soon as the first committed training
+# state appears (rank 0 may then be killed between the two renames of the
+# checkpoint's commit: see docs/checkpoints.md); tandemrun restarts both
+# workers, they resume from the last checkpoint, and the final checkpoint
+# files are byte-identical to those of a run that was never interrupted.
 #
 #   tandemrun_resume_test.sh TANDEMRUN DIGITS_DDP
 set -uo pipefail
