@@ -234,7 +234,6 @@ class DistributedDataParallel {
   DistributedDataParallel(nn::Module& module, comm::Communicator& comm,
                           const DdpOptions& options);
 
-  absl::Status VerifyAcrossRanks();
   absl::Status BroadcastFromRank0(const std::vector<nn::NamedTensor>& tensors,
                                   const char* what);
   absl::Status BuildBuckets();

@@ -17,6 +17,7 @@
 #include "comm/types.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
+#include "train/parallel/model_agreement.h"
 #include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
@@ -104,6 +105,14 @@ FullyShardedDataParallel::Create(nn::Sequential& model,
 
 absl::Status FullyShardedDataParallel::Build() {
   const int64_t n = world_size_;
+  // Rank 0's units are broadcast below: first make sure every rank built the
+  // same model, so a different one fails here by name.
+  if (const std::vector<nn::NamedTensor> all = model_->NamedParameters();
+      !all.empty()) {
+    TANDEM_RETURN_IF_ERROR(CheckSameModelOnEveryRank(
+        *model_, *comm_, all.front().tensor.device(),
+        "FullyShardedDataParallel", options_.timeout));
+  }
   unit_of_layer_.assign(model_->size(), -1);
   for (int64_t i = 0; i < model_->size(); ++i) {
     const std::vector<nn::NamedTensor> params =

@@ -165,6 +165,26 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, FsdpEquivalenceTest,
                                                                       : "_sgd");
                          });
 
+TEST(FsdpTest, RanksWithDifferentModelsFailByName) {
+  sim::RunResult result =
+      sim::Run(3, [](int rank, comm::Communicator& comm) -> absl::Status {
+        Generator gen(11);
+        nn::Sequential model;
+        TANDEM_RETURN_IF_ERROR(
+            model.Append(nn::Linear::Create(5, rank == 1 ? 8 : 7, gen)));
+        return FullyShardedDataParallel::Create(model, comm).status();
+      });
+  ASSERT_TRUE(result.launch.ok()) << result.launch;
+  for (const absl::Status& s : result.ranks) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("FullyShardedDataParallel (reported on rank"));
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("parameter 0 is \"0.weight\" f32[7, 5] on rank 0 "
+                          "but \"0.weight\" f32[8, 5] on rank 1"));
+  }
+}
+
 TEST(FsdpTest, WithoutPrefetchTheSameWeights) {
   absl::StatusOr<std::vector<std::vector<float>>> on =
       Train(3, true, Opt::kAdamW, /*prefetch=*/true);
