@@ -1,0 +1,153 @@
+// FullyShardedDataParallel's view of its state from outside a step: the
+// shards an optimizer steps, their layout (for sharded optimizer
+// checkpoints), and the full, unsharded state dict gathered for saving or
+// sliced on loading. The step itself is in fsdp.cc.
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "tensor/autograd.h"
+#include "train/parallel/fsdp.h"
+#include "train/parallel/tensor_comm.h"
+
+namespace tandem::train {
+
+std::vector<Tensor> FullyShardedDataParallel::ShardParameters() const {
+  std::vector<Tensor> out;
+  out.reserve(units_.size());
+  for (const Unit& u : units_) out.push_back(u.shard_param);
+  return out;
+}
+
+std::vector<FlatShard> FullyShardedDataParallel::ShardLayout() const {
+  std::map<std::string, int64_t> index_of;
+  for (const nn::NamedTensor& p : model_->NamedParameters()) {
+    index_of.emplace(p.name, static_cast<int64_t>(index_of.size()));
+  }
+  std::vector<FlatShard> out;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const Unit& u = units_[i];
+    FlatShard flat;
+    flat.dtype = u.master_dtype;
+    flat.device = u.shard_param.device();
+    flat.shard = u.shard;
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      flat.members.push_back({.param_index = index_of[u.params[k].name],
+                              .name = u.params[k].name,
+                              .offset = u.offsets[k],
+                              .shape = u.params[k].tensor.shape()});
+    }
+    flat.local_begin = rank_ * u.shard;
+    flat.local_end = (rank_ + 1) * u.shard;
+    flat.local_index = static_cast<int64_t>(i);
+    out.push_back(std::move(flat));
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> FullyShardedDataParallel::GatherMaster(Unit& u) {
+  TANDEM_ASSIGN_OR_RETURN(Tensor full,
+                          Tensor::Empty({u.shard * world_size_}, u.master_dtype,
+                                        u.shard_param.device()));
+  if (world_size_ == 1) {
+    TANDEM_RETURN_IF_ERROR(full.CopyFrom(u.shard_param.Detach()));
+    return full;
+  }
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView send, ToBufferView(u.shard_param));
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv, ToBufferView(full));
+  TANDEM_RETURN_IF_ERROR(Annotate(
+      comm_->AllGather(send, recv)->Wait(options_.timeout),
+      absl::StrCat("all-gather of unit ", u.layer, "'s master shards")));
+  return full;
+}
+
+absl::StatusOr<nn::StateDict> FullyShardedDataParallel::FullStateDict() {
+  if (step_open_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FullyShardedDataParallel on rank ", rank_,
+        ": FullStateDict during a step; call it between Backward and the "
+        "next Forward"));
+  }
+  // Gathered from the master shards (not the compute-dtype unit buffers),
+  // so the state is in the parameters' own dtype with or without mixed
+  // precision.
+  std::map<std::string, Tensor> by_name;
+  NoGradGuard no_grad;
+  for (Unit& u : units_) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor full, GatherMaster(u));
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      TANDEM_ASSIGN_OR_RETURN(
+          Tensor view, full.View(u.offsets[k], u.params[k].tensor.shape()));
+      TANDEM_ASSIGN_OR_RETURN(by_name[u.params[k].name], view.Clone());
+    }
+  }
+  // Registration order, as Module::StateDict would list the parameters.
+  nn::StateDict ordered;
+  for (const nn::NamedTensor& p : model_->NamedParameters()) {
+    ordered.push_back({p.name, by_name[p.name]});
+  }
+  for (const nn::NamedTensor& b : model_->NamedBuffers()) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor copy, b.tensor.Clone());
+    ordered.push_back({b.name, copy});
+  }
+  return ordered;
+}
+
+absl::Status FullyShardedDataParallel::LoadFullStateDict(
+    const nn::StateDict& state) {
+  std::map<std::string, Tensor> by_name;
+  for (const nn::NamedTensor& e : state) by_name[e.name] = e.tensor;
+  // Check everything first: all or nothing.
+  for (const Unit& u : units_) {
+    if (u.gather != nullptr || u.gathered || step_open_) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "FullyShardedDataParallel on rank ", rank_,
+          ": LoadFullStateDict during a step; call it between steps"));
+    }
+    for (const nn::NamedTensor& p : u.params) {
+      auto it = by_name.find(p.name);
+      if (it == by_name.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "FullyShardedDataParallel on rank ", rank_,
+            ": LoadFullStateDict: the state has no \"", p.name,
+            "\"; pass a full state (FullStateDict, or an unwrapped model's "
+            "StateDict)"));
+      }
+      if (it->second.shape() != p.tensor.shape() ||
+          it->second.dtype() != u.master_dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "FullyShardedDataParallel on rank ", rank_,
+            ": LoadFullStateDict: \"", p.name, "\" is ",
+            DTypeName(it->second.dtype()), ShapeToString(it->second.shape()),
+            " in the state but ", DTypeName(u.master_dtype),
+            ShapeToString(p.tensor.shape()), " in the model"));
+      }
+    }
+  }
+  NoGradGuard no_grad;
+  for (Unit& u : units_) {
+    TANDEM_ASSIGN_OR_RETURN(
+        Tensor full, Tensor::Zeros({u.shard * world_size_}, u.master_dtype,
+                                   u.shard_param.device()));
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      TANDEM_ASSIGN_OR_RETURN(
+          Tensor slot, full.View(u.offsets[k], u.params[k].tensor.shape()));
+      TANDEM_RETURN_IF_ERROR(slot.CopyFrom(by_name[u.params[k].name]));
+    }
+    TANDEM_ASSIGN_OR_RETURN(Tensor mine, full.View(rank_ * u.shard, {u.shard}));
+    TANDEM_RETURN_IF_ERROR(u.shard_param.CopyFrom(mine));
+  }
+  for (const nn::NamedTensor& b : model_->NamedBuffers()) {
+    auto it = by_name.find(b.name);
+    if (it != by_name.end())
+      TANDEM_RETURN_IF_ERROR(b.tensor.CopyFrom(it->second));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::train
