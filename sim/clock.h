@@ -18,6 +18,8 @@
 //     with backward is what the clock measures.
 //   * Send/Recv start when both sides have issued them and take one hop of
 //     PointToPointSeconds; they do not queue behind collectives.
+//   * A communicator made by Split charges the same clock on a stream of its
+//     own, costed on cost::SubTopology of its members' GPUs.
 // The time a rank spends waiting past its own clock is its exposed
 // communication.
 //

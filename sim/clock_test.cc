@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "base/math_tally.h"
 #include "comm/communicator.h"
@@ -160,6 +162,80 @@ TEST(ClockTest, SendRecvTakeOneHop) {
   const double d = cost::PointToPointSeconds(Machine(2), 0, 1, kCount * 4);
   EXPECT_DOUBLE_EQ(r.clocks[0].now_s, d);
   EXPECT_DOUBLE_EQ(r.clocks[1].now_s, d);
+}
+
+// 2 nodes of 2 GPUs: ranks 0, 1 on node 0 and 2, 3 on node 1.
+cost::Topology TwoNodesOfTwo() {
+  cost::Topology t = *cost::MakeTopology("h100-nvlink", 2);
+  t.gpus_per_node = 2;
+  return t;
+}
+
+// What Split's all-gather of (color, key) costs on the 4-rank machine.
+double SplitSeconds(const cost::Topology& t) {
+  return *cost::CollectiveSeconds(t, comm::OpKind::kAllGather,
+                                  /*bytes=*/2 * 8 * 4, cost::Algorithm::kRing);
+}
+
+TEST(ClockTest, ASubCommunicatorChargesTheRanksClockForItsOwnGpus) {
+  // Replicas one per node ({0, 2} and {1, 3}), as a pipeline's data-parallel
+  // dimension: their all-reduce crosses nodes on one NIC each, and the
+  // rank's one clock sees it.
+  const cost::Topology t = TwoNodesOfTwo();
+  Options o;
+  o.clock = ClockOptions{t, cost::Algorithm::kRing, /*compute_scale=*/0};
+  RunResult r = sim::Run(
+      4,
+      [](int rank, comm::Communicator& comm) -> absl::Status {
+        absl::StatusOr<std::unique_ptr<comm::Communicator>> sub =
+            comm.Split(rank % 2, rank);
+        if (!sub.ok()) return sub.status();
+        std::vector<float> v(kCount, 1.0f);
+        return AllReduce(**sub, v);
+      },
+      o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double across = *cost::CollectiveSeconds(
+      *cost::SubTopology(t, {0, 2}), comm::OpKind::kAllReduce, kCount * 4,
+      cost::Algorithm::kRing);
+  // Not the cost of an all-reduce over the whole machine.
+  ASSERT_NE(across,
+            *cost::CollectiveSeconds(t, comm::OpKind::kAllReduce, kCount * 4,
+                                     cost::Algorithm::kRing));
+  for (const ClockReading& c : r.clocks) {
+    EXPECT_DOUBLE_EQ(c.now_s, SplitSeconds(t) + across);
+    EXPECT_DOUBLE_EQ(c.comm_s, SplitSeconds(t) + across);
+    EXPECT_EQ(c.operations, 2);
+  }
+}
+
+TEST(ClockTest, SendRecvOnASubCommunicatorCostTheirGpusHop) {
+  // Keys reorder the members: sub-ranks 0, 1, 2, 3 are ranks 0, 2, 1, 3, so
+  // sub-rank 0 -> 1 is rank 0 -> 2, across the nodes.
+  const cost::Topology t = TwoNodesOfTwo();
+  Options o;
+  o.clock = ClockOptions{t, cost::Algorithm::kRing, /*compute_scale=*/0};
+  RunResult r = sim::Run(
+      4,
+      [](int rank, comm::Communicator& comm) -> absl::Status {
+        const int key = rank == 1 ? 2 : rank == 2 ? 1 : rank;
+        absl::StatusOr<std::unique_ptr<comm::Communicator>> sub =
+            comm.Split(0, key);
+        if (!sub.ok()) return sub.status();
+        std::vector<float> v(kCount, 1.0f);
+        auto view = comm::HostView(absl::MakeSpan(v));
+        if ((*sub)->rank() == 0) return (*sub)->Send(view, 1)->Wait();
+        if ((*sub)->rank() == 1) return (*sub)->Recv(view, 0)->Wait();
+        return absl::OkStatus();
+      },
+      o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const double hop = cost::PointToPointSeconds(t, 0, 2, kCount * 4);
+  ASSERT_NE(hop, cost::PointToPointSeconds(t, 0, 1, kCount * 4));
+  EXPECT_DOUBLE_EQ(r.clocks[0].now_s, SplitSeconds(t) + hop);
+  EXPECT_DOUBLE_EQ(r.clocks[2].now_s, SplitSeconds(t) + hop);
+  EXPECT_DOUBLE_EQ(r.clocks[1].now_s, SplitSeconds(t));
+  EXPECT_DOUBLE_EQ(r.clocks[3].now_s, SplitSeconds(t));
 }
 
 TEST(ClockTest, MeasuredComputeIsCharged) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/math_tally.h"
@@ -10,6 +12,7 @@
 #include "comm/types.h"
 #include "sim/clock.h"
 #include "sim/cost/collective_cost.h"
+#include "sim/cost/topology.h"
 #include "sim/group.h"
 
 namespace tandem::sim::internal {
@@ -37,7 +40,17 @@ RankClock::RankClock(const ClockOptions& options, int rank)
       // rank's compute is measured from its thread's start (marking this
       // thread's clock lost everything before the rank's first collective).
       cpu_mark_s_(0),
-      math_mark_s_(0) {}
+      math_mark_s_(0) {
+  streams_.push_back(Stream{options.topology, {}, 0, {}});
+}
+
+absl::StatusOr<int> RankClock::AddStream(const std::vector<int>& global_ranks) {
+  absl::StatusOr<cost::Topology> topology =
+      cost::SubTopology(options_.topology, global_ranks);
+  if (!topology.ok()) return topology.status();
+  streams_.push_back(Stream{*std::move(topology), global_ranks, 0, {}});
+  return static_cast<int>(streams_.size()) - 1;
+}
 
 double RankClock::ChargeFor(const ClockOptions& options, double busy_s,
                             double math_s) {
@@ -73,49 +86,61 @@ void RankClock::Advance(double seconds) {
   reading_.now_s += seconds;
 }
 
-void RankClock::OnCollectiveIssued(const comm::Fingerprint& fp,
+void RankClock::OnCollectiveIssued(int stream, const comm::Fingerprint& fp,
                                    std::shared_ptr<const Slot> slot) {
-  const cost::Topology& t = options_.topology;
+  Stream& s = streams_[stream];
+  const cost::Topology& t = s.topology;
+  const int members = s.global_ranks.empty()
+                          ? t.world_size()
+                          : static_cast<int>(s.global_ranks.size());
   // The options were validated (world size, algorithm) before the run, and
-  // an algorithm a collective lacks falls back to the tuner's choice.
+  // an algorithm a collective lacks (or a sub-group's topology lacks: nvls
+  // across nodes) falls back to the tuner's choice.
   absl::StatusOr<double> d = cost::CollectiveSeconds(
-      t, fp.op, NcclTestsBytes(fp, t.world_size()), options_.algorithm);
+      t, fp.op, NcclTestsBytes(fp, members), options_.algorithm);
   if (!d.ok()) {
-    d = cost::CollectiveSeconds(t, fp.op, NcclTestsBytes(fp, t.world_size()),
+    d = cost::CollectiveSeconds(t, fp.op, NcclTestsBytes(fp, members),
                                 cost::Algorithm::kAuto);
   }
-  pending_.push_back(Pending{fp.seq, std::move(slot), d.ok() ? *d : 0.0});
+  s.pending.push_back(Pending{fp.seq, std::move(slot), d.ok() ? *d : 0.0});
 }
 
-void RankClock::SettleThrough(int64_t seq) {
-  for (Pending& p : pending_) {
+void RankClock::SettleThrough(Stream& s, int64_t seq) {
+  for (Pending& p : s.pending) {
     if (p.seq > seq) break;
     if (p.end_s >= 0) continue;
     // Collective `seq` is ready, so every rank has issued every earlier one
     // too: their issue times are final.
-    const double start = std::max(p.slot->latest_issue_s(), network_free_s_);
+    const double start = std::max(p.slot->latest_issue_s(), s.network_free_s);
     p.end_s = start + p.duration_s;
-    network_free_s_ = p.end_s;
+    s.network_free_s = p.end_s;
   }
 }
 
-void RankClock::OnCollectiveCompleted(int64_t seq) {
-  SettleThrough(seq);
-  for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+void RankClock::OnCollectiveCompleted(int stream, int64_t seq) {
+  Stream& s = streams_[stream];
+  SettleThrough(s, seq);
+  for (auto it = s.pending.begin(); it != s.pending.end(); ++it) {
     if (it->seq != seq) continue;
     ObserveEnd(it->end_s, it->duration_s);
     it->slot.reset();
     break;
   }
   // Drop settled entries that were observed, from the front.
-  while (!pending_.empty() && pending_.front().end_s >= 0 &&
-         pending_.front().slot == nullptr) {
-    pending_.pop_front();
+  while (!s.pending.empty() && s.pending.front().end_s >= 0 &&
+         s.pending.front().slot == nullptr) {
+    s.pending.pop_front();
   }
 }
 
-void RankClock::OnPointToPointCompleted(const comm::Fingerprint& fp,
+void RankClock::OnPointToPointCompleted(int stream, const comm::Fingerprint& fp,
                                         const Slot& slot, int src, int dst) {
+  // One hop between the two GPUs of the run's machine.
+  const Stream& s = streams_[stream];
+  if (!s.global_ranks.empty()) {
+    src = s.global_ranks[src];
+    dst = s.global_ranks[dst];
+  }
   const double d = cost::PointToPointSeconds(
       options_.topology, src, dst, fp.count * comm::DTypeSize(fp.dtype));
   ObserveEnd(slot.latest_issue_s() + d, d);

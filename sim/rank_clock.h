@@ -1,8 +1,15 @@
 // RankClock: one rank's network clock (the contract is in sim/clock.h).
-// Internal to sim: SimCommunicator owns one per rank when the clock is on.
+// Internal to sim: the rank's SimCommunicator creates one per rank when the
+// clock is on, and the communicators Split from it share it, so that one
+// rank has one time whichever communicator it waits on.
 //
-// Thread safety: used only by its rank's thread (the communicator's and its
-// Works' calls), except that it reads shared Slots once they are ready
+// Each communicator is a stream of the clock (AddStream): its collectives
+// queue one after another on it, as on NCCL's one stream per communicator,
+// and cost what the stream's topology gives (a sub-group's SubTopology).
+// Streams run side by side; contention between them is not modelled.
+//
+// Thread safety: used only by its rank's thread (the communicators' and
+// their Works' calls), except that it reads shared Slots once they are ready
 // (their issue times are fixed from then on).
 #ifndef TANDEM_SIM_RANK_CLOCK_H_
 #define TANDEM_SIM_RANK_CLOCK_H_
@@ -10,9 +17,12 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <vector>
 
+#include "absl/status/statusor.h"
 #include "comm/fingerprint.h"
 #include "sim/clock.h"
+#include "sim/cost/topology.h"
 #include "sim/group.h"
 
 namespace tandem::sim::internal {
@@ -34,15 +44,26 @@ class RankClock {
 
   void Advance(double seconds);
 
-  // Collective `fp` (this rank's collective number fp.seq) was posted in
-  // `slot`. Collectives must be registered in issue order.
-  void OnCollectiveIssued(const comm::Fingerprint& fp,
+  // The stream of the communicator of the whole run: its topology is
+  // ClockOptions::topology, its ranks are the run's.
+  static constexpr int kRunStream = 0;
+  // A new stream for a sub-communicator whose member i is rank
+  // `global_ranks[i]` of the run; its collectives cost what
+  // cost::SubTopology gives for those ranks. Returns the stream's id.
+  // InvalidArgument if a rank is outside the run.
+  absl::StatusOr<int> AddStream(const std::vector<int>& global_ranks);
+
+  // Collective `fp` (collective number fp.seq of `stream`'s communicator)
+  // was posted in `slot`. A stream's collectives must be registered in
+  // issue order.
+  void OnCollectiveIssued(int stream, const comm::Fingerprint& fp,
                           std::shared_ptr<const Slot> slot);
-  // The rank observed collective `seq` (or a Send/Recv, `p2p` with its
-  // ready slot) complete: the clock moves to the operation's end.
-  void OnCollectiveCompleted(int64_t seq);
-  void OnPointToPointCompleted(const comm::Fingerprint& fp, const Slot& slot,
-                               int src, int dst);
+  // The rank observed collective `seq` of `stream` (or a Send/Recv between
+  // `src` and `dst`, ranks of that stream's communicator, with its ready
+  // slot) complete: the clock moves to the operation's end.
+  void OnCollectiveCompleted(int stream, int64_t seq);
+  void OnPointToPointCompleted(int stream, const comm::Fingerprint& fp,
+                               const Slot& slot, int src, int dst);
 
   ClockReading Read() const { return reading_; }
 
@@ -53,16 +74,21 @@ class RankClock {
     double duration_s = 0;
     double end_s = -1;  // once computed
   };
-  // Settles end times of pending collectives up to `seq` (all ready).
-  void SettleThrough(int64_t seq);
+  struct Stream {
+    cost::Topology topology;
+    std::vector<int> global_ranks;  // empty: the run's ranks themselves
+    double network_free_s = 0;      // end of the last settled collective
+    std::deque<Pending> pending;
+  };
+  // Settles end times of `s`'s pending collectives up to `seq` (all ready).
+  static void SettleThrough(Stream& s, int64_t seq);
   void ObserveEnd(double end_s, double duration_s);
 
   const ClockOptions options_;
   const int rank_;
   double cpu_mark_s_ = 0;
-  double math_mark_s_ = 0;     // base::ThisThreadMathSeconds() at cpu_mark_s_
-  double network_free_s_ = 0;  // end of the last settled collective
-  std::deque<Pending> pending_;
+  double math_mark_s_ = 0;       // base::ThisThreadMathSeconds() at cpu_mark_s_
+  std::vector<Stream> streams_;  // [kRunStream] is the run's communicator
   ClockReading reading_;
 };
 

@@ -60,7 +60,7 @@ absl::Status Host(OpKind op, absl::string_view name, const BufferView& buf,
 SimWork::SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
                  comm::WorkRecord record, Deadline op_deadline,
                  std::shared_ptr<std::atomic<bool>> released, RankClock* clock,
-                 int src, int dst)
+                 int stream, int src, int dst)
     : comm::Work(std::move(record)),
       group_(group),
       slot_(std::move(slot)),
@@ -69,6 +69,7 @@ SimWork::SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
       op_deadline_(op_deadline),
       released_(std::move(released)),
       clock_(clock),
+      stream_(stream),
       src_(src),
       dst_(dst) {}
 
@@ -141,9 +142,9 @@ void SimWork::FinishOk() {
   if (clock_ != nullptr) {
     const comm::Fingerprint& fp = record().fp;
     if (fp.op == OpKind::kSend || fp.op == OpKind::kRecv) {
-      clock_->OnPointToPointCompleted(fp, *slot_, src_, dst_);
+      clock_->OnPointToPointCompleted(stream_, fp, *slot_, src_, dst_);
     } else {
-      clock_->OnCollectiveCompleted(fp.seq);
+      clock_->OnCollectiveCompleted(stream_, fp.seq);
     }
   }
   Finish(absl::OkStatus());
@@ -169,13 +170,24 @@ absl::Status SimWork::Fail(const absl::Status& reason) {
 
 // ------------------------------------------------------ SimCommunicator ---
 
-SimCommunicator::SimCommunicator(Group& group, int rank, comm::LineSink& sink,
-                                 std::shared_ptr<Group> subgroup)
-    : subgroup_(std::move(subgroup)), group_(group), rank_(rank), sink_(sink) {
+SimCommunicator::SimCommunicator(Group& group, int rank, comm::LineSink& sink)
+    : group_(group), rank_(rank), sink_(sink) {
   if (group.options().clock.has_value()) {
-    clock_ = std::make_unique<RankClock>(*group.options().clock, rank);
+    clock_ = std::make_shared<RankClock>(*group.options().clock, rank);
   }
 }
+
+SimCommunicator::SimCommunicator(std::shared_ptr<Group> subgroup, int rank,
+                                 comm::LineSink& sink,
+                                 std::vector<int> global_ranks,
+                                 std::shared_ptr<RankClock> clock, int stream)
+    : subgroup_(std::move(subgroup)),
+      group_(*subgroup_),
+      rank_(rank),
+      sink_(sink),
+      global_ranks_(std::move(global_ranks)),
+      clock_(std::move(clock)),
+      clock_stream_(stream) {}
 
 SimCommunicator::~SimCommunicator() {
   if (subgroup_ != nullptr) group_.MarkExited(rank_);
@@ -213,11 +225,26 @@ absl::StatusOr<std::unique_ptr<comm::Communicator>> SimCommunicator::Split(
   std::sort(members.begin(), members.end());
   int sub_rank = 0;
   while (members[sub_rank].second != rank_) ++sub_rank;
+  std::vector<int> global_ranks;
+  for (const auto& [key, r] : members) {
+    global_ranks.push_back(global_ranks_.empty() ? r : global_ranks_[r]);
+  }
+  int stream = RankClock::kRunStream;
+  if (clock_ != nullptr) {
+    absl::StatusOr<int> s = clock_->AddStream(global_ranks);
+    if (!s.ok()) {
+      return absl::Status(
+          s.status().code(),
+          absl::StrCat("Split on rank ", rank_,
+                       ": the network clock: ", s.status().message()));
+    }
+    stream = *s;
+  }
   std::shared_ptr<Group> sub =
       group_.SubGroup(split, color, static_cast<int>(members.size()));
-  Group& sub_group = *sub;
   return std::unique_ptr<comm::Communicator>(
-      new SimCommunicator(sub_group, sub_rank, sink_, std::move(sub)));
+      new SimCommunicator(std::move(sub), sub_rank, sink_,
+                          std::move(global_ranks), clock_, stream));
 }
 
 SimCommunicator::Range SimCommunicator::RangeOf(const BufferView& buf) {
@@ -356,13 +383,13 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
   if (!slot.ok())
     return comm::MakeCompletedWork(Annotate(fp, slot.status()),
                                    comm::StartRecord(fp, size()));
-  if (clock_ != nullptr) clock_->OnCollectiveIssued(fp, *slot);
+  if (clock_ != nullptr) clock_->OnCollectiveIssued(clock_stream_, fp, *slot);
   auto released = std::make_shared<std::atomic<bool>>(false);
   in_flight_.push_back(InFlight{released, fp, std::move(access)});
-  return std::make_unique<SimWork>(group_, *std::move(slot), /*home=*/rank_,
-                                   rank_, comm::StartRecord(fp, size()),
-                                   DeadlineAfter(group_.options().timeout),
-                                   std::move(released), clock_.get());
+  return std::make_unique<SimWork>(
+      group_, *std::move(slot), /*home=*/rank_, rank_,
+      comm::StartRecord(fp, size()), DeadlineAfter(group_.options().timeout),
+      std::move(released), clock_.get(), clock_stream_);
 }
 
 std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
@@ -388,10 +415,10 @@ std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
                                    comm::StartRecord(fp, size()));
   auto released = std::make_shared<std::atomic<bool>>(false);
   in_flight_.push_back(InFlight{released, fp, std::move(access)});
-  return std::make_unique<SimWork>(group_, *std::move(slot), /*home=*/0, rank_,
-                                   comm::StartRecord(fp, size()),
-                                   DeadlineAfter(group_.options().timeout),
-                                   std::move(released), clock_.get(), src, dst);
+  return std::make_unique<SimWork>(
+      group_, *std::move(slot), /*home=*/0, rank_,
+      comm::StartRecord(fp, size()), DeadlineAfter(group_.options().timeout),
+      std::move(released), clock_.get(), clock_stream_, src, dst);
 }
 
 absl::Status SimCommunicator::CheckNoConflict(const comm::Fingerprint& fp,

@@ -46,11 +46,12 @@ class SimWork : public comm::Work {
   // `released` is set once this rank has seen the Work complete or dropped
   // it (SimCommunicator's overlap check reads it).
   // `clock`: the rank's network clock, or null when it is off; it outlives
-  // this Work. `src`/`dst`: the pair of a Send/Recv (unused otherwise).
+  // this Work. `stream`: the issuing communicator's stream of that clock.
+  // `src`/`dst`: the pair of a Send/Recv (unused otherwise).
   SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
           comm::WorkRecord record, Deadline op_deadline,
           std::shared_ptr<std::atomic<bool>> released,
-          RankClock* clock = nullptr, int src = 0, int dst = 0);
+          RankClock* clock = nullptr, int stream = 0, int src = 0, int dst = 0);
   ~SimWork() override;
 
   bool IsCompleted() override;
@@ -72,6 +73,7 @@ class SimWork : public comm::Work {
   const Deadline op_deadline_;
   const std::shared_ptr<std::atomic<bool>> released_;
   RankClock* const clock_;
+  const int stream_;
   const int src_;
   const int dst_;
   bool finished_ = false;
@@ -81,15 +83,12 @@ class SimWork : public comm::Work {
 class SimCommunicator : public comm::Communicator {
  public:
   // `group` and `sink` outlive this. The network clock is on when
-  // group.options().clock is set. `subgroup`: set for a communicator made
-  // by Split, which keeps its group alive and, when destroyed, marks its
-  // rank exited there (so peers still waiting on it fail at once).
-  SimCommunicator(Group& group, int rank, comm::LineSink& sink,
-                  std::shared_ptr<Group> subgroup = nullptr);
+  // group.options().clock is set.
+  SimCommunicator(Group& group, int rank, comm::LineSink& sink);
   ~SimCommunicator() override;
 
-  // The network clock, or null when it is off. Only this rank's thread may
-  // use it.
+  // The rank's network clock, or null when it is off; communicators Split
+  // from this one share it. Only this rank's thread may use it.
   RankClock* clock() { return clock_.get(); }
 
   int rank() const override { return rank_; }
@@ -111,7 +110,9 @@ class SimCommunicator : public comm::Communicator {
   // The reference Split: an AllGather of (color, key) over this
   // communicator (fingerprinted and bounded like any collective), then one
   // sim Group per color, shared by its members (Group::SubGroup). A color
-  // below kNoColor fails Split on every rank, naming the rank.
+  // below kNoColor fails Split on every rank, naming the rank. The child
+  // charges the rank's one network clock, on a stream of its own costed
+  // for its members' GPUs (RankClock::AddStream).
   absl::StatusOr<std::unique_ptr<comm::Communicator>> Split(int color,
                                                             int key) override;
 
@@ -132,6 +133,14 @@ class SimCommunicator : public comm::Communicator {
     comm::Fingerprint fp;
     Access access;
   };
+
+  // A communicator made by Split: keeps `subgroup` alive and, when
+  // destroyed, marks its rank exited there (so peers still waiting on it
+  // fail at once). Member i of the child is rank `global_ranks[i]` of the
+  // run; `clock` (null when off) is the parent's, `stream` the child's own.
+  SimCommunicator(std::shared_ptr<Group> subgroup, int rank,
+                  comm::LineSink& sink, std::vector<int> global_ranks,
+                  std::shared_ptr<RankClock> clock, int stream);
 
   static Range RangeOf(const comm::BufferView& buf);
   std::unique_ptr<comm::Work> IssueCollective(comm::Fingerprint fp,
@@ -155,7 +164,11 @@ class SimCommunicator : public comm::Communicator {
   absl::flat_hash_map<int, int64_t> sends_to_;
   absl::flat_hash_map<int, int64_t> recvs_from_;
   std::vector<InFlight> in_flight_;
-  std::unique_ptr<RankClock> clock_;
+  // Rank i of this communicator is rank global_ranks_[i] of the run
+  // (empty: the run's communicator itself).
+  const std::vector<int> global_ranks_;
+  std::shared_ptr<RankClock> clock_;
+  int clock_stream_ = RankClock::kRunStream;
 };
 
 }  // namespace tandem::sim::internal

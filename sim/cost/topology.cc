@@ -1,5 +1,7 @@
 #include "sim/cost/topology.h"
 
+#include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -126,6 +128,31 @@ absl::StatusOr<Topology> MakeTopology(absl::string_view preset, int nodes,
     t.nic = {nic_gbps / 8.0, kInfinibandEfficiency, kNetworkHopUs};
   }
   return t;
+}
+
+absl::StatusOr<Topology> SubTopology(const Topology& t,
+                                     const std::vector<int>& ranks) {
+  if (ranks.empty()) {
+    return absl::InvalidArgumentError(
+        "SubTopology: the sub-group has no members");
+  }
+  std::map<int, int> members_on_node;
+  for (int r : ranks) {
+    if (r < 0 || r >= t.world_size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SubTopology: rank ", r, " is not in ", Describe(t),
+                       " (ranks 0..", t.world_size() - 1, ")"));
+    }
+    ++members_on_node[r / t.gpus_per_node];
+  }
+  Topology sub = t;
+  sub.nodes = static_cast<int>(members_on_node.size());
+  sub.gpus_per_node = 0;
+  for (const auto& [node, count] : members_on_node) {
+    sub.gpus_per_node = std::max(sub.gpus_per_node, count);
+  }
+  sub.nics_per_node = std::min(t.nics_per_node, sub.gpus_per_node);
+  return sub;
 }
 
 std::string Describe(const Topology& t) {

@@ -65,6 +65,19 @@ absl::StatusOr<Topology> MakeTopology(absl::string_view preset, int nodes = 1,
                                       int nics_per_node = 8,
                                       double nic_gbps = 400);
 
+// The topology a sub-group of `t`'s GPUs sees (a communicator made by
+// Communicator::Split: a pipeline stage's data-parallel replicas, say).
+// `ranks` are the members' ranks in `t`, whose GPUs are placed node by node
+// (rank r on node r / gpus_per_node). The result has one node per node the
+// members touch and, per node, the most members any one node holds; its
+// NICs are min(t.nics_per_node, that count): NCCL drives the NICs next to
+// the GPUs taking part (one per GPU on rail-optimised nodes), so two of a
+// node's eight GPUs do not get all eight NICs. Links, latencies and NVLS are
+// `t`'s. Not modelled: other sub-groups using the same NICs at the same
+// time. InvalidArgument for an empty list or a rank outside `t`.
+absl::StatusOr<Topology> SubTopology(const Topology& t,
+                                     const std::vector<int>& ranks);
+
 // "h100-nvlink x 4 nodes, 8 x 400 Gb/s NICs per node" (or "... 1 node").
 std::string Describe(const Topology& t);
 
