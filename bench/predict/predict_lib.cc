@@ -34,6 +34,8 @@ namespace tandem::bench {
 namespace {
 
 constexpr int kGpusPerNode = 8;
+constexpr int64_t kMaxLayers = 256;
+constexpr int64_t kMaxSteps = 1000;
 
 absl::Status CheckConfig(const PredictConfig& c) {
   if (c.input < 1 || c.hidden < 1 || c.layers < 1 || c.classes < 1 ||
@@ -47,6 +49,14 @@ absl::Status CheckConfig(const PredictConfig& c) {
         " classes=", c.classes, " batch=", c.batch, " steps=", c.steps,
         " bucket_cap_mb=", c.bucket_cap_mb, " warmup=", c.warmup,
         " compute_scale=", c.compute_scale, " world_size=", c.world_size));
+  }
+  // Upper bounds a prediction needs, so a typo fails at once instead of
+  // building a model for hours: layers and steps are each a loop.
+  if (c.layers > kMaxLayers || c.warmup > kMaxSteps || c.steps > kMaxSteps) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "predict: need layers <= ", kMaxLayers,
+        " and warmup, steps <= ", kMaxSteps, "; found layers=", c.layers,
+        " warmup=", c.warmup, " steps=", c.steps));
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,7 @@
 #include "bench/predict/predict_lib.h"
 
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -63,6 +65,14 @@ TEST(PredictTest, BadConfigurationsAreInvalidArgument) {
   c = Small();
   c.steps = 0;
   EXPECT_EQ(Predict(c).status().code(), absl::StatusCode::kInvalidArgument);
+  // Loops a typo would make endless are refused before anything is built.
+  for (int64_t PredictConfig::*field :
+       {&PredictConfig::layers, &PredictConfig::warmup,
+        &PredictConfig::steps}) {
+    c = Small();
+    c.*field = std::numeric_limits<int64_t>::max();
+    EXPECT_EQ(Predict(c).status().code(), absl::StatusCode::kInvalidArgument);
+  }
   EXPECT_FALSE(DeviceProfileFor("tpu").ok());
 }
 

@@ -47,11 +47,11 @@ ABSL_FLAG(double, compute_scale, -1,
           "(no memory term); overrides --device when >= 0.");
 ABSL_FLAG(int64_t, input, 1024, "MLP input features.");
 ABSL_FLAG(int64_t, hidden, 1024, "MLP hidden units.");
-ABSL_FLAG(int64_t, layers, 2, "MLP hidden layers.");
+ABSL_FLAG(int64_t, layers, 2, "MLP hidden layers, 1..256.");
 ABSL_FLAG(int64_t, classes, 10, "MLP output classes.");
 ABSL_FLAG(int64_t, batch, 32, "Samples per rank per step.");
-ABSL_FLAG(int64_t, warmup, 1, "Steps before measuring.");
-ABSL_FLAG(int64_t, steps, 2, "Steps measured.");
+ABSL_FLAG(int64_t, warmup, 1, "Steps before measuring, 0..1000.");
+ABSL_FLAG(int64_t, steps, 2, "Steps measured, 1..1000.");
 ABSL_FLAG(int64_t, bucket_cap_mb, 25, "DDP bucket size, MiB.");
 ABSL_FLAG(bool, overlap, true,
           "Launch bucket all-reduces during backward (DDP's overlap).");

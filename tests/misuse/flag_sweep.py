@@ -2,7 +2,8 @@
 """The flag sweep (issue 18 section 5): every numeric flag of every binary at
 0, -1, its type's maximum, inf and nan (sampler, comm_benchmark,
 comm_benchmark_mpi, mpi_allreduce_peer, ddp_benchmark, tensor_benchmark with
-Google Benchmark's numeric flags, toy_ddp, digits_ddp, ddp_demo, amp_ddp).
+Google Benchmark's numeric flags, toy_ddp, digits_ddp, ddp_demo, amp_ddp,
+pipeline_demo, zero_benchmark, pipeline_benchmark, predict).
 
     tests/misuse/flag_sweep.py [--only=TEXT]
     ./bazelw test //tests/misuse:flag_sweep_test
@@ -91,6 +92,19 @@ BINARIES = {
     "AMP_DDP": (["--backend=sim", "--world_size=2", "--steps=2"], {
         "world_size": "int", "steps": "int64", "batch_size": "int64",
         "lr": "double", "seed": "uint64"}),
+    # The large MLP of the memory table at one rank (about 4 s, 0.4 GB).
+    "ZERO_BENCHMARK": (["--world_sizes=1", "--modes=ddp", "--speed_world=0"], {
+        "speed_world": "int64", "speed_steps": "int64"}),
+    "PIPELINE_BENCHMARK": (["--part=throughput", "--width=8", "--batch=8",
+                            "--steps=1"], {
+        "width": "int64", "layers": "int64", "batch": "int64",
+        "steps": "int64"}),
+    "PREDICT": (["--input=8", "--hidden=8", "--layers=1", "--batch=2",
+                 "--steps=1", "--warmup=0", "--world_size=2"], {
+        "nics_per_node": "int", "nic_gbps": "double", "world_size": "int",
+        "compute_scale": "double", "input": "int64", "hidden": "int64",
+        "layers": "int64", "classes": "int64", "batch": "int64",
+        "warmup": "int64", "steps": "int64", "bucket_cap_mb": "int64"}),
 }
 
 # (binary, flag, value) -> why it is not run here (owner and symptom, as

@@ -53,6 +53,9 @@ BINARIES = {
     "DDP_BENCHMARK": "bench/ddp_benchmark",
     "TENSOR_BENCHMARK": "bench/tensor_benchmark",
     "MPI_ALLREDUCE_PEER": "bench/mpi_allreduce_peer",
+    "ZERO_BENCHMARK": "bench/zero_benchmark",
+    "PIPELINE_BENCHMARK": "bench/pipeline_benchmark",
+    "PREDICT": "bench/predict/predict",
 }
 
 # The environment comm/mpi/mpirun_test.sh gives mpirun: copy-in/copy-out
