@@ -80,7 +80,7 @@ absl::Status GlooLauncher::Connect() {
   options.rank = rank_;
   options.size = world_size_;
   options.store = client_.get();
-  options.prefix = "tandem/gloo";
+  options.prefix = absl::StrCat(store->prefix, "tandem/gloo");
   options.timeout = timeout_;
   absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
       GlooCommunicator::Create(options);

@@ -52,7 +52,8 @@ std::vector<RankStatus> NcclStoreLauncher::Run(int world_size,
                                        .size = env.world_size,
                                        .local_rank = env.local_rank,
                                        .local_size = local_size,
-                                       .prefix = "tandem/nccl"},
+                                       .prefix = absl::StrCat(
+                                           store->prefix, "tandem/nccl")},
                                       options_);
   if (!comm.ok()) return {RankStatus{env.rank, comm.status()}};
   absl::Status s = (*comm)->MakeDeviceCurrent();

@@ -110,6 +110,10 @@ int main(int argc, char** argv) {
   }
   if (result->failure) {
     std::cerr << tandem::train::FailureReport(command[0], *result->failure);
+  } else if (result->remote_failure) {
+    std::cerr << "tandemrun: this node's workers were stopped because "
+              << *result->remote_failure
+              << " (that node's tandemrun has the report)\n";
   }
   return result->exit_code;
 }

@@ -10,12 +10,18 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "comm/store/tcp_store.h"
+#include "train/launch/agent_sync.h"
 
 extern char** environ;
 
@@ -92,12 +98,14 @@ std::vector<std::string> WorkerEnv(const WorkerGroupOptions& o, int port,
       {"TORCHELASTIC_RESTART_COUNT", absl::StrCat(restart)},
       {"TORCHELASTIC_MAX_RESTARTS", absl::StrCat(o.max_restarts)},
   };
-  if (o.node_rank == 0) set["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  // Node 0's agent hosts the store for every node's workers (so no rank 0
+  // hosts one), and their keys go under the attempt's prefix everywhere.
+  set["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string_view entry(*e);
     const std::string name(entry.substr(0, entry.find('=')));
-    if (set.count(name) == 0 && name != "TORCHELASTIC_USE_AGENT_STORE") {
+    if (set.count(name) == 0) {
       env.emplace_back(entry);
     }
   }
@@ -145,7 +153,19 @@ absl::Status Spawn(const WorkerGroupOptions& o, int port, int restart,
 struct AttemptOutcome {
   std::optional<WorkerFailure> failure;
   int signal = 0;  // a forwarded signal ended the attempt
+  // Another node's failure stopped this node's workers (multi-node jobs).
+  std::optional<std::string> remote_failure;
 };
+
+// What Watch asks of the other nodes (multi-node jobs; unset otherwise).
+struct NodeLink {
+  // Another node's failure, if one was posted. Called every kRemotePoll.
+  std::function<std::optional<std::string>()> posted_failure;
+  // Tells the other nodes that this node's worker failed.
+  std::function<void(const WorkerFailure&)> post_failure;
+};
+
+constexpr absl::Duration kRemotePoll = absl::Milliseconds(100);
 
 void SignalAll(std::vector<Worker>& workers, int sig) {
   for (Worker& w : workers) {
@@ -155,10 +175,11 @@ void SignalAll(std::vector<Worker>& workers, int sig) {
 
 // Watches one attempt's workers until all have exited and their stderr is
 // drained.
-AttemptOutcome Watch(std::vector<Worker>& workers,
-                     const WorkerGroupOptions& o) {
+AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
+                     const NodeLink& link) {
   AttemptOutcome outcome;
   std::optional<absl::Time> kill_at;  // set once we stop the workers
+  absl::Time next_remote_poll = absl::Now();
   const int keep = std::max(o.stderr_tail_lines, 1);
   int failed_index = -1;
   while (true) {
@@ -215,6 +236,15 @@ AttemptOutcome Watch(std::vector<Worker>& workers,
         if (WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
         if (WIFSIGNALED(status)) f.signal = WTERMSIG(status);
         outcome.failure = f;
+        if (link.post_failure) link.post_failure(f);
+        SignalAll(workers, SIGTERM);
+        kill_at = absl::Now() + o.stop_grace;
+      }
+    }
+    if (link.posted_failure && !kill_at && absl::Now() >= next_remote_poll) {
+      next_remote_poll = absl::Now() + kRemotePoll;
+      if (std::optional<std::string> why = link.posted_failure()) {
+        outcome.remote_failure = std::move(why);
         SignalAll(workers, SIGTERM);
         kill_at = absl::Now() + o.stop_grace;
       }
@@ -260,66 +290,153 @@ absl::Status Check(const WorkerGroupOptions& o) {
   return absl::OkStatus();
 }
 
+std::string Describe(const WorkerFailure& f, int node_rank) {
+  return absl::StrCat("node ", node_rank, ": rank ", f.rank, " failed (",
+                      f.signal != 0 ? absl::StrCat("signal ", f.signal)
+                                    : absl::StrCat("exit code ", f.exit_code),
+                      ")");
+}
+
+// One attempt's workers, started, watched and reaped; Unavailable when one
+// cannot be started (the others are killed first).
+absl::StatusOr<AttemptOutcome> RunAttempt(const WorkerGroupOptions& options,
+                                          int port, int attempt,
+                                          const NodeLink& link) {
+  std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
+  absl::Status spawned = absl::OkStatus();
+  for (int i = 0; i < options.nproc_per_node && spawned.ok(); ++i) {
+    workers[i].local_rank = i;
+    workers[i].rank = options.node_rank * options.nproc_per_node + i;
+    spawned = Spawn(options, port, attempt, workers[i]);
+  }
+  if (!spawned.ok()) {
+    SignalAll(workers, SIGKILL);
+    for (Worker& w : workers) {
+      if (w.running) waitpid(w.pid, nullptr, 0);
+      if (w.err_fd >= 0) close(w.err_fd);
+    }
+    return spawned;
+  }
+  return Watch(workers, options, link);
+}
+
 }  // namespace
 
 absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
     const WorkerGroupOptions& options) {
   if (absl::Status s = Check(options); !s.ok()) return s;
   WorkerGroupResult result;
+  // One store for the whole job, as torchrun's agent keeps: each attempt's
+  // workers put their keys under "/worker/attempt_<k>/"
+  // (comm/store/launch_store.h), so keys of a failed attempt never satisfy
+  // the next one's rendezvous, and the agents of several nodes coordinate
+  // through it (agent_sync.h).
+  std::unique_ptr<comm::TcpStoreServer> store;
   int port = options.master_port;
-  for (int attempt = 0;; ++attempt) {
-    // A fresh store per attempt: keys of a failed attempt must not satisfy
-    // the rendezvous of the next.
-    std::unique_ptr<comm::TcpStoreServer> store;
-    if (options.node_rank == 0) {
-      absl::StatusOr<std::unique_ptr<comm::TcpStoreServer>> started =
-          comm::TcpStoreServer::Start({.bind_address = "", .port = port});
-      if (!started.ok()) return started.status();
-      store = std::move(*started);
-      port = store->port();
-    }
-    result.master_port = port;
-    std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
-    absl::Status spawned = absl::OkStatus();
-    for (int i = 0; i < options.nproc_per_node && spawned.ok(); ++i) {
-      workers[i].local_rank = i;
-      workers[i].rank = options.node_rank * options.nproc_per_node + i;
-      spawned = Spawn(options, port, attempt, workers[i]);
-    }
-    if (!spawned.ok()) {
-      SignalAll(workers, SIGKILL);
-      for (Worker& w : workers) {
-        if (w.running) waitpid(w.pid, nullptr, 0);
-        if (w.err_fd >= 0) close(w.err_fd);
+  if (options.node_rank == 0) {
+    absl::StatusOr<std::unique_ptr<comm::TcpStoreServer>> started =
+        comm::TcpStoreServer::Start({.bind_address = "", .port = port});
+    if (!started.ok()) return started.status();
+    store = std::move(*started);
+    port = store->port();
+  }
+  result.master_port = port;
+  std::unique_ptr<AgentSync> sync;
+  NodeLink link;
+  int attempt = 0;
+  if (options.nnodes > 1) {
+    absl::StatusOr<std::unique_ptr<AgentSync>> connected = AgentSync::Connect(
+        {.host = options.node_rank == 0 ? "127.0.0.1" : options.master_addr,
+         .port = port,
+         .node_rank = options.node_rank,
+         .nnodes = options.nnodes,
+         .config = absl::StrCat("--nnodes=", options.nnodes,
+                                " --nproc_per_node=", options.nproc_per_node,
+                                " --max_restarts=", options.max_restarts),
+         .timeout = options.agent_timeout});
+    if (!connected.ok()) return connected.status();
+    sync = std::move(*connected);
+    link.posted_failure = [&]() -> std::optional<std::string> {
+      absl::StatusOr<std::optional<std::string>> why =
+          sync->PostedFailure(attempt);
+      // The store is gone (node 0 ended): the job is over for this node.
+      if (!why.ok()) return std::string(why.status().message());
+      return *why;
+    };
+    link.post_failure = [&](const WorkerFailure& f) {
+      absl::Status posted =
+          sync->PostFailure(attempt, Describe(f, options.node_rank));
+      if (!posted.ok()) {
+        WriteAll(STDERR_FILENO, absl::StrCat(posted.message(), "\n"));
       }
-      return spawned;
+    };
+  }
+  for (;; ++attempt) {
+    if (sync != nullptr) {
+      if (absl::Status s = sync->StartAttempt(attempt); !s.ok()) return s;
     }
-    AttemptOutcome outcome = Watch(workers, options);
+    absl::StatusOr<AttemptOutcome> ran =
+        RunAttempt(options, port, attempt, link);
+    if (!ran.ok()) {
+      if (sync != nullptr) {
+        (void)sync->PostFailure(attempt,
+                                absl::StrCat("node ", options.node_rank,
+                                             ": could not start its workers"));
+      }
+      return ran.status();
+    }
+    AttemptOutcome& outcome = *ran;
     result.restarts = attempt;
+    if (sync != nullptr && outcome.signal == 0 && !outcome.failure &&
+        !outcome.remote_failure) {
+      absl::StatusOr<std::optional<std::string>> others =
+          sync->FinishAttempt(attempt);
+      if (!others.ok()) return others.status();
+      outcome.remote_failure = *others;
+    }
     if (outcome.signal != 0) {
+      if (sync != nullptr) {
+        (void)sync->PostFailure(
+            attempt,
+            absl::StrCat("node ", options.node_rank,
+                         ": tandemrun stopped by signal ", outcome.signal));
+      }
       result.exit_code = 128 + outcome.signal;
       result.failure.reset();
       return result;
     }
-    if (!outcome.failure) {
+    if (!outcome.failure && !outcome.remote_failure) {
       result.exit_code = 0;
       result.failure.reset();
+      result.remote_failure.reset();
+      if (sync != nullptr) {
+        if (absl::Status s = sync->Leave(); !s.ok()) {
+          WriteAll(STDERR_FILENO, absl::StrCat(s.message(), "\n"));
+        }
+      }
       return result;
     }
     result.failure = outcome.failure;
+    result.remote_failure = outcome.remote_failure;
     if (attempt >= options.max_restarts) {
       result.exit_code = 1;
+      if (sync != nullptr) (void)sync->Leave();
       return result;
     }
-    const WorkerFailure& f = *outcome.failure;
-    WriteAll(
-        STDERR_FILENO,
-        absl::StrCat("tandemrun: rank ", f.rank, " failed (",
-                     f.signal != 0 ? absl::StrCat("signal ", f.signal)
-                                   : absl::StrCat("exit code ", f.exit_code),
-                     "); restarting all ", options.nproc_per_node,
-                     " workers (restart ", attempt + 1, " of ",
-                     options.max_restarts, ")\n"));
+    const std::string what =
+        outcome.failure
+            ? absl::StrCat(
+                  "rank ", outcome.failure->rank, " failed (",
+                  outcome.failure->signal != 0
+                      ? absl::StrCat("signal ", outcome.failure->signal)
+                      : absl::StrCat("exit code ", outcome.failure->exit_code),
+                  ")")
+            : absl::StrCat("another node failed (", *outcome.remote_failure,
+                           ")");
+    WriteAll(STDERR_FILENO,
+             absl::StrCat("tandemrun: ", what, "; restarting all ",
+                          options.nproc_per_node, " workers (restart ",
+                          attempt + 1, " of ", options.max_restarts, ")\n"));
   }
 }
 

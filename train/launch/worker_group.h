@@ -1,7 +1,9 @@
 // The local half of tandemrun: starts this node's workers with torchrun's
 // environment, watches them, stops them all when one fails, restarts the
 // group up to max_restarts times, and explains the failure the way torchrun's
-// ChildFailedError does.
+// ChildFailedError does. With several nodes the agents act as one through
+// the job's store (agent_sync.h): a failure on any node stops and restarts
+// the workers of every node, and every node counts the same restarts.
 //
 //   WorkerGroupOptions options;
 //   options.command = {"bazel-bin/train/toy_ddp", "--backend=gloo"};
@@ -11,9 +13,11 @@
 //
 // Each worker gets RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
 // GROUP_RANK, ROLE_RANK, MASTER_ADDR, MASTER_PORT,
-// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS and, where this node
-// hosts the TCP store (node_rank 0), TORCHELASTIC_USE_AGENT_STORE=True (rank 0
-// then does not host one itself), on top of tandemrun's own environment.
+// TORCHELASTIC_RESTART_COUNT, TORCHELASTIC_MAX_RESTARTS and
+// TORCHELASTIC_USE_AGENT_STORE=True (node 0's agent hosts the TCP store for
+// the whole job, so rank 0 does not host one, and every worker keys its
+// attempt under "/worker/attempt_<k>/"), on top of tandemrun's own
+// environment.
 // stdout is inherited untouched; stderr passes through a pipe, forwarded
 // line by line (whole lines, so workers' lines never interleave mid-line)
 // while the last lines of each worker are kept for the report.
@@ -52,6 +56,9 @@ struct WorkerGroupOptions {
   // wants forwarded to the workers (its signal handler does); -1: none.
   // A forwarded signal ends the group without a restart.
   int signal_fd = -1;
+  // Several nodes: bounds how long the agents wait for each other (to
+  // connect, to start an attempt, to finish one; agent_sync.h).
+  absl::Duration agent_timeout = absl::Seconds(300);
 };
 
 struct WorkerFailure {
@@ -68,9 +75,13 @@ struct WorkerGroupResult {
   // 0 when every worker of the last attempt exited 0; 1 after a failure
   // with no restarts left; 128 + signal after a forwarded signal.
   int exit_code = 0;
-  // The first failure of the last attempt (none after a clean run or a
-  // forwarded signal).
+  // The first failure of the last attempt on this node (none after a clean
+  // run or a forwarded signal).
   std::optional<WorkerFailure> failure;
+  // Several nodes: the failure another node reported for the last attempt,
+  // which stopped this node's workers ("node 1: rank 9 failed (exit code
+  // 1)"); none when this node's own worker failed first.
+  std::optional<std::string> remote_failure;
   int restarts = 0;     // how many times the group was restarted
   int master_port = 0;  // the port the workers were told
 };

@@ -1,6 +1,9 @@
 #include "train/launch/worker_group.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -69,18 +73,100 @@ TEST_F(WorkerGroupTest, WorkersGetTorchrunsEnvironment) {
   }
 }
 
-TEST_F(WorkerGroupTest, SecondNodeRanksAndNoAgentStore) {
+// A port nobody listens on now (the kernel's pick, released at once).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr = {};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// Runs `nodes` as the nodes of one job (each its own agent, in a thread of
+// this process, as tandemrun on each machine would be).
+std::vector<absl::StatusOr<WorkerGroupResult>> RunNodes(
+    std::vector<WorkerGroupOptions> nodes) {
+  const int port = FreePort();
+  std::vector<absl::StatusOr<WorkerGroupResult>> results(
+      nodes.size(), absl::UnknownError("not run"));
+  std::vector<std::thread> agents;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].nnodes = static_cast<int>(nodes.size());
+    nodes[i].node_rank = static_cast<int>(i);
+    nodes[i].master_port = port;
+    nodes[i].agent_timeout = absl::Seconds(30);
+    agents.emplace_back(
+        [&results, &nodes, i] { results[i] = RunWorkerGroup(nodes[i]); });
+  }
+  for (std::thread& t : agents) t.join();
+  return results;
+}
+
+TEST_F(WorkerGroupTest, TwoNodesGiveEveryRankItsPlace) {
   WorkerGroupOptions o = Shell(
       "echo \"$RANK $LOCAL_RANK $WORLD_SIZE $GROUP_RANK "
       "${TORCHELASTIC_USE_AGENT_STORE:-none}\" > $DIR/w$RANK",
       2);
-  o.nnodes = 2;
-  o.node_rank = 1;
-  o.master_port = 29999;  // node 1 hosts no store: nothing listens here
-  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(Read("w2"), "2 0 4 1 none\n");
-  EXPECT_EQ(Read("w3"), "3 1 4 1 none\n");
+  std::vector<absl::StatusOr<WorkerGroupResult>> r = RunNodes({o, o});
+  for (const auto& node : r) {
+    ASSERT_TRUE(node.ok()) << node.status();
+    EXPECT_EQ(node->exit_code, 0);
+  }
+  EXPECT_EQ(Read("w0"), "0 0 4 0 True\n");
+  EXPECT_EQ(Read("w1"), "1 1 4 0 True\n");
+  EXPECT_EQ(Read("w2"), "2 0 4 1 True\n");
+  EXPECT_EQ(Read("w3"), "3 1 4 1 True\n");
+}
+
+TEST_F(WorkerGroupTest, AFailureOnOneNodeRestartsEveryNode) {
+  // Rank 3 (node 1) fails in attempt 0 while every other rank would sleep
+  // for 60 s: node 0 must stop its workers and restart with node 1.
+  WorkerGroupOptions o = Shell(
+      "echo $TORCHELASTIC_RESTART_COUNT >> $DIR/attempts$RANK; "
+      "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then "
+      "  if [ $RANK = 3 ]; then exit 4; fi; exec sleep 60; fi",
+      2);
+  o.max_restarts = 1;
+  std::vector<absl::StatusOr<WorkerGroupResult>> r = RunNodes({o, o});
+  for (const auto& node : r) {
+    ASSERT_TRUE(node.ok()) << node.status();
+    EXPECT_EQ(node->exit_code, 0);
+    EXPECT_EQ(node->restarts, 1);
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(Read(absl::StrCat("attempts", rank)), "0\n1\n") << rank;
+  }
+}
+
+TEST_F(WorkerGroupTest, EveryNodeGivesUpTogetherAndNamesTheCause) {
+  WorkerGroupOptions o =
+      Shell("if [ $RANK = 0 ]; then exit 9; fi; exec sleep 60", 2);
+  std::vector<absl::StatusOr<WorkerGroupResult>> r = RunNodes({o, o});
+  ASSERT_TRUE(r[0].ok()) << r[0].status();
+  ASSERT_TRUE(r[1].ok()) << r[1].status();
+  EXPECT_EQ(r[0]->exit_code, 1);
+  ASSERT_TRUE(r[0]->failure.has_value());
+  EXPECT_EQ(r[0]->failure->exit_code, 9);
+  EXPECT_EQ(r[1]->exit_code, 1);
+  EXPECT_FALSE(r[1]->failure.has_value());
+  EXPECT_EQ(r[1]->remote_failure, "node 0: rank 0 failed (exit code 9)");
+}
+
+TEST_F(WorkerGroupTest, NodesWithDifferentFlagsAreRefused) {
+  WorkerGroupOptions o = Shell("true", 2);
+  WorkerGroupOptions other = o;
+  other.max_restarts = 3;
+  std::vector<absl::StatusOr<WorkerGroupResult>> r = RunNodes({o, other});
+  EXPECT_EQ(r[1].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r[1].status().message(),
+              HasSubstr("node 0 runs with '--nnodes=2 --nproc_per_node=2 "
+                        "--max_restarts=0' but node 1 with '--nnodes=2 "
+                        "--nproc_per_node=2 --max_restarts=3'"));
+  EXPECT_EQ(r[0].status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(WorkerGroupTest, AFailureStopsTheOthersAndIsReported) {
