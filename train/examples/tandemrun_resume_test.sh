@@ -7,10 +7,13 @@
 # workers, they resume from the last checkpoint, and the final checkpoint
 # files are byte-identical to those of a run that was never interrupted.
 #
-#   tandemrun_resume_test.sh TANDEMRUN DIGITS_DDP
+#   tandemrun_resume_test.sh TANDEMRUN DIGITS_DDP KILLER
+#
+# KILLER is kill_after_first_checkpoint.sh (the worker that dies).
 set -uo pipefail
 tandemrun=$1
 digits=$2
+killer=$3
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 fail() {
   echo "FAIL: $*"
@@ -26,29 +29,11 @@ timeout 300 "$tandemrun" --nproc_per_node=2 --master_port=0 -- \
   "$digits" "${args[@]}" --checkpoint_dir="$tmp/straight" >"$tmp/straight.txt" 2>&1 ||
   fail "the uninterrupted run failed: $(tail -5 "$tmp/straight.txt")"
 
-# The worker: on the first attempt (TORCHELASTIC_RESTART_COUNT=0) rank 1
-# starts digits_ddp, waits for rank 0's first checkpoint, then SIGKILLs
-# digits_ddp and itself. Every other worker is digits_ddp itself.
-cat >"$tmp/worker.sh" <<'WORKER'
-#!/usr/bin/env bash
-ckpt=$1
-shift
-if [[ "$RANK" == 1 && "$TORCHELASTIC_RESTART_COUNT" == 0 ]]; then
-  "$@" &
-  pid=$!
-  for ((i = 0; i < 60000; i++)); do
-    [[ -e "$ckpt/training_state.safetensors" ]] && break
-    sleep 0.005
-  done
-  kill -9 "$pid"
-  kill -9 $$
-fi
-exec "$@"
-WORKER
-chmod +x "$tmp/worker.sh"
+# The workers: rank 1 of the first attempt dies after rank 0's first
+# checkpoint (kill_after_first_checkpoint.sh); every other is digits_ddp.
 
 timeout 300 "$tandemrun" --nproc_per_node=2 --master_port=0 --max_restarts=1 -- \
-  "$tmp/worker.sh" "$tmp/killed" "$digits" "${args[@]}" --checkpoint_dir="$tmp/killed" \
+  "$killer" "$tmp/killed" "$digits" "${args[@]}" --checkpoint_dir="$tmp/killed" \
   >"$tmp/killed.txt" 2>&1 ||
   fail "the killed-and-restarted run failed: $(tail -5 "$tmp/killed.txt")"
 

@@ -236,6 +236,10 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
         if (WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
         if (WIFSIGNALED(status)) f.signal = WTERMSIG(status);
         outcome.failure = f;
+        // A worker that dies because a peer on another node died first (a
+        // closed connection) is not the cause: keep the cause if it is
+        // already known.
+        if (link.posted_failure) outcome.remote_failure = link.posted_failure();
         if (link.post_failure) link.post_failure(f);
         SignalAll(workers, SIGTERM);
         kill_at = absl::Now() + o.stop_grace;
@@ -290,8 +294,9 @@ absl::Status Check(const WorkerGroupOptions& o) {
   return absl::OkStatus();
 }
 
-std::string Describe(const WorkerFailure& f, int node_rank) {
-  return absl::StrCat("node ", node_rank, ": rank ", f.rank, " failed (",
+// "rank 9 failed (exit code 1)" / "rank 9 failed (signal 9)".
+std::string WhatFailed(const WorkerFailure& f) {
+  return absl::StrCat("rank ", f.rank, " failed (",
                       f.signal != 0 ? absl::StrCat("signal ", f.signal)
                                     : absl::StrCat("exit code ", f.exit_code),
                       ")");
@@ -364,8 +369,9 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
       return *why;
     };
     link.post_failure = [&](const WorkerFailure& f) {
-      absl::Status posted =
-          sync->PostFailure(attempt, Describe(f, options.node_rank));
+      absl::Status posted = sync->PostFailure(
+          attempt,
+          absl::StrCat("node ", options.node_rank, ": ", WhatFailed(f)));
       if (!posted.ok()) {
         WriteAll(STDERR_FILENO, absl::StrCat(posted.message(), "\n"));
       }
@@ -423,16 +429,12 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
       if (sync != nullptr) (void)sync->Leave();
       return result;
     }
-    const std::string what =
-        outcome.failure
-            ? absl::StrCat(
-                  "rank ", outcome.failure->rank, " failed (",
-                  outcome.failure->signal != 0
-                      ? absl::StrCat("signal ", outcome.failure->signal)
-                      : absl::StrCat("exit code ", outcome.failure->exit_code),
-                  ")")
-            : absl::StrCat("another node failed (", *outcome.remote_failure,
-                           ")");
+    // The cause first: another node's failure, when it was posted before
+    // this node's worker died.
+    const std::string what = outcome.remote_failure
+                                 ? absl::StrCat("another node failed (",
+                                                *outcome.remote_failure, ")")
+                                 : WhatFailed(*outcome.failure);
     WriteAll(STDERR_FILENO,
              absl::StrCat("tandemrun: ", what, "; restarting all ",
                           options.nproc_per_node, " workers (restart ",
