@@ -48,8 +48,10 @@
 //     before this communicator (and, in the simulated cluster, before the
 //     rank's function returns). Its failures stay its own unless the engine
 //     says otherwise (sim: a failure on either aborts both, like a crash).
-//   * Engines that cannot split return Unimplemented naming the engine, on
-//     every rank alike (the default below), never a hang.
+//   * Every engine splits (sim, mpi, gloo, nccl); a Communicator that
+//     cannot (a test double, a wrapper) returns Unimplemented naming the
+//     engine, on every rank alike (the default below), never a hang.
+//   * comm/split_plan.h is the one membership rule the engines share.
 #ifndef TANDEM_COMM_COMMUNICATOR_H_
 #define TANDEM_COMM_COMMUNICATOR_H_
 
@@ -135,10 +137,10 @@ class Communicator {
                                                               int key) {
     (void)color;
     (void)key;
-    return absl::UnimplementedError(
-        absl::StrCat("Communicator::Split is not implemented by the '",
-                     std::string(backend()),
-                     "' engine; use sim or mpi for sub-communicators"));
+    return absl::UnimplementedError(absl::StrCat(
+        "Communicator::Split is not implemented by the '",
+        std::string(backend()),
+        "' engine; sim, mpi, gloo and nccl have sub-communicators"));
   }
 
   // Where this rank's printed lines go (see comm/rank_printer.h): stdout for

@@ -20,7 +20,7 @@ class NoSplitCommunicator : public Communicator {
  public:
   int rank() const override { return 0; }
   int size() const override { return 1; }
-  std::string_view backend() const override { return "gloo"; }
+  std::string_view backend() const override { return "toy"; }
   std::unique_ptr<Work> AllReduce(BufferView, ReduceOp) override {
     return nullptr;
   }
@@ -41,7 +41,7 @@ TEST(CommunicatorTest, DefaultSplitIsUnimplementedNamingTheEngine) {
   NoSplitCommunicator comm;
   absl::Status s = comm.Split(0, 0).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(s.message(), HasSubstr("not implemented by the 'gloo' engine"));
+  EXPECT_THAT(s.message(), HasSubstr("not implemented by the 'toy' engine"));
 }
 
 }  // namespace

@@ -13,7 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "base/status_macros.h"
 #include "comm/fingerprint.h"
+#include "comm/split_plan.h"
 #include "comm/types.h"
 #include "comm/validate.h"
 #include "comm/work.h"
@@ -198,35 +200,11 @@ absl::StatusOr<std::unique_ptr<comm::Communicator>> SimCommunicator::Split(
   // The split's number: this rank's next collective, the same on every
   // rank (the all-gather below is that collective).
   const int64_t split = next_collective_;
-  std::vector<int64_t> mine = {color, key};
-  std::vector<int64_t> all(2 * static_cast<size_t>(size()));
-  absl::Status gathered = AllGather(comm::HostView(absl::MakeSpan(mine)),
-                                    comm::HostView(absl::MakeSpan(all)))
-                              ->Wait();
-  if (!gathered.ok()) {
-    return absl::Status(gathered.code(),
-                        absl::StrCat("Split on rank ", rank_,
-                                     ": exchanging colors and keys failed: ",
-                                     gathered.message()));
-  }
-  for (int r = 0; r < size(); ++r) {
-    if (all[2 * r] < kNoColor) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Split: rank ", r, " passed color ", all[2 * r],
-          "; a color must be >= 0, or kNoColor (-1) to take no part"));
-    }
-  }
-  if (color == kNoColor) return nullptr;
-  // Members of this color ordered by (key, rank).
-  std::vector<std::pair<int64_t, int>> members;
-  for (int r = 0; r < size(); ++r) {
-    if (all[2 * r] == color) members.push_back({all[2 * r + 1], r});
-  }
-  std::sort(members.begin(), members.end());
-  int sub_rank = 0;
-  while (members[sub_rank].second != rank_) ++sub_rank;
+  TANDEM_ASSIGN_OR_RETURN(comm::SplitPlan plan,
+                          comm::PlanSplit(*this, color, key));
+  if (plan.sub_rank < 0) return nullptr;
   std::vector<int> global_ranks;
-  for (const auto& [key, r] : members) {
+  for (int r : plan.members) {
     global_ranks.push_back(global_ranks_.empty() ? r : global_ranks_[r]);
   }
   int stream = RankClock::kRunStream;
@@ -241,9 +219,9 @@ absl::StatusOr<std::unique_ptr<comm::Communicator>> SimCommunicator::Split(
     stream = *s;
   }
   std::shared_ptr<Group> sub =
-      group_.SubGroup(split, color, static_cast<int>(members.size()));
+      group_.SubGroup(split, color, static_cast<int>(plan.members.size()));
   return std::unique_ptr<comm::Communicator>(
-      new SimCommunicator(std::move(sub), sub_rank, sink_,
+      new SimCommunicator(std::move(sub), plan.sub_rank, sink_,
                           std::move(global_ranks), clock_, stream));
 }
 

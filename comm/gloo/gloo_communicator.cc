@@ -429,9 +429,16 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     agree.setTimeout(Millis(options.timeout));
     gloo::allgather(agree);
     const bool check = std::find(all.begin(), all.end(), 1) != all.end();
+    // What Split's children start from: this rank's address resolved once,
+    // and the agreed check (each child agrees again, with the same result).
+    GlooOptions split_base = options;
+    split_base.hostname = iface.empty() ? hostname : std::string();
+    split_base.iface = iface;
+    split_base.check_collectives = check;
     return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(
         std::make_unique<Impl>(options.rank, options.size, options.timeout,
-                               check, std::move(context))));
+                               check, std::move(context)),
+        std::move(split_base)));
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("gloo rank ", options.rank, " of ", options.size,
@@ -440,8 +447,9 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   }
 }
 
-GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl)
-    : impl_(std::move(impl)) {}
+GlooCommunicator::GlooCommunicator(std::unique_ptr<Impl> impl,
+                                   GlooOptions split_base)
+    : impl_(std::move(impl)), split_base_(std::move(split_base)) {}
 GlooCommunicator::~GlooCommunicator() = default;
 
 int GlooCommunicator::rank() const { return impl_->rank(); }

@@ -29,6 +29,13 @@
 // Errors: a Gloo failure (a peer gone, the timeout passed) fails that Work
 // and every later one (kAborted, naming the first failure): the connections
 // are not usable after it. Every operation is bounded by options.timeout.
+// Sub-communicators (Split): a collective of this communicator; the
+// members are decided by an all-gather of (color, key) over it, then each
+// color connects a GlooCommunicator of its own (its own Gloo context,
+// connections and threads, with this one's options) through the same store
+// under "<prefix>/split<n>/color<c>", n counting this communicator's splits,
+// so repeated and nested splits never share keys. The child's failures are
+// its own: an error poisons only the communicator it happened on.
 // Thread-safety: as every Communicator, one rank's calls come from one
 // thread; the Works may be waited from that thread.
 #ifndef TANDEM_COMM_GLOO_GLOO_COMMUNICATOR_H_
@@ -48,11 +55,13 @@ namespace tandem::comm {
 struct GlooOptions {
   int rank = 0;
   int size = 1;
-  // Used during Create only (the rendezvous); not owned, must outlive
-  // Create.
+  // The rendezvous: used by Create and by Split (which connects each
+  // sub-communicator through it), from the rank's thread only. Not owned;
+  // must outlive the communicator and every communicator split from it.
   TcpStoreClient* store = nullptr;
   // Keys of this communicator's rendezvous start with it; communicators
-  // created over one store need distinct prefixes.
+  // created over one store need distinct prefixes. Split derives its
+  // children's prefixes from it (see Split).
   std::string prefix = "gloo";
   // The address this rank listens on for its peers; empty: 127.0.0.1 when
   // the store is on a loopback address, else this host's name.
@@ -96,12 +105,25 @@ class GlooCommunicator : public Communicator {
   std::unique_ptr<Work> Send(BufferView buf, int peer) override;
   std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
   absl::Status Barrier() override;
+  // See "Sub-communicators" above and in comm/communicator.h. Blocks until
+  // every member of this rank's color has connected (bounded by the
+  // timeout). Errors: the all-gather's (a rank that never calls Split fails
+  // it at the timeout), InvalidArgument naming a rank with a color below
+  // kNoColor (on every rank), the child's Create errors (prefixed with the
+  // split and color).
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
+                                                      int key) override;
 
   class Impl;
 
  private:
-  explicit GlooCommunicator(std::unique_ptr<Impl> impl);
+  // `split_base`: the options a child starts from (the store, this
+  // communicator's prefix, the resolved listening address, the timeout and
+  // the agreed collective check).
+  GlooCommunicator(std::unique_ptr<Impl> impl, GlooOptions split_base);
   std::unique_ptr<Impl> impl_;
+  const GlooOptions split_base_;
+  int64_t splits_ = 0;  // Split calls so far; the rank's thread only
 };
 
 }  // namespace tandem::comm

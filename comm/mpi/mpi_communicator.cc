@@ -18,6 +18,7 @@
 #include "base/half.h"
 #include "comm/fingerprint.h"
 #include "comm/mpi/internal/mpi_work.h"
+#include "comm/split_plan.h"
 #include "comm/validate.h"
 
 namespace tandem::comm {
@@ -293,24 +294,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> MpiCommunicator::Split(int color,
   // Bounded first: a checked, timed all-gather of (color, key). Only when
   // every rank has reached Split does the blocking MPI_Comm_split run, so it
   // cannot wait on a rank that never comes.
-  std::vector<int64_t> mine = {color, key};
-  std::vector<int64_t> all(2 * static_cast<size_t>(size_));
-  absl::Status gathered =
-      AllGather(HostView(absl::MakeSpan(mine)), HostView(absl::MakeSpan(all)))
-          ->Wait();
-  if (!gathered.ok()) {
-    return absl::Status(gathered.code(),
-                        absl::StrCat("Split on rank ", rank_,
-                                     ": exchanging colors and keys failed: ",
-                                     gathered.message()));
-  }
-  for (int r = 0; r < size_; ++r) {
-    if (all[2 * r] < kNoColor) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Split: rank ", r, " passed color ", all[2 * r],
-          "; a color must be >= 0, or kNoColor (-1) to take no part"));
-    }
-  }
+  absl::StatusOr<SplitPlan> plan = PlanSplit(*this, color, key);
+  if (!plan.ok()) return plan.status();
   MPI_Comm sub = MPI_COMM_NULL;
   int rc = MPI_Comm_split(impl_->comm,
                           color == kNoColor ? MPI_UNDEFINED : color, key, &sub);

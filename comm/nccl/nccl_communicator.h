@@ -95,8 +95,8 @@
 // current on the calling thread first (cudaSetDevice).
 //
 // Built without CUDA (no toolkit, or TANDEM_NO_CUDA=1) the same API exists
-// and every factory returns kFailedPrecondition: "tandem was built without
-// CUDA ...; install a CUDA toolkit with NCCL and rebuild".
+// and every factory (Split included) returns kFailedPrecondition: "tandem was
+// built without CUDA ...; install a CUDA toolkit with NCCL and rebuild".
 #ifndef TANDEM_COMM_NCCL_NCCL_COMMUNICATOR_H_
 #define TANDEM_COMM_NCCL_NCCL_COMMUNICATOR_H_
 
@@ -207,6 +207,27 @@ class NcclCommunicator final : public Communicator {
   [[nodiscard]] std::unique_ptr<Work> Send(BufferView buf, int peer) override;
   [[nodiscard]] std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
   absl::Status Barrier() override;
+
+  // Sub-communicators (see "Sub-communicators" in comm/communicator.h), by
+  // ncclCommSplit (NCCL 2.18+). A collective of this communicator, issued in
+  // order with its other collectives: first a bounded all-gather of every
+  // rank's (color, key) through a small device buffer (so a bad color fails
+  // every rank, naming it, and ties in key are broken by rank as on every
+  // engine), then ncclCommSplit with the sub-rank so decided as NCCL's key,
+  // polled until done (bounded by the timeout). The child is a full
+  // NcclCommunicator on the same device with its own communication stream,
+  // sequence numbers and abort state (splitShare off: an abort of one leaves
+  // the other alone); it copies this one's options (timeout, pointer check,
+  // abort signal) and compute stream. Errors: the all-gather's,
+  // InvalidArgument for a color below kNoColor, a failed or timed-out
+  // ncclCommSplit (which aborts this communicator too: NCCL cannot resume
+  // a half-done split). Destroy the child before this communicator.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
+                                                      int key) override;
+  // The same, typed: the child as a NcclCommunicator (nullptr for
+  // kNoColor), for callers that set its streams.
+  absl::StatusOr<std::unique_ptr<NcclCommunicator>> SplitNccl(int color,
+                                                              int key);
 
   // Implementation state, shared with this communicator's Works (defined in
   // the .cc; opaque here so the header needs no CUDA or NCCL include).

@@ -85,6 +85,14 @@ std::unique_ptr<Work> NcclCommunicator::Recv(BufferView, int) {
   return MakeCompletedWork(NoCuda("NCCL Recv"));
 }
 absl::Status NcclCommunicator::Barrier() { return NoCuda("NCCL Barrier"); }
+absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(int,
+                                                                      int) {
+  return NoCuda("NCCL Split");
+}
+absl::StatusOr<std::unique_ptr<NcclCommunicator>> NcclCommunicator::SplitNccl(
+    int, int) {
+  return NoCuda("NCCL Split");
+}
 
 absl::Status StreamWaitForWork(Work& work, CudaStreamHandle) {
   if (work.IsCompleted()) return work.Wait(absl::ZeroDuration());

@@ -155,6 +155,20 @@ bool SameAddress(const void* a, const void* b) { return a == b; }
 StagingCommunicator::StagingCommunicator(NcclCommunicator& device_comm)
     : device_(&device_comm) {}
 
+StagingCommunicator::StagingCommunicator(
+    std::unique_ptr<NcclCommunicator> owned)
+    : owned_(std::move(owned)), device_(owned_.get()) {}
+
+absl::StatusOr<std::unique_ptr<Communicator>> StagingCommunicator::Split(
+    int color, int key) {
+  absl::StatusOr<std::unique_ptr<NcclCommunicator>> child =
+      device_->SplitNccl(color, key);
+  if (!child.ok()) return child.status();
+  if (*child == nullptr) return nullptr;
+  return std::unique_ptr<Communicator>(
+      new StagingCommunicator(std::move(*child)));
+}
+
 std::unique_ptr<Work> StagingCommunicator::AllReduce(BufferView buf,
                                                      ReduceOp op) {
   absl::Status valid = ValidateAllReduce(buf, op, rank(), size());

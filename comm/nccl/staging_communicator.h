@@ -29,6 +29,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/types.h"
@@ -61,8 +62,15 @@ class StagingCommunicator final : public Communicator {
   [[nodiscard]] std::unique_ptr<Work> Send(BufferView buf, int peer) override;
   [[nodiscard]] std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
   absl::Status Barrier() override { return device_->Barrier(); }
+  // Splits the device communicator (NcclCommunicator::SplitNccl) and wraps
+  // the child in a StagingCommunicator that owns it; nullptr for kNoColor.
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
+                                                      int key) override;
 
  private:
+  explicit StagingCommunicator(std::unique_ptr<NcclCommunicator> owned);
+
+  std::unique_ptr<NcclCommunicator> owned_;  // a split child; else null
   NcclCommunicator* device_;
 };
 

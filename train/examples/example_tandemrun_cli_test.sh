@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Under tandemrun, toy_ddp, digits_ddp and ddp_demo on --backend=gloo (and on auto,
+# Under tandemrun, toy_ddp, digits_ddp, ddp_demo and pipeline_demo (2 stages
+# x 2 replicas, over gloo sub-communicators) on --backend=gloo (and on auto,
 # which picks gloo there) print exactly the lines the simulated cluster
 # prints for the same world size: each rank's lines in the same order (the
 # processes' lines interleave differently from run to run, so the whole
 # output is compared sorted), the summary naming the engine aside.
 #
-#   example_tandemrun_cli_test.sh TANDEMRUN TOY_DDP DIGITS_DDP DIGITS_CSV DDP_DEMO
+#   example_tandemrun_cli_test.sh TANDEMRUN TOY_DDP DIGITS_DDP DIGITS_CSV DDP_DEMO \
+#     PIPELINE_DEMO
 set -uo pipefail
 tandemrun=$1
 toy=$2
 digits=$3
 csv=$4
 demo=$5
+pipeline=$6
 fails=0
 tmp=${TEST_TMPDIR:-$(mktemp -d)}
 
@@ -55,6 +58,7 @@ check digits_ddp 2 gloo "$digits" --data="$csv" --epochs=3 --progress=off
 check digits_ddp 4 auto "$digits" --data="$csv" --epochs=2 --progress=off
 check ddp_demo 2 gloo "$demo" --epochs=2 --dataset-size=24 --batchSize=4
 check ddp_demo 3 auto "$demo" --epochs=2 --dataset-size=24 --batchSize=4
+check pipeline_demo 4 gloo "$pipeline" --replicas=2 --steps=5
 
 if [[ $fails -ne 0 ]]; then echo "$fails failure(s)"; exit 1; fi
-echo "toy_ddp, digits_ddp and ddp_demo print the sim lines under tandemrun"
+echo "toy_ddp, digits_ddp, ddp_demo and pipeline_demo print the sim lines under tandemrun"

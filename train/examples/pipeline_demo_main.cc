@@ -1,10 +1,11 @@
 // //train:pipeline_demo — pipeline stages across ranks (GPipe or 1F1B),
 // optionally replicated with DDP (stages x replicas), on any engine with
-// sub-communicators (sim, mpi). See pipeline_demo_lib.h for the model and
-// the output, docs/pipeline.md for the design.
+// sub-communicators (sim, mpi, gloo, nccl). See pipeline_demo_lib.h for the
+// model and the output, docs/pipeline.md for the design.
 //
 //   ./bazelw run //train:pipeline_demo -- --world_size=4 --replicas=2
 //   mpirun -np 2 bazel-bin/train/examples/pipeline_demo --backend=mpi
+//   tandemrun --nproc_per_node=4 -- PIPELINE_DEMO --backend=gloo --replicas=2
 //
 // Flags: --schedule (gpipe | 1f1b), --chunks, --replicas, --steps,
 // --batch_size, --hidden, --layers, --lr, --seed; the common flags and exit

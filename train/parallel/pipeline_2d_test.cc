@@ -2,7 +2,9 @@
 // data-parallel replicas, built with Communicator::Split; DDP averages each
 // stage's gradients over its replicas (PrepareForBackward before the last
 // backward, FinishGradientSync after it). Checked against the 1-D pipeline
-// on the full batch.
+// on the full batch, and on gloo (4 ranks as threads over localhost TCP)
+// against sim bit for bit.
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -11,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "comm/communicator.h"
+#include "comm/gloo/gloo_thread_launcher.h"
+#include "comm/launcher.h"
 #include "gtest/gtest.h"
 #include "sim/sim.h"
 #include "tensor/ops.h"
@@ -38,17 +42,30 @@ absl::StatusOr<Tensor> Rows(const Tensor& t, int64_t first, int64_t count) {
 // The weights of each stage after kSteps SGD steps, indexed by stage.
 using StageWeights = std::vector<std::vector<float>>;
 
-// Runs `stages` x `replicas` ranks (rank = replica * stages + stage); each
-// replica pipelines its contiguous share of every global batch with
-// `chunks` micro-batches. Returns replica 0's weights (after checking that
-// every replica holds the same).
-absl::StatusOr<StageWeights> Train(int stages, int replicas, int64_t chunks,
-                                   PipelineSchedule schedule) {
-  std::vector<std::vector<std::vector<float>>> weights(
-      replicas, std::vector<std::vector<float>>(stages));
+// Runs fn on every rank of a world of n ranks; the first error.
+using Runner = std::function<absl::Status(int n, const comm::RankFn& fn)>;
+
+absl::Status RunOnSim(int n, const comm::RankFn& fn) {
   sim::Options options;
   options.timeout = absl::Seconds(30);
-  sim::RunResult r = sim::Run(
+  return sim::Run(n, fn, options).status();
+}
+
+absl::Status RunOnGloo(int n, const comm::RankFn& fn) {
+  comm::GlooThreadLauncher launcher(absl::Seconds(30));
+  return comm::MostTellingStatus(launcher.Run(n, fn));
+}
+
+// Runs `stages` x `replicas` ranks (rank = replica * stages + stage) with
+// `run`; each replica pipelines its contiguous share of every global batch
+// with `chunks` micro-batches. Returns replica 0's weights (after checking
+// that every replica holds the same).
+absl::StatusOr<StageWeights> Train(int stages, int replicas, int64_t chunks,
+                                   PipelineSchedule schedule,
+                                   const Runner& run = RunOnSim) {
+  std::vector<std::vector<std::vector<float>>> weights(
+      replicas, std::vector<std::vector<float>>(stages));
+  absl::Status r = run(
       stages * replicas,
       [&](int rank, comm::Communicator& world) -> absl::Status {
         const int replica = rank / stages, stage = rank % stages;
@@ -85,9 +102,8 @@ absl::StatusOr<StageWeights> Train(int stages, int replicas, int64_t chunks,
         }
         weights[replica][stage] = Flat(*model, /*grads=*/false);
         return absl::OkStatus();
-      },
-      options);
-  TANDEM_RETURN_IF_ERROR(r.status());
+      });
+  TANDEM_RETURN_IF_ERROR(r);
   for (int rep = 1; rep < replicas; ++rep) {
     if (weights[rep] != weights[0]) {
       return absl::InternalError(
@@ -127,6 +143,17 @@ TEST_P(Pipeline2dTest, TwoStagesTimesTwoReplicasMatchTheOneDPipeline) {
 INSTANTIATE_TEST_SUITE_P(Schedules, Pipeline2dTest,
                          ::testing::Values(PipelineSchedule::kGPipe,
                                            PipelineSchedule::k1F1B));
+
+// The same 2 x 2 training on gloo (sub-communicators from GlooCommunicator::
+// Split, stages linked by its Send/Recv, DDP over its AllReduce): the same
+// weights as on sim, bit for bit, under both schedules.
+TEST_P(Pipeline2dTest, OnGlooEqualsSimBitwise) {
+  absl::StatusOr<StageWeights> sim = Train(2, 2, 3, GetParam(), RunOnSim);
+  ASSERT_TRUE(sim.ok()) << sim.status();
+  absl::StatusOr<StageWeights> gloo = Train(2, 2, 3, GetParam(), RunOnGloo);
+  ASSERT_TRUE(gloo.ok()) << gloo.status();
+  EXPECT_EQ(*gloo, *sim);
+}
 
 // GPipe and 1F1B stay bitwise equal in 2-D too: same per-stage order.
 TEST(Pipeline2dScheduleTest, GpipeEqualsOneFOneBBitwise) {
