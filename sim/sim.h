@@ -67,8 +67,9 @@ struct RunResult {
   absl::Status status() const;
 };
 
-// Runs fn(rank, comm) for rank = 0 .. world_size - 1, each on its own thread,
-// and returns when every rank's function has returned. Blocks the caller.
+// Runs fn(rank, comm) for rank = 0 .. world_size - 1, each on its own thread
+// (or fiber: Options::ranks), and returns when every rank's function has
+// returned. Blocks the caller.
 // Every Work a rank gets must be destroyed before its function returns (the
 // destructor waits for it; a Work kept past that may outlive the buffers the
 // other ranks' threads still move).
