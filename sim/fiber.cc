@@ -49,7 +49,31 @@ void __tsan_switch_to_fiber(void* fiber, unsigned flags);
 #include <sanitizer/common_interface_defs.h>
 #endif
 
+#if defined(__GLIBCXX__)
+#include <cxxabi.h>
+#endif
+
 namespace tandem::sim::internal {
+namespace {
+
+#if defined(__GLIBCXX__)
+// The C++ runtime's per-thread exception state (the exceptions being
+// handled and std::uncaught_exceptions()): a rank that parks while an
+// exception unwinds it (a Work's destructor waiting) must not make every
+// other fiber of its worker look as if it were unwinding too. libstdc++'s
+// layout (the Itanium C++ ABI's __cxa_eh_globals).
+struct EhGlobals {
+  void* caught_exceptions = nullptr;
+  unsigned int uncaught_exceptions = 0;
+};
+EhGlobals& ThreadEhGlobals() {
+  return *reinterpret_cast<EhGlobals*>(abi::__cxa_get_globals());
+}
+[[maybe_unused]] const bool kExceptionStateIsFiberLocal =
+    base::RegisterFiberLocal<EhGlobals>(&ThreadEhGlobals, EhGlobals());
+#endif
+
+}  // namespace
 
 struct Fiber {
   // Whether the fiber may be made runnable by UnparkFiber.
@@ -430,6 +454,10 @@ void ParkCurrentFiber(FiberDeadline deadline) {
   f->deadline = deadline;
   f->request = Fiber::Request::kPark;
   SwitchToWorker(f, /*exiting=*/false);
+}
+
+void YieldIfOnFiber() {
+  if (CurrentFiber() != nullptr) YieldCurrentFiber();
 }
 
 void YieldCurrentFiber() {

@@ -118,6 +118,11 @@ class UnparkBatch {
 // Lets the worker's other ready fibers run first.
 void YieldCurrentFiber();
 
+// YieldCurrentFiber() on a fiber; nothing on a plain thread. For polling
+// loops (Work::IsCompleted returning false): a fiber that polls must let the
+// ranks it waits for run.
+void YieldIfOnFiber();
+
 }  // namespace tandem::sim::internal
 
 #endif  // TANDEM_SIM_FIBER_H_
