@@ -411,14 +411,18 @@ FiberScheduler::~FiberScheduler() {
 #endif
 }
 
-absl::Status FiberScheduler::Spawn(std::function<void()> fn) {
+absl::Status FiberScheduler::Spawn(std::function<void()> fn, int worker) {
   absl::StatusOr<std::unique_ptr<FiberStack>> stack =
       FiberStack::Create(config_.stack_bytes);
   if (!stack.ok()) return stack.status();
   auto f = std::make_unique<Fiber>();
   f->fn = std::move(fn);
   f->stack = *std::move(stack);
-  FiberWorker* w = workers_[fibers_.size() % workers_.size()].get();
+  const int64_t index =
+      worker >= 0 && worker < static_cast<int>(workers_.size())
+          ? worker
+          : static_cast<int64_t>(fibers_.size() % workers_.size());
+  FiberWorker* w = workers_[index].get();
   f->worker = w;
   MakeContext(f->context, *f->stack, &FiberEntry, f.get());
 #if TANDEM_FIBER_TSAN

@@ -9,7 +9,7 @@
 //   }
 //   scheduler.Run();   // every fiber has returned
 //
-// Scheduling: fiber i is pinned to worker i % workers for its whole life
+// Scheduling: each fiber is pinned to one worker for its whole life
 // (fibers never migrate): its thread-local state, its CPU clock and the
 // ThreadSanitizer view stay simple, and a wake-up from another worker is a
 // push on the owner's queue. Each worker runs its ready fibers in FIFO
@@ -68,9 +68,10 @@ class FiberScheduler {
 
   int workers() const { return static_cast<int>(workers_.size()); }
 
-  // Adds a fiber running `fn`, pinned to worker (fibers so far) % workers.
-  // Only before Run. kResourceExhausted when its stack cannot be mapped.
-  absl::Status Spawn(std::function<void()> fn);
+  // Adds a fiber running `fn`, pinned to worker `worker` (0 <= worker <
+  // workers(); -1: (fibers so far) % workers). Only before Run.
+  // kResourceExhausted when its stack cannot be mapped.
+  absl::Status Spawn(std::function<void()> fn, int worker = -1);
 
   // Runs every fiber to completion on the worker threads and joins them.
   // Blocks the caller. Call once.

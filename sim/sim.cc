@@ -203,7 +203,13 @@ RunResult Run(int world_size, const RankFn& fn, const Options& options) {
     config.track_cpu = options.clock.has_value();
     internal::FiberScheduler scheduler(config);
     for (int r = 0; r < world_size; ++r) {
-      if (absl::Status s = scheduler.Spawn([&body, r] { body(r); }); !s.ok()) {
+      // Contiguous blocks of ranks per worker: the group's per-rank arrays
+      // (posted flags, endpoints, sleeping slots) are then written by one
+      // core per cache line, not by both in turn.
+      const int worker = static_cast<int>(static_cast<int64_t>(r) *
+                                          config.workers / world_size);
+      if (absl::Status s = scheduler.Spawn([&body, r] { body(r); }, worker);
+          !s.ok()) {
         fail_launch(r, s, "fiber");
         break;
       }
