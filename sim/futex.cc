@@ -43,9 +43,12 @@ void EventWord::SleepFiber(void* fiber, uint32_t seen, Deadline deadline) {
     fiber_tail_ = &me;
     me.linked.store(true, std::memory_order_relaxed);
   }
-  // An hour at most per park, as for threads (callers loop).
-  ParkCurrentFiber(std::min(
-      deadline, std::chrono::steady_clock::now() + std::chrono::hours(1)));
+  // No deadline: an hour at most per park, as for threads (callers loop).
+  // A finite deadline needs no clock read here.
+  ParkCurrentFiber(deadline != Deadline::max()
+                       ? deadline
+                       : std::chrono::steady_clock::now() +
+                             std::chrono::hours(1));
   // Usually a Signal unlinked us: no lock (8192 waking fibers would all
   // queue for it). Woken by the timer (or an unpark meant for an older
   // wait), we are still on the list and unlink ourselves.
