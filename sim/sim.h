@@ -1,5 +1,7 @@
 // The simulated cluster: N ranks as threads in one process, like
-// torch.multiprocessing.spawn, each with a Communicator (backend "sim").
+// torch.multiprocessing.spawn, each with a Communicator (backend "sim"), or
+// as user-space fibers on one worker thread per core (Options::ranks =
+// RankExecution::kFibers; see options.h for what a fiber rank may not do).
 //
 //   sim::RunResult result = sim::Run(4, [](int rank, comm::Communicator& comm)
 //                                           -> absl::Status {
