@@ -174,10 +174,10 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
 
   const std::string sim_ranks = absl::GetFlag(FLAGS_sim_ranks);
   if (sim_ranks != "threads" && sim_ranks != "fibers") {
-    return fail(kExitUsageError,
-                absl::InvalidArgumentError(absl::StrCat(
-                    "--sim_ranks must be threads or fibers; found '",
-                    sim_ranks, "'")));
+    return fail(
+        kExitUsageError,
+        absl::InvalidArgumentError(absl::StrCat(
+            "--sim_ranks must be threads or fibers; found '", sim_ranks, "'")));
   }
 
   RunOptions options;
