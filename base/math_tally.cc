@@ -4,12 +4,21 @@
 
 #include <atomic>
 
+#include "base/fiber_local.h"
+
 namespace tandem::base {
 namespace {
 
 std::atomic<int> g_scopes{0};
 thread_local double t_math_s = 0;
 thread_local int t_depth = 0;
+thread_local double t_cpu_origin_s = 0;
+
+// A rank's tally follows it across fiber switches.
+[[maybe_unused]] const bool kMathIsFiberLocal =
+    RegisterFiberLocal<double>([]() -> double& { return t_math_s; }, 0.0);
+[[maybe_unused]] const bool kDepthIsFiberLocal =
+    RegisterFiberLocal<int>([]() -> int& { return t_depth; }, 0);
 
 }  // namespace
 
@@ -17,8 +26,10 @@ double ThreadCpuSeconds() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) +
-         1e-9 * static_cast<double>(ts.tv_nsec);
+         1e-9 * static_cast<double>(ts.tv_nsec) - t_cpu_origin_s;
 }
+
+void SetThreadCpuOrigin(double seconds) { t_cpu_origin_s = seconds; }
 
 MathTallyScope::MathTallyScope() {
   g_scopes.fetch_add(1, std::memory_order_relaxed);

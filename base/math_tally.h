@@ -18,8 +18,15 @@
 
 namespace tandem::base {
 
-// This thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID).
+// This thread's CPU time in seconds (CLOCK_THREAD_CPUTIME_ID) minus its CPU
+// origin (0 unless a fiber scheduler set one): on a fiber of the simulated
+// cluster that charges CPU per fiber, the running fiber's own CPU time.
 double ThreadCpuSeconds();
+
+// Sets the origin ThreadCpuSeconds() subtracts on this thread. For fiber
+// schedulers only (sim/fiber.h): at each switch-in, origin = raw CPU time -
+// the fiber's CPU time so far; at each switch-out, back to 0.
+void SetThreadCpuOrigin(double seconds);
 
 // Turns counting on for its lifetime (nests: on while any is alive).
 class MathTallyScope {
@@ -46,7 +53,8 @@ class ScopedMathKernel {
   double start_s_ = -1;  // -1: not counting (off, or nested)
 };
 
-// CPU seconds this thread has spent inside ScopedMathKernel while counting
+// CPU seconds this thread (or fiber: the tally is fiber-local, see
+// base/fiber_local.h) has spent inside ScopedMathKernel while counting
 // was on, since the thread started. Monotonic.
 double ThisThreadMathSeconds();
 

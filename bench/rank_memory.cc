@@ -5,11 +5,15 @@
 #include <mutex>
 
 #include "absl/status/statusor.h"
+#include "base/fiber_local.h"
 
 namespace tandem::bench {
 namespace {
 
 thread_local int current_rank = -1;
+// The rank that allocates follows it when ranks are fibers.
+[[maybe_unused]] const bool kRankIsFiberLocal =
+    base::RegisterFiberLocal<int>([]() -> int& { return current_rank; }, -1);
 
 }  // namespace
 

@@ -58,17 +58,18 @@ bool IsNan(A v) {
     return false;
   }
 }
-// A NaN on either side wins, so Max/Min propagate NaN.
+// A NaN on either side wins, so Max/Min propagate NaN. `|`, not `||`: no
+// branch, so the compiler vectorises the loop (compare, compare, blend).
 struct MaxOp {
   template <typename A>
   A operator()(A a, A b) const {
-    return (b > a || IsNan(b)) ? b : a;
+    return ((b > a) | IsNan(b)) ? b : a;
   }
 };
 struct MinOp {
   template <typename A>
   A operator()(A a, A b) const {
-    return (b < a || IsNan(b)) ? b : a;
+    return ((b < a) | IsNan(b)) ? b : a;
   }
 };
 

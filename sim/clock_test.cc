@@ -19,6 +19,7 @@
 #include "sim/cost/topology.h"
 #include "sim/options.h"
 #include "sim/sim.h"
+#include "sim/test_util.h"
 
 namespace tandem::sim {
 namespace {
@@ -30,6 +31,8 @@ cost::Topology Machine(int world_size) {
   t.gpus_per_node = world_size;
   return t;
 }
+
+using ClockTest = testing::ModeTest;
 
 Options ClockOn(int world_size) {
   Options o;
@@ -49,8 +52,8 @@ absl::Status AllReduce(comm::Communicator& comm, std::vector<float>& v) {
       ->Wait();
 }
 
-TEST(ClockTest, OffByDefault) {
-  RunResult r = sim::Run(2, [](int, comm::Communicator& comm) -> absl::Status {
+TEST_P(ClockTest, OffByDefault) {
+  RunResult r = RunRanks(2, [](int, comm::Communicator& comm) -> absl::Status {
     EXPECT_FALSE(ReadClock(comm).has_value());
     AdvanceClock(comm, 1.0);  // a no-op
     std::vector<float> v(16, 1.0f);
@@ -60,8 +63,8 @@ TEST(ClockTest, OffByDefault) {
   EXPECT_TRUE(r.clocks.empty());
 }
 
-TEST(ClockTest, OneAllReduceTakesItsModelledTime) {
-  RunResult r = sim::Run(
+TEST_P(ClockTest, OneAllReduceTakesItsModelledTime) {
+  RunResult r = RunRanks(
       4,
       [](int, comm::Communicator& comm) -> absl::Status {
         std::vector<float> v(kCount, 1.0f);
@@ -80,9 +83,9 @@ TEST(ClockTest, OneAllReduceTakesItsModelledTime) {
   }
 }
 
-TEST(ClockTest, CollectivesQueueOnOneStream) {
+TEST_P(ClockTest, CollectivesQueueOnOneStream) {
   // Two all-reduces issued back to back run one after the other.
-  RunResult r = sim::Run(
+  RunResult r = RunRanks(
       2,
       [](int, comm::Communicator& comm) -> absl::Status {
         std::vector<float> a(kCount, 1.0f), b(kCount, 2.0f);
@@ -102,9 +105,9 @@ TEST(ClockTest, CollectivesQueueOnOneStream) {
   }
 }
 
-TEST(ClockTest, ACollectiveStartsWhenTheLastRankIssuesIt) {
+TEST_P(ClockTest, ACollectiveStartsWhenTheLastRankIssuesIt) {
   // Rank 1 computes 3 ms first; rank 0 waits for it.
-  RunResult r = sim::Run(
+  RunResult r = RunRanks(
       2,
       [](int rank, comm::Communicator& comm) -> absl::Status {
         if (rank == 1) AdvanceClock(comm, 3e-3);
@@ -122,11 +125,11 @@ TEST(ClockTest, ACollectiveStartsWhenTheLastRankIssuesIt) {
   EXPECT_DOUBLE_EQ(r.clocks[1].compute_s, 3e-3);
 }
 
-TEST(ClockTest, CommunicationUnderComputeIsHidden) {
+TEST_P(ClockTest, CommunicationUnderComputeIsHidden) {
   // Issue, compute 1 s (far longer than the all-reduce), then wait: nothing
   // is exposed. Wait first, then compute: all of it is.
   for (bool overlap : {true, false}) {
-    RunResult r = sim::Run(
+    RunResult r = RunRanks(
         2,
         [overlap](int, comm::Communicator& comm) -> absl::Status {
           std::vector<float> v(kCount, 1.0f);
@@ -149,8 +152,8 @@ TEST(ClockTest, CommunicationUnderComputeIsHidden) {
   }
 }
 
-TEST(ClockTest, SendRecvTakeOneHop) {
-  RunResult r = sim::Run(
+TEST_P(ClockTest, SendRecvTakeOneHop) {
+  RunResult r = RunRanks(
       2,
       [](int rank, comm::Communicator& comm) -> absl::Status {
         std::vector<float> v(kCount, 1.0f);
@@ -177,14 +180,14 @@ double SplitSeconds(const cost::Topology& t) {
                                   /*bytes=*/2 * 8 * 4, cost::Algorithm::kRing);
 }
 
-TEST(ClockTest, ASubCommunicatorChargesTheRanksClockForItsOwnGpus) {
+TEST_P(ClockTest, ASubCommunicatorChargesTheRanksClockForItsOwnGpus) {
   // Replicas one per node ({0, 2} and {1, 3}), as a pipeline's data-parallel
   // dimension: their all-reduce crosses nodes on one NIC each, and the
   // rank's one clock sees it.
   const cost::Topology t = TwoNodesOfTwo();
   Options o;
   o.clock = ClockOptions{t, cost::Algorithm::kRing, /*compute_scale=*/0};
-  RunResult r = sim::Run(
+  RunResult r = RunRanks(
       4,
       [](int rank, comm::Communicator& comm) -> absl::Status {
         absl::StatusOr<std::unique_ptr<comm::Communicator>> sub =
@@ -209,13 +212,13 @@ TEST(ClockTest, ASubCommunicatorChargesTheRanksClockForItsOwnGpus) {
   }
 }
 
-TEST(ClockTest, SendRecvOnASubCommunicatorCostTheirGpusHop) {
+TEST_P(ClockTest, SendRecvOnASubCommunicatorCostTheirGpusHop) {
   // Keys reorder the members: sub-ranks 0, 1, 2, 3 are ranks 0, 2, 1, 3, so
   // sub-rank 0 -> 1 is rank 0 -> 2, across the nodes.
   const cost::Topology t = TwoNodesOfTwo();
   Options o;
   o.clock = ClockOptions{t, cost::Algorithm::kRing, /*compute_scale=*/0};
-  RunResult r = sim::Run(
+  RunResult r = RunRanks(
       4,
       [](int rank, comm::Communicator& comm) -> absl::Status {
         const int key = rank == 1 ? 2 : rank == 2 ? 1 : rank;
@@ -238,10 +241,10 @@ TEST(ClockTest, SendRecvOnASubCommunicatorCostTheirGpusHop) {
   EXPECT_DOUBLE_EQ(r.clocks[3].now_s, SplitSeconds(t));
 }
 
-TEST(ClockTest, MeasuredComputeIsCharged) {
+TEST_P(ClockTest, MeasuredComputeIsCharged) {
   Options o = ClockOn(2);
   o.clock->compute_scale = 1;
-  RunResult r = sim::Run(
+  RunResult r = RunRanks(
       2,
       [](int, comm::Communicator& comm) -> absl::Status {
         // Some CPU work on this thread (its amount, not its speed, matters).
@@ -270,8 +273,13 @@ void Burn(double seconds, bool as_math_kernel) {
 
 // Rank 0 computes in "math kernels", rank 1 outside them; returns their
 // charged compute with the given scales.
-std::vector<double> ChargedCompute(double compute_scale, double memory_scale) {
+std::vector<double> ChargedCompute(RankExecution mode, double compute_scale,
+                                   double memory_scale) {
   Options o = ClockOn(2);
+  o.ranks = mode;
+  // Fibers: both ranks on one worker, so each burns while the other's CPU
+  // clock must stand still.
+  o.fiber_workers = 1;
   o.clock->compute_scale = compute_scale;
   o.clock->memory_scale = memory_scale;
   RunResult r = sim::Run(
@@ -286,24 +294,24 @@ std::vector<double> ChargedCompute(double compute_scale, double memory_scale) {
   return {r.clocks[0].compute_s, r.clocks[1].compute_s};
 }
 
-TEST(ClockTest, MemoryScaleChargesWorkOutsideMathKernels) {
+TEST_P(ClockTest, MemoryScaleChargesWorkOutsideMathKernels) {
   // Kernel time scaled by compute_scale, the rest by memory_scale. The
   // bounds allow the few microseconds of bookkeeping outside the burn.
-  std::vector<double> c = ChargedCompute(/*compute=*/0, /*memory=*/1);
+  std::vector<double> c = ChargedCompute(mode(), /*compute=*/0, /*memory=*/1);
   EXPECT_LT(c[0], 0.005);
   EXPECT_GE(c[1], 0.02);
-  c = ChargedCompute(/*compute=*/1, /*memory=*/0);
+  c = ChargedCompute(mode(), /*compute=*/1, /*memory=*/0);
   EXPECT_GE(c[0], 0.02);
   EXPECT_LT(c[1], 0.005);
   // Without a memory term both kinds of work are compute.
-  c = ChargedCompute(/*compute=*/1, /*memory=*/-1);
+  c = ChargedCompute(mode(), /*compute=*/1, /*memory=*/-1);
   EXPECT_GE(c[0], 0.02);
   EXPECT_GE(c[1], 0.02);
   EXPECT_FALSE(base::MathTallyOn());  // the run's tally ended with it
 }
 
-TEST(ClockTest, TopologyMustMatchTheWorldSize) {
-  RunResult r = sim::Run(
+TEST_P(ClockTest, TopologyMustMatchTheWorldSize) {
+  RunResult r = RunRanks(
       3, [](int, comm::Communicator&) { return absl::OkStatus(); }, ClockOn(2));
   EXPECT_EQ(r.launch.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(r.launch.message().find("has 2 GPUs but the run has 3 ranks"),
@@ -312,15 +320,17 @@ TEST(ClockTest, TopologyMustMatchTheWorldSize) {
   Options o = ClockOn(2);
   o.clock->compute_scale = -1;
   EXPECT_FALSE(
-      sim::Run(
+      RunRanks(
           2, [](int, comm::Communicator&) { return absl::OkStatus(); }, o)
           .launch.ok());
   o = ClockOn(2);
   o.clock->memory_scale = std::numeric_limits<double>::quiet_NaN();
-  RunResult nan = sim::Run(
+  RunResult nan = RunRanks(
       2, [](int, comm::Communicator&) { return absl::OkStatus(); }, o);
   EXPECT_EQ(nan.launch.code(), absl::StatusCode::kInvalidArgument);
 }
+
+TANDEM_SIM_TEST_BOTH_MODES(ClockTest);
 
 }  // namespace
 }  // namespace tandem::sim

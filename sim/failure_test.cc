@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,7 +25,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-using FailureTest = testing::WatchdogTest;
+using FailureTest = testing::ModeTest;
 
 std::string Msg(const absl::Status& s) { return std::string(s.message()); }
 
@@ -50,11 +51,14 @@ struct MismatchCase {
   std::string rank1_fingerprint;
 };
 
-class MismatchTest : public FailureTest,
-                     public ::testing::WithParamInterface<MismatchCase> {};
+class MismatchTest : public testing::WatchdogTest,
+                     public ::testing::WithParamInterface<
+                         std::tuple<MismatchCase, RankExecution>> {};
 
 TEST_P(MismatchTest, FailsEveryRankShowingBothFingerprints) {
-  const MismatchCase& c = GetParam();
+  const MismatchCase& c = std::get<0>(GetParam());
+  Options options = NoTimeout();
+  options.ranks = std::get<1>(GetParam());
   RunResult result = sim::Run(
       2,
       [&](int rank, comm::Communicator& comm) {
@@ -66,7 +70,7 @@ TEST_P(MismatchTest, FailsEveryRankShowingBothFingerprints) {
                       : c.rank1(comm, buf);
         return work->Wait();
       },
-      NoTimeout());
+      options);
   const std::string both = absl::StrCat(
       "collective mismatch at collective #0: rank 0 issued #0 AllReduce(f32 x "
       "8, sum) but rank 1 issued ",
@@ -80,46 +84,53 @@ TEST_P(MismatchTest, FailsEveryRankShowingBothFingerprints) {
 
 INSTANTIATE_TEST_SUITE_P(
     Sim, MismatchTest,
-    ::testing::Values(
-        MismatchCase{"Op",
-                     [](comm::Communicator& comm, std::vector<float>& b) {
-                       return comm.Broadcast(
-                           comm::HostView(b.data(), 8, comm::DType::kF32), 0);
-                     },
-                     "#0 Broadcast(f32 x 8, root 0)"},
-        MismatchCase{"DType",
-                     [](comm::Communicator& comm, std::vector<float>& b) {
-                       return comm.AllReduce(
-                           comm::HostView(b.data(), 8, comm::DType::kI32),
-                           comm::ReduceOp::kSum);
-                     },
-                     "#0 AllReduce(i32 x 8, sum)"},
-        MismatchCase{"Count",
-                     [](comm::Communicator& comm, std::vector<float>& b) {
-                       return comm.AllReduce(
-                           comm::HostView(b.data(), 9, comm::DType::kF32),
-                           comm::ReduceOp::kSum);
-                     },
-                     "#0 AllReduce(f32 x 9, sum)"},
-        MismatchCase{"ReduceOp",
-                     [](comm::Communicator& comm, std::vector<float>& b) {
-                       return comm.AllReduce(
-                           comm::HostView(b.data(), 8, comm::DType::kF32),
-                           comm::ReduceOp::kMax);
-                     },
-                     "#0 AllReduce(f32 x 8, max)"},
-        MismatchCase{"Barrier",
-                     [](comm::Communicator& comm, std::vector<float>&) {
-                       // Barrier() waits itself; return its status as a Work.
-                       return comm::MakeCompletedWork(comm.Barrier());
-                     },
-                     "#0 Barrier()"}),
-    [](const ::testing::TestParamInfo<MismatchCase>& info) {
-      return info.param.name;
+    ::testing::Combine(
+        ::testing::Values(
+            MismatchCase{"Op",
+                         [](comm::Communicator& comm, std::vector<float>& b) {
+                           return comm.Broadcast(
+                               comm::HostView(b.data(), 8, comm::DType::kF32),
+                               0);
+                         },
+                         "#0 Broadcast(f32 x 8, root 0)"},
+            MismatchCase{"DType",
+                         [](comm::Communicator& comm, std::vector<float>& b) {
+                           return comm.AllReduce(
+                               comm::HostView(b.data(), 8, comm::DType::kI32),
+                               comm::ReduceOp::kSum);
+                         },
+                         "#0 AllReduce(i32 x 8, sum)"},
+            MismatchCase{"Count",
+                         [](comm::Communicator& comm, std::vector<float>& b) {
+                           return comm.AllReduce(
+                               comm::HostView(b.data(), 9, comm::DType::kF32),
+                               comm::ReduceOp::kSum);
+                         },
+                         "#0 AllReduce(f32 x 9, sum)"},
+            MismatchCase{"ReduceOp",
+                         [](comm::Communicator& comm, std::vector<float>& b) {
+                           return comm.AllReduce(
+                               comm::HostView(b.data(), 8, comm::DType::kF32),
+                               comm::ReduceOp::kMax);
+                         },
+                         "#0 AllReduce(f32 x 8, max)"},
+            MismatchCase{"Barrier",
+                         [](comm::Communicator& comm, std::vector<float>&) {
+                           // Barrier() waits itself; return its status as a
+                           // Work.
+                           return comm::MakeCompletedWork(comm.Barrier());
+                         },
+                         "#0 Barrier()"}),
+        ::testing::Values(RankExecution::kThreads, RankExecution::kFibers)),
+    [](const ::testing::TestParamInfo<std::tuple<MismatchCase, RankExecution>>&
+           info) {
+      return std::get<0>(info.param).name +
+             (std::get<1>(info.param) == RankExecution::kFibers ? "Fibers"
+                                                                : "Threads");
     });
 
-TEST_F(FailureTest, RootMismatchNamesBothRoots) {
-  RunResult result = sim::Run(
+TEST_P(FailureTest, RootMismatchNamesBothRoots) {
+  RunResult result = RunRanks(
       2,
       [](int rank, comm::Communicator& comm) {
         std::vector<float> b = Ones(4);
@@ -133,9 +144,9 @@ TEST_F(FailureTest, RootMismatchNamesBothRoots) {
   }
 }
 
-TEST_F(FailureTest, MismatchLaterInTheStreamNamesTheOddRank) {
+TEST_P(FailureTest, MismatchLaterInTheStreamNamesTheOddRank) {
   // Three ranks agree on #0; at #1 rank 2 issues a Barrier instead.
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       3,
       [](int rank, comm::Communicator& comm) {
         std::vector<float> b = Ones(4);
@@ -157,8 +168,8 @@ TEST_F(FailureTest, MismatchLaterInTheStreamNamesTheOddRank) {
   }
 }
 
-TEST_F(FailureTest, SendRecvCountMismatch) {
-  RunResult result = sim::Run(
+TEST_P(FailureTest, SendRecvCountMismatch) {
+  RunResult result = RunRanks(
       2,
       [](int rank, comm::Communicator& comm) {
         std::vector<float> b = Ones(9);
@@ -181,11 +192,11 @@ TEST_F(FailureTest, SendRecvCountMismatch) {
 
 // ------------------------------------------------------------- timeout ---
 
-TEST_F(FailureTest, TimeoutNamesTheRanksThatNeverArrived) {
+TEST_P(FailureTest, TimeoutNamesTheRanksThatNeverArrived) {
   testing::Latch rank0_timed_out(1);
   Options options;
   options.timeout = absl::Milliseconds(200);
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       3,
       [&](int rank, comm::Communicator& comm) {
         std::vector<float> b = Ones(4);
@@ -212,11 +223,11 @@ TEST_F(FailureTest, TimeoutNamesTheRanksThatNeverArrived) {
 }
 
 // With many absent ranks the message names the first 8 and counts the rest.
-TEST_F(FailureTest, TimeoutNamesAtMostEightRanks) {
+TEST_P(FailureTest, TimeoutNamesAtMostEightRanks) {
   testing::Latch rank0_timed_out(1);
   Options options;
   options.timeout = absl::Milliseconds(200);
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       12,
       [&](int rank, comm::Communicator& comm) {
         if (rank != 0) {
@@ -238,11 +249,11 @@ TEST_F(FailureTest, TimeoutNamesAtMostEightRanks) {
                     ::testing::Not(HasSubstr("rank 9 ("))));
 }
 
-TEST_F(FailureTest, RecvTimeoutNamesTheMissingSender) {
+TEST_P(FailureTest, RecvTimeoutNamesTheMissingSender) {
   testing::Latch done(1);
   Options options;
   options.timeout = absl::Milliseconds(100);
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       2,
       [&](int rank, comm::Communicator& comm) {
         std::vector<float> b = Ones(4);
@@ -266,8 +277,8 @@ TEST_F(FailureTest, RecvTimeoutNamesTheMissingSender) {
 
 // ------------------------------------------------ ranks that stop early ---
 
-TEST_F(FailureTest, RankThatReturnsEarlyFailsTheWaitersAtOnce) {
-  RunResult result = sim::Run(
+TEST_P(FailureTest, RankThatReturnsEarlyFailsTheWaitersAtOnce) {
+  RunResult result = RunRanks(
       3,
       [](int rank, comm::Communicator& comm) {
         std::vector<float> b = Ones(4);
@@ -290,8 +301,8 @@ TEST_F(FailureTest, RankThatReturnsEarlyFailsTheWaitersAtOnce) {
   }
 }
 
-TEST_F(FailureTest, RankErrorAbortsPendingAndFutureCollectives) {
-  RunResult result = sim::Run(
+TEST_P(FailureTest, RankErrorAbortsPendingAndFutureCollectives) {
+  RunResult result = RunRanks(
       3,
       [](int rank, comm::Communicator& comm) -> absl::Status {
         std::vector<float> b = Ones(4);
@@ -322,8 +333,8 @@ TEST_F(FailureTest, RankErrorAbortsPendingAndFutureCollectives) {
   EXPECT_EQ(result.status().message(), "rank 2: no data for rank 2");
 }
 
-TEST_F(FailureTest, RankThatThrowsAbortsTheOthers) {
-  RunResult result = sim::Run(
+TEST_P(FailureTest, RankThatThrowsAbortsTheOthers) {
+  RunResult result = RunRanks(
       2,
       [](int rank, comm::Communicator& comm) -> absl::Status {
         if (rank == 1) throw std::runtime_error("kaboom");
@@ -342,11 +353,11 @@ TEST_F(FailureTest, RankThatThrowsAbortsTheOthers) {
                         "exception: kaboom"));
 }
 
-TEST_F(FailureTest, ThrowingWithAWorkInFlightAbortsAtOnce) {
+TEST_P(FailureTest, ThrowingWithAWorkInFlightAbortsAtOnce) {
   // Rank 1 leaves its AllReduce in flight and throws. Rank 0 never joins the
   // AllReduce; it waits for a message rank 1 will never send, and must be
   // released by the abort, not by a timeout.
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       2,
       [](int rank, comm::Communicator& comm) -> absl::Status {
         std::vector<float> b = Ones(4);
@@ -368,11 +379,11 @@ TEST_F(FailureTest, ThrowingWithAWorkInFlightAbortsAtOnce) {
 
 // ------------------------------------------------------ injected faults ---
 
-TEST_F(FailureTest, InjectedFailureAtTheKthCollective) {
+TEST_P(FailureTest, InjectedFailureAtTheKthCollective) {
   Options options = NoTimeout();
   options.faults = {Fault::FailAt(/*rank=*/1, /*collective=*/2)};
   std::vector<int> completed(3, 0);
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       3,
       [&](int rank, comm::Communicator& comm) -> absl::Status {
         for (int k = 0; k < 4; ++k) {
@@ -401,11 +412,11 @@ TEST_F(FailureTest, InjectedFailureAtTheKthCollective) {
   EXPECT_EQ(completed, (std::vector<int>{2, 2, 2}));
 }
 
-TEST_F(FailureTest, InjectedDelayShorterThanTheTimeoutIsHarmless) {
+TEST_P(FailureTest, InjectedDelayShorterThanTheTimeoutIsHarmless) {
   Options options = NoTimeout();
   options.faults = {Fault::DelayAt(1, 0, absl::Milliseconds(30)),
                     Fault::DelayAt(0, 1, absl::Milliseconds(30))};
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       2,
       [](int, comm::Communicator& comm) -> absl::Status {
         for (int k = 0; k < 3; ++k) {
@@ -424,12 +435,12 @@ TEST_F(FailureTest, InjectedDelayShorterThanTheTimeoutIsHarmless) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(FailureTest, InjectedDelayLongerThanTheTimeoutTimesOut) {
+TEST_P(FailureTest, InjectedDelayLongerThanTheTimeoutTimesOut) {
   Options options;
   options.timeout = absl::Milliseconds(100);
   // A ten-minute straggler: its sleep ends when the run aborts.
   options.faults = {Fault::DelayAt(1, 0, absl::Minutes(10))};
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       2,
       [](int, comm::Communicator& comm) {
         std::vector<float> b = Ones(4);
@@ -444,6 +455,8 @@ TEST_F(FailureTest, InjectedDelayLongerThanTheTimeoutTimesOut) {
       HasSubstr("rank 1 (it has issued 0 collectives) never issued it"));
   EXPECT_EQ(result.ranks[1].code(), absl::StatusCode::kDeadlineExceeded);
 }
+
+TANDEM_SIM_TEST_BOTH_MODES(FailureTest);
 
 }  // namespace
 }  // namespace tandem::sim

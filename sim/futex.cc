@@ -4,7 +4,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <thread>
+
+#include "sim/fiber.h"
 
 #if defined(__linux__)
 #include <linux/futex.h>
@@ -18,6 +21,68 @@ namespace tandem::sim::internal {
 static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) &&
                   std::atomic<uint32_t>::is_always_lock_free,
               "the futex word must be a plain 32-bit integer");
+
+void EventWord::SleepFiber(void* fiber, uint32_t seen, Deadline deadline) {
+  FiberWaiter me;
+  me.fiber = fiber;
+  {
+    std::lock_guard<std::mutex> lock(fiber_mu_);
+    // Announce, then check: a Signal either bumped the generation before
+    // (seen here) or finds fiber_sleepers_ > 0 and takes this lock after us.
+    fiber_sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    if (gen_.load(std::memory_order_seq_cst) != seen) {
+      fiber_sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+      return;
+    }
+    me.prev = fiber_tail_;
+    if (fiber_tail_ != nullptr) {
+      fiber_tail_->next = &me;
+    } else {
+      fiber_head_ = &me;
+    }
+    fiber_tail_ = &me;
+    me.linked.store(true, std::memory_order_relaxed);
+  }
+  // No deadline: an hour at most per park, as for threads (callers loop).
+  // A finite deadline needs no clock read here.
+  ParkCurrentFiber(deadline != Deadline::max()
+                       ? deadline
+                       : std::chrono::steady_clock::now() +
+                             std::chrono::hours(1));
+  // Usually a Signal unlinked us: no lock (8192 waking fibers would all
+  // queue for it). Woken by the timer (or an unpark meant for an older
+  // wait), we are still on the list and unlink ourselves.
+  if (!me.linked.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(fiber_mu_);
+  if (me.linked.load(std::memory_order_relaxed)) {
+    (me.prev != nullptr ? me.prev->next : fiber_head_) = me.next;
+    (me.next != nullptr ? me.next->prev : fiber_tail_) = me.prev;
+    me.linked.store(false, std::memory_order_relaxed);
+    fiber_sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+void EventWord::WakeFibers(int n) {
+  // Wake-ups of fibers pinned to other workers are handed over in one
+  // batch per worker when `batch` goes out of scope (after the lock).
+  UnparkBatch batch;
+  std::lock_guard<std::mutex> lock(fiber_mu_);
+  for (int i = 0; i < n && fiber_head_ != nullptr; ++i) {
+    FiberWaiter* w = fiber_head_;
+    fiber_head_ = w->next;
+    if (fiber_head_ != nullptr) {
+      fiber_head_->prev = nullptr;
+    } else {
+      fiber_tail_ = nullptr;
+    }
+    // Read before unlinking: once unlinked, the waiter's frame may go away
+    // as soon as its fiber runs.
+    Fiber* fiber = static_cast<Fiber*>(w->fiber);
+    w->linked.store(false, std::memory_order_release);
+    fiber_sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+    batch.Unpark(fiber);
+  }
+}
 
 #if defined(__linux__)
 
@@ -42,6 +107,10 @@ uint32_t* Address(std::atomic<uint32_t>& word) {
 }  // namespace
 
 void EventWord::Sleep(uint32_t seen, Deadline deadline) {
+  if (Fiber* fiber = CurrentFiber()) {
+    SleepFiber(fiber, seen, deadline);
+    return;
+  }
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   // Re-read after announcing ourselves: a Signal() that bumped the
   // generation before it saw us as a sleeper is caught here.
@@ -60,6 +129,9 @@ void EventWord::Sleep(uint32_t seen, Deadline deadline) {
 
 void EventWord::Signal(int n) {
   gen_.fetch_add(1, std::memory_order_seq_cst);
+  if (fiber_sleepers_.load(std::memory_order_seq_cst) != 0) {
+    WakeFibers(std::max(1, n));
+  }
   if (sleepers_.load(std::memory_order_seq_cst) == 0) return;
   syscall(SYS_futex, Address(gen_), FUTEX_WAKE_PRIVATE, std::max(1, n), nullptr,
           nullptr, 0);
@@ -69,6 +141,10 @@ void EventWord::Signal(int n) {
 
 // Without futexes: a short timed nap (correct, slower to wake).
 void EventWord::Sleep(uint32_t seen, Deadline deadline) {
+  if (Fiber* fiber = CurrentFiber()) {
+    SleepFiber(fiber, seen, deadline);
+    return;
+  }
   sleepers_.fetch_add(1, std::memory_order_seq_cst);
   if (gen_.load(std::memory_order_seq_cst) == seen) {
     std::this_thread::sleep_until(std::min(
@@ -78,7 +154,12 @@ void EventWord::Sleep(uint32_t seen, Deadline deadline) {
   sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void EventWord::Signal(int) { gen_.fetch_add(1, std::memory_order_seq_cst); }
+void EventWord::Signal(int n) {
+  gen_.fetch_add(1, std::memory_order_seq_cst);
+  if (fiber_sleepers_.load(std::memory_order_seq_cst) != 0) {
+    WakeFibers(std::max(1, n));
+  }
+}
 
 #endif
 

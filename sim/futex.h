@@ -17,6 +17,12 @@
 //     word.Sleep(gen, deadline);
 //   }
 //
+// The sim's one waiting interface, for both ways of running ranks: on an OS
+// thread Sleep is a futex wait; on a fiber (sim/fiber.h, Options::ranks =
+// kFibers) it parks the fiber on the word's own list and lets its worker
+// run other fibers, with the deadline on the worker's timer. Signal wakes
+// both kinds of sleeper.
+//
 // Thread-safe. Sleep may return early (a spurious or shared wake-up): callers
 // re-check their condition in a loop.
 #ifndef TANDEM_SIM_FUTEX_H_
@@ -25,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 
 namespace tandem::sim::internal {
 
@@ -44,13 +51,35 @@ class EventWord {
   // Bumps the generation and wakes at most `n` sleepers (n >= 1).
   void Signal(int n);
 
-  // Threads inside Sleep() now (an upper bound while they enter or leave).
-  int sleepers() const { return sleepers_.load(std::memory_order_seq_cst); }
+  // Threads and fibers inside Sleep() now (an upper bound while they enter
+  // or leave).
+  int sleepers() const {
+    return sleepers_.load(std::memory_order_seq_cst) +
+           fiber_sleepers_.load(std::memory_order_seq_cst);
+  }
 
  private:
+  // A parked fiber, on its own stack while it sleeps.
+  struct FiberWaiter {
+    void* fiber = nullptr;  // sim::internal::Fiber
+    FiberWaiter* prev = nullptr;
+    FiberWaiter* next = nullptr;
+    // Set and cleared under fiber_mu_; the woken fiber reads it without the
+    // lock (once cleared it stays cleared).
+    std::atomic<bool> linked{false};
+  };
+  void SleepFiber(void* fiber, uint32_t seen, Deadline deadline);
+  void WakeFibers(int n);
+
   static constexpr int kAll = 0x7fffffff;
   std::atomic<uint32_t> gen_{0};
   std::atomic<int32_t> sleepers_{0};
+  // Fibers announced (counted before they check the generation, like
+  // sleepers_) and parked on the list.
+  std::atomic<int32_t> fiber_sleepers_{0};
+  std::mutex fiber_mu_;  // guards the list; never held across a park
+  FiberWaiter* fiber_head_ = nullptr;
+  FiberWaiter* fiber_tail_ = nullptr;
 };
 
 }  // namespace tandem::sim::internal

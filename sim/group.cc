@@ -34,8 +34,11 @@ bool IsPointToPoint(comm::OpKind op) {
   return op == comm::OpKind::kSend || op == comm::OpKind::kRecv;
 }
 
-// Spinning only pays while every rank can have a core of its own.
-absl::Duration EffectiveSpin(int world_size, absl::Duration spin) {
+// Spinning only pays while every rank can have a core of its own (never on
+// fibers: a spinning fiber holds its worker).
+absl::Duration EffectiveSpin(int world_size, const Options& options) {
+  const absl::Duration spin = options.spin;
+  if (options.ranks == RankExecution::kFibers) return absl::ZeroDuration();
   const unsigned hw = std::thread::hardware_concurrency();
   if (hw == 0 || static_cast<unsigned>(world_size) > hw) {
     return absl::ZeroDuration();
@@ -43,24 +46,39 @@ absl::Duration EffectiveSpin(int world_size, absl::Duration spin) {
   return std::max(spin, absl::ZeroDuration());
 }
 
+// With fibers the workers are the only helpers and a woken helper costs a
+// switch, not a kernel wake-up: slices small enough that every worker gets
+// one of a 4 KiB all-reduce (no smaller than 1 KiB).
+int64_t MinSliceBytes(const Options& options) {
+  if (options.ranks != RankExecution::kFibers) return Slot::kMinSliceBytes;
+  const int64_t workers =
+      options.fiber_workers > 0
+          ? options.fiber_workers
+          : std::max(1u, std::thread::hardware_concurrency());
+  return std::max<int64_t>(1 << 10, Slot::kMinSliceBytes / workers);
+}
+
 }  // namespace
 
 Deadline DeadlineAfter(absl::Duration d) {
+  // Beyond ~100 years is "never" (and would overflow the clock); no clock
+  // read for it.
+  if (d > absl::Hours(24 * 365 * 100)) return Deadline::max();
   const Deadline now = Clock::now();
   if (d <= absl::ZeroDuration()) return now;
-  // Beyond ~100 years is "never" (and would overflow the clock).
-  if (d > absl::Hours(24 * 365 * 100)) return Deadline::max();
   return now + absl::ToChronoNanoseconds(d);
 }
 
 // ----------------------------------------------------------------- Slot ---
 
 Slot::Slot(const comm::Fingerprint& reference,
-           std::vector<int> participant_ranks, int world_size)
+           std::vector<int> participant_ranks, int world_size,
+           int64_t min_slice_bytes)
     : reference_(reference),
       participant_ranks_(std::move(participant_ranks)),
       world_size_(world_size),
       elem_size_(std::max<int64_t>(1, comm::DTypeSize(reference.dtype))),
+      min_slice_bytes_(min_slice_bytes),
       endpoints_(participant_ranks_.size()),
       has_posted_(
           std::make_unique<std::atomic<char>[]>(participant_ranks_.size())) {
@@ -81,7 +99,7 @@ void Slot::Plan() {
       // every rank's buffer (a TLB miss each); bigger slices leave the
       // higher groups empty instead. Same arithmetic per element either way.
       const int64_t quantum =
-          std::max(align, kMinSliceBytes / elem_size_ / align * align);
+          std::max(align, min_slice_bytes_ / elem_size_ / align * align);
       group_begin_.resize(n + 1);
       for (int g = 0; g < n; ++g) {
         const int64_t even =
@@ -251,7 +269,8 @@ Group::Group(int world_size, const Options& options)
 Group::Group(int world_size, const Options& options, Group* parent)
     : world_size_(world_size),
       options_(options),
-      spin_(EffectiveSpin(world_size, options.spin)),
+      spin_(EffectiveSpin(world_size, options)),
+      min_slice_bytes_(MinSliceBytes(options)),
       parent_(parent),
       sleeping_on_(std::make_unique<std::atomic<const Slot*>[]>(world_size)),
       ring_(std::make_unique<RingEntry[]>(kRing)),
@@ -301,7 +320,8 @@ std::shared_ptr<Slot> Group::FindOrCreateCollective(
   // size)); the null entry keeps others from building their own.
   std::vector<int> ranks(world_size_);
   for (int r = 0; r < world_size_; ++r) ranks[r] = r;
-  auto created = std::make_shared<Slot>(fp, std::move(ranks), world_size_);
+  auto created = std::make_shared<Slot>(fp, std::move(ranks), world_size_,
+                                        min_slice_bytes_);
   created->first_rank_ = rank;
   std::unique_lock<std::mutex> lock = Lock();
   open_collectives_[fp.seq] = created;
@@ -614,7 +634,10 @@ void Group::WakeHelpers(const Slot& slot) {
   // it is all done. At least one is woken even for a single task: the last
   // poster may wait on another operation first, and this one must still
   // complete.
-  const int64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const int64_t hw = std::max<int64_t>(
+      1, options_.ranks == RankExecution::kFibers && options_.fiber_workers > 0
+             ? options_.fiber_workers
+             : std::thread::hardware_concurrency());
   slot.event_.Signal(static_cast<int>(std::min(hw, slot.total_tasks_)));
 }
 

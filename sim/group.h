@@ -84,8 +84,10 @@ class Slot : public std::enable_shared_from_this<Slot> {
 
   // `participant_ranks`: who takes part, by participant index (all ranks for
   // a collective; {sender, receiver} for a Send/Recv pair).
+  // `min_slice_bytes`: the fewest bytes of an all-reduce slice (bar the
+  // last); the results do not depend on it, only who computes which slice.
   Slot(const comm::Fingerprint& reference, std::vector<int> participant_ranks,
-       int world_size);
+       int world_size, int64_t min_slice_bytes = kMinSliceBytes);
 
   // The first poster's fingerprint.
   const comm::Fingerprint& reference() const { return reference_; }
@@ -128,6 +130,7 @@ class Slot : public std::enable_shared_from_this<Slot> {
   const std::vector<int> participant_ranks_;
   const int world_size_;
   const int64_t elem_size_;
+  const int64_t min_slice_bytes_;
   int64_t chunk_elems_ = 1;
 
   // Posting: each participant writes its own entries, then counts itself in
@@ -279,7 +282,10 @@ class Group {
 
   const int world_size_;
   const Options options_;
-  const absl::Duration spin_;      // zero when ranks > hardware threads
+  const absl::Duration spin_;  // zero when ranks > hardware threads
+  // Slot's min_slice_bytes: with fibers, small enough that each worker has
+  // a slice of a 4 KiB all-reduce to reduce.
+  const int64_t min_slice_bytes_;
   Group* const parent_ = nullptr;  // the group this one was split from
 
   mutable std::mutex mu_;

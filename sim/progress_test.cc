@@ -24,17 +24,17 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-using ProgressTest = testing::WatchdogTest;
+using ProgressTest = testing::ModeTest;
 
 absl::Status Expect(bool ok, const std::string& what) {
   return ok ? absl::OkStatus() : absl::InternalError(what);
 }
 
-TEST_F(ProgressTest, ARankThatWaitsFinishesTheWorkOfABusyRank) {
+TEST_P(ProgressTest, ARankThatWaitsFinishesTheWorkOfABusyRank) {
   // Rank 1 issues the all-reduce and then stays busy until rank 0's Wait has
   // returned: rank 0 must have moved all the data, rank 1's included.
   testing::Latch rank0_done(1);
-  RunResult result = sim::Run(2, [&](int rank, comm::Communicator& comm) {
+  RunResult result = RunRanks(2, [&](int rank, comm::Communicator& comm) {
     std::vector<float> v(1 << 20, static_cast<float>(rank + 1));
     std::unique_ptr<comm::Work> work =
         comm.AllReduce(comm::HostView(absl::MakeSpan(v)), comm::ReduceOp::kSum);
@@ -53,8 +53,8 @@ TEST_F(ProgressTest, ARankThatWaitsFinishesTheWorkOfABusyRank) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(ProgressTest, PollingIsCompletedAloneMakesProgress) {
-  RunResult result = sim::Run(3, [](int rank, comm::Communicator& comm) {
+TEST_P(ProgressTest, PollingIsCompletedAloneMakesProgress) {
+  RunResult result = RunRanks(3, [](int rank, comm::Communicator& comm) {
     std::vector<int64_t> v(100000, rank);
     std::unique_ptr<comm::Work> work =
         comm.AllReduce(comm::HostView(absl::MakeSpan(v)), comm::ReduceOp::kMax);
@@ -66,9 +66,9 @@ TEST_F(ProgressTest, PollingIsCompletedAloneMakesProgress) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(ProgressTest, WaitTimeoutLeavesTheWorkInFlight) {
+TEST_P(ProgressTest, WaitTimeoutLeavesTheWorkInFlight) {
   testing::Latch first_wait_timed_out(1);
-  RunResult result = sim::Run(2, [&](int rank, comm::Communicator& comm) {
+  RunResult result = RunRanks(2, [&](int rank, comm::Communicator& comm) {
     std::vector<float> v(8, 1.0f);
     if (rank == 1) first_wait_timed_out.Wait();
     std::unique_ptr<comm::Work> work =
@@ -93,10 +93,10 @@ TEST_F(ProgressTest, WaitTimeoutLeavesTheWorkInFlight) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(ProgressTest, ManyOutstandingWaitedInReverse) {
+TEST_P(ProgressTest, ManyOutstandingWaitedInReverse) {
   // DDP's pattern: one all-reduce per bucket during backward, all waited at
   // the end of the step, here in the opposite order on odd ranks.
-  RunResult result = sim::Run(4, [](int rank, comm::Communicator& comm) {
+  RunResult result = RunRanks(4, [](int rank, comm::Communicator& comm) {
     const int buckets = 12;
     std::vector<std::vector<float>> grads;
     std::vector<std::unique_ptr<comm::Work>> works;
@@ -120,8 +120,8 @@ TEST_F(ProgressTest, ManyOutstandingWaitedInReverse) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(ProgressTest, DestroyingAnUnwaitedWorkCompletesIt) {
-  RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) {
+TEST_P(ProgressTest, DestroyingAnUnwaitedWorkCompletesIt) {
+  RunResult result = RunRanks(2, [](int rank, comm::Communicator& comm) {
     std::vector<float> v(1000, 2.0f);
     {
       std::unique_ptr<comm::Work> work = comm.AllReduce(
@@ -135,8 +135,8 @@ TEST_F(ProgressTest, DestroyingAnUnwaitedWorkCompletesIt) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(ProgressTest, OverlappingOutstandingBuffersAreRejected) {
-  RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) {
+TEST_P(ProgressTest, OverlappingOutstandingBuffersAreRejected) {
+  RunResult result = RunRanks(2, [](int rank, comm::Communicator& comm) {
     std::vector<float> v(100, 1.0f);
     auto all = comm::HostView(absl::MakeSpan(v));
     std::unique_ptr<comm::Work> first =
@@ -177,8 +177,8 @@ TEST_F(ProgressTest, OverlappingOutstandingBuffersAreRejected) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(ProgressTest, DeviceMemoryIsAnArgumentError) {
-  RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) {
+TEST_P(ProgressTest, DeviceMemoryIsAnArgumentError) {
+  RunResult result = RunRanks(2, [](int rank, comm::Communicator& comm) {
     std::vector<float> v(4);
     comm::BufferView device{v.data(), 4, comm::DType::kF32,
                             comm::MemorySpace::kCuda, rank};
@@ -196,8 +196,8 @@ TEST_F(ProgressTest, DeviceMemoryIsAnArgumentError) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(ProgressTest, WorldOfOneCompletesAtOnce) {
-  RunResult result = sim::Run(1, [](int, comm::Communicator& comm) {
+TEST_P(ProgressTest, WorldOfOneCompletesAtOnce) {
+  RunResult result = RunRanks(1, [](int, comm::Communicator& comm) {
     std::vector<double> v(10, 3.0), out(10);
     if (absl::Status s = comm.AllReduce(comm::HostView(absl::MakeSpan(v)),
                                         comm::ReduceOp::kAvg)
@@ -215,6 +215,8 @@ TEST_F(ProgressTest, WorldOfOneCompletesAtOnce) {
   });
   EXPECT_TRUE(result.ok()) << result.status();
 }
+
+TANDEM_SIM_TEST_BOTH_MODES(ProgressTest);
 
 }  // namespace
 }  // namespace tandem::sim

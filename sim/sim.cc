@@ -1,10 +1,12 @@
 #include "sim/sim.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include "comm/rank_printer.h"
 #include "comm/validate.h"
 #include "sim/cost/topology.h"
+#include "sim/fiber.h"
 #include "sim/group.h"
 #include "sim/options.h"
 #include "sim/rank_thread.h"
@@ -50,6 +53,12 @@ absl::Status ValidateOptions(int world_size, const Options& options) {
         "sim::Run: Options::stack_bytes must be >= 0 (0: the system "
         "default); found ",
         options.stack_bytes));
+  }
+  if (options.fiber_workers < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sim::Run: Options::fiber_workers must be >= 0 (0: one per "
+        "hardware thread); found ",
+        options.fiber_workers));
   }
   if (options.spin < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -160,35 +169,71 @@ RunResult Run(int world_size, const RankFn& fn, const Options& options) {
   }
 
   result.ranks.assign(world_size, absl::OkStatus());
-  std::vector<std::unique_ptr<internal::RankThread>> threads;
-  threads.reserve(world_size);
-  for (int r = 0; r < world_size; ++r) {
-    absl::StatusOr<std::unique_ptr<internal::RankThread>> thread =
-        internal::RankThread::Start(
-            [&, r] {
-              internal::SetCurrentThreadName(comm::RankName(r));
-              absl::Status status = RunRank(fn, r, *comms[r]);
-              if (!status.ok()) {
-                group.Abort(absl::AbortedError(absl::StrCat(
-                    "sim: rank ", r, " failed: ", status.ToString())));
-              }
-              group.MarkExited(r);
-              result.ranks[r] = std::move(status);
-            },
-            options.stack_bytes);
-    if (!thread.ok()) {
-      // Could not start a thread: stop the ranks that did start.
-      result.launch = absl::Status(
-          thread.status().code(),
-          absl::StrCat("sim::Run: could not start the thread of rank ", r,
-                       " of ", world_size, ": ", thread.status().message()));
-      group.Abort(absl::AbortedError(result.launch.ToString()));
-      for (int q = r; q < world_size; ++q) group.MarkExited(q);
-      break;
+  // What rank r runs, on its thread or fiber.
+  auto body = [&](int r) {
+    absl::Status status = RunRank(fn, r, *comms[r]);
+    if (!status.ok()) {
+      group.Abort(absl::AbortedError(
+          absl::StrCat("sim: rank ", r, " failed: ", status.ToString())));
     }
-    threads.push_back(*std::move(thread));
+    group.MarkExited(r);
+    result.ranks[r] = std::move(status);
+  };
+  // Could not start rank r: stop the ranks that did start.
+  auto fail_launch = [&](int r, const absl::Status& why, const char* what) {
+    result.launch =
+        absl::Status(why.code(), absl::StrCat("sim::Run: could not start the ",
+                                              what, " of rank ", r, " of ",
+                                              world_size, ": ", why.message()));
+    group.Abort(absl::AbortedError(result.launch.ToString()));
+    for (int q = r; q < world_size; ++q) group.MarkExited(q);
+  };
+  if (options.ranks == RankExecution::kFibers) {
+    internal::FiberScheduler::Config config;
+    const int workers =
+        options.fiber_workers > 0
+            ? options.fiber_workers
+            : static_cast<int>(std::thread::hardware_concurrency());
+    config.workers = std::clamp(workers, 1, world_size);
+    // 0 means "the system default" for threads: 8 MiB, as there.
+    config.stack_bytes =
+        options.stack_bytes > 0 ? options.stack_bytes : int64_t{8} << 20;
+    // Per-fiber CPU time costs two clock reads per switch: only for the
+    // network clock, the one reader.
+    config.track_cpu = options.clock.has_value();
+    internal::FiberScheduler scheduler(config);
+    for (int r = 0; r < world_size; ++r) {
+      // Contiguous blocks of ranks per worker: the group's per-rank arrays
+      // (posted flags, endpoints, sleeping slots) are then written by one
+      // core per cache line, not by both in turn.
+      const int worker = static_cast<int>(static_cast<int64_t>(r) *
+                                          config.workers / world_size);
+      if (absl::Status s = scheduler.Spawn([&body, r] { body(r); }, worker);
+          !s.ok()) {
+        fail_launch(r, s, "fiber");
+        break;
+      }
+    }
+    scheduler.Run();
+  } else {
+    std::vector<std::unique_ptr<internal::RankThread>> threads;
+    threads.reserve(world_size);
+    for (int r = 0; r < world_size; ++r) {
+      absl::StatusOr<std::unique_ptr<internal::RankThread>> thread =
+          internal::RankThread::Start(
+              [&body, r] {
+                internal::SetCurrentThreadName(comm::RankName(r));
+                body(r);
+              },
+              options.stack_bytes);
+      if (!thread.ok()) {
+        fail_launch(r, thread.status(), "thread");
+        break;
+      }
+      threads.push_back(*std::move(thread));
+    }
+    for (auto& t : threads) t->Join();
   }
-  for (auto& t : threads) t->Join();
   if (options.clock.has_value()) {
     result.clocks.reserve(world_size);
     for (const auto& c : comms) result.clocks.push_back(c->clock()->Read());

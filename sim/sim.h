@@ -1,5 +1,7 @@
 // The simulated cluster: N ranks as threads in one process, like
-// torch.multiprocessing.spawn, each with a Communicator (backend "sim").
+// torch.multiprocessing.spawn, each with a Communicator (backend "sim"), or
+// as user-space fibers on one worker thread per core (Options::ranks =
+// RankExecution::kFibers; see options.h for what a fiber rank may not do).
 //
 //   sim::RunResult result = sim::Run(4, [](int rank, comm::Communicator& comm)
 //                                           -> absl::Status {
@@ -67,8 +69,9 @@ struct RunResult {
   absl::Status status() const;
 };
 
-// Runs fn(rank, comm) for rank = 0 .. world_size - 1, each on its own thread,
-// and returns when every rank's function has returned. Blocks the caller.
+// Runs fn(rank, comm) for rank = 0 .. world_size - 1, each on its own thread
+// (or fiber: Options::ranks), and returns when every rank's function has
+// returned. Blocks the caller.
 // Every Work a rank gets must be destroyed before its function returns (the
 // destructor waits for it; a Work kept past that may outlive the buffers the
 // other ranks' threads still move).

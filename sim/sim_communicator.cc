@@ -19,6 +19,7 @@
 #include "comm/types.h"
 #include "comm/validate.h"
 #include "comm/work.h"
+#include "sim/fiber.h"
 #include "sim/group.h"
 
 namespace tandem::sim::internal {
@@ -91,6 +92,15 @@ SimWork::~SimWork() {
 
 bool SimWork::IsCompleted() {
   if (finished_) return true;
+  if (!Poll()) {
+    // A rank polling in a loop on a fiber must let the others run.
+    YieldIfOnFiber();
+    return false;
+  }
+  return true;
+}
+
+bool SimWork::Poll() {
   ClockPause pause(clock_);
   if (group_.aborted()) {
     if (slot_->ready() && slot_->active() != 0) return false;

@@ -58,6 +58,8 @@ class SimWork : public comm::Work {
   absl::Status Wait(absl::Duration timeout) override;
 
  private:
+  // IsCompleted's check (one step of progress); true when complete.
+  bool Poll();
   // Records `reason` (prefixed with this rank and op) as the final status,
   // once no task touches this rank's buffers any more.
   absl::Status Fail(const absl::Status& reason);

@@ -1,7 +1,7 @@
 // SimLauncher: starts a world of ranks on the simulated cluster, every rank a
-// thread of this process (sim::Run behind the comm::Launcher interface). The
-// conformance suite (comm/conformance) and the launch registry
-// (train/launch/registry.h) both start sim through it.
+// thread (or fiber: Options::ranks) of this process (sim::Run behind the
+// comm::Launcher interface). The conformance suite (comm/conformance) and the
+// launch registry (train/launch/registry.h) both start sim through it.
 //
 //   TANDEM_INSTANTIATE_COMM_CONFORMANCE(
 //       Sim, std::make_shared<tandem::sim::SimLauncher>(),

@@ -34,7 +34,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-using SimRunTest = testing::WatchdogTest;
+using SimRunTest = testing::ModeTest;
 
 absl::Status AllReduceSum(comm::Communicator& comm, std::vector<float>& v) {
   return comm
@@ -42,10 +42,10 @@ absl::Status AllReduceSum(comm::Communicator& comm, std::vector<float>& v) {
       ->Wait();
 }
 
-TEST_F(SimRunTest, RejectsWorldSizeBelowOne) {
+TEST_P(SimRunTest, RejectsWorldSizeBelowOne) {
   for (int n : {0, -3}) {
     RunResult result =
-        sim::Run(n, [](int, comm::Communicator&) { return absl::OkStatus(); });
+        RunRanks(n, [](int, comm::Communicator&) { return absl::OkStatus(); });
     EXPECT_EQ(result.launch.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(
         std::string(result.launch.message()),
@@ -53,29 +53,29 @@ TEST_F(SimRunTest, RejectsWorldSizeBelowOne) {
     EXPECT_FALSE(result.ok());
     EXPECT_TRUE(result.ranks.empty());
   }
-  RunResult big = sim::Run(kMaxWorldSize + 1, [](int, comm::Communicator&) {
+  RunResult big = RunRanks(kMaxWorldSize + 1, [](int, comm::Communicator&) {
     return absl::OkStatus();
   });
   EXPECT_THAT(std::string(big.launch.message()),
               HasSubstr(absl::StrCat("at most ", kMaxWorldSize)));
 }
 
-TEST_F(SimRunTest, RejectsBadOptions) {
+TEST_P(SimRunTest, RejectsBadOptions) {
   auto noop = [](int, comm::Communicator&) { return absl::OkStatus(); };
   Options zero_timeout;
   zero_timeout.timeout = absl::ZeroDuration();
-  EXPECT_THAT(std::string(sim::Run(2, noop, zero_timeout).launch.message()),
+  EXPECT_THAT(std::string(RunRanks(2, noop, zero_timeout).launch.message()),
               HasSubstr("Options::timeout must be positive; found 0"));
   Options bad_fault;
   bad_fault.faults = {Fault::FailAt(2, 0)};
-  EXPECT_THAT(std::string(sim::Run(2, noop, bad_fault).launch.message()),
+  EXPECT_THAT(std::string(RunRanks(2, noop, bad_fault).launch.message()),
               HasSubstr("0 <= rank < world size 2"));
 }
 
-TEST_F(SimRunTest, RejectsANegativeStackSize) {
+TEST_P(SimRunTest, RejectsANegativeStackSize) {
   Options options;
   options.stack_bytes = -1;
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       2, [](int, comm::Communicator&) { return absl::OkStatus(); }, options);
   EXPECT_EQ(result.launch.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(result.launch.message()),
@@ -83,12 +83,13 @@ TEST_F(SimRunTest, RejectsANegativeStackSize) {
 }
 
 // Each rank's thread has the stack Options::stack_bytes asks for.
-TEST_F(SimRunTest, RanksRunOnStacksOfTheRequestedSize) {
+TEST_P(SimRunTest, RanksRunOnStacksOfTheRequestedSize) {
+  if (fibers()) GTEST_SKIP() << "fibers do not run on pthread stacks";
   for (int64_t bytes : {int64_t{1} << 20, int64_t{4} << 20}) {
     Options options;
     options.stack_bytes = bytes;
     std::vector<int64_t> seen(3, 0);
-    RunResult result = sim::Run(
+    RunResult result = RunRanks(
         3,
         [&](int rank, comm::Communicator&) {
           pthread_attr_t attr;
@@ -109,9 +110,9 @@ TEST_F(SimRunTest, RanksRunOnStacksOfTheRequestedSize) {
 
 // More collectives in flight than the lock-free ring has entries: the slots
 // beyond it are found through the locked map, and every result is exact.
-TEST_F(SimRunTest, ManyCollectivesInFlightAtOnce) {
+TEST_P(SimRunTest, ManyCollectivesInFlightAtOnce) {
   constexpr int kInFlight = 600;  // > the ring's 256 entries
-  RunResult result = sim::Run(3, [&](int rank, comm::Communicator& comm) {
+  RunResult result = RunRanks(3, [&](int rank, comm::Communicator& comm) {
     std::vector<std::vector<int64_t>> bufs(kInFlight);
     std::vector<std::unique_ptr<comm::Work>> works;
     for (int i = 0; i < kInFlight; ++i) {
@@ -132,9 +133,9 @@ TEST_F(SimRunTest, ManyCollectivesInFlightAtOnce) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(SimRunTest, EveryRankRunsOnceWithItsRankAndTheWorldSize) {
+TEST_P(SimRunTest, EveryRankRunsOnceWithItsRankAndTheWorldSize) {
   std::vector<std::atomic<int>> seen(5);
-  RunResult result = sim::Run(5, [&](int rank, comm::Communicator& comm) {
+  RunResult result = RunRanks(5, [&](int rank, comm::Communicator& comm) {
     if (comm.rank() != rank || comm.size() != 5 || comm.backend() != "sim" ||
         comm.device() != comm::CommDevice::Host()) {
       return absl::InternalError("wrong identity");
@@ -147,7 +148,7 @@ TEST_F(SimRunTest, EveryRankRunsOnceWithItsRankAndTheWorldSize) {
   for (auto& s : seen) EXPECT_EQ(s.load(), 1);
 }
 
-TEST_F(SimRunTest, StatusPrefersTheCauseOverAbortedRanks) {
+TEST_P(SimRunTest, StatusPrefersTheCauseOverAbortedRanks) {
   RunResult result;
   result.ranks = {absl::AbortedError("follow-on"), absl::OkStatus(),
                   absl::NotFoundError("root cause")};
@@ -157,11 +158,12 @@ TEST_F(SimRunTest, StatusPrefersTheCauseOverAbortedRanks) {
   EXPECT_EQ(result.status().message(), "rank 0: follow-on");
 }
 
-TEST_F(SimRunTest, ThreadsAreNamedAfterTheirGpu) {
+TEST_P(SimRunTest, ThreadsAreNamedAfterTheirGpu) {
+  if (fibers()) GTEST_SKIP() << "fibers share their workers' threads";
   if (internal::CurrentThreadName().empty()) {
     GTEST_SKIP() << "thread names are not supported here";
   }
-  RunResult result = sim::Run(4, [](int rank, comm::Communicator&) {
+  RunResult result = RunRanks(4, [](int rank, comm::Communicator&) {
     const std::string name = internal::CurrentThreadName();
     if (name != absl::StrCat("GPU", rank)) {
       return absl::InternalError(absl::StrCat("thread named ", name));
@@ -172,9 +174,9 @@ TEST_F(SimRunTest, ThreadsAreNamedAfterTheirGpu) {
 }
 
 // 256 ranks on however few cores: waits block instead of spinning.
-TEST_F(SimRunTest, TwoHundredFiftySixRanks) {
+TEST_P(SimRunTest, TwoHundredFiftySixRanks) {
   const int n = 256;
-  RunResult result = sim::Run(n, [&](int rank, comm::Communicator& comm) {
+  RunResult result = RunRanks(n, [&](int rank, comm::Communicator& comm) {
     std::vector<float> v(1000);
     for (int i = 0; i < 1000; ++i) v[i] = static_cast<float>(rank + i);
     if (absl::Status s = AllReduceSum(comm, v); !s.ok()) return s;
@@ -200,9 +202,9 @@ TEST_F(SimRunTest, TwoHundredFiftySixRanks) {
 
 // More ranks than cores, many back-to-back collectives: every waiter sleeps
 // and is woken once per collective; no wake-up may be lost.
-TEST_F(SimRunTest, ManyRanksManySmallCollectives) {
+TEST_P(SimRunTest, ManyRanksManySmallCollectives) {
   const int n = 512;
-  RunResult result = sim::Run(n, [&](int rank, comm::Communicator& comm) {
+  RunResult result = RunRanks(n, [&](int rank, comm::Communicator& comm) {
     int64_t v = 0;
     for (int i = 0; i < 20; ++i) {
       v = rank + i;
@@ -224,7 +226,7 @@ TEST_F(SimRunTest, ManyRanksManySmallCollectives) {
 
 // Rounding makes float sums order-dependent; sim must combine in rank order
 // at every element (equal to the serial loop) on every run.
-TEST_F(SimRunTest, AllReduceIsBitwiseTheSerialLoopOnEveryRun) {
+TEST_P(SimRunTest, AllReduceIsBitwiseTheSerialLoopOnEveryRun) {
   const int n = 5;
   const int64_t count = 300001;  // several chunks per rank
   std::vector<std::vector<float>> inputs(n, std::vector<float>(count));
@@ -239,7 +241,7 @@ TEST_F(SimRunTest, AllReduceIsBitwiseTheSerialLoopOnEveryRun) {
   }
   for (int run = 0; run < 3; ++run) {
     std::vector<std::vector<float>> out = inputs;
-    RunResult result = sim::Run(n, [&](int rank, comm::Communicator& comm) {
+    RunResult result = RunRanks(n, [&](int rank, comm::Communicator& comm) {
       return AllReduceSum(comm, out[rank]);
     });
     ASSERT_TRUE(result.ok()) << result.status();
@@ -250,10 +252,10 @@ TEST_F(SimRunTest, AllReduceIsBitwiseTheSerialLoopOnEveryRun) {
   }
 }
 
-TEST_F(SimRunTest, BarrierWaitsForEveryRank) {
+TEST_P(SimRunTest, BarrierWaitsForEveryRank) {
   const int n = 6;
   std::atomic<int> arrived{0};
-  RunResult result = sim::Run(n, [&](int, comm::Communicator& comm) {
+  RunResult result = RunRanks(n, [&](int, comm::Communicator& comm) {
     arrived.fetch_add(1);
     if (absl::Status s = comm.Barrier(); !s.ok()) return s;
     if (arrived.load() != n)
@@ -263,8 +265,8 @@ TEST_F(SimRunTest, BarrierWaitsForEveryRank) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(SimRunTest, MessagesOnOnePairArriveInOrder) {
-  RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) {
+TEST_P(SimRunTest, MessagesOnOnePairArriveInOrder) {
+  RunResult result = RunRanks(2, [](int rank, comm::Communicator& comm) {
     std::vector<std::vector<int32_t>> msgs(4, std::vector<int32_t>(10));
     std::vector<std::unique_ptr<comm::Work>> works;
     for (int m = 0; m < 4; ++m) {
@@ -286,11 +288,11 @@ TEST_F(SimRunTest, MessagesOnOnePairArriveInOrder) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(SimRunTest, OutputIsCapturedPerRank) {
+TEST_P(SimRunTest, OutputIsCapturedPerRank) {
   OutputCapture capture;
   Options options;
   options.capture = &capture;
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       3,
       [](int, comm::Communicator& comm) {
         comm::RankPrinter out(comm);
@@ -313,8 +315,8 @@ TEST_F(SimRunTest, OutputIsCapturedPerRank) {
   EXPECT_EQ(all[0].text, "epoch 0 loss 1.5");
 }
 
-TEST_F(SimRunTest, WorkRecordsSayWhatWhichNumberHowBigAndWhen) {
-  RunResult result = sim::Run(2, [](int rank, comm::Communicator& comm) {
+TEST_P(SimRunTest, WorkRecordsSayWhatWhichNumberHowBigAndWhen) {
+  RunResult result = RunRanks(2, [](int rank, comm::Communicator& comm) {
     std::vector<float> v(1024, 1.0f);
     const absl::Time before = absl::Now();
     auto reduce =
@@ -358,11 +360,11 @@ TEST_F(SimRunTest, WorkRecordsSayWhatWhichNumberHowBigAndWhen) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(SimRunTest, WorkRecordStaysOpenUntilCompletionIsSeen) {
+TEST_P(SimRunTest, WorkRecordStaysOpenUntilCompletionIsSeen) {
   Options options;
   options.faults = {
       Fault::DelayAt(/*rank=*/1, /*collective=*/0, absl::Milliseconds(200))};
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       2,
       [](int rank, comm::Communicator& comm) {
         std::vector<float> v(8, 1.0f);
@@ -385,8 +387,8 @@ TEST_F(SimRunTest, WorkRecordStaysOpenUntilCompletionIsSeen) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
-TEST_F(SimRunTest, EmptyBuffersStillSynchronise) {
-  RunResult result = sim::Run(3, [](int, comm::Communicator& comm) {
+TEST_P(SimRunTest, EmptyBuffersStillSynchronise) {
+  RunResult result = RunRanks(3, [](int, comm::Communicator& comm) {
     for (int i = 0; i < 3; ++i) {
       if (absl::Status s =
               comm.AllReduce(comm::HostView(nullptr, 0, comm::DType::kF16),
@@ -400,6 +402,8 @@ TEST_F(SimRunTest, EmptyBuffersStillSynchronise) {
   });
   EXPECT_TRUE(result.ok()) << result.status();
 }
+
+TANDEM_SIM_TEST_BOTH_MODES(SimRunTest);
 
 }  // namespace
 }  // namespace tandem::sim

@@ -18,7 +18,7 @@ namespace tandem::sim {
 namespace {
 
 using ::testing::HasSubstr;
-using SplitTest = testing::WatchdogTest;
+using SplitTest = testing::ModeTest;
 
 absl::Status Expect(bool ok, const std::string& what) {
   return ok ? absl::OkStatus() : absl::InternalError(what);
@@ -27,9 +27,9 @@ absl::Status Expect(bool ok, const std::string& what) {
 // 6 ranks: colors r % 3, keys -r. Each color's AllReduce sums only its
 // members; sub-ranks follow the keys; the parent still works afterwards,
 // and a second split (by halves) is independent of the first.
-TEST_F(SplitTest, GroupsByColorOrdersByKeyAndStaysIndependent) {
+TEST_P(SplitTest, GroupsByColorOrdersByKeyAndStaysIndependent) {
   RunResult r =
-      sim::Run(6, [](int rank, comm::Communicator& comm) -> absl::Status {
+      RunRanks(6, [](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> sub,
                                 comm.Split(rank % 3, -rank));
         TANDEM_RETURN_IF_ERROR(Expect(sub != nullptr && sub->size() == 2,
@@ -76,9 +76,9 @@ TEST_F(SplitTest, GroupsByColorOrdersByKeyAndStaysIndependent) {
   EXPECT_TRUE(r.ok()) << r.status();
 }
 
-TEST_F(SplitTest, NoColorTakesPartAndGetsNothing) {
+TEST_P(SplitTest, NoColorTakesPartAndGetsNothing) {
   RunResult r =
-      sim::Run(3, [](int rank, comm::Communicator& comm) -> absl::Status {
+      RunRanks(3, [](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(
             std::unique_ptr<comm::Communicator> sub,
             comm.Split(rank == 1 ? comm::Communicator::kNoColor : 0, 0));
@@ -89,9 +89,9 @@ TEST_F(SplitTest, NoColorTakesPartAndGetsNothing) {
   EXPECT_TRUE(r.ok()) << r.status();
 }
 
-TEST_F(SplitTest, ABadColorFailsEveryRankNamingIt) {
+TEST_P(SplitTest, ABadColorFailsEveryRankNamingIt) {
   RunResult r =
-      sim::Run(3, [](int rank, comm::Communicator& comm) -> absl::Status {
+      RunRanks(3, [](int rank, comm::Communicator& comm) -> absl::Status {
         return comm.Split(rank == 2 ? -5 : 0, 0).status();
       });
   for (const absl::Status& s : r.ranks) {
@@ -103,10 +103,10 @@ TEST_F(SplitTest, ABadColorFailsEveryRankNamingIt) {
 // Rank 3 fails before its sub-communicator's AllReduce; rank 1, the other
 // member of its color, fails at once (not at the timeout), and so does the
 // other color, which waits in its own sub-communicator.
-TEST_F(SplitTest, AFailingRankEndsWaitsInEverySubCommunicator) {
+TEST_P(SplitTest, AFailingRankEndsWaitsInEverySubCommunicator) {
   Options options;
   options.timeout = absl::Minutes(10);  // a hang would trip the watchdog
-  RunResult r = sim::Run(
+  RunResult r = RunRanks(
       4,
       [](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> sub,
@@ -133,9 +133,9 @@ TEST_F(SplitTest, AFailingRankEndsWaitsInEverySubCommunicator) {
 
 // A mismatch inside a sub-communicator is checked like any other: both
 // fingerprints named.
-TEST_F(SplitTest, MismatchInsideASubCommunicatorNamesBoth) {
+TEST_P(SplitTest, MismatchInsideASubCommunicatorNamesBoth) {
   RunResult r =
-      sim::Run(2, [](int rank, comm::Communicator& comm) -> absl::Status {
+      RunRanks(2, [](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> sub,
                                 comm.Split(0, rank));
         std::vector<float> v(rank == 0 ? 4 : 8);
@@ -147,6 +147,8 @@ TEST_F(SplitTest, MismatchInsideASubCommunicatorNamesBoth) {
   EXPECT_THAT(r.status().message(), HasSubstr("x 4"));
   EXPECT_THAT(r.status().message(), HasSubstr("x 8"));
 }
+
+TANDEM_SIM_TEST_BOTH_MODES(SplitTest);
 
 }  // namespace
 }  // namespace tandem::sim

@@ -23,11 +23,11 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-using StallNoteTest = testing::WatchdogTest;
+using StallNoteTest = testing::ModeTest;
 
 absl::Status AllReduceUnlessLate(int rank, comm::Communicator& comm) {
   if (rank == 2) {  // never issues it before the others' timeout
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    testing::Nap(absl::Milliseconds(2500));
     return absl::OkStatus();
   }
   std::vector<float> v(8, 1.0f);
@@ -36,12 +36,12 @@ absl::Status AllReduceUnlessLate(int rank, comm::Communicator& comm) {
       ->Wait();
 }
 
-TEST_F(StallNoteTest, RankZeroNotesEachIntervalThenTheTimeoutNamesTheMissing) {
+TEST_P(StallNoteTest, RankZeroNotesEachIntervalThenTheTimeoutNamesTheMissing) {
   Options options;
   options.timeout = absl::Milliseconds(1500);
   options.stall_note_interval = absl::Milliseconds(400);
   ::testing::internal::CaptureStderr();
-  RunResult result = sim::Run(3, AllReduceUnlessLate, options);
+  RunResult result = RunRanks(3, AllReduceUnlessLate, options);
   const std::string notes = ::testing::internal::GetCapturedStderr();
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded)
@@ -64,33 +64,35 @@ TEST_F(StallNoteTest, RankZeroNotesEachIntervalThenTheTimeoutNamesTheMissing) {
   }
 }
 
-TEST_F(StallNoteTest, NoNotesWhenOffOrWhenTheWaitIsQuick) {
+TEST_P(StallNoteTest, NoNotesWhenOffOrWhenTheWaitIsQuick) {
   EXPECT_EQ(Options().stall_note_interval, absl::Seconds(30));
   Options options;
   options.timeout = absl::Milliseconds(800);
   options.stall_note_interval = absl::ZeroDuration();
   ::testing::internal::CaptureStderr();
-  RunResult late = sim::Run(3, AllReduceUnlessLate, options);
+  RunResult late = RunRanks(3, AllReduceUnlessLate, options);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
   EXPECT_FALSE(late.ok());
 
   options.stall_note_interval = absl::Seconds(30);
   ::testing::internal::CaptureStderr();
-  RunResult quick = sim::Run(
+  RunResult quick = RunRanks(
       3, [](int, comm::Communicator& comm) { return comm.Barrier(); }, options);
   EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
   EXPECT_TRUE(quick.ok()) << quick.status();
 }
 
-TEST_F(StallNoteTest, NegativeIntervalIsRejected) {
+TEST_P(StallNoteTest, NegativeIntervalIsRejected) {
   Options options;
   options.stall_note_interval = absl::Seconds(-1);
-  RunResult result = sim::Run(
+  RunResult result = RunRanks(
       2, [](int, comm::Communicator&) { return absl::OkStatus(); }, options);
   EXPECT_EQ(result.launch.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(result.launch.message()),
               HasSubstr("stall_note_interval"));
 }
+
+TANDEM_SIM_TEST_BOTH_MODES(StallNoteTest);
 
 }  // namespace
 }  // namespace tandem::sim

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "base/fiber_local.h"
 #include "base/status_macros.h"
 
 namespace tandem::internal {
@@ -11,6 +12,14 @@ namespace {
 // the CPU's autocast off, as in PyTorch, whose state is per device type.
 constexpr int kNumDeviceTypes = 2;
 thread_local AutocastState* current[kNumDeviceTypes] = {nullptr, nullptr};
+
+// Autocast regions are a rank's: they follow it when ranks are fibers.
+[[maybe_unused]] const bool kCpuAutocastIsFiberLocal =
+    base::RegisterFiberLocal<AutocastState*>(
+        []() -> AutocastState*& { return current[0]; }, nullptr);
+[[maybe_unused]] const bool kCudaAutocastIsFiberLocal =
+    base::RegisterFiberLocal<AutocastState*>(
+        []() -> AutocastState*& { return current[1]; }, nullptr);
 
 int Slot(DeviceType type) {
   const int i = static_cast<int>(type);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/fiber_local.h"
 #include "base/status_macros.h"
 #include "base/trace/trace.h"
 #include "tensor/ops.h"
@@ -33,6 +34,10 @@ namespace tandem {
 namespace {
 
 thread_local bool grad_enabled = true;
+// Grad mode is a rank's: it follows the rank when ranks are fibers.
+[[maybe_unused]] const bool kGradModeIsFiberLocal =
+    base::RegisterFiberLocal<bool>([]() -> bool& { return grad_enabled; },
+                                   true);
 std::atomic<uint64_t> next_sequence_nr{0};
 
 bool IsLeaf(const TensorImpl& impl) { return impl.grad_fn == nullptr; }
@@ -120,6 +125,9 @@ bool ShouldRecord(const std::vector<Tensor>& inputs) {
 namespace {
 // The innermost ScopedModuleLabel of this thread (nullptr: none).
 thread_local const std::string* t_module_label = nullptr;
+[[maybe_unused]] const bool kModuleLabelIsFiberLocal =
+    base::RegisterFiberLocal<const std::string*>(
+        []() -> const std::string*& { return t_module_label; }, nullptr);
 }  // namespace
 
 ScopedModuleLabel::ScopedModuleLabel(std::string label)

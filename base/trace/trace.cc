@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/fiber_local.h"
 #include "base/json_quote.h"
 
 namespace tandem::trace {
@@ -56,6 +57,16 @@ std::atomic<int> g_next_thread_tid{2};
 thread_local int t_rank = -1;
 thread_local int t_tid = -1;  // -1: not assigned yet
 thread_local std::shared_ptr<ThreadBuffer> t_buffer;
+
+// A rank's trace identity and buffer follow it when ranks are fibers
+// (base/fiber_local.h): each fiber is a thread of the trace.
+[[maybe_unused]] const bool kRankIsFiberLocal =
+    base::RegisterFiberLocal<int>([]() -> int& { return t_rank; }, -1);
+[[maybe_unused]] const bool kTidIsFiberLocal =
+    base::RegisterFiberLocal<int>([]() -> int& { return t_tid; }, -1);
+[[maybe_unused]] const bool kBufferIsFiberLocal =
+    base::RegisterFiberLocal<std::shared_ptr<ThreadBuffer>>(
+        []() -> std::shared_ptr<ThreadBuffer>& { return t_buffer; }, nullptr);
 
 ThreadBuffer& MyBuffer() {
   if (t_buffer == nullptr) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/fiber_local.h"
 #include "base/status_macros.h"
 #include "tensor/amp/policy.h"
 #include "tensor/tensor_impl.h"
@@ -33,6 +34,11 @@ ThreadCache& Cache() {
   thread_local ThreadCache cache;
   return cache;
 }
+
+// A rank's autocast regions and cast cache follow it when ranks are fibers
+// (base/fiber_local.h).
+[[maybe_unused]] const bool kCacheIsFiberLocal =
+    base::RegisterFiberLocal<ThreadCache>(&Cache, ThreadCache());
 
 // PyTorch's cached_cast: f32 leaves that require grad (parameters) are cast
 // once per region; everything else is cast at each use.

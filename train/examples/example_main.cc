@@ -41,6 +41,10 @@ ABSL_FLAG(std::string, metrics, "",
 ABSL_FLAG(double, timeout, 300,
           "Seconds every collective may take before the job fails and names "
           "the ranks that never arrived; > 0 and finite.");
+ABSL_FLAG(std::string, sim_ranks, "threads",
+          "With --backend=sim: threads (one OS thread per rank) or fibers "
+          "(user-space fibers on one worker thread per core; for thousands "
+          "of ranks).");
 
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder of the run's checkpoint (model.safetensors with PyTorch's "
@@ -168,8 +172,17 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
                       .metrics_path = metrics_path});
   ScopedActiveRunMonitor active_monitor(&monitor);
 
+  const std::string sim_ranks = absl::GetFlag(FLAGS_sim_ranks);
+  if (sim_ranks != "threads" && sim_ranks != "fibers") {
+    return fail(
+        kExitUsageError,
+        absl::InvalidArgumentError(absl::StrCat(
+            "--sim_ranks must be threads or fibers; found '", sim_ranks, "'")));
+  }
+
   RunOptions options;
   options.timeout = *timeout;
+  options.sim_fibers = sim_ranks == "fibers";
   // A note well before the timeout, and at least every 30 s.
   options.stall_note_interval = std::min(absl::Seconds(30), *timeout / 10);
   const absl::Status status = RunOnBackend(

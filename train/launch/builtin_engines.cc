@@ -43,6 +43,7 @@ Engine SimEngine() {
     sim_options.timeout = options.timeout;
     sim_options.stall_note_interval = options.stall_note_interval;
     if (options.spin.has_value()) sim_options.spin = *options.spin;
+    if (options.sim_fibers) sim_options.ranks = sim::RankExecution::kFibers;
     return std::make_unique<sim::SimLauncher>(sim_options);
   };
   return e;

@@ -86,6 +86,9 @@ struct RunOptions {
   // How long a waiting rank spins before it blocks (sim only: its
   // sim::Options::spin); nullopt keeps the engine's default.
   std::optional<absl::Duration> spin;
+  // sim only: every rank a user-space fiber instead of an OS thread
+  // (sim::Options::ranks = kFibers, docs/sim_scale.md).
+  bool sim_fibers = false;
 };
 
 // What each rank runs.
