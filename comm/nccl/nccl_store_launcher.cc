@@ -47,14 +47,14 @@ std::vector<RankStatus> NcclStoreLauncher::Run(int world_size,
   const int local_size =
       env.local_world_size > 0 ? env.local_world_size : env.world_size;
   absl::StatusOr<std::unique_ptr<NcclCommunicator>> comm =
-      CreateNcclCommunicatorFromStore(*store->client,
-                                      {.rank = env.rank,
-                                       .size = env.world_size,
-                                       .local_rank = env.local_rank,
-                                       .local_size = local_size,
-                                       .prefix = absl::StrCat(
-                                           store->prefix, "tandem/nccl")},
-                                      options_);
+      CreateNcclCommunicatorFromStore(
+          *store->client,
+          {.rank = env.rank,
+           .size = env.world_size,
+           .local_rank = env.local_rank,
+           .local_size = local_size,
+           .prefix = absl::StrCat(store->prefix, "tandem/nccl")},
+          options_);
   if (!comm.ok()) return {RankStatus{env.rank, comm.status()}};
   absl::Status s = (*comm)->MakeDeviceCurrent();
   if (s.ok() && setup_.prepare) s = setup_.prepare(**comm);
