@@ -13,17 +13,8 @@
 namespace tandem::half {
 namespace {
 
-uint32_t FloatBits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof(u));
-  return u;
-}
-
-float BitsFloat(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof(f));
-  return f;
-}
+uint32_t FloatBits(float f) { return internal::Bits(f); }
+float BitsFloat(uint32_t u) { return internal::FromBits(u); }
 
 // Shifts `m` right by `shift` (1..31), rounding to nearest, ties to even.
 uint32_t ShiftRightRoundEven(uint32_t m, int shift) {

@@ -8,18 +8,13 @@
 
 #include "base/status_macros.h"
 #include "bench/rank_memory.h"
+#include "bench/repeat_timer.h"
 #include "tensor/allocator.h"
 #include "tensor/amp/autocast.h"
 #include "tensor/ops.h"
 
 namespace tandem::bench {
 namespace {
-
-double Now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // The built-in CPU allocator is put back however the measurement ends.
 class AllocatorSwap {
@@ -58,16 +53,7 @@ double TimeBf16Gemms(const std::vector<Bf16Gemm>& shapes, double seconds) {
       }
     }
   };
-  once();  // warm: primitive creation, scratch buffers
-  int64_t reps = 0;
-  const double start = Now();
-  double elapsed = 0;
-  do {
-    once();
-    ++reps;
-    elapsed = Now() - start;
-  } while (elapsed < seconds);
-  return flops * static_cast<double>(reps) / elapsed / 1e9;
+  return flops * RepeatsPerSecond(once, seconds) / 1e9;
 }
 
 absl::StatusOr<StepMemory> MeasureStepMemory(nn::Module& model, const Tensor& x,

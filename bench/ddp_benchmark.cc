@@ -101,6 +101,7 @@
 #include "base/trace/trace.h"
 #include "bench/amp_measure.h"
 #include "bench/flag_checks.h"
+#include "bench/repeat_timer.h"
 #include "comm/communicator.h"
 #include "comm/types.h"
 #include "sim/sim.h"
@@ -153,11 +154,7 @@ namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
 
-double Now() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+double Now() { return bench::SteadySeconds(); }
 
 // ---------------------------------------------------------------- models ---
 
@@ -499,16 +496,7 @@ double TimeGemms(const std::vector<GemmShape>& shapes, double seconds,
     }
   };
   for (const GemmShape& g : shapes) flops += 2.0 * g.m * g.n * g.k * g.times;
-  once();  // warm
-  int64_t reps = 0;
-  const double start = Now();
-  double elapsed = 0;
-  do {
-    once();
-    ++reps;
-    elapsed = Now() - start;
-  } while (elapsed < seconds);
-  return flops * reps / elapsed / 1e9;
+  return flops * bench::RepeatsPerSecond(once, seconds) / 1e9;
 }
 
 // Mean per-thread GFLOP/s of `threads` threads timing `shapes` at once.

@@ -1,8 +1,8 @@
 #include "tensor/normal_fill.h"
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 // Every float operation below is rounded where written: this file is built
@@ -13,17 +13,8 @@
 namespace tandem::internal {
 namespace {
 
-uint32_t Bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  return u;
-}
-
-float FromBits(uint32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof(x));
-  return x;
-}
+uint32_t Bits(float x) { return std::bit_cast<uint32_t>(x); }
+float FromBits(uint32_t u) { return std::bit_cast<float>(u); }
 
 constexpr uint32_t kSignBit = 0x80000000u;
 constexpr uint32_t kExponentBits = 0x7f800000u;

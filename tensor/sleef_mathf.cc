@@ -1,24 +1,15 @@
 #include "tensor/sleef_mathf.h"
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
 namespace tandem::internal {
 namespace {
 
-int32_t Bits(float x) {
-  int32_t u;
-  std::memcpy(&u, &x, sizeof(u));
-  return u;
-}
-
-float FromBits(int32_t u) {
-  float x;
-  std::memcpy(&x, &u, sizeof(x));
-  return x;
-}
+int32_t Bits(float x) { return std::bit_cast<int32_t>(x); }
+float FromBits(int32_t u) { return std::bit_cast<float>(u); }
 
 // 2^q for q in the normal exponent range, built from its bits.
 float Pow2(int32_t q) { return FromBits((q + 0x7f) << 23); }

@@ -1,0 +1,43 @@
+// Timing a piece of work by repeating it: the benchmarks' one loop for
+// "how many times per second does this run?".
+//
+//   const double per_s = bench::RepeatsPerSecond([&] { Gemms(); }, 0.5);
+//   const double gflops = flops_per_call * per_s / 1e9;
+//
+// Runs `once` one time untimed (warm-up: primitive creation, scratch
+// buffers, first-touch pages), then repeatedly until at least `seconds` of
+// wall time have passed (at least once). Blocking; not thread-safe (it runs
+// `once` on the calling thread).
+#ifndef TANDEM_BENCH_REPEAT_TIMER_H_
+#define TANDEM_BENCH_REPEAT_TIMER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+
+namespace tandem::bench {
+
+// Seconds on the steady clock (for differences only).
+inline double SteadySeconds() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+inline double RepeatsPerSecond(const std::function<void()>& once,
+                               double seconds) {
+  once();  // warm
+  int64_t reps = 0;
+  const double start = SteadySeconds();
+  double elapsed = 0;
+  do {
+    once();
+    ++reps;
+    elapsed = SteadySeconds() - start;
+  } while (elapsed < seconds);
+  return static_cast<double>(reps) / elapsed;
+}
+
+}  // namespace tandem::bench
+
+#endif  // TANDEM_BENCH_REPEAT_TIMER_H_
