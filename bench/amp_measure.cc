@@ -1,6 +1,5 @@
 #include "bench/amp_measure.h"
 
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
