@@ -236,10 +236,11 @@ class GlooCommunicator::Impl {
     posted_cv_.notify_one();
   }
 
-  // The status of a later operation once one has failed.
+  // The status of a later operation once one has failed: an unshared copy,
+  // since it goes to the waiting rank's thread (base/unshared_status.h).
   absl::Status Poisoned() {
     std::lock_guard<std::mutex> lock(mu_);
-    return first_error_;
+    return UnsharedStatus(first_error_);
   }
 
  private:
@@ -283,7 +284,7 @@ class GlooCommunicator::Impl {
         tasks_.pop_front();
       }
       if (absl::Status poisoned = Poisoned(); !poisoned.ok()) {
-        q.state->Finish(poisoned);
+        q.state->Finish(std::move(poisoned));
         continue;
       }
       absl::Status status;
@@ -303,7 +304,7 @@ class GlooCommunicator::Impl {
       // Send/Recv tasks hand their state to the waiter instead.
       if (!status.ok() ||
           (q.fp.op != OpKind::kSend && q.fp.op != OpKind::kRecv)) {
-        q.state->Finish(status);
+        q.state->Finish(std::move(status));
       }
     }
   }
@@ -329,7 +330,7 @@ class GlooCommunicator::Impl {
                                                      p.send ? "Send" : "Recv",
                                                      " failed: ", e.what()));
       }
-      p.state->Finish(status);
+      p.state->Finish(std::move(status));
     }
   }
 

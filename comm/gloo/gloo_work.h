@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "base/unshared_status.h"
 #include "comm/store/tcp_store.h"
 #include "comm/work.h"
 #include "gloo/common/error.h"
@@ -95,7 +96,9 @@ class GlooWork : public Work {
                        absl::FormatDuration(timeout)));
     }
     MarkEnded();
-    return state_->status;
+    // The state may be freed on the worker thread: give the caller its own
+    // copy of an error (base/unshared_status.h).
+    return UnsharedStatus(state_->status);
   }
 
  private:
