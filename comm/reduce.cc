@@ -76,6 +76,24 @@ struct MinOp {
 // 2048 accumulators: 8 KiB in f32, 16 KiB in f64/i64, well inside L1.
 constexpr int64_t kBlock = 2048;
 
+// Buffers are fetched this many ahead of the one being read or written.
+// Each buffer is a short run on its own pages (thousands of small ones in a
+// large simulated cluster), too short for the hardware prefetcher to find:
+// without this, every buffer starts with a wait on memory.
+constexpr size_t kAhead = 4;
+
+// Asks for the cache lines of [p, p + bytes) (for writing when `write`).
+void Prefetch(const void* p, int64_t bytes, bool write) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t off = 0; off < bytes; off += 64) {
+    if (write) {
+      __builtin_prefetch(c + off, 1);
+    } else {
+      __builtin_prefetch(c + off, 0);
+    }
+  }
+}
+
 template <typename Tr, typename Op>
 void Kernel(int64_t count, absl::Span<const void* const> srcs,
             absl::Span<void* const> dsts, Op op, bool avg,
@@ -94,15 +112,30 @@ void Kernel(int64_t count, absl::Span<const void* const> srcs,
     } else {
       for (int64_t j = 0; j < m; ++j) acc[j] = Tr::Load(s0[j]);
     }
+    const int64_t block_bytes = m * static_cast<int64_t>(sizeof(S));
+    for (size_t r = 0; r < std::min(nsrc, kAhead); ++r) {
+      Prefetch(static_cast<const S*>(srcs[r]) + base, block_bytes, false);
+    }
     for (size_t r = 2; r < nsrc; ++r) {
+      if (r + kAhead < nsrc) {
+        Prefetch(static_cast<const S*>(srcs[r + kAhead]) + base, block_bytes,
+                 false);
+      }
       const S* s = static_cast<const S*>(srcs[r]) + base;
       for (int64_t j = 0; j < m; ++j) acc[j] = op(acc[j], Tr::Load(s[j]));
     }
     if (avg) {
       for (int64_t j = 0; j < m; ++j) acc[j] = acc[j] / divisor;
     }
-    for (void* d : dsts) {
-      S* out = static_cast<S*>(d) + base;
+    const size_t ndst = dsts.size();
+    for (size_t r = 0; r < std::min(ndst, kAhead); ++r) {
+      Prefetch(static_cast<S*>(dsts[r]) + base, block_bytes, true);
+    }
+    for (size_t r = 0; r < ndst; ++r) {
+      if (r + kAhead < ndst) {
+        Prefetch(static_cast<S*>(dsts[r + kAhead]) + base, block_bytes, true);
+      }
+      S* out = static_cast<S*>(dsts[r]) + base;
       for (int64_t j = 0; j < m; ++j) out[j] = Tr::Store(acc[j]);
     }
   }

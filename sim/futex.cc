@@ -34,13 +34,8 @@ void EventWord::SleepFiber(void* fiber, uint32_t seen, Deadline deadline) {
       fiber_sleepers_.fetch_sub(1, std::memory_order_seq_cst);
       return;
     }
-    me.prev = fiber_tail_;
-    if (fiber_tail_ != nullptr) {
-      fiber_tail_->next = &me;
-    } else {
-      fiber_head_ = &me;
-    }
-    fiber_tail_ = &me;
+    me.index = fiber_waiters_.size();
+    fiber_waiters_.push_back({&me, fiber});
     me.linked.store(true, std::memory_order_relaxed);
   }
   // No deadline: an hour at most per park, as for threads (callers loop).
@@ -54,12 +49,24 @@ void EventWord::SleepFiber(void* fiber, uint32_t seen, Deadline deadline) {
   // wait), we are still on the list and unlink ourselves.
   if (!me.linked.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(fiber_mu_);
-  if (me.linked.load(std::memory_order_relaxed)) {
-    (me.prev != nullptr ? me.prev->next : fiber_head_) = me.next;
-    (me.next != nullptr ? me.next->prev : fiber_tail_) = me.prev;
-    me.linked.store(false, std::memory_order_relaxed);
-    fiber_sleepers_.fetch_sub(1, std::memory_order_seq_cst);
+  if (me.linked.load(std::memory_order_relaxed)) UnlinkLocked(me);
+}
+
+void EventWord::UnlinkLocked(FiberWaiter& w) {
+  // The first live entry fills the hole (one other waiter's index changes);
+  // the wake-up order shifts a little, which only changes who runs first.
+  const size_t i = w.index;
+  if (i != fiber_first_) {
+    fiber_waiters_[i] = fiber_waiters_[fiber_first_];
+    fiber_waiters_[i].waiter->index = i;
   }
+  ++fiber_first_;
+  if (fiber_first_ == fiber_waiters_.size()) {
+    fiber_waiters_.clear();
+    fiber_first_ = 0;
+  }
+  w.linked.store(false, std::memory_order_relaxed);
+  fiber_sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 void EventWord::WakeFibers(int n) {
@@ -67,20 +74,33 @@ void EventWord::WakeFibers(int n) {
   // batch per worker when `batch` goes out of scope (after the lock).
   UnparkBatch batch;
   std::lock_guard<std::mutex> lock(fiber_mu_);
-  for (int i = 0; i < n && fiber_head_ != nullptr; ++i) {
-    FiberWaiter* w = fiber_head_;
-    fiber_head_ = w->next;
-    if (fiber_head_ != nullptr) {
-      fiber_head_->prev = nullptr;
-    } else {
-      fiber_tail_ = nullptr;
+  const size_t first = fiber_first_;
+  const size_t end =
+      first + std::min<size_t>(static_cast<size_t>(std::max(n, 0)),
+                               fiber_waiters_.size() - first);
+  // Independent loads, fetched this many entries ahead.
+  constexpr size_t kAhead = 8;
+  for (size_t i = first; i < std::min(end, first + kAhead); ++i) {
+    __builtin_prefetch(fiber_waiters_[i].waiter, 1);
+    __builtin_prefetch(fiber_waiters_[i].fiber, 1);
+  }
+  for (size_t i = first; i < end; ++i) {
+    if (i + kAhead < end) {
+      __builtin_prefetch(fiber_waiters_[i + kAhead].waiter, 1);
+      __builtin_prefetch(fiber_waiters_[i + kAhead].fiber, 1);
     }
-    // Read before unlinking: once unlinked, the waiter's frame may go away
-    // as soon as its fiber runs.
-    Fiber* fiber = static_cast<Fiber*>(w->fiber);
-    w->linked.store(false, std::memory_order_release);
-    fiber_sleepers_.fetch_sub(1, std::memory_order_seq_cst);
-    batch.Unpark(fiber);
+    const Parked p = fiber_waiters_[i];
+    // Unpark after unlinking: once unlinked, the waiter's frame may go away
+    // as soon as its fiber runs (p.fiber was read from the list, not it).
+    p.waiter->linked.store(false, std::memory_order_release);
+    batch.Unpark(static_cast<Fiber*>(p.fiber));
+  }
+  fiber_sleepers_.fetch_sub(static_cast<int32_t>(end - first),
+                            std::memory_order_seq_cst);
+  fiber_first_ = end;
+  if (fiber_first_ == fiber_waiters_.size()) {
+    fiber_waiters_.clear();
+    fiber_first_ = 0;
   }
 }
 

@@ -30,8 +30,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 namespace tandem::sim::internal {
 
@@ -62,14 +64,25 @@ class EventWord {
   // A parked fiber, on its own stack while it sleeps.
   struct FiberWaiter {
     void* fiber = nullptr;  // sim::internal::Fiber
-    FiberWaiter* prev = nullptr;
-    FiberWaiter* next = nullptr;
+    // Its place in fiber_waiters_ while linked (guarded by fiber_mu_).
+    size_t index = 0;
     // Set and cleared under fiber_mu_; the woken fiber reads it without the
     // lock (once cleared it stays cleared).
     std::atomic<bool> linked{false};
   };
+  // The waiting list holds the fiber beside its waiter, so a wake-up reads
+  // the list in order and prefetches every waiter and fiber ahead: with
+  // thousands of fibers parked, each waiter is a cold line on its own stack,
+  // and a list linked through the waiters made waking them a chain of
+  // dependent cache misses.
+  struct Parked {
+    FiberWaiter* waiter;
+    void* fiber;
+  };
   void SleepFiber(void* fiber, uint32_t seen, Deadline deadline);
   void WakeFibers(int n);
+  // Takes `w` off the list (a timed-out wait). Requires fiber_mu_.
+  void UnlinkLocked(FiberWaiter& w);
 
   static constexpr int kAll = 0x7fffffff;
   std::atomic<uint32_t> gen_{0};
@@ -78,8 +91,11 @@ class EventWord {
   // sleepers_) and parked on the list.
   std::atomic<int32_t> fiber_sleepers_{0};
   std::mutex fiber_mu_;  // guards the list; never held across a park
-  FiberWaiter* fiber_head_ = nullptr;
-  FiberWaiter* fiber_tail_ = nullptr;
+  // Parked fibers in wake-up order: fiber_waiters_[fiber_first_..] (the
+  // entries before fiber_first_ are woken; the vector is emptied, keeping
+  // its capacity, once every entry is).
+  std::vector<Parked> fiber_waiters_;
+  size_t fiber_first_ = 0;
 };
 
 }  // namespace tandem::sim::internal
