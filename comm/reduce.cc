@@ -5,6 +5,10 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
@@ -82,6 +86,42 @@ constexpr int64_t kBlock = 2048;
 // without this, every buffer starts with a wait on memory.
 constexpr size_t kAhead = 4;
 
+// From this many destinations on, results are written with non-temporal
+// stores: thousands of small buffers (a large simulated cluster) are not
+// read again before they leave the cache, and a normal store would first
+// read every line it writes.
+constexpr size_t kStreamDestinations = 256;
+
+// Copies `bytes` from `src` (16-byte aligned) to `dst` bypassing the cache
+// where `dst` is 16-byte aligned; plain copies for the rest.
+void StreamCopy(void* dst, const void* src, int64_t bytes) {
+#if defined(__SSE2__)
+  char* d = static_cast<char*>(dst);
+  const char* s = static_cast<const char*>(src);
+  const int64_t head =
+      std::min<int64_t>(bytes, (16 - reinterpret_cast<uintptr_t>(d) % 16) % 16);
+  if (head > 0 || reinterpret_cast<uintptr_t>(s + head) % 16 != 0) {
+    std::memcpy(d, s, static_cast<size_t>(bytes));
+    return;
+  }
+  int64_t i = 0;
+  for (; i + 16 <= bytes; i += 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i),
+                     _mm_load_si128(reinterpret_cast<const __m128i*>(s + i)));
+  }
+  if (i < bytes) std::memcpy(d + i, s + i, static_cast<size_t>(bytes - i));
+#else
+  std::memcpy(dst, src, static_cast<size_t>(bytes));
+#endif
+}
+
+// Orders the streamed stores before whatever follows (the Work's completion).
+void StreamFence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
 // Asks for the cache lines of [p, p + bytes) (for writing when `write`).
 void Prefetch(const void* p, int64_t bytes, bool write) {
   const char* c = static_cast<const char*>(p);
@@ -128,6 +168,15 @@ void Kernel(int64_t count, absl::Span<const void* const> srcs,
       for (int64_t j = 0; j < m; ++j) acc[j] = acc[j] / divisor;
     }
     const size_t ndst = dsts.size();
+    if (ndst >= kStreamDestinations) {
+      // Converted once, then streamed to every destination.
+      alignas(64) S result[kBlock];
+      for (int64_t j = 0; j < m; ++j) result[j] = Tr::Store(acc[j]);
+      for (void* d : dsts)
+        StreamCopy(static_cast<S*>(d) + base, result, block_bytes);
+      StreamFence();
+      continue;
+    }
     for (size_t r = 0; r < std::min(ndst, kAhead); ++r) {
       Prefetch(static_cast<S*>(dsts[r]) + base, block_bytes, true);
     }

@@ -136,6 +136,61 @@ TEST(ReduceTest, SeparateDestinations) {
   EXPECT_EQ(a, (std::vector<float>{1, 2}));
 }
 
+// Hundreds of destinations (a large simulated cluster): the results are
+// streamed past the cache. Every destination, whatever its alignment and
+// whatever the length's remainder, holds the serial loop's result; bf16 is
+// rounded once per element, the same in every destination.
+TEST(ReduceTest, ManyDestinationsGetTheSerialResultAtAnyAlignment) {
+  constexpr int kRanks = 300;
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-10.0f, 10.0f);
+  for (const int64_t count : {int64_t{5}, int64_t{1027}, int64_t{4099}}) {
+    for (const int misalign : {0, 4, 8, 12}) {
+      // Each buffer starts `misalign` bytes past a 16-byte boundary.
+      std::vector<std::vector<float>> storage(
+          kRanks, std::vector<float>(static_cast<size_t>(count) + 8));
+      std::vector<std::vector<float>> values(
+          kRanks, std::vector<float>(static_cast<size_t>(count)));
+      std::vector<const void*> srcs;
+      std::vector<void*> dsts;
+      for (int r = 0; r < kRanks; ++r) {
+        char* base = reinterpret_cast<char*>(storage[r].data());
+        base += (16 - reinterpret_cast<uintptr_t>(base) % 16) % 16 + misalign;
+        for (float& x : values[r]) x = dist(gen);
+        std::memcpy(base, values[r].data(), count * sizeof(float));
+        srcs.push_back(base);
+        dsts.push_back(base);
+      }
+      const std::vector<float> expected =
+          Serial(values, [](float a, float b) { return a + b; });
+      ASSERT_TRUE(
+          ReduceInto(DType::kF32, ReduceOp::kSum, count, srcs, dsts, 1).ok());
+      for (int r = 0; r < kRanks; ++r) {
+        ASSERT_EQ(std::memcmp(dsts[r], expected.data(), count * sizeof(float)),
+                  0)
+            << "count " << count << ", misalign " << misalign << ", rank " << r;
+      }
+    }
+  }
+  // bf16: accumulated in f32, rounded once.
+  const int64_t count = 2050;
+  std::vector<std::vector<uint16_t>> bufs(
+      kRanks, std::vector<uint16_t>(static_cast<size_t>(count)));
+  std::vector<float> sum(static_cast<size_t>(count), 0.0f);
+  for (auto& b : bufs) {
+    for (int64_t i = 0; i < count; ++i) {
+      b[i] = half::BF16FromF32(dist(gen));
+      sum[i] += half::F32FromBF16(b[i]);
+    }
+  }
+  ASSERT_TRUE(ReduceVectors(DType::kBF16, ReduceOp::kSum, bufs, 1).ok());
+  for (int r = 0; r < kRanks; ++r) {
+    for (int64_t i = 0; i < count; ++i) {
+      ASSERT_EQ(bufs[r][i], half::BF16FromF32(sum[i])) << r << " " << i;
+    }
+  }
+}
+
 TEST(ReduceTest, BadArguments) {
   std::vector<int32_t> a(4);
   const void* srcs[] = {a.data()};

@@ -250,7 +250,7 @@ std::unique_ptr<comm::Work> SimCommunicator::AllReduce(BufferView buf,
     if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
   Access access;
-  access.writes.push_back(RangeOf(buf));
+  access.write = RangeOf(buf);
   return IssueCollective(fp, Endpoint{buf.data, buf.data}, std::move(access));
 }
 
@@ -265,7 +265,7 @@ std::unique_ptr<comm::Work> SimCommunicator::Broadcast(BufferView buf,
     if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
   Access access;
-  (rank_ == root ? access.reads : access.writes).push_back(RangeOf(buf));
+  (rank_ == root ? access.read : access.write) = RangeOf(buf);
   return IssueCollective(fp, Endpoint{buf.data, buf.data}, std::move(access));
 }
 
@@ -280,8 +280,8 @@ std::unique_ptr<comm::Work> SimCommunicator::AllGather(BufferView send,
     if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
   Access access;
-  access.reads.push_back(RangeOf(send));
-  access.writes.push_back(RangeOf(recv));
+  access.read = RangeOf(send);
+  access.write = RangeOf(recv);
   return IssueCollective(fp, Endpoint{send.data, recv.data}, std::move(access));
 }
 
@@ -298,8 +298,8 @@ std::unique_ptr<comm::Work> SimCommunicator::ReduceScatter(BufferView send,
     if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
   Access access;
-  access.reads.push_back(RangeOf(send));
-  access.writes.push_back(RangeOf(recv));
+  access.read = RangeOf(send);
+  access.write = RangeOf(recv);
   return IssueCollective(fp, Endpoint{send.data, recv.data}, std::move(access));
 }
 
@@ -313,7 +313,7 @@ std::unique_ptr<comm::Work> SimCommunicator::Send(BufferView buf, int peer) {
     if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
   Access access;
-  access.reads.push_back(RangeOf(buf));
+  access.read = RangeOf(buf);
   return IssuePointToPoint(peer, fp, Endpoint{buf.data, nullptr},
                            std::move(access));
 }
@@ -328,7 +328,7 @@ std::unique_ptr<comm::Work> SimCommunicator::Recv(BufferView buf, int peer) {
     if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
   }
   Access access;
-  access.writes.push_back(RangeOf(buf));
+  access.write = RangeOf(buf);
   return IssuePointToPoint(peer, fp, Endpoint{nullptr, buf.data},
                            std::move(access));
 }
@@ -416,18 +416,13 @@ absl::Status SimCommunicator::CheckNoConflict(const comm::Fingerprint& fp,
       std::remove_if(in_flight_.begin(), in_flight_.end(),
                      [](const InFlight& f) { return f.released->load(); }),
       in_flight_.end());
-  auto overlaps = [](const std::vector<Range>& a, const std::vector<Range>& b) {
-    for (const Range& x : a) {
-      for (const Range& y : b) {
-        if (x.begin < y.end && y.begin < x.end) return true;
-      }
-    }
-    return false;
+  auto overlaps = [](const Range& x, const Range& y) {
+    return x.begin < y.end && y.begin < x.end;
   };
   for (const InFlight& f : in_flight_) {
-    if (overlaps(access.writes, f.access.reads) ||
-        overlaps(access.writes, f.access.writes) ||
-        overlaps(access.reads, f.access.writes)) {
+    if (overlaps(access.write, f.access.read) ||
+        overlaps(access.write, f.access.write) ||
+        overlaps(access.read, f.access.write)) {
       return absl::InvalidArgumentError(absl::StrCat(
           comm::OpKindName(fp.op), " on rank ", rank_,
           ": its buffers overlap those of ", f.fp.DebugString(),

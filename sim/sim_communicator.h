@@ -126,9 +126,12 @@ class SimCommunicator : public comm::Communicator {
     uintptr_t begin = 0;
     uintptr_t end = 0;
   };
+  // What one operation reads and writes of this rank's memory: at most one
+  // buffer each (an empty range where it has none; empty ranges overlap
+  // nothing). Plain values: no allocation per operation.
   struct Access {
-    std::vector<Range> reads;
-    std::vector<Range> writes;
+    Range read;
+    Range write;
   };
   struct InFlight {
     std::shared_ptr<const std::atomic<bool>> released;
