@@ -76,6 +76,20 @@ SimWork::SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
       src_(src),
       dst_(dst) {}
 
+void* SimWork::operator new(size_t size) {
+  // A derived class of another size would need its own operator new.
+  if (size != sizeof(SimWork)) return ::operator new(size);
+  return BlockCache<sizeof(SimWork)>::Allocate();
+}
+
+void SimWork::operator delete(void* block, size_t size) {
+  if (size != sizeof(SimWork)) {
+    ::operator delete(block, size);
+    return;
+  }
+  BlockCache<sizeof(SimWork)>::Free(block);
+}
+
 SimWork::~SimWork() {
   if (finished_) return;
   if (std::uncaught_exceptions() > 0) {
@@ -372,7 +386,8 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
     return comm::MakeCompletedWork(Annotate(fp, slot.status()),
                                    comm::StartRecord(fp, size()));
   if (clock_ != nullptr) clock_->OnCollectiveIssued(clock_stream_, fp, *slot);
-  auto released = std::make_shared<std::atomic<bool>>(false);
+  auto released = std::allocate_shared<std::atomic<bool>>(
+      CachedAllocator<std::atomic<bool>>(), false);
   in_flight_.push_back(InFlight{released, fp, std::move(access)});
   return std::make_unique<SimWork>(
       group_, *std::move(slot), /*home=*/rank_, rank_,
@@ -401,7 +416,8 @@ std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
   if (!slot.ok())
     return comm::MakeCompletedWork(Annotate(fp, slot.status()),
                                    comm::StartRecord(fp, size()));
-  auto released = std::make_shared<std::atomic<bool>>(false);
+  auto released = std::allocate_shared<std::atomic<bool>>(
+      CachedAllocator<std::atomic<bool>>(), false);
   in_flight_.push_back(InFlight{released, fp, std::move(access)});
   return std::make_unique<SimWork>(
       group_, *std::move(slot), /*home=*/0, rank_,

@@ -34,6 +34,7 @@
 #include "comm/line_sink.h"
 #include "comm/types.h"
 #include "comm/work.h"
+#include "sim/block_cache.h"
 #include "sim/group.h"
 #include "sim/rank_clock.h"
 
@@ -53,6 +54,10 @@ class SimWork : public comm::Work {
           std::shared_ptr<std::atomic<bool>> released,
           RankClock* clock = nullptr, int stream = 0, int src = 0, int dst = 0);
   ~SimWork() override;
+
+  // One per operation per rank: recycled per thread (sim/block_cache.h).
+  static void* operator new(size_t size);
+  static void operator delete(void* block, size_t size);
 
   bool IsCompleted() override;
   absl::Status Wait(absl::Duration timeout) override;
