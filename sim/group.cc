@@ -432,6 +432,7 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
   sleeping_on_[rank].store(&slot, std::memory_order_seq_cst);
   sleeping_.fetch_add(1, std::memory_order_seq_cst);
   AwaitResult result;
+  bool first_round = true;
   for (;;) {
     const uint32_t generation = slot.event_.generation();
     if (reached()) break;
@@ -448,7 +449,14 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
         break;
       }
     }
-    const Deadline now = Clock::now();
+    // The first sleep of an unbounded Wait needs no clock read: the
+    // operation's deadline was set at issue, and if it has passed already
+    // the sleep returns at once and the next round checks it.
+    const bool may_skip_clock = first_round && !notes &&
+                                wait_deadline == Deadline::max() &&
+                                op_deadline != Deadline::max();
+    first_round = false;
+    const Deadline now = may_skip_clock ? Deadline::min() : Clock::now();
     if (now >= op_deadline) {
       std::unique_lock<std::mutex> lock = Lock();
       if (aborted()) {
