@@ -39,6 +39,14 @@ for bin in "$@"; do
   expect "$bin" 0 "Exit codes: 0 success, 1 runtime error (a rank failed), 2 usage error" "$bin" --help
   expect "$bin" 0 "--backend  sim (ranks as threads in this process), mpi (one process per rank, under mpirun or srun), nccl (one thread per local GPU; one process per GPU under tandemrun), gloo (one process per rank, under tandemrun or torchrun), or auto" "$bin" --help
   expect "$bin" 0 "--timeout  Seconds every collective may take" "$bin" -h
+  expect "$bin" 2 "--sim_ranks must be threads or fibers; found 'cores'" "$bin" --sim_ranks=cores
+  for k in 8 -1 1048577; do
+    expect "$bin" 2 "--sim_stack_kib must be 0 (the default) or 16 to 1048576 (1 GiB); found $k" "$bin" --sim_stack_kib=$k
+  done
+  # The stack size reaches the ranks: 2 MiB fibers run; 64 KiB threads cannot
+  # even hold the program's thread-local storage, and the run says so.
+  expect "$bin" 0 "" "$bin" --backend=sim --world_size=2 --epochs=1 --sim_ranks=fibers --sim_stack_kib=2048 --timeout=60
+  expect "$bin" 1 "stack" "$bin" --backend=sim --world_size=2 --epochs=1 --sim_stack_kib=64 --timeout=60
 
   # torchrun's variables: gloo joins a torchrun world, given the store's
   # address.

@@ -45,6 +45,12 @@ ABSL_FLAG(std::string, sim_ranks, "threads",
           "With --backend=sim: threads (one OS thread per rank) or fibers "
           "(user-space fibers on one worker thread per core; for thousands "
           "of ranks).");
+ABSL_FLAG(int64_t, sim_stack_kib, 0,
+          "With --backend=sim: each rank's stack in KiB (its thread's, or its "
+          "fiber's with --sim_ranks=fibers), 16 to 1048576; 0: the default, "
+          "1024. Raise it if a rank recurses deeply (a rank that overflows "
+          "its stack crashes the process); only the pages a rank touches "
+          "cost memory.");
 
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder of the run's checkpoint (model.safetensors with PyTorch's "
@@ -180,9 +186,19 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
             "--sim_ranks must be threads or fibers; found '", sim_ranks, "'")));
   }
 
+  const int64_t stack_kib = absl::GetFlag(FLAGS_sim_stack_kib);
+  if (stack_kib != 0 && (stack_kib < 16 || stack_kib > (int64_t{1} << 20))) {
+    return fail(kExitUsageError,
+                absl::InvalidArgumentError(absl::StrCat(
+                    "--sim_stack_kib must be 0 (the default) or 16 to 1048576 "
+                    "(1 GiB); found ",
+                    stack_kib)));
+  }
+
   RunOptions options;
   options.timeout = *timeout;
   options.sim_fibers = sim_ranks == "fibers";
+  options.sim_stack_bytes = stack_kib * 1024;
   // A note well before the timeout, and at least every 30 s.
   options.stall_note_interval = std::min(absl::Seconds(30), *timeout / 10);
   const absl::Status status = RunOnBackend(

@@ -44,6 +44,9 @@ Engine SimEngine() {
     sim_options.stall_note_interval = options.stall_note_interval;
     if (options.spin.has_value()) sim_options.spin = *options.spin;
     if (options.sim_fibers) sim_options.ranks = sim::RankExecution::kFibers;
+    if (options.sim_stack_bytes > 0) {
+      sim_options.stack_bytes = options.sim_stack_bytes;
+    }
     return std::make_unique<sim::SimLauncher>(sim_options);
   };
   return e;

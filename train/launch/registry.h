@@ -89,6 +89,9 @@ struct RunOptions {
   // sim only: every rank a user-space fiber instead of an OS thread
   // (sim::Options::ranks = kFibers, docs/sim_scale.md).
   bool sim_fibers = false;
+  // sim only: each rank's stack, bytes (sim::Options::stack_bytes); 0 keeps
+  // the engine's default.
+  int64_t sim_stack_bytes = 0;
 };
 
 // What each rank runs.
