@@ -508,6 +508,12 @@ void UnparkBatch::Unpark(Fiber* f) {
   for (auto& [worker, fibers] : remote_) {
     if (worker == w) {
       fibers.push_back(f);
+      // Hand over in chunks: waking thousands of fibers, the other workers
+      // start on theirs while this thread goes on unparking.
+      if (fibers.size() >= kUnparkChunk) {
+        worker->PushRemote(fibers);
+        fibers.clear();
+      }
       return;
     }
   }
@@ -515,7 +521,9 @@ void UnparkBatch::Unpark(Fiber* f) {
 }
 
 UnparkBatch::~UnparkBatch() {
-  for (const auto& [worker, fibers] : remote_) worker->PushRemote(fibers);
+  for (const auto& [worker, fibers] : remote_) {
+    if (!fibers.empty()) worker->PushRemote(fibers);
+  }
 }
 
 void UnparkFiber(Fiber* f) {

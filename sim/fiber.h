@@ -113,6 +113,8 @@ class UnparkBatch {
   void Unpark(Fiber* fiber);
 
  private:
+  // Fibers of one worker handed over at once (and the rest at the end).
+  static constexpr size_t kUnparkChunk = 128;
   std::vector<std::pair<FiberWorker*, std::vector<Fiber*>>> remote_;
 };
 

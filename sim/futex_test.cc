@@ -34,7 +34,9 @@ void AwaitSleepers(const EventWord& word, int n) {
 // Signal(n) wakes at most n of the parked fibers; the rest stay on the list
 // until a later Signal() wakes every one of them.
 TEST(EventWordTest, SignalNWakesAtMostNFibersAndSignalWakesTheRest) {
-  constexpr int kSleepers = 40;
+  // Enough that the wake-up hands the other worker its fibers in several
+  // chunks (UnparkBatch).
+  constexpr int kSleepers = 400;
   Sleepers s;
   FiberScheduler scheduler({.workers = 2, .stack_bytes = 64 << 10});
   for (int i = 0; i < kSleepers; ++i) {
