@@ -51,7 +51,18 @@ struct WorkRecord {
   // returning its final status); absl::InfiniteFuture() until then.
   absl::Time end = absl::InfiniteFuture();
 
+  // Engines that run operations on a device stream (nccl, when the timeline
+  // is recording at issue) also say when the stream itself began and
+  // finished the operation, on the host's clock; absl::InfinitePast() when
+  // unknown (every other engine, or the device timing failed).
+  absl::Time device_start = absl::InfinitePast();
+  absl::Time device_end = absl::InfinitePast();
+
   bool completed() const { return end != absl::InfiniteFuture(); }
+  bool has_device_span() const {
+    return device_start != absl::InfinitePast() &&
+           device_end != absl::InfinitePast();
+  }
   // "#12 AllReduce(f32 x 1024, sum), 4096 bytes, 1.2ms" or
   // "..., in flight for 3s".
   std::string DebugString() const;

@@ -30,6 +30,7 @@ namespace {
 constexpr int kHostPid = 1 << 30;
 constexpr int kMainTid = 0;
 constexpr int kCommTid = 1;
+constexpr int kDeviceTid = 2;
 constexpr char kHeader[] = "{\"traceEvents\":[\n";
 constexpr char kFooter[] = "\n],\"displayTimeUnit\":\"ms\"}\n";
 
@@ -52,7 +53,7 @@ Registry& GetRegistry() {
   return *registry;
 }
 
-std::atomic<int> g_next_thread_tid{2};
+std::atomic<int> g_next_thread_tid{kDeviceTid + 1};
 
 thread_local int t_rank = -1;
 thread_local int t_tid = -1;  // -1: not assigned yet
@@ -88,6 +89,7 @@ int Pid(int rank) { return rank < 0 ? kHostPid : rank; }
 std::string TrackName(int tid) {
   if (tid == kMainTid) return "main";
   if (tid == kCommTid) return "comm";
+  if (tid == kDeviceTid) return "device stream";
   return absl::StrCat("thread ", tid);
 }
 
@@ -147,7 +149,9 @@ void Record(std::string_view name, std::string_view category, absl::Time start,
   e.name = std::string(name);
   e.category = std::string(category);
   e.rank = t_rank;
-  e.tid = track == Track::kComm ? kCommTid : MyTid();
+  e.tid = track == Track::kComm     ? kCommTid
+          : track == Track::kDevice ? kDeviceTid
+                                    : MyTid();
   e.start_us = absl::ToUnixMicros(start);
   e.duration_us = std::max<int64_t>(0, absl::ToInt64Microseconds(end - start));
   e.args = std::move(args);

@@ -14,8 +14,10 @@
 // Tracks: each rank is a Chrome "process" (pid = rank, named "rank N"); the
 // thread that set ScopedThreadRank is its "main" track (tid 0), an operation
 // recorded with Track::kComm (a collective, from launch to completion, which
-// overlaps the main track's work) goes on its "comm" track (tid 1), and any
-// other thread of the rank gets a track of its own. Events from a thread
+// overlaps the main track's work) goes on its "comm" track (tid 1), what its
+// device's communication stream ran (Track::kDevice, where there is a
+// device) on its "device stream" track (tid 2), and any other thread of the
+// rank gets a track of its own. Events from a thread
 // without a rank go to the process-wide "host" track (pid -1).
 //
 // Cost: off, every emit point is one relaxed atomic load and a branch
@@ -62,6 +64,8 @@ enum class Track {
   kThread,  // the calling thread's own track (its rank's "main" if it set
             // ScopedThreadRank)
   kComm,    // the rank's "comm" track: collectives from launch to completion
+  kDevice,  // the rank's "device stream" track: when its device's
+            // communication stream ran each collective (nccl)
 };
 
 struct Event {

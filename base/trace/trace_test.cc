@@ -77,6 +77,32 @@ TEST_F(TraceTest, CommTrackAndArgs) {
   EXPECT_EQ(events[0].args, "\"bytes\":4096,\"op\":\"sum\"");
 }
 
+// What a device's stream ran goes on the rank's "device stream" track
+// (tid 2), named so in the JSON, beside its main and comm tracks.
+TEST_F(TraceTest, DeviceTrackIsTheRanksThirdTrack) {
+  Start();
+  {
+    ScopedThreadRank rank(3);
+    const absl::Time t0 = absl::FromUnixMicros(2000);
+    Record("AllReduce bucket 0", "comm", t0, t0 + absl::Microseconds(90),
+           Track::kComm);
+    Record("AllReduce bucket 0", "device", t0 + absl::Microseconds(30),
+           t0 + absl::Microseconds(80), Track::kDevice);
+  }
+  const std::vector<Event> events = Snapshot();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].tid, 1);
+  EXPECT_EQ(events[1].tid, 2);
+  EXPECT_EQ(events[1].rank, 3);
+  EXPECT_EQ(events[1].start_us, 2030);
+  EXPECT_EQ(events[1].duration_us, 50);
+  const std::string json = ToChromeJson(events);
+  EXPECT_NE(
+      json.find("\"pid\":3,\"tid\":2,\"args\":{\"name\":\"device stream\"}"),
+      std::string::npos)
+      << json;
+}
+
 TEST_F(TraceTest, ThreadRankIsRestored) {
   EXPECT_EQ(ThreadRank(), -1);
   {
@@ -97,7 +123,7 @@ TEST_F(TraceTest, ThreadWithoutRankGoesToHostTrack) {
   const std::vector<Event> events = Snapshot();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].rank, -1);
-  EXPECT_GE(events[0].tid, 2);
+  EXPECT_GE(events[0].tid, 3);  // 0-2: a rank's main, comm, device tracks
   const std::string json = ToChromeJson(events);
   EXPECT_NE(json.find("\"name\":\"host\""), std::string::npos) << json;
 }

@@ -31,6 +31,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
+#include "base/trace/trace.h"
 #include "comm/fingerprint.h"
 #include "comm/nccl/internal/avg_kernel.h"
 #include "comm/nccl/internal/nccl_state.h"
@@ -208,16 +209,20 @@ std::unique_ptr<Work> LaunchCollective(
   WorkRecord record = StartRecord(fp, s.size);
   const std::string name = name_of(seq);
   const absl::Time deadline = DeadlineAfter(s.options.timeout);
+  // The timeline's device track: when the stream reaches and finishes it.
+  cudaEvent_t start = trace::Enabled() ? s.RecordStart() : nullptr;
   absl::Status issued = body(s);
   std::shared_ptr<Completion> completion;
   if (issued.ok()) {
-    absl::StatusOr<std::shared_ptr<Completion>> c = s.RecordCompletion();
+    absl::StatusOr<std::shared_ptr<Completion>> c = s.RecordCompletion(start);
+    start = nullptr;  // the completion owns it now, even on failure
     if (c.ok()) {
       completion = *std::move(c);
     } else {
       issued = c.status();
     }
   }
+  if (start != nullptr) cudaEventDestroy(start);
   if (!issued.ok()) {
     // Half issued: peers cannot stay in step with us. Stop everyone.
     absl::Status failed(

@@ -84,6 +84,36 @@ absl::Status NcclCommunicator::State::InitResources() {
   }
   e = cudaMemsetAsync(scratch, 0, sizeof(float), comm_stream);
   if (e != cudaSuccess) return CudaError("cudaMemsetAsync", e, On());
+  return StartDeviceClock();
+}
+
+absl::Status NcclCommunicator::State::StartDeviceClock() {
+  // A timing event on the (all but idle) stream, and the host time it
+  // completed: the middle of the host times around its recording and the
+  // query that saw it done.
+  auto c = std::make_shared<Completion>();
+  cudaError_t e = cudaEventCreateWithFlags(&c->event, cudaEventDefault);
+  if (e != cudaSuccess) {
+    c->event = nullptr;
+    return CudaError("cudaEventCreateWithFlags (device clock)", e, On());
+  }
+  const absl::Time before = absl::Now();
+  e = cudaEventRecord(c->event, comm_stream);
+  if (e != cudaSuccess) return CudaError("cudaEventRecord", e, On());
+  const absl::Time deadline = DeadlineAfter(options.timeout);
+  while (true) {
+    e = cudaEventQuery(c->event);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) return CudaError("cudaEventQuery", e, On());
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("the communication stream ", On(),
+                       " did not run its first event within the timeout"));
+    }
+  }
+  const absl::Time after = absl::Now();
+  clock = std::move(c);
+  clock_host = before + (after - before) / 2;
   return absl::OkStatus();
 }
 
@@ -138,6 +168,7 @@ void NcclCommunicator::State::Close() {
     cudaEventDestroy(ready);
     ready = nullptr;
   }
+  clock.reset();
   if (comm_stream != nullptr) {
     cudaStreamDestroy(comm_stream);  // returns at once; frees when idle
     comm_stream = nullptr;

@@ -521,6 +521,16 @@ absl::Status DistributedDataParallel::WaitLaunched(absl::Time deadline) {
                         .Add("seq", r.fp.seq)
                         .Add("ok", s.ok() ? "yes" : "no")
                         .str());
+      // When the device's communication stream actually ran it (nccl).
+      if (r.has_device_span()) {
+        trace::Record(absl::StrCat("AllReduce bucket ", b), "device",
+                      r.device_start, r.device_end, trace::Track::kDevice,
+                      trace::Args()
+                          .Add("bucket", b)
+                          .Add("bytes", r.bytes)
+                          .Add("seq", r.fp.seq)
+                          .str());
+      }
     }
     if (s.ok() && bucket_states_[b].wire.defined()) {
       s = DecompressBucket(bucket_states_[b].wire, buckets_[b].flat);

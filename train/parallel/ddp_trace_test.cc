@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -95,6 +97,118 @@ std::vector<trace::Event> Traced(bool overlap) {
 }
 
 int64_t End(const trace::Event& e) { return e.start_us + e.duration_us; }
+
+// A Work whose engine also reports when "the device stream" ran it, as nccl's
+// does: 5 us after issue, for 7 us (fixed, so the test knows the answer).
+class DeviceTimedWork : public comm::Work {
+ public:
+  explicit DeviceTimedWork(std::unique_ptr<comm::Work> inner)
+      : comm::Work(inner->record()), inner_(std::move(inner)) {}
+  bool IsCompleted() override {
+    const bool done = inner_->IsCompleted();
+    if (done) Sync();
+    return done;
+  }
+  absl::Status Wait(absl::Duration timeout) override {
+    absl::Status s = inner_->Wait(timeout);
+    if (inner_->record().completed()) Sync();
+    return s;
+  }
+
+ private:
+  void Sync() {
+    comm::WorkRecord& r = mutable_record();
+    r = inner_->record();
+    r.device_start = r.start + absl::Microseconds(5);
+    r.device_end = r.device_start + absl::Microseconds(7);
+  }
+  std::unique_ptr<comm::Work> inner_;
+};
+
+// The simulated communicator with device-timed all-reduces.
+class DeviceTimedCommunicator : public comm::Communicator {
+ public:
+  explicit DeviceTimedCommunicator(comm::Communicator& inner) : inner_(inner) {}
+  int rank() const override { return inner_.rank(); }
+  int size() const override { return inner_.size(); }
+  std::string_view backend() const override { return inner_.backend(); }
+  std::unique_ptr<comm::Work> AllReduce(comm::BufferView buf,
+                                        comm::ReduceOp op) override {
+    return std::make_unique<DeviceTimedWork>(inner_.AllReduce(buf, op));
+  }
+  std::unique_ptr<comm::Work> Broadcast(comm::BufferView buf,
+                                        int root) override {
+    return inner_.Broadcast(buf, root);
+  }
+  std::unique_ptr<comm::Work> AllGather(comm::BufferView send,
+                                        comm::BufferView recv) override {
+    return inner_.AllGather(send, recv);
+  }
+  std::unique_ptr<comm::Work> ReduceScatter(comm::BufferView send,
+                                            comm::BufferView recv,
+                                            comm::ReduceOp op) override {
+    return inner_.ReduceScatter(send, recv, op);
+  }
+  std::unique_ptr<comm::Work> Send(comm::BufferView buf, int peer) override {
+    return inner_.Send(buf, peer);
+  }
+  std::unique_ptr<comm::Work> Recv(comm::BufferView buf, int peer) override {
+    return inner_.Recv(buf, peer);
+  }
+  absl::Status Barrier() override { return inner_.Barrier(); }
+
+ private:
+  comm::Communicator& inner_;
+};
+
+// Without a device stream (the simulated cluster) there is no device track.
+TEST(DdpTraceTest, NoDeviceTrackWithoutADevice) {
+  for (const trace::Event& e : Traced(/*overlap=*/true)) {
+    EXPECT_NE(e.tid, 2) << e.name;
+    EXPECT_NE(e.category, "device") << e.name;
+  }
+}
+
+// An engine that times its device stream: each bucket's all-reduce also
+// appears on the rank's device-stream track with exactly the engine's times.
+TEST(DdpTraceTest, DeviceTimedAllReducesGoOnTheDeviceStreamTrack) {
+  trace::Stop();
+  trace::Clear();
+  trace::Start();
+  const sim::RunResult result =
+      sim::Run(kRanks, [](int, comm::Communicator& comm) {
+        DeviceTimedCommunicator timed(comm);
+        return TrainSteps(timed, /*overlap=*/true);
+      });
+  trace::Stop();
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<trace::Event> events = trace::Snapshot();
+  trace::Clear();
+  // Per rank and bucket name, in time order: the comm-track events and the
+  // device-track events.
+  std::map<std::pair<int, std::string>, std::vector<trace::Event>> comm_events;
+  std::map<std::pair<int, std::string>, std::vector<trace::Event>>
+      device_events;
+  for (const trace::Event& e : events) {
+    if (e.tid == 1) comm_events[{e.rank, e.name}].push_back(e);
+    if (e.tid == 2) {
+      EXPECT_EQ(e.category, "device");
+      device_events[{e.rank, e.name}].push_back(e);
+    }
+  }
+  ASSERT_EQ(device_events.size(), static_cast<size_t>(kRanks * kBuckets));
+  for (const auto& [key, device] : device_events) {
+    const std::vector<trace::Event>& launched = comm_events[key];
+    ASSERT_EQ(device.size(), static_cast<size_t>(kSteps)) << key.second;
+    ASSERT_EQ(launched.size(), static_cast<size_t>(kSteps)) << key.second;
+    for (int step = 0; step < kSteps; ++step) {
+      EXPECT_EQ(device[step].start_us, launched[step].start_us + 5)
+          << "rank " << key.first << " " << key.second;
+      EXPECT_EQ(device[step].duration_us, 7);
+      EXPECT_NE(device[step].args.find("\"bytes\":"), std::string::npos);
+    }
+  }
+}
 
 // Per rank: the backward events of the DDP (one per step) and the bucket
 // all-reduces, in time order.

@@ -40,6 +40,13 @@ struct NcclCommunicator::State {
   cudaStream_t compute_stream = nullptr;  // legacy default stream until set
   cudaEvent_t ready = nullptr;            // reused: the wait captures it
   void* scratch = nullptr;                // one f32 for Barrier()
+  // The device stream's clock read on the host's, for the timeline's device
+  // track: a timing event that completed at host time `clock_host`
+  // (InitResources records it on the idle stream; later, a timed operation's
+  // end, so that cudaEventElapsedTime's float milliseconds stay within about
+  // a microsecond). Null: device times are not available.
+  std::shared_ptr<nccl_internal::Completion> clock;
+  absl::Time clock_host = absl::InfinitePast();
   int64_t collectives = 0;
   std::map<int, int64_t> sends;  // per peer
   std::map<int, int64_t> recvs;
@@ -166,11 +173,16 @@ struct NcclCommunicator::State {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<std::shared_ptr<nccl_internal::Completion>>
-  RecordCompletion() {
+  // Records the end of what was just launched on the communication stream.
+  // `start` (a timing event from RecordStart, or null) is taken over; with
+  // it, the end event is a timing event too.
+  absl::StatusOr<std::shared_ptr<nccl_internal::Completion>> RecordCompletion(
+      cudaEvent_t start = nullptr) {
     auto completion = std::make_shared<nccl_internal::Completion>();
-    cudaError_t err =
-        cudaEventCreateWithFlags(&completion->event, cudaEventDisableTiming);
+    completion->start = start;
+    cudaError_t err = cudaEventCreateWithFlags(
+        &completion->event,
+        start != nullptr ? cudaEventDefault : cudaEventDisableTiming);
     if (err != cudaSuccess) {
       completion->event = nullptr;
       return nccl_internal::CudaError("cudaEventCreateWithFlags", err, On());
@@ -179,6 +191,48 @@ struct NcclCommunicator::State {
     if (err != cudaSuccess)
       return nccl_internal::CudaError("cudaEventRecord", err, On());
     return completion;
+  }
+
+  // A timing event recorded where the communication stream is now (before
+  // a launch), or null when device times are not available or it fails:
+  // the timeline then has no device span for the launch, nothing else
+  // changes.
+  cudaEvent_t RecordStart() {
+    if (clock == nullptr) return nullptr;
+    cudaEvent_t start = nullptr;
+    if (cudaEventCreateWithFlags(&start, cudaEventDefault) != cudaSuccess) {
+      return nullptr;
+    }
+    if (cudaEventRecord(start, comm_stream) != cudaSuccess) {
+      cudaEventDestroy(start);
+      return nullptr;
+    }
+    return start;
+  }
+
+  // When the stream ran a completed, timed launch, on the host's clock:
+  // false when it was not timed or CUDA cannot say. Moves the clock's
+  // reference to this launch's end once it is 10 s past the old one.
+  bool DeviceSpan(const std::shared_ptr<nccl_internal::Completion>& c,
+                  absl::Time& start, absl::Time& end) {
+    if (clock == nullptr || c == nullptr || c->start == nullptr) return false;
+    float to_start_ms = 0;
+    float to_end_ms = 0;
+    if (cudaEventElapsedTime(&to_start_ms, clock->event, c->start) !=
+            cudaSuccess ||
+        cudaEventElapsedTime(&to_end_ms, clock->event, c->event) !=
+            cudaSuccess) {
+      return false;
+    }
+    start = clock_host +
+            absl::Microseconds(static_cast<int64_t>(to_start_ms * 1000.0));
+    end = clock_host +
+          absl::Microseconds(static_cast<int64_t>(to_end_ms * 1000.0));
+    if (to_end_ms > 10000.0f) {
+      clock = c;
+      clock_host = end;
+    }
+    return true;
   }
 
   // Launches every queued Send/Recv as one NCCL group, in issue order.
@@ -240,6 +294,8 @@ struct NcclCommunicator::State {
   // scratch word on `device` (made current). Create and Split call it
   // before the NCCL communicator exists.
   absl::Status InitResources();
+  // Sets `clock` and `clock_host` (part of InitResources).
+  absl::Status StartDeviceClock();
 
   // Best-effort release of everything; the communicator is finalised when
   // it drained in time, aborted otherwise. Idempotent.
@@ -334,6 +390,11 @@ class NcclWork final : public Work {
     }
     cudaError_t q = cudaEventQuery(ticket_->completion->event);
     if (q == cudaSuccess) {
+      WorkRecord& r = mutable_record();
+      if (!state_->DeviceSpan(ticket_->completion, r.device_start,
+                              r.device_end)) {
+        r.device_start = r.device_end = absl::InfinitePast();
+      }
       Finish(absl::OkStatus());
       return;
     }

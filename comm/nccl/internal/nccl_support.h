@@ -64,11 +64,15 @@ inline absl::Time DeadlineAfter(absl::Duration timeout) {
 }
 
 // The completion event of one launch; shared by every Work it covers (a
-// batch of Send/Recv shares one).
+// batch of Send/Recv shares one). When the timeline was recording at issue,
+// both events are timing events and `start` marks when the communication
+// stream reached the launch (State::DeviceSpan reads them).
 struct Completion {
   cudaEvent_t event = nullptr;
+  cudaEvent_t start = nullptr;
   ~Completion() {
     if (event != nullptr) cudaEventDestroy(event);
+    if (start != nullptr) cudaEventDestroy(start);
   }
 };
 
