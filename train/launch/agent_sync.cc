@@ -89,21 +89,38 @@ absl::Status AgentSync::PostFailure(int attempt, const std::string& why) {
                   options_.node_rank, "posting a failure");
 }
 
-absl::StatusOr<std::optional<std::string>> AgentSync::PostedFailure(
-    int attempt) {
-  const std::string key = AttemptKey(attempt, "failed");
+absl::StatusOr<std::optional<std::string>> AgentSync::ReadIfSet(
+    const std::string& key, const char* what) {
   absl::StatusOr<bool> there = client_->Check({key});
   if (!there.ok()) {
     return Annotate(there.status(), options_.node_rank,
-                    "checking the other nodes");
+                    absl::StrCat("checking for ", what));
   }
   if (!*there) return std::nullopt;
-  absl::StatusOr<std::string> why = client_->Get(key);
-  if (!why.ok()) {
-    return Annotate(why.status(), options_.node_rank,
-                    "reading another node's failure");
+  absl::StatusOr<std::string> value = client_->Get(key);
+  if (!value.ok()) {
+    return Annotate(value.status(), options_.node_rank,
+                    absl::StrCat("reading ", what));
   }
-  return *std::move(why);
+  return *std::move(value);
+}
+
+absl::StatusOr<std::optional<std::string>> AgentSync::PostedFailure(
+    int attempt) {
+  return ReadIfSet(AttemptKey(attempt, "failed"), "another node's failure");
+}
+
+namespace {
+constexpr char kStoppedKey[] = "/agent/stopped";
+}  // namespace
+
+absl::Status AgentSync::PostStop(const std::string& why) {
+  return Annotate(client_->Set(kStoppedKey, why), options_.node_rank,
+                  "posting that the job stops");
+}
+
+absl::StatusOr<std::optional<std::string>> AgentSync::Stopped() {
+  return ReadIfSet(kStoppedKey, "why the job was stopped");
 }
 
 absl::StatusOr<std::optional<std::string>> AgentSync::FinishAttempt(

@@ -19,6 +19,7 @@
 //   /agent/attempt_<k>/arrived/<node>   StartAttempt's rendezvous
 //   /agent/attempt_<k>/failed       what failed first (set by PostFailure)
 //   /agent/attempt_<k>/succeeded    how many nodes' workers all exited 0
+//   /agent/stopped                  why the job stops for good (PostStop)
 //   /agent/left                     how many agents are done with the store
 //
 // Blocking calls are bounded by `timeout`. Not thread-safe; one agent
@@ -71,6 +72,15 @@ class AgentSync {
   // Non-blocking (one store round trip).
   absl::StatusOr<std::optional<std::string>> PostedFailure(int attempt);
 
+  // This node was told to stop (a signal forwarded to tandemrun): the job
+  // ends on every node, with no restart. Post it before PostFailure, so a
+  // node that sees the failure also sees that it must not restart.
+  absl::Status PostStop(const std::string& why);
+
+  // Why the job was stopped for good (PostStop on any node), if it was.
+  // Non-blocking (one store round trip, two when stopped).
+  absl::StatusOr<std::optional<std::string>> Stopped();
+
   // Every worker of this node exited 0: waits until every node reports the
   // same (nullopt) or one posts a failure (returned: the job must stop or
   // restart like any failure). DeadlineExceeded after `timeout`.
@@ -85,6 +95,9 @@ class AgentSync {
   AgentSync(AgentSyncOptions options,
             std::unique_ptr<comm::TcpStoreClient> client);
   std::string AttemptKey(int attempt, const char* what) const;
+  // The value of `key` if some agent set it (`what` names it in errors).
+  absl::StatusOr<std::optional<std::string>> ReadIfSet(const std::string& key,
+                                                       const char* what);
 
   const AgentSyncOptions options_;
   std::unique_ptr<comm::TcpStoreClient> client_;

@@ -402,10 +402,14 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
     }
     if (outcome.signal != 0) {
       if (sync != nullptr) {
-        (void)sync->PostFailure(
-            attempt,
+        // Stop first: a node that sees the failure must also see that the
+        // job does not restart.
+        const std::string why =
             absl::StrCat("node ", options.node_rank,
-                         ": tandemrun stopped by signal ", outcome.signal));
+                         ": tandemrun stopped by signal ", outcome.signal);
+        (void)sync->PostStop(why);
+        (void)sync->PostFailure(attempt, why);
+        (void)sync->Leave();
       }
       result.exit_code = 128 + outcome.signal;
       result.failure.reset();
@@ -428,6 +432,21 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
       result.exit_code = 1;
       if (sync != nullptr) (void)sync->Leave();
       return result;
+    }
+    // Another node was stopped (a signal, e.g. the scheduler's preemption):
+    // the job ends everywhere instead of restarting without that node.
+    if (sync != nullptr) {
+      absl::StatusOr<std::optional<std::string>> stopped = sync->Stopped();
+      if (!stopped.ok() || stopped->has_value()) {
+        const std::string why =
+            stopped.ok() ? **stopped : std::string(stopped.status().message());
+        WriteAll(STDERR_FILENO, absl::StrCat("tandemrun: the job was stopped (",
+                                             why, "); not restarting\n"));
+        result.exit_code = 1;
+        result.stopped = why;
+        (void)sync->Leave();
+        return result;
+      }
     }
     // The cause first: another node's failure, when it was posted before
     // this node's worker died.

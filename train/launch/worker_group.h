@@ -82,6 +82,9 @@ struct WorkerGroupResult {
   // which stopped this node's workers ("node 1: rank 9 failed (exit code
   // 1)"); none when this node's own worker failed first.
   std::optional<std::string> remote_failure;
+  // Several nodes: another node was stopped by a signal, so this one ended
+  // too, without restarting (exit code 1): that node's reason.
+  std::optional<std::string> stopped;
   int restarts = 0;     // how many times the group was restarted
   int master_port = 0;  // the port the workers were told
 };

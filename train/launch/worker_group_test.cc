@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -106,6 +109,21 @@ std::vector<absl::StatusOr<WorkerGroupResult>> RunNodes(
   return results;
 }
 
+// Sends SIGTERM down `fd` (a tandemrun's signal pipe) once ranks
+// 0..ranks-1 have each created `dir`/ready<RANK>.
+std::thread SignalWhenReady(const std::filesystem::path& dir, int ranks,
+                            int fd) {
+  return std::thread([dir, ranks, fd] {
+    for (int rank = 0; rank < ranks; ++rank) {
+      while (!std::filesystem::exists(dir / absl::StrCat("ready", rank))) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    const unsigned char sig = SIGTERM;
+    ASSERT_EQ(write(fd, &sig, 1), 1);
+  });
+}
+
 TEST_F(WorkerGroupTest, TwoNodesGiveEveryRankItsPlace) {
   WorkerGroupOptions o = Shell(
       "echo \"$RANK $LOCAL_RANK $WORLD_SIZE $GROUP_RANK "
@@ -154,6 +172,39 @@ TEST_F(WorkerGroupTest, EveryNodeGivesUpTogetherAndNamesTheCause) {
   EXPECT_EQ(r[1]->exit_code, 1);
   EXPECT_FALSE(r[1]->failure.has_value());
   EXPECT_EQ(r[1]->remote_failure, "node 0: rank 0 failed (exit code 9)");
+}
+
+// A signal forwarded to one node's tandemrun (a preemption) ends the job on
+// every node: the others stop their workers and do not restart, although
+// they have restarts left, and say which node stopped.
+TEST_F(WorkerGroupTest, ASignalOnOneNodeStopsEveryNodeWithoutRestarting) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  WorkerGroupOptions o = Shell(
+      "echo $TORCHELASTIC_RESTART_COUNT >> $DIR/attempts$RANK; "
+      "touch $DIR/ready$RANK; exec sleep 60",
+      2);
+  o.max_restarts = 3;
+  WorkerGroupOptions signalled = o;
+  signalled.signal_fd = fds[0];
+  std::thread signaller = SignalWhenReady(dir_, 4, fds[1]);
+  const absl::Time start = absl::Now();
+  std::vector<absl::StatusOr<WorkerGroupResult>> r = RunNodes({o, signalled});
+  const absl::Duration took = absl::Now() - start;
+  signaller.join();
+  close(fds[0]);
+  close(fds[1]);
+  ASSERT_TRUE(r[0].ok()) << r[0].status();
+  ASSERT_TRUE(r[1].ok()) << r[1].status();
+  EXPECT_EQ(r[1]->exit_code, 128 + SIGTERM);
+  EXPECT_EQ(r[0]->exit_code, 1);
+  EXPECT_EQ(r[0]->restarts, 0);
+  EXPECT_EQ(r[0]->stopped, "node 1: tandemrun stopped by signal 15");
+  // Not the agents' 30 s timeout: nobody waited for a node that left.
+  EXPECT_LT(took, absl::Seconds(25));
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(Read(absl::StrCat("attempts", rank)), "0\n") << rank;
+  }
 }
 
 TEST_F(WorkerGroupTest, NodesWithDifferentFlagsAreRefused) {
@@ -247,14 +298,7 @@ TEST_F(WorkerGroupTest, ForwardsSignals) {
       "while true; do sleep 0.05; done",
       2);
   o.signal_fd = fds[0];
-  std::thread signaller([&] {
-    while (!std::filesystem::exists(dir_ / "ready0") ||
-           !std::filesystem::exists(dir_ / "ready1")) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    const unsigned char sig = SIGTERM;
-    ASSERT_EQ(write(fds[1], &sig, 1), 1);
-  });
+  std::thread signaller = SignalWhenReady(dir_, 2, fds[1]);
   absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
   signaller.join();
   close(fds[0]);
