@@ -52,18 +52,25 @@ absl::StatusOr<std::unique_ptr<AgentSync>> AgentSync::Connect(
     s = comm::ArriveAndWait(c, "/agent/config", node, options.nnodes);
   }
   if (!s.ok()) return Annotate(s, node, doing);
-  for (int other = 0; other < options.nnodes; ++other) {
+  absl::Status agreed;
+  for (int other = 0; other < options.nnodes && agreed.ok(); ++other) {
     absl::StatusOr<std::string> theirs =
         c.Get(absl::StrCat("/agent/config/", other));
     if (!theirs.ok()) return Annotate(theirs.status(), node, doing);
     if (*theirs != options.config) {
-      return absl::FailedPreconditionError(absl::StrCat(
+      agreed = absl::FailedPreconditionError(absl::StrCat(
           "tandemrun (node ", node, "): node ", other, " runs with '", *theirs,
           "' but node ", node, " with '", options.config,
           "'; start every node's tandemrun with the same flags (only "
           "--node_rank differs)"));
     }
   }
+  // Every node has read every config before any leaves: node 0's store
+  // must outlive the others' reads, or a node that differs would learn of
+  // it as a lost connection.
+  s = comm::ArriveAndWait(c, "/agent/config_read", node, options.nnodes);
+  if (!agreed.ok()) return agreed;
+  if (!s.ok()) return Annotate(s, node, doing);
   return sync;
 }
 

@@ -16,6 +16,9 @@
 //
 // Keys (beside the workers' "/worker/attempt_<k>/..."):
 //   /agent/config/<node>            each agent's `config`, compared at Connect
+//   /agent/config_read              Connect's last rendezvous: every node has
+//                                   read every config (so none loses the
+//                                   store before it knows the verdict)
 //   /agent/attempt_<k>/arrived/<node>   StartAttempt's rendezvous
 //   /agent/attempt_<k>/failed       what failed first (set by PostFailure)
 //   /agent/attempt_<k>/succeeded    how many nodes' workers all exited 0
