@@ -152,8 +152,9 @@ void Kernel(int64_t count, absl::Span<const void* const> srcs,
     } else {
       for (int64_t j = 0; j < m; ++j) acc[j] = Tr::Load(s0[j]);
     }
+    // Sources 0 and 1 are read above; the loop below fetches r + kAhead.
     const int64_t block_bytes = m * static_cast<int64_t>(sizeof(S));
-    for (size_t r = 0; r < std::min(nsrc, kAhead); ++r) {
+    for (size_t r = 2; r < std::min(nsrc, 2 + kAhead); ++r) {
       Prefetch(static_cast<const S*>(srcs[r]) + base, block_bytes, false);
     }
     for (size_t r = 2; r < nsrc; ++r) {
@@ -169,8 +170,11 @@ void Kernel(int64_t count, absl::Span<const void* const> srcs,
     }
     const size_t ndst = dsts.size();
     if (ndst >= kStreamDestinations) {
-      // Converted once, then streamed to every destination.
-      alignas(64) S result[kBlock];
+      // Converted once, then streamed to every destination. Per thread
+      // rather than on the stack: a simulated rank's fiber may have as
+      // little as 16 KiB, and acc already takes up to that. No fiber switch
+      // can happen inside this call.
+      alignas(64) static thread_local S result[kBlock];
       for (int64_t j = 0; j < m; ++j) result[j] = Tr::Store(acc[j]);
       for (void* d : dsts)
         StreamCopy(static_cast<S*>(d) + base, result, block_bytes);

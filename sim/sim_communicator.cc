@@ -386,9 +386,8 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
     return comm::MakeCompletedWork(Annotate(fp, slot.status()),
                                    comm::StartRecord(fp, size()));
   if (clock_ != nullptr) clock_->OnCollectiveIssued(clock_stream_, fp, *slot);
-  auto released = std::allocate_shared<std::atomic<bool>>(
-      CachedAllocator<std::atomic<bool>>(), false);
-  in_flight_.push_back(InFlight{released, fp, std::move(access)});
+  std::shared_ptr<std::atomic<bool>> released =
+      TrackInFlight(fp, std::move(access));
   return std::make_unique<SimWork>(
       group_, *std::move(slot), /*home=*/rank_, rank_,
       comm::StartRecord(fp, size()), DeadlineAfter(group_.options().timeout),
@@ -416,13 +415,20 @@ std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
   if (!slot.ok())
     return comm::MakeCompletedWork(Annotate(fp, slot.status()),
                                    comm::StartRecord(fp, size()));
-  auto released = std::allocate_shared<std::atomic<bool>>(
-      CachedAllocator<std::atomic<bool>>(), false);
-  in_flight_.push_back(InFlight{released, fp, std::move(access)});
+  std::shared_ptr<std::atomic<bool>> released =
+      TrackInFlight(fp, std::move(access));
   return std::make_unique<SimWork>(
       group_, *std::move(slot), /*home=*/0, rank_,
       comm::StartRecord(fp, size()), DeadlineAfter(group_.options().timeout),
       std::move(released), clock_.get(), clock_stream_, src, dst);
+}
+
+std::shared_ptr<std::atomic<bool>> SimCommunicator::TrackInFlight(
+    const comm::Fingerprint& fp, Access access) {
+  auto released = std::allocate_shared<std::atomic<bool>>(
+      CachedAllocator<std::atomic<bool>>(), false);
+  in_flight_.push_back(InFlight{released, fp, access});
+  return released;
 }
 
 absl::Status SimCommunicator::CheckNoConflict(const comm::Fingerprint& fp,

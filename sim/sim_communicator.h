@@ -160,6 +160,10 @@ class SimCommunicator : public comm::Communicator {
                                                 Access access);
   absl::Status CheckNoConflict(const comm::Fingerprint& fp,
                                const Access& access);
+  // Records an issued operation for the overlap check; returns the flag its
+  // Work sets once released (recycled per thread, sim/block_cache.h).
+  std::shared_ptr<std::atomic<bool>> TrackInFlight(const comm::Fingerprint& fp,
+                                                   Access access);
   absl::Status Annotate(const comm::Fingerprint& fp,
                         const absl::Status& reason) const;
 

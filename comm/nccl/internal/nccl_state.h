@@ -390,11 +390,10 @@ class NcclWork final : public Work {
     }
     cudaError_t q = cudaEventQuery(ticket_->completion->event);
     if (q == cudaSuccess) {
+      // Sets the device span only when the launch was timed.
       WorkRecord& r = mutable_record();
-      if (!state_->DeviceSpan(ticket_->completion, r.device_start,
-                              r.device_end)) {
-        r.device_start = r.device_end = absl::InfinitePast();
-      }
+      (void)state_->DeviceSpan(ticket_->completion, r.device_start,
+                               r.device_end);
       Finish(absl::OkStatus());
       return;
     }
