@@ -174,6 +174,18 @@ TEST(DispatchTest, EveryOpDispatchesOnTheDevice) {
   ExpectDispatch([&] { return Mse(m, m).status(); }, "Mse");
 }
 
+// Gelu has CPU and CUDA kernels, but the fake device registers only the
+// built-in rows: the op names itself and the device.
+TEST(DispatchTest, AnOpWithoutAKernelOnTheDeviceSaysSo) {
+  FakeDevice::Install();
+  absl::StatusOr<Tensor> y = Gelu(OnDevice({1, 2}, {2}));
+  ASSERT_FALSE(y.ok());
+  EXPECT_EQ(y.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(y.status().message(),
+              HasSubstr("op Gelu has no kernel for cuda:0"));
+  EXPECT_THAT(y.status().message(), HasSubstr("kernels for: cpu"));
+}
+
 TEST(DispatchTest, TensorMethodsUseTheDeviceKernels) {
   FakeKernels& fake = *FakeDevice::Install().kernels;
   fake.ClearCalls();
