@@ -3,7 +3,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "tensor/allocator.h"
@@ -26,106 +28,155 @@ class HostBackedAllocator : public Allocator {
   }
 };
 
+FakeKernels& Record() {
+  static FakeKernels* kernels = new FakeKernels;  // leaked: see the header
+  return *kernels;
+}
+
 absl::Status Fake(const char* name) {
+  Record().Record(name);
   return absl::UnimplementedError(absl::StrCat("fake device: ", name));
 }
 
-}  // namespace
-
-#define TANDEM_FAKE_OP(name) \
-  calls.push_back(#name);    \
-  return Fake(#name)
-
-absl::StatusOr<Tensor> FakeDeviceOps::MatMul(const Tensor&, const Tensor&, bool,
-                                             bool) {
-  TANDEM_FAKE_OP(MatMul);
+absl::StatusOr<Tensor> FakeMatMul(const Tensor&, const Tensor&, bool, bool) {
+  return Fake("MatMul");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::Linear(const Tensor&, const Tensor&,
-                                             const Tensor&) {
-  TANDEM_FAKE_OP(Linear);
+absl::StatusOr<Tensor> FakeLinear(const Tensor&, const Tensor&, const Tensor&) {
+  return Fake("Linear");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::Binary(BinaryOp, const Tensor&,
-                                             const Tensor&) {
-  TANDEM_FAKE_OP(Binary);
+absl::StatusOr<Tensor> FakeBinary(BinaryOp, const Tensor&, const Tensor&,
+                                  const internal::BroadcastPlan&) {
+  return Fake("Binary");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::Unary(UnaryOp, const Tensor&, double) {
-  TANDEM_FAKE_OP(Unary);
+absl::StatusOr<Tensor> FakeUnary(UnaryOp, const Tensor&, double) {
+  return Fake("Unary");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::Softmax(const Tensor&, int64_t, bool) {
-  TANDEM_FAKE_OP(Softmax);
+absl::StatusOr<Tensor> FakeSoftmax(const Tensor&, int64_t, bool) {
+  return Fake("Softmax");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::SumAll(const Tensor&, bool) {
-  TANDEM_FAKE_OP(SumAll);
+absl::StatusOr<Tensor> FakeSumAll(const Tensor&, bool) {
+  return Fake("SumAll");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::SumDim(const Tensor&, int64_t, bool,
-                                             bool) {
-  TANDEM_FAKE_OP(SumDim);
+absl::StatusOr<Tensor> FakeSumDim(const Tensor&, int64_t, bool, bool) {
+  return Fake("SumDim");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::Argmax(const Tensor&, int64_t) {
-  TANDEM_FAKE_OP(Argmax);
+absl::StatusOr<Tensor> FakeArgmax(const Tensor&, int64_t) {
+  return Fake("Argmax");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::Conv2d(const Tensor&, const Tensor&,
-                                             const Tensor&,
-                                             const Conv2dOptions&) {
-  TANDEM_FAKE_OP(Conv2d);
+absl::StatusOr<Tensor> FakeConv2d(const Tensor&, const Tensor&, const Tensor&,
+                                  const Conv2dOptions&) {
+  return Fake("Conv2d");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::MaxPool2d(const Tensor&,
-                                                const MaxPool2dOptions&) {
-  TANDEM_FAKE_OP(MaxPool2d);
+absl::StatusOr<Tensor> FakeMaxPool2d(const Tensor&, const MaxPool2dOptions&) {
+  return Fake("MaxPool2d");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::CrossEntropy(const Tensor&,
-                                                   const Tensor&) {
-  TANDEM_FAKE_OP(CrossEntropy);
+absl::StatusOr<Tensor> FakeCrossEntropy(const Tensor&, const Tensor&) {
+  return Fake("CrossEntropy");
 }
-absl::StatusOr<Tensor> FakeDeviceOps::Mse(const Tensor&, const Tensor&) {
-  TANDEM_FAKE_OP(Mse);
+absl::StatusOr<Tensor> FakeMse(const Tensor&, const Tensor&) {
+  return Fake("Mse");
 }
-
-#undef TANDEM_FAKE_OP
-
-absl::Status FakeDeviceOps::AddInPlace(const Tensor&, const Tensor&, double) {
-  calls.push_back("AddInPlace");
+absl::Status FakeAddInPlace(const Tensor&, const Tensor&, double) {
+  Record().Record("AddInPlace");
   return absl::OkStatus();
 }
-absl::Status FakeDeviceOps::ScaleInPlace(const Tensor&, double) {
-  calls.push_back("ScaleInPlace");
+absl::Status FakeScaleInPlace(const Tensor&, double) {
+  Record().Record("ScaleInPlace");
   return absl::OkStatus();
 }
-absl::Status FakeDeviceOps::FillInPlace(const Tensor& dst, double value) {
-  calls.push_back("FillInPlace");
+absl::Status FakeFillInPlace(const Tensor& dst, double value) {
+  Record().Record("FillInPlace");
   internal::FillElements(dst.raw_data(), dst.dtype(), dst.numel(), value);
   return absl::OkStatus();
 }
-absl::Status FakeDeviceOps::Convert(const Tensor& src, const Tensor& dst) {
-  calls.push_back("Convert");
+absl::Status FakeConvert(const Tensor& src, const Tensor& dst) {
+  Record().Record("Convert");
   internal::ConvertElements(src.raw_data(), src.dtype(), dst.raw_data(),
                             dst.dtype(), src.numel());
   return absl::OkStatus();
 }
-absl::Status FakeDeviceOps::SgdStep(const Tensor&, const Tensor&, const Tensor&,
-                                    const SgdStepArgs& args) {
-  calls.push_back("SgdStep");
-  last_sgd = args;
+absl::Status FakeSgdStep(const Tensor&, const Tensor&, const Tensor&,
+                         const SgdStepArgs& args) {
+  Record().RecordSgd(args);
   return absl::OkStatus();
 }
-absl::Status FakeDeviceOps::AdamWStep(const Tensor&, const Tensor&,
-                                      const Tensor&, const Tensor&,
-                                      const Tensor&,
-                                      const AdamWStepArgs& args) {
-  calls.push_back("AdamWStep");
-  last_adamw = args;
+absl::Status FakeAdamWStep(const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&,
+                           const AdamWStepArgs& args) {
+  Record().RecordAdamW(args);
   return absl::OkStatus();
+}
+
+absl::Status RegisterFakes() {
+  constexpr DeviceType kType = DeviceType::kCUDA;
+  for (absl::Status s : {
+           MatMulKernels().Register(kType, FakeMatMul),
+           LinearKernels().Register(kType, FakeLinear),
+           BinaryKernels().Register(kType, FakeBinary),
+           UnaryKernels().Register(kType, FakeUnary),
+           SoftmaxKernels().Register(kType, FakeSoftmax),
+           SumAllKernels().Register(kType, FakeSumAll),
+           SumDimKernels().Register(kType, FakeSumDim),
+           ArgmaxKernels().Register(kType, FakeArgmax),
+           Conv2dKernels().Register(kType, FakeConv2d),
+           MaxPool2dKernels().Register(kType, FakeMaxPool2d),
+           CrossEntropyKernels().Register(kType, FakeCrossEntropy),
+           MseKernels().Register(kType, FakeMse),
+           AddInPlaceKernels().Register(kType, FakeAddInPlace),
+           ScaleInPlaceKernels().Register(kType, FakeScaleInPlace),
+           FillInPlaceKernels().Register(kType, FakeFillInPlace),
+           ConvertKernels().Register(kType, FakeConvert),
+           SgdStepKernels().Register(kType, FakeSgdStep),
+           AdamWStepKernels().Register(kType, FakeAdamWStep),
+       }) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<std::string> FakeKernels::calls() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return calls_;
+}
+void FakeKernels::ClearCalls() {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.clear();
+}
+SgdStepArgs FakeKernels::last_sgd() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_sgd_;
+}
+AdamWStepArgs FakeKernels::last_adamw() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_adamw_;
+}
+void FakeKernels::Record(const char* op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.push_back(op);
+}
+void FakeKernels::RecordSgd(const SgdStepArgs& args) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.push_back("SgdStep");
+  last_sgd_ = args;
+}
+void FakeKernels::RecordAdamW(const AdamWStepArgs& args) {
+  std::lock_guard<std::mutex> lock(mu_);
+  calls_.push_back("AdamWStep");
+  last_adamw_ = args;
 }
 
 FakeDevice& FakeDevice::Install() {
   static FakeDevice* fake = [] {
     auto* f = new FakeDevice;
-    f->before_install = GetDeviceOps(Device::CUDA(0)).status();
-    f->ops = std::make_shared<FakeDeviceOps>();
+    f->before_install = MatMulKernels().For(Device::CUDA(0)).status();
+    f->kernels = &Record();
     RegisterAllocator(DeviceType::kCUDA,
                       std::make_shared<HostBackedAllocator>())
         .IgnoreError();
-    RegisterDeviceOps(DeviceType::kCUDA, f->ops).IgnoreError();
+    // Cannot fail: every row above has the signature it is registered with.
+    RegisterFakes().IgnoreError();
     return f;
   }();
   return *fake;

@@ -75,6 +75,12 @@ absl::StatusOr<Tensor> Sigmoid(const Tensor& x);
 absl::StatusOr<Tensor> Tanh(const Tensor& x);
 absl::StatusOr<Tensor> Exp(const Tensor& x);
 absl::StatusOr<Tensor> Log(const Tensor& x);
+// GELU as PyTorch's nn.functional.gelu(x, approximate=...): kNone is exact,
+// x * Phi(x) = x/2 (1 + erf(x / sqrt 2)); kTanh is
+// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). Both have exact gradients.
+enum class GeluApproximation : int8_t { kNone, kTanh };
+absl::StatusOr<Tensor> Gelu(
+    const Tensor& x, GeluApproximation approximate = GeluApproximation::kNone);
 
 // ---- Along a dim (negative counts from the end; default the last dim).
 // Numerically stable (max subtracted).

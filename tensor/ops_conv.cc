@@ -14,7 +14,7 @@
 #include "tensor/cpu/blas.h"
 #include "tensor/cpu/im2col.h"
 #include "tensor/cpu/onednn_conv.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -175,68 +175,20 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
-                              const Tensor& bias,
-                              const Conv2dOptions& options) {
-  if (auto routed = internal::RouteLowPrecision(
-          AmpOp::kConv2d, {x, weight, bias},
-          [&](const std::vector<Tensor>& in) {
-            return Conv2d(in[0], in[1], in[2], options);
-          })) {
-    return *std::move(routed);
-  }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
-                          internal::DeviceOpsFor({x, weight, bias}));
-  if (dev != nullptr) return dev->Conv2d(x, weight, bias, options);
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "Conv2d", "x"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(weight, "Conv2d", "weight"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Conv2d"));
-  if (x.ndim() != 4 || weight.ndim() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Conv2d: x must be [N, C, H, W] and weight [O, C, kh, kw]; got x ",
-        Describe(x), " and weight ", Describe(weight)));
-  }
-  const auto [sh, sw] = options.stride;
-  const auto [ph, pw] = options.padding;
-  if (sh < 1 || sw < 1 || ph < 0 || pw < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Conv2d: stride must be >= 1 and padding >= 0; got stride (", sh, ", ",
-        sw, ") padding (", ph, ", ", pw, ")"));
-  }
+// The CPU kernel, on arguments checked by Conv2d below.
+absl::StatusOr<Tensor> CpuConv2d(const Tensor& x, const Tensor& weight,
+                                 const Tensor& bias,
+                                 const Conv2dOptions& options) {
   const int64_t batch = x.dim(0), out_channels = weight.dim(0);
-  cpu::ConvGeometry geo{.channels = x.dim(1),
-                        .height = x.dim(2),
-                        .width = x.dim(3),
-                        .kernel_h = weight.dim(2),
-                        .kernel_w = weight.dim(3),
-                        .stride_h = sh,
-                        .stride_w = sw,
-                        .pad_h = ph,
-                        .pad_w = pw};
-  if (weight.dim(1) != geo.channels) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Conv2d: x ", Describe(x), " has ", geo.channels,
-        " channels but weight ", Describe(weight), " expects ", weight.dim(1)));
-  }
-  if (geo.kernel_h < 1 || geo.kernel_w < 1 ||
-      geo.height + 2 * ph < geo.kernel_h || geo.width + 2 * pw < geo.kernel_w) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Conv2d: kernel ", geo.kernel_h, "x", geo.kernel_w,
-                     " does not fit the padded input ", geo.height + 2 * ph,
-                     "x", geo.width + 2 * pw, " (x ", Describe(x), ", weight ",
-                     Describe(weight), ")"));
-  }
-  if (bias.defined()) {
-    TANDEM_RETURN_IF_ERROR(internal::CheckFloat(bias, "Conv2d", "bias"));
-    TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, bias, "Conv2d"));
-    if (bias.shape() != Shape{out_channels}) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Conv2d: bias ", Describe(bias), " must be [",
-                       out_channels, "] to match weight ", Describe(weight)));
-    }
-  }
+  const cpu::ConvGeometry geo{.channels = x.dim(1),
+                              .height = x.dim(2),
+                              .width = x.dim(3),
+                              .kernel_h = weight.dim(2),
+                              .kernel_w = weight.dim(3),
+                              .stride_h = options.stride[0],
+                              .stride_w = options.stride[1],
+                              .pad_h = options.padding[0],
+                              .pad_w = options.padding[1]};
   const int64_t rows = geo.col_rows(), cols = geo.col_cols();
   // Decided once, so backward takes the same path as forward.
   const bool onednn =
@@ -291,6 +243,64 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
              });
   }
   return y;
+}
+TANDEM_REGISTER_KERNEL(Conv2dKernels(), DeviceType::kCPU, CpuConv2d);
+
+}  // namespace
+
+absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
+                              const Tensor& bias,
+                              const Conv2dOptions& options) {
+  if (auto routed = internal::RouteLowPrecision(
+          AmpOp::kConv2d, {x, weight, bias},
+          [&](const std::vector<Tensor>& in) {
+            return Conv2d(in[0], in[1], in[2], options);
+          })) {
+    return *std::move(routed);
+  }
+  TANDEM_ASSIGN_OR_RETURN(const Device device,
+                          internal::OpDevice("Conv2d", x, weight, bias));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "Conv2d", "x"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(weight, "Conv2d", "weight"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Conv2d"));
+  if (x.ndim() != 4 || weight.ndim() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: x must be [N, C, H, W] and weight [O, C, kh, kw]; got x ",
+        Describe(x), " and weight ", Describe(weight)));
+  }
+  const auto [sh, sw] = options.stride;
+  const auto [ph, pw] = options.padding;
+  if (sh < 1 || sw < 1 || ph < 0 || pw < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: stride must be >= 1 and padding >= 0; got stride (", sh, ", ",
+        sw, ") padding (", ph, ", ", pw, ")"));
+  }
+  const int64_t out_channels = weight.dim(0), channels = x.dim(1);
+  const int64_t height = x.dim(2), width = x.dim(3);
+  const int64_t kernel_h = weight.dim(2), kernel_w = weight.dim(3);
+  if (weight.dim(1) != channels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: x ", Describe(x), " has ", channels, " channels but weight ",
+        Describe(weight), " expects ", weight.dim(1)));
+  }
+  if (kernel_h < 1 || kernel_w < 1 || height + 2 * ph < kernel_h ||
+      width + 2 * pw < kernel_w) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Conv2d: kernel ", kernel_h, "x", kernel_w,
+        " does not fit the padded input ", height + 2 * ph, "x", width + 2 * pw,
+        " (x ", Describe(x), ", weight ", Describe(weight), ")"));
+  }
+  if (bias.defined()) {
+    TANDEM_RETURN_IF_ERROR(internal::CheckFloat(bias, "Conv2d", "bias"));
+    TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, bias, "Conv2d"));
+    if (bias.shape() != Shape{out_channels}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Conv2d: bias ", Describe(bias), " must be [",
+                       out_channels, "] to match weight ", Describe(weight)));
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(Conv2dKernel * kernel, Conv2dKernels().For(device));
+  return kernel(x, weight, bias, options);
 }
 
 }  // namespace tandem

@@ -10,7 +10,7 @@
 #include "base/status_macros.h"
 #include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops_bf16.h"
 #include "tensor/ops_internal.h"
@@ -81,38 +81,22 @@ void BackwardLoop(const Plan& p, const Operand& x, const T* a, const T* b,
   }
 }
 
-enum class BinaryKind { kAdd, kSub, kMul, kDiv };
-
-AmpOp ToAmpOp(BinaryKind k) {
+AmpOp ToAmpOp(BinaryOp k) {
   switch (k) {
-    case BinaryKind::kAdd:
+    case BinaryOp::kAdd:
       return AmpOp::kAdd;
-    case BinaryKind::kSub:
+    case BinaryOp::kSub:
       return AmpOp::kSub;
-    case BinaryKind::kMul:
+    case BinaryOp::kMul:
       return AmpOp::kMul;
-    case BinaryKind::kDiv:
+    case BinaryOp::kDiv:
       return AmpOp::kDiv;
   }
   return AmpOp::kAdd;
 }
 
-const char* BinaryName(BinaryKind k) {
-  switch (k) {
-    case BinaryKind::kAdd:
-      return "Add";
-    case BinaryKind::kSub:
-      return "Sub";
-    case BinaryKind::kMul:
-      return "Mul";
-    case BinaryKind::kDiv:
-      return "Div";
-  }
-  return "?";
-}
-
 template <typename T>
-absl::Status BinaryBackward(BinaryKind kind, const Plan& p, const Tensor& a,
+absl::Status BinaryBackward(BinaryOp kind, const Plan& p, const Tensor& a,
                             const Tensor& b, const Tensor& g, GradSink& sink) {
   const T* pa = a.defined() ? a.data<T>() : nullptr;
   const T* pb = b.defined() ? b.data<T>() : nullptr;
@@ -123,11 +107,11 @@ absl::Status BinaryBackward(BinaryKind kind, const Plan& p, const Tensor& a,
     // Pass-through gradients of equal-shape operands are handed over
     // without a copy.
     if (!x.broadcast && i == 0 &&
-        (kind == BinaryKind::kAdd || kind == BinaryKind::kSub)) {
+        (kind == BinaryOp::kAdd || kind == BinaryOp::kSub)) {
       TANDEM_RETURN_IF_ERROR(sink.Add(0, g));
       continue;
     }
-    if (!x.broadcast && i == 1 && kind == BinaryKind::kAdd) {
+    if (!x.broadcast && i == 1 && kind == BinaryOp::kAdd) {
       TANDEM_RETURN_IF_ERROR(sink.Add(1, g));
       continue;
     }
@@ -137,11 +121,11 @@ absl::Status BinaryBackward(BinaryKind kind, const Plan& p, const Tensor& a,
     const bool acc = buf.accumulate;
     // Operands a closure ignores point at g, which is indexable everywhere.
     switch (kind) {
-      case BinaryKind::kAdd:
+      case BinaryOp::kAdd:
         BackwardLoop<T>(p, x, pg, pg, pg, out, n, acc,
                         [](T, T, T gv) { return gv; });
         break;
-      case BinaryKind::kSub:
+      case BinaryOp::kSub:
         if (i == 0) {
           BackwardLoop<T>(p, x, pg, pg, pg, out, n, acc,
                           [](T, T, T gv) { return gv; });
@@ -150,7 +134,7 @@ absl::Status BinaryBackward(BinaryKind kind, const Plan& p, const Tensor& a,
                           [](T, T, T gv) { return -gv; });
         }
         break;
-      case BinaryKind::kMul:
+      case BinaryOp::kMul:
         if (i == 0) {
           BackwardLoop<T>(p, x, pg, pb, pg, out, n, acc,
                           [](T, T bv, T gv) { return gv * bv; });
@@ -159,7 +143,7 @@ absl::Status BinaryBackward(BinaryKind kind, const Plan& p, const Tensor& a,
                           [](T av, T, T gv) { return gv * av; });
         }
         break;
-      case BinaryKind::kDiv:
+      case BinaryOp::kDiv:
         if (i == 0) {
           BackwardLoop<T>(p, x, pg, pb, pg, out, n, acc,
                           [](T, T bv, T gv) { return gv / bv; });
@@ -174,35 +158,9 @@ absl::Status BinaryBackward(BinaryKind kind, const Plan& p, const Tensor& a,
   return absl::OkStatus();
 }
 
-BinaryOp ToBinaryOp(BinaryKind k) {
-  switch (k) {
-    case BinaryKind::kAdd:
-      return BinaryOp::kAdd;
-    case BinaryKind::kSub:
-      return BinaryOp::kSub;
-    case BinaryKind::kMul:
-      return BinaryOp::kMul;
-    case BinaryKind::kDiv:
-      return BinaryOp::kDiv;
-  }
-  return BinaryOp::kAdd;
-}
-
-absl::StatusOr<Tensor> Binary(BinaryKind kind, const Tensor& a,
-                              const Tensor& b) {
-  if (auto routed = internal::RouteLowPrecision(
-          ToAmpOp(kind), {a, b}, [&](const std::vector<Tensor>& in) {
-            return Binary(kind, in[0], in[1]);
-          })) {
-    return *std::move(routed);
-  }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({a, b}));
-  if (dev != nullptr) return dev->Binary(ToBinaryOp(kind), a, b);
-  const char* name = BinaryName(kind);
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(a, name, "a"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(b, name, "b"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, name));
-  TANDEM_ASSIGN_OR_RETURN(Plan plan, MakeBroadcastPlan(a, b, name));
+// The CPU kernel of Add/Sub/Mul/Div (checked by Binary below).
+absl::StatusOr<Tensor> CpuBinary(BinaryOp kind, const Tensor& a,
+                                 const Tensor& b, const Plan& plan) {
   TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike(plan.out_shape, a.dtype()));
   DispatchFloat(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -210,22 +168,22 @@ absl::StatusOr<Tensor> Binary(BinaryKind kind, const Tensor& a,
     const T* pb = b.data<T>();
     T* po = out.data<T>();
     switch (kind) {
-      case BinaryKind::kAdd:
+      case BinaryOp::kAdd:
         return ForwardLoop<T>(plan, pa, pb, po, [](T x, T y) { return x + y; });
-      case BinaryKind::kSub:
+      case BinaryOp::kSub:
         return ForwardLoop<T>(plan, pa, pb, po, [](T x, T y) { return x - y; });
-      case BinaryKind::kMul:
+      case BinaryOp::kMul:
         return ForwardLoop<T>(plan, pa, pb, po, [](T x, T y) { return x * y; });
-      case BinaryKind::kDiv:
+      case BinaryOp::kDiv:
         return ForwardLoop<T>(plan, pa, pb, po, [](T x, T y) { return x / y; });
     }
   });
   if (ShouldRecord({a, b})) {
     // Only Mul and Div read the operands in backward.
-    const bool saves = kind == BinaryKind::kMul || kind == BinaryKind::kDiv;
+    const bool saves = kind == BinaryOp::kMul || kind == BinaryOp::kDiv;
     Tensor sa = saves ? a.Detach() : Tensor();
     Tensor sb = saves ? b.Detach() : Tensor();
-    RecordOp(name, out, {a, b},
+    RecordOp(BinaryOpName(kind), out, {a, b},
              [kind, plan, sa, sb](const Tensor& g, GradSink& sink) {
                return DispatchFloat(g.dtype(), [&](auto zero) {
                  using T = decltype(zero);
@@ -235,22 +193,31 @@ absl::StatusOr<Tensor> Binary(BinaryKind kind, const Tensor& a,
   }
   return out;
 }
+TANDEM_REGISTER_KERNEL(BinaryKernels(), DeviceType::kCPU, CpuBinary);
 
-// y = f(x) elementwise; gx = df(x, y) * g.
-// `op` and `scalar` name the same function for the device kernels.
-template <typename F, typename DF>
-absl::StatusOr<Tensor> Unary(const char* name, UnaryOp op, double scalar,
-                             const Tensor& x, F f, DF df, bool needs_x,
-                             bool needs_y) {
+// Add/Sub/Mul/Div on every device: the one argument check, then the
+// kernel of the operands' device.
+absl::StatusOr<Tensor> Binary(BinaryOp kind, const Tensor& a, const Tensor& b) {
   if (auto routed = internal::RouteLowPrecision(
-          AmpOp::kUnary, {x}, [&](const std::vector<Tensor>& in) {
-            return Unary(name, op, scalar, in[0], f, df, needs_x, needs_y);
+          ToAmpOp(kind), {a, b}, [&](const std::vector<Tensor>& in) {
+            return Binary(kind, in[0], in[1]);
           })) {
     return *std::move(routed);
   }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
-  if (dev != nullptr) return dev->Unary(op, x, scalar);
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
+  const char* name = BinaryOpName(kind);
+  TANDEM_ASSIGN_OR_RETURN(const Device device, internal::OpDevice(name, a, b));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(a, name, "a"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(b, name, "b"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, name));
+  TANDEM_ASSIGN_OR_RETURN(const Plan plan, MakeBroadcastPlan(a, b, name));
+  TANDEM_ASSIGN_OR_RETURN(BinaryKernel * kernel, BinaryKernels().For(device));
+  return kernel(kind, a, b, plan);
+}
+
+// y = f(x) elementwise; gx = df(x, y) * g.
+template <typename F, typename DF>
+absl::StatusOr<Tensor> UnaryLoop(const char* name, const Tensor& x, F f, DF df,
+                                 bool needs_x, bool needs_y) {
   TANDEM_ASSIGN_OR_RETURN(Tensor y, NewLike(x.shape(), x.dtype()));
   DispatchFloat(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -283,51 +250,114 @@ absl::StatusOr<Tensor> Unary(const char* name, UnaryOp op, double scalar,
   return y;
 }
 
+// The CPU kernel of the elementwise functions (checked by Unary below).
+absl::StatusOr<Tensor> CpuUnary(UnaryOp op, const Tensor& x, double s) {
+  const char* name = UnaryOpName(op);
+  switch (op) {
+    case UnaryOp::kAddScalar:
+      return UnaryLoop(
+          name, x, [s](auto v) { return v + static_cast<decltype(v)>(s); },
+          [](auto, auto, auto g) { return g; }, false, false);
+    case UnaryOp::kSubScalar:
+      return UnaryLoop(
+          name, x, [s](auto v) { return v - static_cast<decltype(v)>(s); },
+          [](auto, auto, auto g) { return g; }, false, false);
+    case UnaryOp::kMulScalar:
+      return UnaryLoop(
+          name, x, [s](auto v) { return v * static_cast<decltype(v)>(s); },
+          [s](auto, auto, auto g) { return g * static_cast<decltype(g)>(s); },
+          false, false);
+    case UnaryOp::kDivScalar:
+      return UnaryLoop(
+          name, x, [s](auto v) { return v / static_cast<decltype(v)>(s); },
+          [s](auto, auto, auto g) { return g / static_cast<decltype(g)>(s); },
+          false, false);
+    case UnaryOp::kNeg:
+      return UnaryLoop(
+          name, x, [](auto v) { return -v; },
+          [](auto, auto, auto g) { return -g; }, false, false);
+    case UnaryOp::kRelu:
+      // NaN stays NaN (v < 0 is false), as torch.relu.
+      return UnaryLoop(
+          name, x, [](auto v) { return v < 0 ? decltype(v)(0) : v; },
+          [](auto xv, auto, auto g) { return xv > 0 ? g : decltype(g)(0); },
+          true, false);
+    case UnaryOp::kSigmoid:
+      return UnaryLoop(
+          name, x,
+          [](auto v) {
+            using T = decltype(v);
+            // Never exponentiates a large positive number.
+            if (v >= 0) return T(1) / (T(1) + std::exp(-v));
+            const T e = std::exp(v);
+            return e / (T(1) + e);
+          },
+          [](auto, auto yv, auto g) { return g * yv * (decltype(g)(1) - yv); },
+          false, true);
+    case UnaryOp::kTanh:
+      return UnaryLoop(
+          name, x, [](auto v) { return std::tanh(v); },
+          [](auto, auto yv, auto g) { return g * (decltype(g)(1) - yv * yv); },
+          false, true);
+    case UnaryOp::kExp:
+      return UnaryLoop(
+          name, x, [](auto v) { return std::exp(v); },
+          [](auto, auto yv, auto g) { return g * yv; }, false, true);
+    case UnaryOp::kLog:
+      return UnaryLoop(
+          name, x, [](auto v) { return std::log(v); },
+          [](auto xv, auto, auto g) { return g / xv; }, true, false);
+  }
+  return absl::InternalError(
+      absl::StrCat("unknown UnaryOp ", static_cast<int>(op)));
+}
+TANDEM_REGISTER_KERNEL(UnaryKernels(), DeviceType::kCPU, CpuUnary);
+
+// The elementwise functions on every device: the one argument check, then
+// the kernel of x's device.
+absl::StatusOr<Tensor> Unary(UnaryOp op, const Tensor& x, double scalar) {
+  if (auto routed = internal::RouteLowPrecision(
+          AmpOp::kUnary, {x}, [&](const std::vector<Tensor>& in) {
+            return Unary(op, in[0], scalar);
+          })) {
+    return *std::move(routed);
+  }
+  const char* name = UnaryOpName(op);
+  TANDEM_ASSIGN_OR_RETURN(const Device device, internal::OpDevice(name, x));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
+  TANDEM_ASSIGN_OR_RETURN(UnaryKernel * kernel, UnaryKernels().For(device));
+  return kernel(op, x, scalar);
+}
+
 }  // namespace
 
 absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b) {
-  return Binary(BinaryKind::kAdd, a, b);
+  return Binary(BinaryOp::kAdd, a, b);
 }
 absl::StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b) {
-  return Binary(BinaryKind::kSub, a, b);
+  return Binary(BinaryOp::kSub, a, b);
 }
 absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b) {
-  return Binary(BinaryKind::kMul, a, b);
+  return Binary(BinaryOp::kMul, a, b);
 }
 absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) {
-  return Binary(BinaryKind::kDiv, a, b);
+  return Binary(BinaryOp::kDiv, a, b);
 }
 
 absl::StatusOr<Tensor> Add(const Tensor& a, double s) {
-  return Unary(
-      "AddScalar", UnaryOp::kAddScalar, s, a,
-      [s](auto x) { return x + static_cast<decltype(x)>(s); },
-      [](auto, auto, auto g) { return g; }, false, false);
+  return Unary(UnaryOp::kAddScalar, a, s);
 }
 absl::StatusOr<Tensor> Sub(const Tensor& a, double s) {
-  return Unary(
-      "SubScalar", UnaryOp::kSubScalar, s, a,
-      [s](auto x) { return x - static_cast<decltype(x)>(s); },
-      [](auto, auto, auto g) { return g; }, false, false);
+  return Unary(UnaryOp::kSubScalar, a, s);
 }
 absl::StatusOr<Tensor> Mul(const Tensor& a, double s) {
-  return Unary(
-      "MulScalar", UnaryOp::kMulScalar, s, a,
-      [s](auto x) { return x * static_cast<decltype(x)>(s); },
-      [s](auto, auto, auto g) { return g * static_cast<decltype(g)>(s); },
-      false, false);
+  return Unary(UnaryOp::kMulScalar, a, s);
 }
 absl::StatusOr<Tensor> Div(const Tensor& a, double s) {
-  return Unary(
-      "DivScalar", UnaryOp::kDivScalar, s, a,
-      [s](auto x) { return x / static_cast<decltype(x)>(s); },
-      [s](auto, auto, auto g) { return g / static_cast<decltype(g)>(s); },
-      false, false);
+  return Unary(UnaryOp::kDivScalar, a, s);
 }
 absl::StatusOr<Tensor> Neg(const Tensor& x) {
-  return Unary(
-      "Neg", UnaryOp::kNeg, 0, x, [](auto v) { return -v; },
-      [](auto, auto, auto g) { return -g; }, false, false);
+  return Unary(UnaryOp::kNeg, x, 0);
 }
 
 absl::StatusOr<Tensor> Relu(const Tensor& x) {
@@ -339,45 +369,60 @@ absl::StatusOr<Tensor> Relu(const Tensor& x) {
       (x.dtype() == DType::kBF16 || x.dtype() == DType::kF16)) {
     return internal::ReluLowPrecision(x);
   }
-  // NaN stays NaN (v < 0 is false), as torch.relu.
-  return Unary(
-      "Relu", UnaryOp::kRelu, 0, x,
-      [](auto v) { return v < 0 ? decltype(v)(0) : v; },
-      [](auto xv, auto, auto g) { return xv > 0 ? g : decltype(g)(0); }, true,
-      false);
+  return Unary(UnaryOp::kRelu, x, 0);
 }
 
 absl::StatusOr<Tensor> Sigmoid(const Tensor& x) {
-  return Unary(
-      "Sigmoid", UnaryOp::kSigmoid, 0, x,
-      [](auto v) {
-        using T = decltype(v);
-        // Never exponentiates a large positive number.
-        if (v >= 0) return T(1) / (T(1) + std::exp(-v));
-        const T e = std::exp(v);
-        return e / (T(1) + e);
-      },
-      [](auto, auto yv, auto g) { return g * yv * (decltype(g)(1) - yv); },
-      false, true);
+  return Unary(UnaryOp::kSigmoid, x, 0);
 }
-
 absl::StatusOr<Tensor> Tanh(const Tensor& x) {
-  return Unary(
-      "Tanh", UnaryOp::kTanh, 0, x, [](auto v) { return std::tanh(v); },
-      [](auto, auto yv, auto g) { return g * (decltype(g)(1) - yv * yv); },
-      false, true);
+  return Unary(UnaryOp::kTanh, x, 0);
 }
-
 absl::StatusOr<Tensor> Exp(const Tensor& x) {
-  return Unary(
-      "Exp", UnaryOp::kExp, 0, x, [](auto v) { return std::exp(v); },
-      [](auto, auto yv, auto g) { return g * yv; }, false, true);
+  return Unary(UnaryOp::kExp, x, 0);
+}
+absl::StatusOr<Tensor> Log(const Tensor& x) {
+  return Unary(UnaryOp::kLog, x, 0);
 }
 
-absl::StatusOr<Tensor> Log(const Tensor& x) {
-  return Unary(
-      "Log", UnaryOp::kLog, 0, x, [](auto v) { return std::log(v); },
-      [](auto xv, auto, auto g) { return g / xv; }, true, false);
+const char* BinaryOpName(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return "Add";
+    case BinaryOp::kSub:
+      return "Sub";
+    case BinaryOp::kMul:
+      return "Mul";
+    case BinaryOp::kDiv:
+      return "Div";
+  }
+  return "?";
+}
+
+const char* UnaryOpName(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kNeg:
+      return "Neg";
+    case UnaryOp::kRelu:
+      return "Relu";
+    case UnaryOp::kSigmoid:
+      return "Sigmoid";
+    case UnaryOp::kTanh:
+      return "Tanh";
+    case UnaryOp::kExp:
+      return "Exp";
+    case UnaryOp::kLog:
+      return "Log";
+    case UnaryOp::kAddScalar:
+      return "AddScalar";
+    case UnaryOp::kSubScalar:
+      return "SubScalar";
+    case UnaryOp::kMulScalar:
+      return "MulScalar";
+    case UnaryOp::kDivScalar:
+      return "DivScalar";
+  }
+  return "?";
 }
 
 }  // namespace tandem

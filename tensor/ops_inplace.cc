@@ -1,11 +1,12 @@
-// In-place updates outside autograd: AddInPlace, ScaleInPlace, FillInPlace.
-// The backward engine accumulates gradients with AddInPlace.
+// In-place updates outside autograd: AddInPlace, ScaleInPlace, FillInPlace
+// (their one argument check each, and their CPU kernels). The backward
+// engine accumulates gradients with AddInPlace.
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/convert.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -24,8 +25,6 @@ void AddLowPrecisionTyped(T* d, const T* s, int64_t n, float alpha) {
 
 absl::Status AddLowPrecision(const Tensor& dst, const Tensor& src,
                              double alpha) {
-  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(dst, "AddInPlace", "dst"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(src, "AddInPlace", "src"));
   const float a = static_cast<float>(alpha);
   if (dst.dtype() == DType::kBF16) {
     AddLowPrecisionTyped(dst.data<BFloat16>(), src.data<BFloat16>(),
@@ -36,24 +35,11 @@ absl::Status AddLowPrecision(const Tensor& dst, const Tensor& src,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({dst, src}));
-  if (dev != nullptr) return dev->AddInPlace(dst, src, alpha);
-  if ((dst.dtype() == DType::kBF16 || dst.dtype() == DType::kF16) &&
-      dst.dtype() == src.dtype() && dst.numel() == src.numel()) {
+absl::Status CpuAddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
+  if (dst.dtype() == DType::kBF16 || dst.dtype() == DType::kF16) {
     // f16/bf16 (autograd accumulating low-precision gradients): each sum in
     // float, rounded once, as PyTorch's CPU kernels do.
     return AddLowPrecision(dst, src, alpha);
-  }
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(dst, "AddInPlace", "dst"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(src, "AddInPlace", "src"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(dst, src, "AddInPlace"));
-  if (dst.numel() != src.numel()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AddInPlace: dst ", Describe(dst), " and src ",
-                     Describe(src), " have different element counts"));
   }
   internal::DispatchFloat(dst.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -69,10 +55,10 @@ absl::Status AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
   });
   return absl::OkStatus();
 }
+TANDEM_REGISTER_KERNEL(AddInPlaceKernels(), DeviceType::kCPU, CpuAddInPlace);
 
-absl::Status ScaleInPlace(const Tensor& dst, double factor) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({dst}));
-  if (dev != nullptr) return dev->ScaleInPlace(dst, factor);
+absl::Status CpuScaleInPlace(const Tensor& dst, double factor) {
+  // The CPU kernel has no 16-bit loop (CUDA's has).
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(dst, "ScaleInPlace", "dst"));
   internal::DispatchFloat(dst.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -85,13 +71,50 @@ absl::Status ScaleInPlace(const Tensor& dst, double factor) {
   });
   return absl::OkStatus();
 }
+TANDEM_REGISTER_KERNEL(ScaleInPlaceKernels(), DeviceType::kCPU,
+                       CpuScaleInPlace);
 
-absl::Status FillInPlace(const Tensor& dst, double value) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({dst}));
-  if (dev != nullptr) return dev->FillInPlace(dst, value);
-  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(dst, "FillInPlace", "dst"));
+absl::Status CpuFillInPlace(const Tensor& dst, double value) {
   internal::FillElements(dst.raw_data(), dst.dtype(), dst.numel(), value);
   return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(FillInPlaceKernels(), DeviceType::kCPU, CpuFillInPlace);
+
+}  // namespace
+
+absl::Status AddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
+  TANDEM_ASSIGN_OR_RETURN(const Device device,
+                          internal::OpDevice("AddInPlace", dst, src));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloating(dst, "AddInPlace", "dst"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloating(src, "AddInPlace", "src"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(dst, src, "AddInPlace"));
+  if (dst.numel() != src.numel()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AddInPlace: dst ", Describe(dst), " and src ",
+                     Describe(src), " have different element counts"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(AddInPlaceKernel * kernel,
+                          AddInPlaceKernels().For(device));
+  return kernel(dst, src, alpha);
+}
+
+absl::Status ScaleInPlace(const Tensor& dst, double factor) {
+  TANDEM_ASSIGN_OR_RETURN(const Device device,
+                          internal::OpDevice("ScaleInPlace", dst));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloating(dst, "ScaleInPlace", "dst"));
+  TANDEM_ASSIGN_OR_RETURN(ScaleInPlaceKernel * kernel,
+                          ScaleInPlaceKernels().For(device));
+  return kernel(dst, factor);
+}
+
+absl::Status FillInPlace(const Tensor& dst, double value) {
+  if (!dst.defined()) {
+    return absl::InvalidArgumentError(
+        "FillInPlace: `dst` is an undefined tensor");
+  }
+  TANDEM_ASSIGN_OR_RETURN(FillInPlaceKernel * kernel,
+                          FillInPlaceKernels().For(dst.device()));
+  return kernel(dst, value);
 }
 
 }  // namespace tandem

@@ -13,11 +13,17 @@ std::string Describe(const Tensor& t) {
   return absl::StrCat(DTypeName(t.dtype()), ShapeToString(t.shape()));
 }
 
-absl::Status CheckCpu(const Tensor& t, const char* op, const char* arg) {
+absl::Status CheckDefined(const Tensor& t, const char* op, const char* arg) {
   if (!t.defined()) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": `", arg, "` is an undefined tensor"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCpu(const Tensor& t, const char* op, const char* arg) {
+  absl::Status s = CheckDefined(t, op, arg);
+  if (!s.ok()) return s;
   if (!t.device().is_cpu()) {
     return absl::UnimplementedError(absl::StrCat(
         op, ": `", arg, "` is on ", t.device().ToString(),
@@ -26,8 +32,28 @@ absl::Status CheckCpu(const Tensor& t, const char* op, const char* arg) {
   return absl::OkStatus();
 }
 
+absl::Status DeviceMismatch(const char* op, Device a, Device b) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "Expected all tensors to be on the same device, but found at least "
+      "two devices, ",
+      a.ToString(), " and ", b.ToString(), " (in ", op,
+      "); move one with To(Device) first"));
+}
+
+absl::Status CheckFloating(const Tensor& t, const char* op, const char* arg) {
+  absl::Status s = CheckDefined(t, op, arg);
+  if (!s.ok()) return s;
+  if (!IsFloatingPoint(t.dtype())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": `", arg, "` is ", Describe(t),
+        " but this op supports f32, f64, f16 and bf16; convert with "
+        "To(DType)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckFloat(const Tensor& t, const char* op, const char* arg) {
-  absl::Status s = CheckCpu(t, op, arg);
+  absl::Status s = CheckDefined(t, op, arg);
   if (!s.ok()) return s;
   if (t.dtype() != DType::kF32 && t.dtype() != DType::kF64) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -70,6 +96,15 @@ absl::Status CheckLinearFeatures(const Tensor& x, const Tensor& weight) {
         " (weight is [out_features, in_features])"));
   }
   return absl::OkStatus();
+}
+
+absl::Status LabelOutOfRange(const Tensor& logits, int64_t index,
+                             int64_t label) {
+  const int64_t c = logits.dim(1);
+  return absl::InvalidArgumentError(
+      absl::StrCat("CrossEntropy: label at index ", index, " is ", label,
+                   " but logits ", Describe(logits), " have ", c,
+                   " classes (valid labels: 0 to ", c - 1, ")"));
 }
 
 absl::StatusOr<int64_t> NormalizeDim(int64_t dim, const Tensor& t,

@@ -15,10 +15,42 @@ namespace tandem::internal {
 // "f32[2, 3]" (or "undefined").
 std::string Describe(const Tensor& t);
 
+// Defined; otherwise an error naming `op` and `arg`.
+absl::Status CheckDefined(const Tensor& t, const char* op, const char* arg);
 // Defined and on the CPU; otherwise an error naming `op` and `arg`.
 absl::Status CheckCpu(const Tensor& t, const char* op, const char* arg);
-// CheckCpu and dtype f32 or f64.
+// Defined and of dtype f32 or f64 (on any device: the op's definition
+// checked the device with OpDevice).
 absl::Status CheckFloat(const Tensor& t, const char* op, const char* arg);
+// Defined and floating (f32, f64, f16 or bf16): for ops whose kernels
+// take 16-bit dtypes on some devices (each kernel refuses what it lacks).
+absl::Status CheckFloating(const Tensor& t, const char* op, const char* arg);
+
+// PyTorch's "Expected all tensors to be on the same device" naming `a`,
+// `b` and `op`.
+absl::Status DeviceMismatch(const char* op, Device a, Device b);
+
+// The device an op runs on: that of its defined inputs (the CPU when none
+// is defined); DeviceMismatch of the first two that differ. Copies no
+// tensor (this runs on every op call).
+template <typename... Ts>
+absl::StatusOr<Device> OpDevice(const char* op, const Ts&... tensors) {
+  Device first;
+  bool found = false;
+  const Tensor* other = nullptr;
+  auto visit = [&](const Tensor& t) {
+    if (!t.defined() || other != nullptr) return;
+    if (!found) {
+      first = t.device();
+      found = true;
+    } else if (t.device() != first) {
+      other = &t;
+    }
+  };
+  (visit(tensors), ...);
+  if (other != nullptr) return DeviceMismatch(op, first, other->device());
+  return first;
+}
 // Same dtype for both (after CheckFloat of each).
 absl::Status CheckSameDType(const Tensor& a, const Tensor& b, const char* op);
 
@@ -35,6 +67,11 @@ absl::StatusOr<MatMulDims> MatMulDimsOf(const Tensor& a, const Tensor& b,
 // InvalidArgument naming both when the feature counts differ. Shared by every
 // Linear kernel (f32/f64 and bf16); both tensors must already be 2-d.
 absl::Status CheckLinearFeatures(const Tensor& x, const Tensor& weight);
+
+// CrossEntropy's error for the label at `index` of value `label` outside
+// [0, C) of logits [N, C] (every device's kernel reads the labels itself).
+absl::Status LabelOutOfRange(const Tensor& logits, int64_t index,
+                             int64_t label);
 
 // Maps dim (negative counts from the end) into [0, ndim); InvalidArgument
 // naming the op and shape otherwise.

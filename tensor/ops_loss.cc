@@ -10,7 +10,7 @@
 #include "base/status_macros.h"
 #include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 #include "tensor/softmax_kernels.h"
@@ -56,49 +56,15 @@ absl::StatusOr<Tensor> CrossEntropyF32(const Tensor& logits,
   return loss;
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
-                                    const Tensor& labels) {
-  if (auto routed =
-          internal::RouteLowPrecision(AmpOp::kCrossEntropy, {logits, labels},
-                                      [&](const std::vector<Tensor>& in) {
-                                        return CrossEntropy(in[0], in[1]);
-                                      })) {
-    return *std::move(routed);
-  }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
-                          internal::DeviceOpsFor({logits, labels}));
-  if (dev != nullptr) return dev->CrossEntropy(logits, labels);
-  TANDEM_RETURN_IF_ERROR(
-      internal::CheckFloat(logits, "CrossEntropy", "logits"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(labels, "CrossEntropy", "labels"));
-  if (logits.ndim() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CrossEntropy: logits must be [N, C], got ", Describe(logits)));
-  }
-  if (labels.dtype() != DType::kI64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CrossEntropy: labels must be i64 class indices, got ",
-        Describe(labels),
-        (IsFloatingPoint(labels.dtype())
-             ? "; float labels (probabilities or one-hot) are not supported, "
-               "pass class indices converted with To(DType::kI64)"
-             : "; convert with To(DType::kI64)")));
-  }
+// The CPU kernel: shapes and dtypes checked by CrossEntropy; the labels'
+// values are checked here, where they are read.
+absl::StatusOr<Tensor> CpuCrossEntropy(const Tensor& logits,
+                                       const Tensor& labels) {
   const int64_t n = logits.dim(0), c = logits.dim(1);
-  if (labels.shape() != Shape{n}) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CrossEntropy: labels ", Describe(labels), " must be [", n,
-                     "] to match logits ", Describe(logits)));
-  }
   const int64_t* pl = labels.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) {
     if (pl[i] < 0 || pl[i] >= c) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("CrossEntropy: label at index ", i, " is ", pl[i],
-                       " but logits ", Describe(logits), " have ", c,
-                       " classes (valid labels: 0 to ", c - 1, ")"));
+      return internal::LabelOutOfRange(logits, i, pl[i]);
     }
   }
   if (logits.dtype() == DType::kF32) return CrossEntropyF32(logits, labels);
@@ -151,23 +117,10 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
   return loss;
 }
 
-absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target) {
-  if (auto routed = internal::RouteLowPrecision(
-          AmpOp::kMse, {prediction, target},
-          [&](const std::vector<Tensor>& in) { return Mse(in[0], in[1]); })) {
-    return *std::move(routed);
-  }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
-                          internal::DeviceOpsFor({prediction, target}));
-  if (dev != nullptr) return dev->Mse(prediction, target);
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(prediction, "Mse", "prediction"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(target, "Mse", "target"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(prediction, target, "Mse"));
-  if (prediction.shape() != target.shape()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Mse: prediction ", Describe(prediction), " and target ",
-                     Describe(target), " must have the same shape"));
-  }
+TANDEM_REGISTER_KERNEL(CrossEntropyKernels(), DeviceType::kCPU,
+                       CpuCrossEntropy);
+
+absl::StatusOr<Tensor> CpuMse(const Tensor& prediction, const Tensor& target) {
   const int64_t n = prediction.numel();
   TANDEM_ASSIGN_OR_RETURN(Tensor loss,
                           internal::NewLike({}, prediction.dtype()));
@@ -208,6 +161,68 @@ absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target) {
              });
   }
   return loss;
+}
+TANDEM_REGISTER_KERNEL(MseKernels(), DeviceType::kCPU, CpuMse);
+
+}  // namespace
+
+absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits,
+                                    const Tensor& labels) {
+  if (auto routed =
+          internal::RouteLowPrecision(AmpOp::kCrossEntropy, {logits, labels},
+                                      [&](const std::vector<Tensor>& in) {
+                                        return CrossEntropy(in[0], in[1]);
+                                      })) {
+    return *std::move(routed);
+  }
+  TANDEM_ASSIGN_OR_RETURN(const Device device,
+                          internal::OpDevice("CrossEntropy", logits, labels));
+  TANDEM_RETURN_IF_ERROR(
+      internal::CheckFloat(logits, "CrossEntropy", "logits"));
+  TANDEM_RETURN_IF_ERROR(
+      internal::CheckDefined(labels, "CrossEntropy", "labels"));
+  if (logits.ndim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CrossEntropy: logits must be [N, C], got ", Describe(logits)));
+  }
+  if (labels.dtype() != DType::kI64) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CrossEntropy: labels must be i64 class indices, got ",
+        Describe(labels),
+        (IsFloatingPoint(labels.dtype())
+             ? "; float labels (probabilities or one-hot) are not supported, "
+               "pass class indices converted with To(DType::kI64)"
+             : "; convert with To(DType::kI64)")));
+  }
+  const int64_t n = logits.dim(0);
+  if (labels.shape() != Shape{n}) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CrossEntropy: labels ", Describe(labels), " must be [", n,
+                     "] to match logits ", Describe(logits)));
+  }
+  TANDEM_ASSIGN_OR_RETURN(CrossEntropyKernel * kernel,
+                          CrossEntropyKernels().For(device));
+  return kernel(logits, labels);
+}
+
+absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target) {
+  if (auto routed = internal::RouteLowPrecision(
+          AmpOp::kMse, {prediction, target},
+          [&](const std::vector<Tensor>& in) { return Mse(in[0], in[1]); })) {
+    return *std::move(routed);
+  }
+  TANDEM_ASSIGN_OR_RETURN(const Device device,
+                          internal::OpDevice("Mse", prediction, target));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(prediction, "Mse", "prediction"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(target, "Mse", "target"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(prediction, target, "Mse"));
+  if (prediction.shape() != target.shape()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Mse: prediction ", Describe(prediction), " and target ",
+                     Describe(target), " must have the same shape"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(MseKernel * kernel, MseKernels().For(device));
+  return kernel(prediction, target);
 }
 
 }  // namespace tandem

@@ -13,7 +13,7 @@
 #include "tensor/autograd.h"
 #include "tensor/cascade_sum.h"
 #include "tensor/cpu/blas.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops_bf16.h"
 #include "tensor/ops_internal.h"
@@ -66,8 +66,16 @@ absl::Status LinearForwardTransposed(const T* x, const T* w, const T* bias,
   return absl::OkStatus();
 }
 
-absl::Status Check2d(const Tensor& t, const char* op, const char* arg) {
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(t, op, arg));
+// A 2-d f32/f64 operand, or f16/bf16 where `device` has a native kernel
+// for `amp_op` in that dtype (HasNativeLowPrecisionKernel).
+absl::Status Check2d(const Tensor& t, const char* op, const char* arg,
+                     AmpOp amp_op, Device device) {
+  if (t.defined() &&
+      internal::HasNativeLowPrecisionKernel(amp_op, t.dtype(), device.type())) {
+    TANDEM_RETURN_IF_ERROR(internal::CheckDefined(t, op, arg));
+  } else {
+    TANDEM_RETURN_IF_ERROR(internal::CheckFloat(t, op, arg));
+  }
   if (t.ndim() != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat(op, ": `", arg, "` must be 2-d, got ", Describe(t)));
@@ -93,14 +101,55 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
           })) {
     return *std::move(routed);
   }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({a, b}));
-  if (dev != nullptr) return dev->MatMul(a, b, transpose_a, transpose_b);
+  TANDEM_ASSIGN_OR_RETURN(const Device device,
+                          internal::OpDevice("MatMul", a, b));
+  TANDEM_RETURN_IF_ERROR(Check2d(a, "MatMul", "a", AmpOp::kMatMul, device));
+  TANDEM_RETURN_IF_ERROR(Check2d(b, "MatMul", "b", AmpOp::kMatMul, device));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, "MatMul"));
+  TANDEM_RETURN_IF_ERROR(
+      internal::MatMulDimsOf(a, b, transpose_a, transpose_b).status());
+  TANDEM_ASSIGN_OR_RETURN(MatMulKernel * kernel, MatMulKernels().For(device));
+  return kernel(a, b, transpose_a, transpose_b);
+}
+
+absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
+                              const Tensor& bias) {
+  if (auto routed =
+          internal::RouteLowPrecision(AmpOp::kLinear, {x, weight, bias},
+                                      [&](const std::vector<Tensor>& in) {
+                                        return Linear(in[0], in[1], in[2]);
+                                      })) {
+    return *std::move(routed);
+  }
+  TANDEM_ASSIGN_OR_RETURN(const Device device,
+                          internal::OpDevice("Linear", x, weight, bias));
+  TANDEM_RETURN_IF_ERROR(Check2d(x, "Linear", "x", AmpOp::kLinear, device));
+  TANDEM_RETURN_IF_ERROR(
+      Check2d(weight, "Linear", "weight", AmpOp::kLinear, device));
+  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Linear"));
+  TANDEM_RETURN_IF_ERROR(internal::CheckLinearFeatures(x, weight));
+  if (bias.defined()) {
+    const int64_t out_features = weight.dim(0);
+    TANDEM_RETURN_IF_ERROR(internal::CheckDefined(bias, "Linear", "bias"));
+    TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, bias, "Linear"));
+    if (bias.shape() != Shape{out_features}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Linear: bias ", Describe(bias), " must be [",
+                       out_features, "] to match weight ", Describe(weight)));
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(LinearKernel * kernel, LinearKernels().For(device));
+  return kernel(x, weight, bias);
+}
+
+namespace {
+
+// The CPU kernels, on arguments checked above.
+absl::StatusOr<Tensor> CpuMatMul(const Tensor& a, const Tensor& b,
+                                 bool transpose_a, bool transpose_b) {
   if (a.dtype() == DType::kBF16) {
     return internal::MatMulBf16(a, b, transpose_a, transpose_b);
   }
-  TANDEM_RETURN_IF_ERROR(Check2d(a, "MatMul", "a"));
-  TANDEM_RETURN_IF_ERROR(Check2d(b, "MatMul", "b"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, "MatMul"));
   TANDEM_ASSIGN_OR_RETURN(
       const internal::MatMulDims dims,
       internal::MatMulDimsOf(a, b, transpose_a, transpose_b));
@@ -147,33 +196,12 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
   return out;
 }
 
-absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
-                              const Tensor& bias) {
-  if (auto routed =
-          internal::RouteLowPrecision(AmpOp::kLinear, {x, weight, bias},
-                                      [&](const std::vector<Tensor>& in) {
-                                        return Linear(in[0], in[1], in[2]);
-                                      })) {
-    return *std::move(routed);
-  }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev,
-                          internal::DeviceOpsFor({x, weight, bias}));
-  if (dev != nullptr) return dev->Linear(x, weight, bias);
+TANDEM_REGISTER_KERNEL(MatMulKernels(), DeviceType::kCPU, CpuMatMul);
+
+absl::StatusOr<Tensor> CpuLinear(const Tensor& x, const Tensor& weight,
+                                 const Tensor& bias) {
   if (x.dtype() == DType::kBF16) return internal::LinearBf16(x, weight, bias);
-  TANDEM_RETURN_IF_ERROR(Check2d(x, "Linear", "x"));
-  TANDEM_RETURN_IF_ERROR(Check2d(weight, "Linear", "weight"));
-  TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, weight, "Linear"));
   const int64_t batch = x.dim(0), in = x.dim(1), out_features = weight.dim(0);
-  TANDEM_RETURN_IF_ERROR(internal::CheckLinearFeatures(x, weight));
-  if (bias.defined()) {
-    TANDEM_RETURN_IF_ERROR(internal::CheckFloat(bias, "Linear", "bias"));
-    TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(x, bias, "Linear"));
-    if (bias.shape() != Shape{out_features}) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Linear: bias ", Describe(bias), " must be [",
-                       out_features, "] to match weight ", Describe(weight)));
-    }
-  }
   TANDEM_ASSIGN_OR_RETURN(Tensor y,
                           internal::NewLike({batch, out_features}, x.dtype()));
   TANDEM_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto zero) {
@@ -237,5 +265,7 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
   }
   return y;
 }
+TANDEM_REGISTER_KERNEL(LinearKernels(), DeviceType::kCPU, CpuLinear);
 
+}  // namespace
 }  // namespace tandem

@@ -1,4 +1,5 @@
-// MaxPool2d (NCHW, no padding, floor mode). Forward records the winning
+// MaxPool2d (NCHW, no padding, floor mode): its argument check and its CPU
+// kernel. Forward records the winning
 // input position of every window; backward scatters the gradient there.
 #include <cmath>
 #include <cstdint>
@@ -9,7 +10,7 @@
 #include "base/status_macros.h"
 #include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 
@@ -18,32 +19,14 @@ namespace tandem {
 using internal::Describe;
 using internal::DispatchFloat;
 
-absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
-                                 const MaxPool2dOptions& options) {
-  if (auto routed = internal::RouteLowPrecision(
-          AmpOp::kMaxPool2d, {x}, [&](const std::vector<Tensor>& in) {
-            return MaxPool2d(in[0], options);
-          })) {
-    return *std::move(routed);
-  }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
-  if (dev != nullptr) return dev->MaxPool2d(x, options);
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "MaxPool2d", "x"));
-  if (x.ndim() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MaxPool2d: x must be [N, C, H, W], got ", Describe(x)));
-  }
+namespace {
+
+// options.stride is resolved and the window fits (checked by MaxPool2d).
+absl::StatusOr<Tensor> CpuMaxPool2d(const Tensor& x,
+                                    const MaxPool2dOptions& options) {
   const auto [kh, kw] = options.kernel;
-  const int64_t sh = options.stride[0] == 0 ? kh : options.stride[0];
-  const int64_t sw = options.stride[1] == 0 ? kw : options.stride[1];
+  const auto [sh, sw] = options.stride;
   const int64_t h = x.dim(2), w = x.dim(3);
-  if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || h < kh || w < kw) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MaxPool2d: kernel (", kh, ", ", kw, ") with stride (", sh, ", ", sw,
-        ") does not fit x ", Describe(x),
-        "; kernel and stride must be >= 1 and the kernel no larger than "
-        "the input"));
-  }
   const int64_t oh = (h - kh) / sh + 1, ow = (w - kw) / sw + 1;
   const int64_t planes = x.dim(0) * x.dim(1);
   TANDEM_ASSIGN_OR_RETURN(
@@ -100,6 +83,42 @@ absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
              return absl::OkStatus();
            });
   return y;
+}
+TANDEM_REGISTER_KERNEL(MaxPool2dKernels(), DeviceType::kCPU, CpuMaxPool2d);
+
+}  // namespace
+
+absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
+                                 const MaxPool2dOptions& options) {
+  if (auto routed = internal::RouteLowPrecision(
+          AmpOp::kMaxPool2d, {x}, [&](const std::vector<Tensor>& in) {
+            return MaxPool2d(in[0], options);
+          })) {
+    return *std::move(routed);
+  }
+  TANDEM_ASSIGN_OR_RETURN(const Device device,
+                          internal::OpDevice("MaxPool2d", x));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "MaxPool2d", "x"));
+  if (x.ndim() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("MaxPool2d: x must be [N, C, H, W], got ", Describe(x)));
+  }
+  MaxPool2dOptions resolved = options;
+  const auto [kh, kw] = options.kernel;
+  if (resolved.stride[0] == 0) resolved.stride[0] = kh;
+  if (resolved.stride[1] == 0) resolved.stride[1] = kw;
+  const auto [sh, sw] = resolved.stride;
+  const int64_t h = x.dim(2), w = x.dim(3);
+  if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || h < kh || w < kw) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MaxPool2d: kernel (", kh, ", ", kw, ") with stride (", sh, ", ", sw,
+        ") does not fit x ", Describe(x),
+        "; kernel and stride must be >= 1 and the kernel no larger than "
+        "the input"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(MaxPool2dKernel * kernel,
+                          MaxPool2dKernels().For(device));
+  return kernel(x, resolved);
 }
 
 }  // namespace tandem

@@ -11,7 +11,7 @@
 #include "base/status_macros.h"
 #include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 #include "tensor/softmax_kernels.h"
@@ -25,18 +25,8 @@ using internal::DispatchFloat;
 using internal::NewLike;
 
 // Sum over everything, accumulated in double. mean divides by numel.
-absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
-  if (auto routed =
-          internal::RouteLowPrecision(mean ? AmpOp::kMean : AmpOp::kSum, {x},
-                                      [&](const std::vector<Tensor>& in) {
-                                        return ReduceAll(in[0], mean);
-                                      })) {
-    return *std::move(routed);
-  }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
-  if (dev != nullptr) return dev->SumAll(x, mean);
+absl::StatusOr<Tensor> CpuSumAll(const Tensor& x, bool mean) {
   const char* name = mean ? "Mean" : "Sum";
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike({}, x.dtype()));
   const int64_t n = x.numel();
   DispatchFloat(x.dtype(), [&](auto zero) {
@@ -66,20 +56,12 @@ absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
   return out;
 }
 
-absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
+TANDEM_REGISTER_KERNEL(SumAllKernels(), DeviceType::kCPU, CpuSumAll);
+
+// `d` is normalised.
+absl::StatusOr<Tensor> CpuSumDim(const Tensor& x, int64_t d, bool keepdim,
                                  bool mean) {
-  if (auto routed = internal::RouteLowPrecision(
-          mean ? AmpOp::kMean : AmpOp::kSum, {x},
-          [&](const std::vector<Tensor>& in) {
-            return ReduceDim(in[0], dim, keepdim, mean);
-          })) {
-    return *std::move(routed);
-  }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
-  if (dev != nullptr) return dev->SumDim(x, dim, keepdim, mean);
   const char* name = mean ? "Mean" : "Sum";
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
-  TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
   const DimSplit s = internal::SplitAt(x.shape(), d);
   Shape out_shape = x.shape();
   if (keepdim) {
@@ -129,20 +111,11 @@ absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
   return out;
 }
 
-// Softmax (log = false) or LogSoftmax (log = true) along a dim.
-absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
-  if (auto routed = internal::RouteLowPrecision(
-          log ? AmpOp::kLogSoftmax : AmpOp::kSoftmax, {x},
-          [&](const std::vector<Tensor>& in) {
-            return SoftmaxImpl(in[0], dim, log);
-          })) {
-    return *std::move(routed);
-  }
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
-  if (dev != nullptr) return dev->Softmax(x, dim, log);
+TANDEM_REGISTER_KERNEL(SumDimKernels(), DeviceType::kCPU, CpuSumDim);
+
+// Softmax (log = false) or LogSoftmax (log = true) along normalised dim d.
+absl::StatusOr<Tensor> CpuSoftmax(const Tensor& x, int64_t d, bool log) {
   const char* name = log ? "LogSoftmax" : "Softmax";
-  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
-  TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
   const DimSplit s = internal::SplitAt(x.shape(), d);
   TANDEM_ASSIGN_OR_RETURN(Tensor y, NewLike(x.shape(), x.dtype()));
   // f32 over the last dim: PyTorch's kernel, bit for bit.
@@ -227,6 +200,7 @@ absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
            });
   return y;
 }
+TANDEM_REGISTER_KERNEL(SoftmaxKernels(), DeviceType::kCPU, CpuSoftmax);
 
 template <typename T>
 void ArgmaxTyped(const T* px, const DimSplit& s, int64_t* po) {
@@ -254,34 +228,8 @@ void ArgmaxTyped(const T* px, const DimSplit& s, int64_t* po) {
   }
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> Sum(const Tensor& x) { return ReduceAll(x, false); }
-absl::StatusOr<Tensor> Mean(const Tensor& x) { return ReduceAll(x, true); }
-absl::StatusOr<Tensor> Sum(const Tensor& x, int64_t dim, bool keepdim) {
-  return ReduceDim(x, dim, keepdim, false);
-}
-absl::StatusOr<Tensor> Mean(const Tensor& x, int64_t dim, bool keepdim) {
-  return ReduceDim(x, dim, keepdim, true);
-}
-
-absl::StatusOr<Tensor> Softmax(const Tensor& x, int64_t dim) {
-  return SoftmaxImpl(x, dim, false);
-}
-absl::StatusOr<Tensor> LogSoftmax(const Tensor& x, int64_t dim) {
-  return SoftmaxImpl(x, dim, true);
-}
-
-absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim) {
-  TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, internal::DeviceOpsFor({x}));
-  if (dev != nullptr) return dev->Argmax(x, dim);
-  TANDEM_RETURN_IF_ERROR(internal::CheckCpu(x, "Argmax", "x"));
-  TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, "Argmax"));
-  if (x.dim(d) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Argmax: dim ", dim, " of ", Describe(x),
-                     " is empty, so it has no maximum"));
-  }
+// `d` is normalised and x.dim(d) > 0.
+absl::StatusOr<Tensor> CpuArgmax(const Tensor& x, int64_t d) {
   const DimSplit s = internal::SplitAt(x.shape(), d);
   Shape out_shape = x.shape();
   out_shape.erase(out_shape.begin() + d);
@@ -308,6 +256,87 @@ absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim) {
     }
   }
   return out;
+}
+TANDEM_REGISTER_KERNEL(ArgmaxKernels(), DeviceType::kCPU, CpuArgmax);
+
+// The definitions: routing, the one argument check, the device's kernel.
+absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
+  if (auto routed =
+          internal::RouteLowPrecision(mean ? AmpOp::kMean : AmpOp::kSum, {x},
+                                      [&](const std::vector<Tensor>& in) {
+                                        return ReduceAll(in[0], mean);
+                                      })) {
+    return *std::move(routed);
+  }
+  const char* name = mean ? "Mean" : "Sum";
+  TANDEM_ASSIGN_OR_RETURN(const Device device, internal::OpDevice(name, x));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
+  TANDEM_ASSIGN_OR_RETURN(SumAllKernel * kernel, SumAllKernels().For(device));
+  return kernel(x, mean);
+}
+
+absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
+                                 bool mean) {
+  if (auto routed = internal::RouteLowPrecision(
+          mean ? AmpOp::kMean : AmpOp::kSum, {x},
+          [&](const std::vector<Tensor>& in) {
+            return ReduceDim(in[0], dim, keepdim, mean);
+          })) {
+    return *std::move(routed);
+  }
+  const char* name = mean ? "Mean" : "Sum";
+  TANDEM_ASSIGN_OR_RETURN(const Device device, internal::OpDevice(name, x));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
+  TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
+  TANDEM_ASSIGN_OR_RETURN(SumDimKernel * kernel, SumDimKernels().For(device));
+  return kernel(x, d, keepdim, mean);
+}
+
+absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
+  if (auto routed = internal::RouteLowPrecision(
+          log ? AmpOp::kLogSoftmax : AmpOp::kSoftmax, {x},
+          [&](const std::vector<Tensor>& in) {
+            return SoftmaxImpl(in[0], dim, log);
+          })) {
+    return *std::move(routed);
+  }
+  const char* name = log ? "LogSoftmax" : "Softmax";
+  TANDEM_ASSIGN_OR_RETURN(const Device device, internal::OpDevice(name, x));
+  TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
+  TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
+  TANDEM_ASSIGN_OR_RETURN(SoftmaxKernel * kernel, SoftmaxKernels().For(device));
+  return kernel(x, d, log);
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> Sum(const Tensor& x) { return ReduceAll(x, false); }
+absl::StatusOr<Tensor> Mean(const Tensor& x) { return ReduceAll(x, true); }
+absl::StatusOr<Tensor> Sum(const Tensor& x, int64_t dim, bool keepdim) {
+  return ReduceDim(x, dim, keepdim, false);
+}
+absl::StatusOr<Tensor> Mean(const Tensor& x, int64_t dim, bool keepdim) {
+  return ReduceDim(x, dim, keepdim, true);
+}
+
+absl::StatusOr<Tensor> Softmax(const Tensor& x, int64_t dim) {
+  return SoftmaxImpl(x, dim, false);
+}
+absl::StatusOr<Tensor> LogSoftmax(const Tensor& x, int64_t dim) {
+  return SoftmaxImpl(x, dim, true);
+}
+
+absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim) {
+  TANDEM_ASSIGN_OR_RETURN(const Device device, internal::OpDevice("Argmax", x));
+  TANDEM_RETURN_IF_ERROR(internal::CheckDefined(x, "Argmax", "x"));
+  TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, "Argmax"));
+  if (x.dim(d) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Argmax: dim ", dim, " of ", Describe(x),
+                     " is empty, so it has no maximum"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(ArgmaxKernel * kernel, ArgmaxKernels().For(device));
+  return kernel(x, d);
 }
 
 }  // namespace tandem

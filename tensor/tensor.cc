@@ -16,7 +16,7 @@
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/convert.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/tensor_impl.h"
 
@@ -241,6 +241,14 @@ void AccumulateConverted(const Tensor& g, D* out) {
   }
 }
 
+// To(DType)'s CPU kernel.
+absl::Status CpuConvert(const Tensor& src, const Tensor& dst) {
+  internal::ConvertElements(src.raw_data(), src.dtype(), dst.raw_data(),
+                            dst.dtype(), src.numel());
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(ConvertKernels(), DeviceType::kCPU, CpuConvert);
+
 }  // namespace
 
 Tensor Tensor::Detach() const {
@@ -257,13 +265,9 @@ Tensor Tensor::Detach() const {
 absl::StatusOr<Tensor> Tensor::To(DType dtype) const {
   TANDEM_RETURN_IF_ERROR(CheckAccess(this->dtype(), /*need_cpu=*/false));
   TANDEM_ASSIGN_OR_RETURN(Tensor out, Empty(shape(), dtype, device()));
-  if (device().is_cpu()) {
-    internal::ConvertElements(raw_data(), this->dtype(), out.raw_data(), dtype,
-                              numel());
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, GetDeviceOps(device()));
-    TANDEM_RETURN_IF_ERROR(dev->Convert(*this, out));
-  }
+  TANDEM_ASSIGN_OR_RETURN(ConvertKernel * convert,
+                          ConvertKernels().For(device()));
+  TANDEM_RETURN_IF_ERROR(convert(*this, out));
   if (IsFloatingPoint(dtype) && ShouldRecord({*this})) {
     const DType from = this->dtype();
     RecordOp(

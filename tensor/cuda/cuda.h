@@ -3,7 +3,8 @@
 //
 // Linking //tensor/cuda is all a program needs: a static initialiser
 // registers the caching allocator (tensor/cuda/memory.h) and the kernels
-// (tensor/device_ops.h) for DeviceType::kCUDA, so tensors and ops work on
+// (the kernel table, tensor/op_table.h) for DeviceType::kCUDA, so tensors and
+// ops work on
 // Device::CUDA(k):
 //
 //   if (tandem::cuda::DeviceCount() > 0) {
@@ -53,8 +54,9 @@ bool BuiltWithCuda();
 // is not null, *reason says why (for skip messages and errors).
 int DeviceCount(std::string* reason = nullptr);
 
-// Registers the CUDA caching allocator and kernels for DeviceType::kCUDA.
-// Done once by a static initialiser of //tensor/cuda; calling it again is
+// Registers the CUDA caching allocator for DeviceType::kCUDA (the kernels
+// register themselves, next to their code, when the library loads). Done
+// once by a static initialiser of //tensor/cuda; calling it again is
 // harmless. Touches no device (works on machines without one). In a build
 // without CUDA it registers an allocator whose every allocation fails with
 // "tandem was built without CUDA".

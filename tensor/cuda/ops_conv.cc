@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/cuda/internal/cuda_ops.h"
@@ -22,8 +21,6 @@
 
 namespace tandem::cuda::internal {
 namespace {
-
-using ::tandem::internal::Describe;
 
 // Column-matrix elements per chunk (64 MiB of f32).
 constexpr int64_t kColumnBudget = int64_t{1} << 24;
@@ -130,28 +127,13 @@ absl::Status ConvBackward(const kernels::ConvGeometry& geo, int64_t batch,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> CudaOps::Conv2d(const Tensor& x, const Tensor& weight,
-                                       const Tensor& bias,
-                                       const Conv2dOptions& options) {
-  const Device device = x.defined() ? x.device() : weight.device();
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(x, device, "Conv2d", "x"));
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(weight, device, "Conv2d", "weight"));
-  TANDEM_RETURN_IF_ERROR(
-      ::tandem::internal::CheckSameDType(x, weight, "Conv2d"));
-  if (x.ndim() != 4 || weight.ndim() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Conv2d: x must be [N, C, H, W] and weight [O, C, kh, kw]; got x ",
-        Describe(x), " and weight ", Describe(weight)));
-  }
+// The kernels of tensor/op_kernels.h, on arguments their ops checked.
+absl::StatusOr<Tensor> CudaConv2d(const Tensor& x, const Tensor& weight,
+                                  const Tensor& bias,
+                                  const Conv2dOptions& options) {
+  const Device device = x.device();
   const auto [sh, sw] = options.stride;
   const auto [ph, pw] = options.padding;
-  if (sh < 1 || sw < 1 || ph < 0 || pw < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Conv2d: stride must be >= 1 and padding >= 0; got stride (", sh, ", ",
-        sw, ") padding (", ph, ", ", pw, ")"));
-  }
   const int64_t batch = x.dim(0), out_channels = weight.dim(0);
   kernels::ConvGeometry geo;
   geo.channels = x.dim(1);
@@ -163,29 +145,6 @@ absl::StatusOr<Tensor> CudaOps::Conv2d(const Tensor& x, const Tensor& weight,
   geo.stride_w = sw;
   geo.pad_h = ph;
   geo.pad_w = pw;
-  if (weight.dim(1) != geo.channels) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Conv2d: x ", Describe(x), " has ", geo.channels,
-        " channels but weight ", Describe(weight), " expects ", weight.dim(1)));
-  }
-  if (geo.kernel_h < 1 || geo.kernel_w < 1 ||
-      geo.height + 2 * ph < geo.kernel_h || geo.width + 2 * pw < geo.kernel_w) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Conv2d: kernel ", geo.kernel_h, "x", geo.kernel_w,
-                     " does not fit the padded input ", geo.height + 2 * ph,
-                     "x", geo.width + 2 * pw, " (x ", Describe(x), ", weight ",
-                     Describe(weight), ")"));
-  }
-  if (bias.defined()) {
-    TANDEM_RETURN_IF_ERROR(CheckFloatOn(bias, device, "Conv2d", "bias"));
-    TANDEM_RETURN_IF_ERROR(
-        ::tandem::internal::CheckSameDType(x, bias, "Conv2d"));
-    if (bias.shape() != Shape{out_channels}) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Conv2d: bias ", Describe(bias), " must be [",
-                       out_channels, "] to match weight ", Describe(weight)));
-    }
-  }
   geo.out_h = (geo.height + 2 * ph - geo.kernel_h) / sh + 1;
   geo.out_w = (geo.width + 2 * pw - geo.kernel_w) / sw + 1;
   const int64_t rows = Rows(geo), cols = Cols(geo);
@@ -231,25 +190,15 @@ absl::StatusOr<Tensor> CudaOps::Conv2d(const Tensor& x, const Tensor& weight,
   return y;
 }
 
-absl::StatusOr<Tensor> CudaOps::MaxPool2d(const Tensor& x,
-                                          const MaxPool2dOptions& options) {
+TANDEM_REGISTER_KERNEL(Conv2dKernels(), DeviceType::kCUDA, CudaConv2d);
+
+// options.stride is resolved.
+absl::StatusOr<Tensor> CudaMaxPool2d(const Tensor& x,
+                                     const MaxPool2dOptions& options) {
   const Device device = x.device();
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(x, device, "MaxPool2d", "x"));
-  if (x.ndim() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MaxPool2d: x must be [N, C, H, W], got ", Describe(x)));
-  }
   const auto [kh, kw] = options.kernel;
-  const int64_t sh = options.stride[0] == 0 ? kh : options.stride[0];
-  const int64_t sw = options.stride[1] == 0 ? kw : options.stride[1];
+  const auto [sh, sw] = options.stride;
   const int64_t h = x.dim(2), w = x.dim(3);
-  if (kh < 1 || kw < 1 || sh < 1 || sw < 1 || h < kh || w < kw) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MaxPool2d: kernel (", kh, ", ", kw, ") with stride (", sh, ", ", sw,
-        ") does not fit x ", Describe(x),
-        "; kernel and stride must be >= 1 and the kernel no larger than "
-        "the input"));
-  }
   kernels::PoolGeometry geo;
   geo.planes = x.dim(0) * x.dim(1);
   geo.height = h;
@@ -283,5 +232,7 @@ absl::StatusOr<Tensor> CudaOps::MaxPool2d(const Tensor& x,
       });
   return y;
 }
+TANDEM_REGISTER_KERNEL(MaxPool2dKernels(), DeviceType::kCUDA, CudaMaxPool2d);
 
+}  // namespace
 }  // namespace tandem::cuda::internal

@@ -193,6 +193,15 @@ TEST_P(OpsCudaTest, ScalarAndUnary) {
           [](auto& in) { return Log(in[0]); });
 }
 
+// The worked example of docs/adding_an_op.md: both forms, forward and
+// GeluBackward, against the CPU kernels.
+TEST_P(OpsCudaTest, Gelu) {
+  CheckOp("Gelu", dt(), {F({5, 7}, 120, -4, 4)},
+          [](auto& in) { return Gelu(in[0], GeluApproximation::kNone); });
+  CheckOp("Gelu tanh", dt(), {F({5, 7}, 121, -4, 4)},
+          [](auto& in) { return Gelu(in[0], GeluApproximation::kTanh); });
+}
+
 TEST_P(OpsCudaTest, SoftmaxAlongAnyDim) {
   uint32_t seed = 60;
   for (bool log : {false, true}) {

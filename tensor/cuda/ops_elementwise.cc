@@ -21,7 +21,6 @@ namespace {
 
 using ::tandem::internal::BroadcastOperand;
 using ::tandem::internal::BroadcastPlan;
-using ::tandem::internal::Describe;
 
 // kernels.h repeats the op enums (it is compiled by nvcc without absl).
 #define TANDEM_SAME_ENUM(a, b) \
@@ -42,46 +41,6 @@ TANDEM_SAME_ENUM(UnaryOp::kMulScalar, kernels::Unary::kMulScalar);
 TANDEM_SAME_ENUM(UnaryOp::kDivScalar, kernels::Unary::kDivScalar);
 #undef TANDEM_SAME_ENUM
 
-const char* BinaryName(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::kAdd:
-      return "Add";
-    case BinaryOp::kSub:
-      return "Sub";
-    case BinaryOp::kMul:
-      return "Mul";
-    case BinaryOp::kDiv:
-      return "Div";
-  }
-  return "?";
-}
-
-const char* UnaryName(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::kNeg:
-      return "Neg";
-    case UnaryOp::kRelu:
-      return "Relu";
-    case UnaryOp::kSigmoid:
-      return "Sigmoid";
-    case UnaryOp::kTanh:
-      return "Tanh";
-    case UnaryOp::kExp:
-      return "Exp";
-    case UnaryOp::kLog:
-      return "Log";
-    case UnaryOp::kAddScalar:
-      return "AddScalar";
-    case UnaryOp::kSubScalar:
-      return "SubScalar";
-    case UnaryOp::kMulScalar:
-      return "MulScalar";
-    case UnaryOp::kDivScalar:
-      return "DivScalar";
-  }
-  return "?";
-}
-
 kernels::Broadcast ToKernel(const BroadcastPlan& p) {
   kernels::Broadcast k;
   k.outer = p.outer;
@@ -96,8 +55,7 @@ kernels::Broadcast ToKernel(const BroadcastPlan& p) {
 absl::Status BinaryBackward(BinaryOp op, const BroadcastPlan& plan,
                             Device device, const Tensor& a, const Tensor& b,
                             const Tensor& g, GradSink& sink) {
-  const char* name = BinaryName(op);
-  TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, name));
+  TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, BinaryOpName(op)));
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   const kernels::Broadcast kp = ToKernel(plan);
   for (int i = 0; i < 2; ++i) {
@@ -125,17 +83,11 @@ absl::Status BinaryBackward(BinaryOp op, const BroadcastPlan& plan,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> CudaOps::Binary(BinaryOp op, const Tensor& a,
-                                       const Tensor& b) {
-  const char* name = BinaryName(op);
-  const Device device = a.defined() ? a.device() : b.device();
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(a, device, name, "a"));
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(b, device, name, "b"));
-  TANDEM_RETURN_IF_ERROR(::tandem::internal::CheckSameDType(a, b, name));
-  TANDEM_ASSIGN_OR_RETURN(BroadcastPlan plan,
-                          ::tandem::internal::MakeBroadcastPlan(a, b, name));
+// The kernels of tensor/op_kernels.h, on arguments their ops checked.
+absl::StatusOr<Tensor> CudaBinary(BinaryOp op, const Tensor& a, const Tensor& b,
+                                  const BroadcastPlan& plan) {
+  const char* name = BinaryOpName(op);
+  const Device device = a.device();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   TANDEM_ASSIGN_OR_RETURN(Tensor out,
                           Tensor::Empty(plan.out_shape, a.dtype(), device));
@@ -155,11 +107,11 @@ absl::StatusOr<Tensor> CudaOps::Binary(BinaryOp op, const Tensor& a,
   return out;
 }
 
-absl::StatusOr<Tensor> CudaOps::Unary(UnaryOp op, const Tensor& x,
-                                      double scalar) {
-  const char* name = UnaryName(op);
+TANDEM_REGISTER_KERNEL(BinaryKernels(), DeviceType::kCUDA, CudaBinary);
+
+absl::StatusOr<Tensor> CudaUnary(UnaryOp op, const Tensor& x, double scalar) {
+  const char* name = UnaryOpName(op);
   const Device device = x.device();
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(x, device, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   TANDEM_ASSIGN_OR_RETURN(Tensor y,
                           Tensor::Empty(x.shape(), x.dtype(), device));
@@ -188,35 +140,30 @@ absl::StatusOr<Tensor> CudaOps::Unary(UnaryOp op, const Tensor& x,
   return y;
 }
 
-absl::Status CudaOps::AddInPlace(const Tensor& dst, const Tensor& src,
-                                 double alpha) {
-  const Device device = dst.defined() ? dst.device() : src.device();
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(dst, device, "AddInPlace", "dst"));
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(src, device, "AddInPlace", "src"));
-  TANDEM_RETURN_IF_ERROR(
-      ::tandem::internal::CheckSameDType(dst, src, "AddInPlace"));
-  if (dst.numel() != src.numel()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AddInPlace: dst ", Describe(dst), " and src ",
-                     Describe(src), " have different element counts"));
-  }
+TANDEM_REGISTER_KERNEL(UnaryKernels(), DeviceType::kCUDA, CudaUnary);
+
+absl::Status CudaAddInPlace(const Tensor& dst, const Tensor& src,
+                            double alpha) {
+  const Device device = dst.device();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   TANDEM_CUDA_RETURN_IF_ERROR(kernels::AddInPlace(
       dst.dtype(), dst.raw_data(), src.raw_data(), alpha, dst.numel(), stream));
   return absl::OkStatus();
 }
 
-absl::Status CudaOps::ScaleInPlace(const Tensor& dst, double factor) {
-  TANDEM_RETURN_IF_ERROR(
-      CheckFloatOn(dst, dst.device(), "ScaleInPlace", "dst"));
+TANDEM_REGISTER_KERNEL(AddInPlaceKernels(), DeviceType::kCUDA, CudaAddInPlace);
+
+absl::Status CudaScaleInPlace(const Tensor& dst, double factor) {
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(dst.device().index()));
   TANDEM_CUDA_RETURN_IF_ERROR(
       kernels::Scale(dst.dtype(), dst.raw_data(), factor, dst.numel(), stream));
   return absl::OkStatus();
 }
 
-absl::Status CudaOps::FillInPlace(const Tensor& dst, double value) {
-  TANDEM_RETURN_IF_ERROR(CheckOn(dst, dst.device(), "FillInPlace", "dst"));
+TANDEM_REGISTER_KERNEL(ScaleInPlaceKernels(), DeviceType::kCUDA,
+                       CudaScaleInPlace);
+
+absl::Status CudaFillInPlace(const Tensor& dst, double value) {
   // The element's bytes, converted on the host by the CPU's rules.
   uint64_t pattern = 0;
   ::tandem::internal::FillElements(&pattern, dst.dtype(), 1, value);
@@ -226,15 +173,12 @@ absl::Status CudaOps::FillInPlace(const Tensor& dst, double value) {
   return absl::OkStatus();
 }
 
-absl::Status CudaOps::Convert(const Tensor& src, const Tensor& dst) {
+TANDEM_REGISTER_KERNEL(FillInPlaceKernels(), DeviceType::kCUDA,
+                       CudaFillInPlace);
+
+// Tensor::To(DType) made dst on src's device with src's element count.
+absl::Status CudaConvert(const Tensor& src, const Tensor& dst) {
   const Device device = src.device();
-  TANDEM_RETURN_IF_ERROR(CheckOn(src, device, "To(DType)", "src"));
-  TANDEM_RETURN_IF_ERROR(CheckOn(dst, device, "To(DType)", "dst"));
-  if (src.numel() != dst.numel()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("To(DType): ", Describe(src), " and ", Describe(dst),
-                     " have different element counts"));
-  }
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   if (src.dtype() == dst.dtype()) {
     if (src.raw_data() == dst.raw_data() || src.numel() == 0) {
@@ -250,5 +194,7 @@ absl::Status CudaOps::Convert(const Tensor& src, const Tensor& dst) {
                                                src.numel(), stream));
   return absl::OkStatus();
 }
+TANDEM_REGISTER_KERNEL(ConvertKernels(), DeviceType::kCUDA, CudaConvert);
 
+}  // namespace
 }  // namespace tandem::cuda::internal

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/cuda/internal/cuda_ops.h"
@@ -22,8 +21,6 @@
 namespace tandem::cuda::internal {
 namespace {
 
-using ::tandem::internal::Describe;
-
 // The label at `index`, copied to the host (for the error message).
 absl::StatusOr<int64_t> LabelAt(const Tensor& labels, int64_t index) {
   TANDEM_ASSIGN_OR_RETURN(Tensor one, labels.Detach().View(index, {1}));
@@ -31,33 +28,11 @@ absl::StatusOr<int64_t> LabelAt(const Tensor& labels, int64_t index) {
   return host.data<int64_t>()[0];
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> CudaOps::CrossEntropy(const Tensor& logits,
-                                             const Tensor& labels) {
-  const Device device = logits.defined() ? logits.device() : labels.device();
-  TANDEM_RETURN_IF_ERROR(
-      CheckFloatOn(logits, device, "CrossEntropy", "logits"));
-  TANDEM_RETURN_IF_ERROR(CheckOn(labels, device, "CrossEntropy", "labels"));
-  if (logits.ndim() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CrossEntropy: logits must be [N, C], got ", Describe(logits)));
-  }
-  if (labels.dtype() != DType::kI64) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CrossEntropy: labels must be i64 class indices, got ",
-        Describe(labels),
-        (IsFloatingPoint(labels.dtype())
-             ? "; float labels (probabilities or one-hot) are not supported, "
-               "pass class indices converted with To(DType::kI64)"
-             : "; convert with To(DType::kI64)")));
-  }
+// The kernels of tensor/op_kernels.h, on arguments their ops checked.
+absl::StatusOr<Tensor> CudaCrossEntropy(const Tensor& logits,
+                                        const Tensor& labels) {
+  const Device device = logits.device();
   const int64_t n = logits.dim(0), c = logits.dim(1);
-  if (labels.shape() != Shape{n}) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("CrossEntropy: labels ", Describe(labels), " must be [", n,
-                     "] to match logits ", Describe(logits)));
-  }
   const DType dtype = logits.dtype();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   TANDEM_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({}, dtype, device));
@@ -84,10 +59,7 @@ absl::StatusOr<Tensor> CudaOps::CrossEntropy(const Tensor& logits,
   const int64_t bad = bad_host.data<int64_t>()[0];
   if (bad < n) {
     TANDEM_ASSIGN_OR_RETURN(int64_t label, LabelAt(labels, bad));
-    return absl::InvalidArgumentError(
-        absl::StrCat("CrossEntropy: label at index ", bad, " is ", label,
-                     " but logits ", Describe(logits), " have ", c,
-                     " classes (valid labels: 0 to ", c - 1, ")"));
+    return ::tandem::internal::LabelOutOfRange(logits, bad, label);
   }
   RecordOp(
       "CrossEntropy", loss, {logits, labels},
@@ -104,19 +76,11 @@ absl::StatusOr<Tensor> CudaOps::CrossEntropy(const Tensor& logits,
   return loss;
 }
 
-absl::StatusOr<Tensor> CudaOps::Mse(const Tensor& prediction,
-                                    const Tensor& target) {
-  const Device device =
-      prediction.defined() ? prediction.device() : target.device();
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(prediction, device, "Mse", "prediction"));
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(target, device, "Mse", "target"));
-  TANDEM_RETURN_IF_ERROR(
-      ::tandem::internal::CheckSameDType(prediction, target, "Mse"));
-  if (prediction.shape() != target.shape()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Mse: prediction ", Describe(prediction), " and target ",
-                     Describe(target), " must have the same shape"));
-  }
+TANDEM_REGISTER_KERNEL(CrossEntropyKernels(), DeviceType::kCUDA,
+                       CudaCrossEntropy);
+
+absl::StatusOr<Tensor> CudaMse(const Tensor& prediction, const Tensor& target) {
+  const Device device = prediction.device();
   const int64_t n = prediction.numel();
   const DType dtype = prediction.dtype();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
@@ -149,5 +113,7 @@ absl::StatusOr<Tensor> CudaOps::Mse(const Tensor& prediction,
   }
   return loss;
 }
+TANDEM_REGISTER_KERNEL(MseKernels(), DeviceType::kCUDA, CudaMse);
 
+}  // namespace
 }  // namespace tandem::cuda::internal

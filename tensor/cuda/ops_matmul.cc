@@ -5,7 +5,6 @@
 
 #include <cstdint>
 
-#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/cuda/internal/cuda_ops.h"
@@ -18,18 +17,6 @@
 namespace tandem::cuda::internal {
 namespace {
 
-using ::tandem::internal::Describe;
-
-absl::Status Check2d(const Tensor& t, Device device, const char* op,
-                     const char* arg) {
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(t, device, op, arg));
-  if (t.ndim() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": `", arg, "` must be 2-d, got ", Describe(t)));
-  }
-  return absl::OkStatus();
-}
-
 // C (+)= op(A) op(B) into a gradient buffer.
 absl::Status GemmInto(int device, cudaStream_t stream,
                       const GradSink::Buffer& c, bool ta, bool tb, int64_t m,
@@ -39,24 +26,13 @@ absl::Status GemmInto(int device, cudaStream_t stream,
               c.tensor.raw_data());
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> CudaOps::MatMul(const Tensor& a, const Tensor& b,
-                                       bool transpose_a, bool transpose_b) {
-  const Device device = a.defined() ? a.device() : b.device();
-  TANDEM_RETURN_IF_ERROR(Check2d(a, device, "MatMul", "a"));
-  TANDEM_RETURN_IF_ERROR(Check2d(b, device, "MatMul", "b"));
-  TANDEM_RETURN_IF_ERROR(::tandem::internal::CheckSameDType(a, b, "MatMul"));
+// The kernels of tensor/op_kernels.h, on arguments their ops checked.
+absl::StatusOr<Tensor> CudaMatMul(const Tensor& a, const Tensor& b,
+                                  bool transpose_a, bool transpose_b) {
+  const Device device = a.device();
   const int64_t m = transpose_a ? a.dim(1) : a.dim(0);
   const int64_t k = transpose_a ? a.dim(0) : a.dim(1);
-  const int64_t kb = transpose_b ? b.dim(1) : b.dim(0);
   const int64_t n = transpose_b ? b.dim(0) : b.dim(1);
-  if (k != kb) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MatMul: inner dimensions differ: a ", Describe(a),
-        transpose_a ? " (transposed)" : "", " has ", k, " columns but b ",
-        Describe(b), transpose_b ? " (transposed)" : "", " has ", kb, " rows"));
-  }
   const int d = device.index();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(d));
   TANDEM_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty({m, n}, a.dtype(), device));
@@ -99,30 +75,12 @@ absl::StatusOr<Tensor> CudaOps::MatMul(const Tensor& a, const Tensor& b,
   return out;
 }
 
-absl::StatusOr<Tensor> CudaOps::Linear(const Tensor& x, const Tensor& weight,
-                                       const Tensor& bias) {
-  const Device device = x.defined() ? x.device() : weight.device();
-  TANDEM_RETURN_IF_ERROR(Check2d(x, device, "Linear", "x"));
-  TANDEM_RETURN_IF_ERROR(Check2d(weight, device, "Linear", "weight"));
-  TANDEM_RETURN_IF_ERROR(
-      ::tandem::internal::CheckSameDType(x, weight, "Linear"));
+TANDEM_REGISTER_KERNEL(MatMulKernels(), DeviceType::kCUDA, CudaMatMul);
+
+absl::StatusOr<Tensor> CudaLinear(const Tensor& x, const Tensor& weight,
+                                  const Tensor& bias) {
+  const Device device = x.device();
   const int64_t batch = x.dim(0), in = x.dim(1), out_features = weight.dim(0);
-  if (weight.dim(1) != in) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Linear: x ", Describe(x), " has ", in, " features but weight ",
-        Describe(weight), " expects ", weight.dim(1),
-        " (weight is [out_features, in_features])"));
-  }
-  if (bias.defined()) {
-    TANDEM_RETURN_IF_ERROR(CheckFloatOn(bias, device, "Linear", "bias"));
-    TANDEM_RETURN_IF_ERROR(
-        ::tandem::internal::CheckSameDType(x, bias, "Linear"));
-    if (bias.shape() != Shape{out_features}) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Linear: bias ", Describe(bias), " must be [",
-                       out_features, "] to match weight ", Describe(weight)));
-    }
-  }
   const int d = device.index();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(d));
   TANDEM_ASSIGN_OR_RETURN(
@@ -169,5 +127,7 @@ absl::StatusOr<Tensor> CudaOps::Linear(const Tensor& x, const Tensor& weight,
   }
   return y;
 }
+TANDEM_REGISTER_KERNEL(LinearKernels(), DeviceType::kCUDA, CudaLinear);
 
+}  // namespace
 }  // namespace tandem::cuda::internal

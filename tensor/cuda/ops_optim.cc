@@ -15,10 +15,14 @@ namespace {
 
 using ::tandem::internal::Describe;
 
-// `t` matches the parameter (device, dtype f32/f64, element count).
+// `t` matches the parameter (device, dtype f32/f64, element count): the
+// optimizer state it made, checked before the kernel trusts its sizes.
 absl::Status CheckLike(const Tensor& t, const Tensor& param, const char* op,
                        const char* arg) {
-  TANDEM_RETURN_IF_ERROR(CheckOn(t, param.device(), op, arg));
+  TANDEM_RETURN_IF_ERROR(::tandem::internal::CheckDefined(t, op, arg));
+  if (t.device() != param.device()) {
+    return ::tandem::internal::DeviceMismatch(op, param.device(), t.device());
+  }
   if (t.dtype() != param.dtype() || t.numel() != param.numel()) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": `", arg, "` is ", Describe(t), " but the parameter is ",
@@ -28,7 +32,7 @@ absl::Status CheckLike(const Tensor& t, const Tensor& param, const char* op,
 }
 
 absl::Status CheckParam(const Tensor& param, const char* op) {
-  TANDEM_RETURN_IF_ERROR(CheckOn(param, param.device(), op, "param"));
+  TANDEM_RETURN_IF_ERROR(::tandem::internal::CheckDefined(param, op, "param"));
   if (param.dtype() != DType::kF32 && param.dtype() != DType::kF64) {
     return absl::InvalidArgumentError(absl::StrCat(
         op, ": parameter ", Describe(param), " must be f32 or f64"));
@@ -36,10 +40,9 @@ absl::Status CheckParam(const Tensor& param, const char* op) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status CudaOps::SgdStep(const Tensor& param, const Tensor& grad,
-                              const Tensor& buffer, const SgdStepArgs& args) {
+// The kernels of tensor/op_kernels.h.
+absl::Status CudaSgdStep(const Tensor& param, const Tensor& grad,
+                         const Tensor& buffer, const SgdStepArgs& args) {
   TANDEM_RETURN_IF_ERROR(CheckParam(param, "Sgd::Step"));
   TANDEM_RETURN_IF_ERROR(CheckLike(grad, param, "Sgd::Step", "grad"));
   if (buffer.defined()) {
@@ -62,10 +65,12 @@ absl::Status CudaOps::SgdStep(const Tensor& param, const Tensor& grad,
   return absl::OkStatus();
 }
 
-absl::Status CudaOps::AdamWStep(const Tensor& param, const Tensor& grad,
-                                const Tensor& exp_avg, const Tensor& exp_avg_sq,
-                                const Tensor& max_exp_avg_sq,
-                                const AdamWStepArgs& args) {
+TANDEM_REGISTER_KERNEL(SgdStepKernels(), DeviceType::kCUDA, CudaSgdStep);
+
+absl::Status CudaAdamWStep(const Tensor& param, const Tensor& grad,
+                           const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                           const Tensor& max_exp_avg_sq,
+                           const AdamWStepArgs& args) {
   TANDEM_RETURN_IF_ERROR(CheckParam(param, "AdamW::Step"));
   TANDEM_RETURN_IF_ERROR(CheckLike(grad, param, "AdamW::Step", "grad"));
   TANDEM_RETURN_IF_ERROR(CheckLike(exp_avg, param, "AdamW::Step", "exp_avg"));
@@ -90,5 +95,7 @@ absl::Status CudaOps::AdamWStep(const Tensor& param, const Tensor& grad,
       param.numel(), k, stream));
   return absl::OkStatus();
 }
+TANDEM_REGISTER_KERNEL(AdamWStepKernels(), DeviceType::kCUDA, CudaAdamWStep);
 
+}  // namespace
 }  // namespace tandem::cuda::internal

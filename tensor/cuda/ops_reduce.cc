@@ -4,7 +4,6 @@
 
 #include <cstdint>
 
-#include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/cuda/internal/cuda_ops.h"
@@ -16,7 +15,6 @@
 namespace tandem::cuda::internal {
 namespace {
 
-using ::tandem::internal::Describe;
 using ::tandem::internal::DimSplit;
 
 kernels::Split ToKernel(const DimSplit& s) {
@@ -27,12 +25,11 @@ kernels::Split ToKernel(const DimSplit& s) {
   return k;
 }
 
-}  // namespace
-
-absl::StatusOr<Tensor> CudaOps::SumAll(const Tensor& x, bool mean) {
+// The kernels of tensor/op_kernels.h, on arguments their ops checked
+// (dims normalised).
+absl::StatusOr<Tensor> CudaSumAll(const Tensor& x, bool mean) {
   const char* name = mean ? "Mean" : "Sum";
   const Device device = x.device();
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(x, device, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   TANDEM_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty({}, x.dtype(), device));
   TANDEM_ASSIGN_OR_RETURN(Tensor scratch, ReduceScratch(device));
@@ -56,13 +53,12 @@ absl::StatusOr<Tensor> CudaOps::SumAll(const Tensor& x, bool mean) {
   return out;
 }
 
-absl::StatusOr<Tensor> CudaOps::SumDim(const Tensor& x, int64_t dim,
-                                       bool keepdim, bool mean) {
+TANDEM_REGISTER_KERNEL(SumAllKernels(), DeviceType::kCUDA, CudaSumAll);
+
+absl::StatusOr<Tensor> CudaSumDim(const Tensor& x, int64_t d, bool keepdim,
+                                  bool mean) {
   const char* name = mean ? "Mean" : "Sum";
   const Device device = x.device();
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(x, device, name, "x"));
-  TANDEM_ASSIGN_OR_RETURN(int64_t d,
-                          ::tandem::internal::NormalizeDim(dim, x, name));
   const kernels::Split s = ToKernel(::tandem::internal::SplitAt(x.shape(), d));
   Shape out_shape = x.shape();
   if (keepdim) {
@@ -89,13 +85,11 @@ absl::StatusOr<Tensor> CudaOps::SumDim(const Tensor& x, int64_t dim,
   return out;
 }
 
-absl::StatusOr<Tensor> CudaOps::Softmax(const Tensor& x, int64_t dim,
-                                        bool log) {
+TANDEM_REGISTER_KERNEL(SumDimKernels(), DeviceType::kCUDA, CudaSumDim);
+
+absl::StatusOr<Tensor> CudaSoftmax(const Tensor& x, int64_t d, bool log) {
   const char* name = log ? "LogSoftmax" : "Softmax";
   const Device device = x.device();
-  TANDEM_RETURN_IF_ERROR(CheckFloatOn(x, device, name, "x"));
-  TANDEM_ASSIGN_OR_RETURN(int64_t d,
-                          ::tandem::internal::NormalizeDim(dim, x, name));
   const kernels::Split s = ToKernel(::tandem::internal::SplitAt(x.shape(), d));
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   TANDEM_ASSIGN_OR_RETURN(Tensor y,
@@ -117,16 +111,10 @@ absl::StatusOr<Tensor> CudaOps::Softmax(const Tensor& x, int64_t dim,
   return y;
 }
 
-absl::StatusOr<Tensor> CudaOps::Argmax(const Tensor& x, int64_t dim) {
+TANDEM_REGISTER_KERNEL(SoftmaxKernels(), DeviceType::kCUDA, CudaSoftmax);
+
+absl::StatusOr<Tensor> CudaArgmax(const Tensor& x, int64_t d) {
   const Device device = x.device();
-  TANDEM_RETURN_IF_ERROR(CheckOn(x, device, "Argmax", "x"));
-  TANDEM_ASSIGN_OR_RETURN(int64_t d,
-                          ::tandem::internal::NormalizeDim(dim, x, "Argmax"));
-  if (x.dim(d) == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Argmax: dim ", dim, " of ", Describe(x),
-                     " is empty, so it has no maximum"));
-  }
   const kernels::Split s = ToKernel(::tandem::internal::SplitAt(x.shape(), d));
   Shape out_shape = x.shape();
   out_shape.erase(out_shape.begin() + d);
@@ -137,5 +125,7 @@ absl::StatusOr<Tensor> CudaOps::Argmax(const Tensor& x, int64_t dim) {
       kernels::Argmax(x.dtype(), x.raw_data(), s, out.data<int64_t>(), stream));
   return out;
 }
+TANDEM_REGISTER_KERNEL(ArgmaxKernels(), DeviceType::kCUDA, CudaArgmax);
 
+}  // namespace
 }  // namespace tandem::cuda::internal

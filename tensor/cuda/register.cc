@@ -4,26 +4,22 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "base/status_macros.h"
 #include "tensor/allocator.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/internal/caching_allocator.h"
-#include "tensor/cuda/internal/cuda_ops.h"
-#include "tensor/device_ops.h"
 
 namespace tandem::cuda {
 
+// The kernels register themselves next to their code (ops_*.cc,
+// TANDEM_REGISTER_KERNEL), in the same static initialisation.
 absl::Status Register() {
-  TANDEM_RETURN_IF_ERROR(
-      RegisterAllocator(DeviceType::kCUDA, internal::CachingAllocator::Get()));
-  static const auto* ops = new std::shared_ptr<internal::CudaOps>(
-      std::make_shared<internal::CudaOps>());
-  return RegisterDeviceOps(DeviceType::kCUDA, *ops);
+  return RegisterAllocator(DeviceType::kCUDA,
+                           internal::CachingAllocator::Get());
 }
 
 namespace {
 
-// Registration cannot fail with the arguments above (both non-null).
+// Registration cannot fail with the argument above (non-null).
 [[maybe_unused]] const bool registered = [] {
   Register().IgnoreError();
   return true;

@@ -93,7 +93,7 @@ class ModuleToTest : public ::testing::Test {
  protected:
   void SetUp() override {
     fake_ = &FakeDevice::Install();
-    fake_->ops->calls.clear();
+    fake_->kernels->ClearCalls();
   }
   FakeDevice* fake_ = nullptr;
 };
@@ -144,7 +144,7 @@ TEST_F(ModuleToTest, MovesParametersBuffersAndGradientsInPlace) {
   // The optimizer created before the move now steps on the device: only
   // fc.weight has a gradient.
   TANDEM_NN_ASSERT_OK(sgd.Step());
-  EXPECT_THAT(fake_->ops->calls, ElementsAre("SgdStep"));
+  EXPECT_THAT(fake_->kernels->calls(), ElementsAre("SgdStep"));
 
   // And back: same values, on the CPU again.
   TANDEM_NN_ASSERT_OK(net->To(Device::CPU()));
@@ -185,7 +185,7 @@ TEST_F(ModuleToTest, TensorsAlreadyThereAreLeftAlone) {
   const void* on_device = net->fc()->weight().raw_data();
   TANDEM_NN_ASSERT_OK(net->To(Device::CUDA(0)));
   EXPECT_EQ(net->fc()->weight().raw_data(), on_device);
-  EXPECT_TRUE(fake_->ops->calls.empty());  // copies only, no kernels
+  EXPECT_TRUE(fake_->kernels->calls().empty());  // copies only, no kernels
 }
 
 // Host memory that refuses allocations after the first `budget`.

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/trace/trace.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/optim/update_kernels.h"
 #include "tensor/tensor.h"
@@ -64,7 +64,8 @@ absl::Status AdamW::Step() {
     s.bias2_sqrt = std::sqrt(1 - std::pow(options_.beta2, t));
     const Tensor g = p.grad();
     if (!p.device().is_cpu()) {
-      TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, GetDeviceOps(p.device()));
+      TANDEM_ASSIGN_OR_RETURN(AdamWStepKernel * step,
+                              AdamWStepKernels().For(p.device()));
       AdamWStepArgs args;
       args.beta1 = options_.beta1;
       args.beta2 = options_.beta2;
@@ -74,8 +75,8 @@ absl::Status AdamW::Step() {
       args.bias2_sqrt = s.bias2_sqrt;
       args.amsgrad = options_.amsgrad;
       args.maximize = options_.maximize;
-      TANDEM_RETURN_IF_ERROR(dev->AdamWStep(p, g, st.exp_avg, st.exp_avg_sq,
-                                            st.max_exp_avg_sq, args));
+      TANDEM_RETURN_IF_ERROR(
+          step(p, g, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, args));
       continue;
     }
     if (p.dtype() == DType::kF32) {

@@ -29,7 +29,7 @@ Tensor Param() {
 }
 
 TEST(DeviceStepTest, SgdCallsTheFusedStep) {
-  FakeDeviceOps& fake = *FakeDevice::Install().ops;
+  FakeKernels& fake = *FakeDevice::Install().kernels;
   Tensor p = Param();
   SgdOptions o;
   o.momentum = 0.9;
@@ -37,23 +37,23 @@ TEST(DeviceStepTest, SgdCallsTheFusedStep) {
   o.weight_decay = 0.01;
   o.maximize = true;
   Sgd sgd = Sgd::Create({p}, 0.05, o).value();
-  fake.calls.clear();
+  fake.ClearCalls();
   ASSERT_TRUE(sgd.Step().ok());
-  EXPECT_THAT(fake.calls, ElementsAre("SgdStep"));
-  EXPECT_TRUE(fake.last_sgd.first);
-  EXPECT_EQ(fake.last_sgd.lr, 0.05);
-  EXPECT_EQ(fake.last_sgd.momentum, 0.9);
-  EXPECT_EQ(fake.last_sgd.dampening, 0.1);
-  EXPECT_EQ(fake.last_sgd.weight_decay, 0.01);
-  EXPECT_TRUE(fake.last_sgd.maximize);
+  EXPECT_THAT(fake.calls(), ElementsAre("SgdStep"));
+  EXPECT_TRUE(fake.last_sgd().first);
+  EXPECT_EQ(fake.last_sgd().lr, 0.05);
+  EXPECT_EQ(fake.last_sgd().momentum, 0.9);
+  EXPECT_EQ(fake.last_sgd().dampening, 0.1);
+  EXPECT_EQ(fake.last_sgd().weight_decay, 0.01);
+  EXPECT_TRUE(fake.last_sgd().maximize);
   // The momentum buffer lives on the parameter's device.
   EXPECT_EQ(sgd.momentum_buffer(0).device(), kDev);
   ASSERT_TRUE(sgd.Step().ok());
-  EXPECT_FALSE(fake.last_sgd.first);
+  EXPECT_FALSE(fake.last_sgd().first);
 }
 
 TEST(DeviceStepTest, AdamWCallsTheFusedStep) {
-  FakeDeviceOps& fake = *FakeDevice::Install().ops;
+  FakeKernels& fake = *FakeDevice::Install().kernels;
   Tensor p = Param();
   AdamWOptions o;
   o.lr = 0.01;
@@ -61,14 +61,14 @@ TEST(DeviceStepTest, AdamWCallsTheFusedStep) {
   AdamW adam = AdamW::Create({p}, o).value();
   ASSERT_TRUE(adam.Step().ok());
   ASSERT_TRUE(adam.Step().ok());
-  EXPECT_EQ(fake.calls.back(), "AdamWStep");
+  EXPECT_EQ(fake.calls().back(), "AdamWStep");
   EXPECT_EQ(adam.exp_avg(0).device(), kDev);
   EXPECT_EQ(adam.exp_avg_sq(0).device(), kDev);
   // Step 2's scalars, computed on the host as the CPU update does.
-  EXPECT_EQ(fake.last_adamw.step_size, 0.01 / (1 - std::pow(0.9, 2.0)));
-  EXPECT_EQ(fake.last_adamw.bias2_sqrt, std::sqrt(1 - std::pow(0.999, 2.0)));
-  EXPECT_EQ(fake.last_adamw.decay, 1 - 0.01 * 0.01);
-  EXPECT_TRUE(fake.last_adamw.amsgrad);
+  EXPECT_EQ(fake.last_adamw().step_size, 0.01 / (1 - std::pow(0.9, 2.0)));
+  EXPECT_EQ(fake.last_adamw().bias2_sqrt, std::sqrt(1 - std::pow(0.999, 2.0)));
+  EXPECT_EQ(fake.last_adamw().decay, 1 - 0.01 * 0.01);
+  EXPECT_TRUE(fake.last_adamw().amsgrad);
 }
 
 TEST(DeviceStepTest, GradientOnAnotherDeviceIsAnError) {

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/trace/trace.h"
-#include "tensor/device_ops.h"
+#include "tensor/op_kernels.h"
 #include "tensor/optim/update_kernels.h"
 #include "tensor/tensor.h"
 
@@ -60,7 +60,8 @@ absl::Status Sgd::Step() {
     }
     const bool use_buffer = options_.momentum != 0;
     if (!p.device().is_cpu()) {
-      TANDEM_ASSIGN_OR_RETURN(DeviceOps * dev, GetDeviceOps(p.device()));
+      TANDEM_ASSIGN_OR_RETURN(SgdStepKernel * step,
+                              SgdStepKernels().For(p.device()));
       SgdStepArgs args;
       args.lr = lr_;
       args.momentum = options_.momentum;
@@ -70,7 +71,7 @@ absl::Status Sgd::Step() {
       args.maximize = options_.maximize;
       args.first = first;
       TANDEM_RETURN_IF_ERROR(
-          dev->SgdStep(p, g, use_buffer ? buffers_[i] : Tensor(), args));
+          step(p, g, use_buffer ? buffers_[i] : Tensor(), args));
       continue;
     }
     if (p.dtype() == DType::kF32) {

@@ -14,7 +14,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tensor/allocator.h"
-#include "tensor/device_ops.h"
 #include "tensor/sim/sim_internal.h"
 #include "tensor/tensor_impl.h"
 
@@ -188,8 +187,7 @@ absl::Status InstallSimDevices(int64_t count) {
     absl::Status s =
         RegisterAllocator(DeviceType::kSim, std::make_shared<SimAllocator>());
     if (!s.ok()) return s;
-    return RegisterDeviceOps(DeviceType::kSim,
-                             sim_internal::MakeSimDeviceOps());
+    return sim_internal::RegisterSimKernels();
   }();
   if (!registered.ok()) return registered;
   State& s = GetState();

@@ -11,12 +11,12 @@
 //   Add(a, b);  // InvalidArgument: "Expected all tensors to be on the same
 //               // device, but found at least two devices, sim:0 and sim:1"
 //
-// What plugs in where: InstallSimDevices registers an Allocator and a
-// DeviceOps for DeviceType::kSim in the same registries as CUDA
-// (tensor/allocator.h, tensor/device_ops.h). The DeviceOps runs the CPU op on
-// host aliases of its inputs (Storage::Alias) and relabels the result, with
-// autograd nodes on both sides, so forward and backward values are bit for
-// bit those of the CPU; optimizer steps use the CPU's update loops.
+// What plugs in where: InstallSimDevices registers an Allocator and the
+// kernels for DeviceType::kSim in the same allocator registry and kernel
+// table as CUDA (tensor/allocator.h, tensor/op_table.h). Each kernel runs
+// the CPU op on host aliases of its inputs (Storage::Alias) and relabels the
+// result, with autograd nodes on both sides, so forward and backward values are
+// bit for bit those of the CPU; optimizer steps use the CPU's update loops.
 //
 // Device count: InstallSimDevices(n) makes sim:0 .. sim:n-1 exist (like
 // CUDA_VISIBLE_DEVICES, the count is fixed per process by the caller; a

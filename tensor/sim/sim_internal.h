@@ -3,10 +3,8 @@
 #ifndef TANDEM_TENSOR_SIM_SIM_INTERNAL_H_
 #define TANDEM_TENSOR_SIM_SIM_INTERNAL_H_
 
-#include <memory>
-
+#include "absl/status/status.h"
 #include "tensor/device.h"
-#include "tensor/device_ops.h"
 #include "tensor/tensor.h"
 
 namespace tandem::sim_internal {
@@ -19,8 +17,9 @@ namespace tandem::sim_internal {
 // `t` must be defined.
 Tensor Relabel(const Tensor& t, Device device);
 
-// The kernels registered for DeviceType::kSim (sim_ops.cc).
-std::shared_ptr<DeviceOps> MakeSimDeviceOps();
+// Registers the kernels of DeviceType::kSim in the kernel table
+// (sim_ops.cc); InstallSimDevices calls it once.
+absl::Status RegisterSimKernels();
 
 }  // namespace tandem::sim_internal
 

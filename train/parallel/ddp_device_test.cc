@@ -2,8 +2,8 @@
 // machines without a GPU.
 //
 // tensor/fake_device.h gives a host-backed "CUDA" allocator; this test
-// replaces its kernels with a thread-safe set that really fills, adds and
-// scales (the rest is Unimplemented), because the simulated ranks are
+// replaces four of its kernels with ones that really fill, add, scale and
+// convert (the rest stay Unimplemented), because the simulated ranks are
 // threads. DeviceMemoryCommunicator plays NCCL's memory rule on top of the
 // simulated cluster: it takes only kCuda buffers of its rank's device and
 // fails host buffers, so Create() succeeding proves that the model check was
@@ -31,13 +31,13 @@
 #include "sim/sim.h"
 #include "tensor/convert.h"
 #include "tensor/device.h"
-#include "tensor/device_ops.h"
 #include "tensor/fake_device.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/linear.h"
 #include "tensor/nn/module.h"
 #include "tensor/nn/sequential.h"
+#include "tensor/op_kernels.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp.h"
 
@@ -55,129 +55,81 @@ using ::testing::HasSubstr;
 
 // Kernels for the fake device that are safe to call from several rank
 // threads: fills, adds, scales and conversions really run on the (host)
-// memory; every other op is Unimplemented. Counts calls per method.
-class HostKernels : public DeviceOps {
+// memory; every other op keeps the fake device's Unimplemented kernel.
+// Counts calls per op.
+class HostKernels {
  public:
-  int64_t count(const std::string& method) {
+  int64_t count(const std::string& op) {
     std::lock_guard<std::mutex> lock(mu_);
-    return counts_[method];
+    return counts_[op];
   }
   void Reset() {
     std::lock_guard<std::mutex> lock(mu_);
     counts_.clear();
   }
-
-  absl::StatusOr<Tensor> MatMul(const Tensor&, const Tensor&, bool,
-                                bool) override {
-    return No("MatMul");
-  }
-  absl::StatusOr<Tensor> Linear(const Tensor&, const Tensor&,
-                                const Tensor&) override {
-    return No("Linear");
-  }
-  absl::StatusOr<Tensor> Binary(BinaryOp, const Tensor&,
-                                const Tensor&) override {
-    return No("Binary");
-  }
-  absl::StatusOr<Tensor> Unary(UnaryOp, const Tensor&, double) override {
-    return No("Unary");
-  }
-  absl::StatusOr<Tensor> Softmax(const Tensor&, int64_t, bool) override {
-    return No("Softmax");
-  }
-  absl::StatusOr<Tensor> SumAll(const Tensor&, bool) override {
-    return No("SumAll");
-  }
-  absl::StatusOr<Tensor> SumDim(const Tensor&, int64_t, bool, bool) override {
-    return No("SumDim");
-  }
-  absl::StatusOr<Tensor> Argmax(const Tensor&, int64_t) override {
-    return No("Argmax");
-  }
-  absl::StatusOr<Tensor> Conv2d(const Tensor&, const Tensor&, const Tensor&,
-                                const Conv2dOptions&) override {
-    return No("Conv2d");
-  }
-  absl::StatusOr<Tensor> MaxPool2d(const Tensor&,
-                                   const MaxPool2dOptions&) override {
-    return No("MaxPool2d");
-  }
-  absl::StatusOr<Tensor> CrossEntropy(const Tensor&, const Tensor&) override {
-    return No("CrossEntropy");
-  }
-  absl::StatusOr<Tensor> Mse(const Tensor&, const Tensor&) override {
-    return No("Mse");
-  }
-  absl::Status AddInPlace(const Tensor& dst, const Tensor& src,
-                          double alpha) override {
-    Count("AddInPlace");
-    if (dst.dtype() != DType::kF32 || src.dtype() != DType::kF32 ||
-        dst.numel() != src.numel()) {
-      return absl::UnimplementedError("test kernels: AddInPlace on f32 only");
-    }
-    float* d = static_cast<float*>(dst.raw_data());
-    const float* s = static_cast<const float*>(src.raw_data());
-    for (int64_t i = 0; i < dst.numel(); ++i) {
-      d[i] += static_cast<float>(alpha) * s[i];
-    }
-    return absl::OkStatus();
-  }
-  absl::Status ScaleInPlace(const Tensor& dst, double factor) override {
-    Count("ScaleInPlace");
-    if (dst.dtype() != DType::kF32) {
-      return absl::UnimplementedError("test kernels: ScaleInPlace on f32 only");
-    }
-    float* d = static_cast<float*>(dst.raw_data());
-    for (int64_t i = 0; i < dst.numel(); ++i) {
-      d[i] *= static_cast<float>(factor);
-    }
-    return absl::OkStatus();
-  }
-  absl::Status FillInPlace(const Tensor& dst, double value) override {
-    Count("FillInPlace");
-    internal::FillElements(dst.raw_data(), dst.dtype(), dst.numel(), value);
-    return absl::OkStatus();
-  }
-  absl::Status Convert(const Tensor& src, const Tensor& dst) override {
-    Count("Convert");
-    internal::ConvertElements(src.raw_data(), src.dtype(), dst.raw_data(),
-                              dst.dtype(), src.numel());
-    return absl::OkStatus();
-  }
-  absl::Status SgdStep(const Tensor&, const Tensor&, const Tensor&,
-                       const SgdStepArgs&) override {
-    return No("SgdStep");
-  }
-  absl::Status AdamWStep(const Tensor&, const Tensor&, const Tensor&,
-                         const Tensor&, const Tensor&,
-                         const AdamWStepArgs&) override {
-    return No("AdamWStep");
+  void Count(const std::string& op) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++counts_[op];
   }
 
  private:
-  void Count(const std::string& method) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ++counts_[method];
-  }
-  absl::Status No(const std::string& method) {
-    Count(method);
-    return absl::UnimplementedError(absl::StrCat("test kernels: ", method));
-  }
-
   std::mutex mu_;
   std::map<std::string, int64_t> counts_;  // guarded by mu_
 };
 
-// The fake device with HostKernels; installed once per process.
+HostKernels& Counts() {
+  static HostKernels* counts = new HostKernels;  // leaked: process-wide
+  return *counts;
+}
+
+absl::Status HostAddInPlace(const Tensor& dst, const Tensor& src,
+                            double alpha) {
+  Counts().Count("AddInPlace");
+  if (dst.dtype() != DType::kF32 || src.dtype() != DType::kF32 ||
+      dst.numel() != src.numel()) {
+    return absl::UnimplementedError("test kernels: AddInPlace on f32 only");
+  }
+  float* d = static_cast<float*>(dst.raw_data());
+  const float* s = static_cast<const float*>(src.raw_data());
+  for (int64_t i = 0; i < dst.numel(); ++i) {
+    d[i] += static_cast<float>(alpha) * s[i];
+  }
+  return absl::OkStatus();
+}
+absl::Status HostScaleInPlace(const Tensor& dst, double factor) {
+  Counts().Count("ScaleInPlace");
+  if (dst.dtype() != DType::kF32) {
+    return absl::UnimplementedError("test kernels: ScaleInPlace on f32 only");
+  }
+  float* d = static_cast<float*>(dst.raw_data());
+  for (int64_t i = 0; i < dst.numel(); ++i) {
+    d[i] *= static_cast<float>(factor);
+  }
+  return absl::OkStatus();
+}
+absl::Status HostFillInPlace(const Tensor& dst, double value) {
+  Counts().Count("FillInPlace");
+  internal::FillElements(dst.raw_data(), dst.dtype(), dst.numel(), value);
+  return absl::OkStatus();
+}
+absl::Status HostConvert(const Tensor& src, const Tensor& dst) {
+  Counts().Count("Convert");
+  internal::ConvertElements(src.raw_data(), src.dtype(), dst.raw_data(),
+                            dst.dtype(), src.numel());
+  return absl::OkStatus();
+}
+
+// The fake device with the kernels above; installed once per process.
 HostKernels& Kernels() {
-  static HostKernels* kernels =
-      [] {
-        FakeDevice::Install();  // the host-backed allocator
-        auto k = std::make_shared<HostKernels>();
-        RegisterDeviceOps(DeviceType::kCUDA, k).IgnoreError();
-        return new std::shared_ptr<HostKernels>(k);
-      }()
-          ->get();
+  static HostKernels* kernels = [] {
+    FakeDevice::Install();  // the host-backed allocator and fake kernels
+    constexpr DeviceType kCuda = DeviceType::kCUDA;
+    AddInPlaceKernels().Register(kCuda, HostAddInPlace).IgnoreError();
+    ScaleInPlaceKernels().Register(kCuda, HostScaleInPlace).IgnoreError();
+    FillInPlaceKernels().Register(kCuda, HostFillInPlace).IgnoreError();
+    ConvertKernels().Register(kCuda, HostConvert).IgnoreError();
+    return &Counts();
+  }();
   return *kernels;
 }
 

@@ -31,7 +31,7 @@
 
 namespace tandem::cuda::kernels {
 
-// Same order as tandem::BinaryOp / UnaryOp (tensor/device_ops.h); ops_*.cc
+// Same order as tandem::BinaryOp / UnaryOp (tensor/op_kernels.h); ops_*.cc
 // static_asserts the correspondence.
 enum class Binary : int8_t { kAdd, kSub, kMul, kDiv };
 enum class Unary : int8_t {

@@ -1,0 +1,159 @@
+// The kernel signatures of the ops in tensor/ops.h and tensor/optim, and
+// their rows of the kernel table (tensor/op_table.h). For kernel libraries
+// (tensor/cuda, tensor/sim, test fakes), not for users.
+//
+// Each op's definition (tensor/ops_*.cc) checks its arguments once for every
+// device (defined, one device, dtypes, shapes; the messages live there),
+// then calls the kernel of the inputs' device type with checked arguments:
+// dims already normalised, the broadcast plan already made. A kernel
+// computes on its device, allocates its outputs there and, for the ops that
+// record autograd, records a backward that runs there too. Results are in
+// the device's stream order: a kernel returns once its work is queued;
+// errors found only while the work runs surface at the next synchronising
+// call (a copy to the host, Item(), cuda::Synchronize).
+//
+// A kernel must be safe to call from any thread.
+#ifndef TANDEM_TENSOR_OP_KERNELS_H_
+#define TANDEM_TENSOR_OP_KERNELS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tensor/op_table.h"
+#include "tensor/ops.h"
+#include "tensor/ops_internal.h"
+#include "tensor/tensor.h"
+
+namespace tandem {
+
+enum class BinaryOp : int8_t { kAdd, kSub, kMul, kDiv };
+
+// Elementwise functions; the k*Scalar kinds combine x with a double scalar
+// (converted to x's dtype), e.g. kMulScalar is x * scalar.
+enum class UnaryOp : int8_t {
+  kNeg,
+  kRelu,
+  kSigmoid,
+  kTanh,
+  kExp,
+  kLog,
+  kAddScalar,
+  kSubScalar,
+  kMulScalar,
+  kDivScalar,
+};
+
+// "Add", "Sub", ...: the op's name in messages and autograd nodes.
+const char* BinaryOpName(BinaryOp op);
+// "Neg", "Relu", ..., "AddScalar", ...
+const char* UnaryOpName(UnaryOp op);
+
+// One Sgd step on one parameter (tensor/optim/sgd.h has the formula).
+struct SgdStepArgs {
+  double lr = 0;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+  bool maximize = false;
+  // The momentum buffer is new: set it to the gradient instead of mixing.
+  bool first = false;
+};
+
+// One AdamW step on one parameter (tensor/optim/adamw.h); the scalars are
+// computed on the host in double exactly as the CPU update does.
+struct AdamWStepArgs {
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double decay = 1;       // 1 - lr * weight_decay
+  double step_size = 0;   // lr / (1 - beta1^t)
+  double bias2_sqrt = 1;  // sqrt(1 - beta2^t)
+  bool amsgrad = false;
+  bool maximize = false;
+};
+
+// ---- Signatures. Same contracts as the ops of tensor/ops.h, on checked
+// arguments (see each op's definition for what it checked).
+using MatMulKernel = absl::StatusOr<Tensor>(const Tensor& a, const Tensor& b,
+                                            bool transpose_a, bool transpose_b);
+using LinearKernel = absl::StatusOr<Tensor>(const Tensor& x,
+                                            const Tensor& weight,
+                                            const Tensor& bias);
+using BinaryKernel =
+    absl::StatusOr<Tensor>(BinaryOp op, const Tensor& a, const Tensor& b,
+                           const internal::BroadcastPlan& plan);
+// `scalar` is used by the k*Scalar kinds only.
+using UnaryKernel = absl::StatusOr<Tensor>(UnaryOp op, const Tensor& x,
+                                           double scalar);
+// `dim` is normalised to [0, ndim).
+using SoftmaxKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim,
+                                             bool log);
+// Over all elements (0-d result); mean divides by numel.
+using SumAllKernel = absl::StatusOr<Tensor>(const Tensor& x, bool mean);
+using SumDimKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim,
+                                            bool keepdim, bool mean);
+using ArgmaxKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim);
+using Conv2dKernel = absl::StatusOr<Tensor>(const Tensor& x,
+                                            const Tensor& weight,
+                                            const Tensor& bias,
+                                            const Conv2dOptions& options);
+// options.stride is resolved (never {0, 0}).
+using MaxPool2dKernel = absl::StatusOr<Tensor>(const Tensor& x,
+                                               const MaxPool2dOptions& options);
+using CrossEntropyKernel = absl::StatusOr<Tensor>(const Tensor& logits,
+                                                  const Tensor& labels);
+using MseKernel = absl::StatusOr<Tensor>(const Tensor& prediction,
+                                         const Tensor& target);
+// In place, never recorded.
+using AddInPlaceKernel = absl::Status(const Tensor& dst, const Tensor& src,
+                                      double alpha);
+using ScaleInPlaceKernel = absl::Status(const Tensor& dst, double factor);
+using FillInPlaceKernel = absl::Status(const Tensor& dst, double value);
+// dst = src converted elementwise (tensor/convert.h's rules); same element
+// count, both on one device, any dtypes. Not recorded.
+using ConvertKernel = absl::Status(const Tensor& src, const Tensor& dst);
+// Optimizer updates, in place on the parameter and its state. `buffer`
+// (Sgd, may be undefined without momentum) and `max_exp_avg_sq` (AdamW,
+// undefined without amsgrad) have the parameter's shape and dtype.
+using SgdStepKernel = absl::Status(const Tensor& param, const Tensor& grad,
+                                   const Tensor& buffer,
+                                   const SgdStepArgs& args);
+using AdamWStepKernel = absl::Status(const Tensor& param, const Tensor& grad,
+                                     const Tensor& exp_avg,
+                                     const Tensor& exp_avg_sq,
+                                     const Tensor& max_exp_avg_sq,
+                                     const AdamWStepArgs& args);
+
+// ---- Rows: one accessor per op (a function-local static, so static
+// initialisers of any library may register into it).
+#define TANDEM_OP_ROW(accessor, Fn, name)          \
+  inline const OpKernels<Fn>& accessor() {         \
+    static const OpKernels<Fn>* const row =        \
+        new OpKernels<Fn>(name); /* never freed */ \
+    return *row;                                   \
+  }
+TANDEM_OP_ROW(MatMulKernels, MatMulKernel, "MatMul")
+TANDEM_OP_ROW(LinearKernels, LinearKernel, "Linear")
+TANDEM_OP_ROW(BinaryKernels, BinaryKernel, "Binary")
+TANDEM_OP_ROW(UnaryKernels, UnaryKernel, "Unary")
+TANDEM_OP_ROW(SoftmaxKernels, SoftmaxKernel, "Softmax")
+TANDEM_OP_ROW(SumAllKernels, SumAllKernel, "SumAll")
+TANDEM_OP_ROW(SumDimKernels, SumDimKernel, "SumDim")
+TANDEM_OP_ROW(ArgmaxKernels, ArgmaxKernel, "Argmax")
+TANDEM_OP_ROW(Conv2dKernels, Conv2dKernel, "Conv2d")
+TANDEM_OP_ROW(MaxPool2dKernels, MaxPool2dKernel, "MaxPool2d")
+TANDEM_OP_ROW(CrossEntropyKernels, CrossEntropyKernel, "CrossEntropy")
+TANDEM_OP_ROW(MseKernels, MseKernel, "Mse")
+TANDEM_OP_ROW(AddInPlaceKernels, AddInPlaceKernel, "AddInPlace")
+TANDEM_OP_ROW(ScaleInPlaceKernels, ScaleInPlaceKernel, "ScaleInPlace")
+TANDEM_OP_ROW(FillInPlaceKernels, FillInPlaceKernel, "FillInPlace")
+TANDEM_OP_ROW(ConvertKernels, ConvertKernel, "Convert")
+TANDEM_OP_ROW(SgdStepKernels, SgdStepKernel, "SgdStep")
+TANDEM_OP_ROW(AdamWStepKernels, AdamWStepKernel, "AdamWStep")
+#undef TANDEM_OP_ROW
+
+}  // namespace tandem
+
+#endif  // TANDEM_TENSOR_OP_KERNELS_H_
