@@ -58,5 +58,56 @@ if [[ $rc -ne 143 || ! -e $tmp/term0 || ! -e $tmp/term1 ]]; then
   fails=$((fails + 1))
 fi
 
+# alive PID: the process exists and is not a zombie (a reparented zombie
+# waits for a reaper we do not control).
+alive() {
+  [[ -e /proc/$1 ]] && [[ "$(awk '{print $3}' /proc/$1/stat 2>/dev/null)" != Z ]]
+}
+
+# kill -9 of tandemrun: its workers and what they started go too (the
+# watchdog ends their process groups). Bounded wait, not a timing.
+rm -f "$tmp"/pids*
+"$bin" --nproc_per_node=2 --master_port=0 -- sh -c \
+  "sleep 120 & echo \$\$ \$! > $tmp/pids.\$RANK.tmp; mv $tmp/pids.\$RANK.tmp $tmp/pids.\$RANK; wait" &
+pid=$!
+for _ in $(seq 1 600); do
+  [[ -e $tmp/pids.0 && -e $tmp/pids.1 ]] && break
+  sleep 0.05
+done
+kill -9 $pid
+wait $pid 2>/dev/null
+left=""
+for _ in $(seq 1 600); do
+  left=""
+  for p in $(cat "$tmp"/pids.0 "$tmp"/pids.1); do alive "$p" && left="$left $p"; done
+  [[ -z $left ]] && break
+  sleep 0.05
+done
+if [[ -n $left || ! -e $tmp/pids.0 ]]; then
+  echo "FAIL: kill -9 of tandemrun left workers running:$left"
+  fails=$((fails + 1))
+fi
+
+# A worker's background child must not hold the caller's stdout after
+# another worker fails: out=$(tandemrun ...) returns once the job is over,
+# not when `sleep 100` ends (timeout 60 is only the bound).
+out=$(timeout 60 "$bin" --nproc_per_node=2 --master_port=0 -- sh -c \
+  "if [ \$RANK = 1 ]; then sleep 0.5; exit 3; fi; sleep 100 & echo \$! > $tmp/bg; wait")
+rc=$?
+if [[ $rc -ne 1 ]] || { [[ -e $tmp/bg ]] && alive "$(cat $tmp/bg)"; }; then
+  echo "FAIL: out=\$(tandemrun ...) with a failing worker exited $rc (expected 1; 124: held by an orphan)"
+  fails=$((fails + 1))
+fi
+
+# A 40 MB stderr line without a newline comes through byte for byte (the
+# forwarder keeps at most 64 KiB of a line and forwards the rest).
+"$bin" --master_port=0 -- sh -c \
+  'head -c 40000000 /dev/zero | tr "\0" a >&2; echo >&2' 2>"$tmp/long"
+bytes=$(wc -c <"$tmp/long")
+if [[ $bytes -ne 40000001 || $(tr -d a <"$tmp/long" | wc -c) -ne 1 ]]; then
+  echo "FAIL: a 40 MB stderr line came out as $bytes bytes (expected 40000001)"
+  fails=$((fails + 1))
+fi
+
 if [[ $fails -ne 0 ]]; then echo "$fails failure(s)"; exit 1; fi
 echo "all tandemrun checks passed"

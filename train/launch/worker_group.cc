@@ -3,13 +3,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,6 +20,8 @@
 #include "absl/strings/str_join.h"
 #include "comm/store/tcp_store.h"
 #include "train/launch/agent_sync.h"
+#include "train/launch/line_forwarder.h"
+#include "train/launch/worker_process.h"
 
 extern char** environ;
 
@@ -31,56 +31,28 @@ namespace {
 struct Worker {
   int local_rank = 0;
   int rank = 0;
-  pid_t pid = -1;
-  int err_fd = -1;      // read end of its stderr pipe; -1 once at EOF
-  std::string partial;  // a stderr line not yet complete
-  std::deque<std::string> tail;
+  pid_t pid = -1;   // also its process group's id
+  int err_fd = -1;  // read end of its stderr pipe; -1 once at EOF
+  std::unique_ptr<LineForwarder> err;  // its stderr, forwarded and kept
   bool running = false;
   int wait_status = 0;
 };
 
-void WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our stderr is gone: nothing better to do
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-void KeepLine(Worker& w, std::string line, int keep) {
-  if (!line.empty() && line.back() == '\n') line.pop_back();
-  w.tail.push_back(std::move(line));
-  while (static_cast<int>(w.tail.size()) > keep) w.tail.pop_front();
-}
-
-// Reads what is there on w's stderr pipe and forwards whole lines.
-void Drain(Worker& w, int keep) {
+// Reads what is there on w's stderr pipe and forwards it.
+void Drain(Worker& w) {
   if (w.err_fd < 0) return;
   char buf[65536];
   while (true) {
     ssize_t n = read(w.err_fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (n <= 0) {  // EOF or a broken pipe: flush the unfinished line
-      if (!w.partial.empty()) {
-        WriteAll(STDERR_FILENO, w.partial + "\n");
-        KeepLine(w, std::move(w.partial), keep);
-        w.partial.clear();
-      }
+    if (n <= 0) {  // EOF or a broken pipe: end the unfinished line
+      w.err->Finish();
       close(w.err_fd);
       w.err_fd = -1;
       return;
     }
-    w.partial.append(buf, static_cast<size_t>(n));
-    size_t start = 0;
-    for (size_t nl; (nl = w.partial.find('\n', start)) != std::string::npos;
-         start = nl + 1) {
-      std::string line = w.partial.substr(start, nl + 1 - start);
-      WriteAll(STDERR_FILENO, line);
-      KeepLine(w, std::move(line), keep);
-    }
-    w.partial.erase(0, start);
+    w.err->Feed(std::string_view(buf, static_cast<size_t>(n)));
   }
 }
 
@@ -117,35 +89,21 @@ absl::Status Spawn(const WorkerGroupOptions& o, int port, int restart,
                    Worker& w) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("tandemrun: pipe(): ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat(
+        "tandemrun: pipe() for rank ", w.rank, ": ", std::strerror(errno)));
   }
-  std::vector<std::string> env = WorkerEnv(o, port, w, restart);
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = o.command;
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  pid_t pid = -1;
-  const int rc =
-      posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
+  absl::StatusOr<pid_t> pid = SpawnInOwnGroup(
+      o.command, WorkerEnv(o, port, w, restart), fds[1], w.rank);
   close(fds[1]);
-  if (rc != 0) {
+  if (!pid.ok()) {
     close(fds[0]);
-    return absl::UnavailableError(
-        absl::StrCat("tandemrun: cannot start '", o.command[0], "' for rank ",
-                     w.rank, ": ", std::strerror(rc),
-                     "; check the program path (it is looked up on PATH)"));
+    return pid.status();
   }
   fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  w.pid = pid;
+  w.pid = *pid;
   w.err_fd = fds[0];
+  w.err = std::make_unique<LineForwarder>(STDERR_FILENO,
+                                          std::max(o.stderr_tail_lines, 1));
   w.running = true;
   return absl::OkStatus();
 }
@@ -167,9 +125,24 @@ struct NodeLink {
 
 constexpr absl::Duration kRemotePoll = absl::Milliseconds(100);
 
+// Signals every worker's whole process group (what it started too).
 void SignalAll(std::vector<Worker>& workers, int sig) {
   for (Worker& w : workers) {
-    if (w.running) kill(w.pid, sig);
+    if (w.running) SignalGroup(w.pid, sig);
+  }
+}
+
+// Ends what the workers left behind in their groups (SIGTERM, then SIGKILL
+// after the grace period): nothing of an attempt outlives it.
+void EndLeftovers(std::vector<Worker>& workers, const WorkerGroupOptions& o,
+                  Watchdog* watchdog) {
+  std::vector<pid_t> groups;
+  for (const Worker& w : workers) {
+    if (w.pid > 0) groups.push_back(w.pid);
+  }
+  EndGroups(groups, o.stop_grace);
+  if (watchdog != nullptr) {
+    for (pid_t g : groups) watchdog->Remove(g);
   }
 }
 
@@ -180,7 +153,6 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
   AttemptOutcome outcome;
   std::optional<absl::Time> kill_at;  // set once we stop the workers
   absl::Time next_remote_poll = absl::Now();
-  const int keep = std::max(o.stderr_tail_lines, 1);
   int failed_index = -1;
   while (true) {
     std::vector<pollfd> fds;
@@ -198,7 +170,7 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
       // Everyone exited: take what is left in the pipes (a grandchild that
       // keeps one open must not hold us up) and stop.
       for (Worker& w : workers) {
-        Drain(w, keep);
+        Drain(w);
         if (w.err_fd >= 0) {
           close(w.err_fd);
           w.err_fd = -1;
@@ -208,7 +180,7 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
     }
     poll(fds.data(), fds.size(), 50);
     for (size_t i = 0; i < owners.size(); ++i) {
-      if (fds[i].revents != 0) Drain(*owners[i], keep);
+      if (fds[i].revents != 0) Drain(*owners[i]);
     }
     if (o.signal_fd >= 0 && (fds.back().revents & POLLIN)) {
       unsigned char sig = 0;
@@ -221,8 +193,10 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
     for (size_t i = 0; i < workers.size(); ++i) {
       Worker& w = workers[i];
       if (!w.running) continue;
-      int status = 0;
-      if (waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      // Reaps the worker and whatever of its group came back to us.
+      const std::optional<int> reaped = ReapGroup(w.pid, w.pid);
+      if (!reaped) continue;
+      const int status = *reaped;
       w.running = false;
       w.wait_status = status;
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -260,7 +234,7 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
   }
   if (outcome.failure) {
     const Worker& w = workers[static_cast<size_t>(failed_index)];
-    outcome.failure->stderr_tail.assign(w.tail.begin(), w.tail.end());
+    outcome.failure->stderr_tail = w.err->Tail();
   }
   return outcome;
 }
@@ -302,17 +276,20 @@ std::string WhatFailed(const WorkerFailure& f) {
                       ")");
 }
 
-// One attempt's workers, started, watched and reaped; Unavailable when one
-// cannot be started (the others are killed first).
+// One attempt's workers, started, watched and reaped, with nothing of their
+// process groups left behind; Unavailable when one cannot be started (the
+// others are killed first).
 absl::StatusOr<AttemptOutcome> RunAttempt(const WorkerGroupOptions& options,
                                           int port, int attempt,
-                                          const NodeLink& link) {
+                                          const NodeLink& link,
+                                          Watchdog* watchdog) {
   std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
   absl::Status spawned = absl::OkStatus();
   for (int i = 0; i < options.nproc_per_node && spawned.ok(); ++i) {
     workers[i].local_rank = i;
     workers[i].rank = options.node_rank * options.nproc_per_node + i;
     spawned = Spawn(options, port, attempt, workers[i]);
+    if (spawned.ok() && watchdog != nullptr) watchdog->Add(workers[i].pid);
   }
   if (!spawned.ok()) {
     SignalAll(workers, SIGKILL);
@@ -320,9 +297,12 @@ absl::StatusOr<AttemptOutcome> RunAttempt(const WorkerGroupOptions& options,
       if (w.running) waitpid(w.pid, nullptr, 0);
       if (w.err_fd >= 0) close(w.err_fd);
     }
+    EndLeftovers(workers, options, watchdog);
     return spawned;
   }
-  return Watch(workers, options, link);
+  AttemptOutcome outcome = Watch(workers, options, link);
+  EndLeftovers(workers, options, watchdog);
+  return outcome;
 }
 
 }  // namespace
@@ -331,6 +311,14 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
     const WorkerGroupOptions& options) {
   if (absl::Status s = Check(options); !s.ok()) return s;
   WorkerGroupResult result;
+  // Workers go with tandemrun, even with a kill -9 of it: orphans of their
+  // groups come back to us to be reaped, and the watchdog ends the groups
+  // that tandemrun could not (worker_process.h). Started before the store,
+  // while this process has no threads of its own.
+  BecomeSubreaper();
+  absl::StatusOr<std::unique_ptr<Watchdog>> watchdog =
+      Watchdog::Start(options.stop_grace, options.nproc_per_node);
+  if (!watchdog.ok()) return watchdog.status();
   // One store for the whole job, as torchrun's agent keeps: each attempt's
   // workers put their keys under "/worker/attempt_<k>/"
   // (comm/store/launch_store.h), so keys of a failed attempt never satisfy
@@ -382,7 +370,7 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
       if (absl::Status s = sync->StartAttempt(attempt); !s.ok()) return s;
     }
     absl::StatusOr<AttemptOutcome> ran =
-        RunAttempt(options, port, attempt, link);
+        RunAttempt(options, port, attempt, link, watchdog->get());
     if (!ran.ok()) {
       if (sync != nullptr) {
         (void)sync->PostFailure(attempt,

@@ -19,12 +19,18 @@
 // attempt under "/worker/attempt_<k>/"), on top of tandemrun's own
 // environment.
 // stdout is inherited untouched; stderr passes through a pipe, forwarded
-// line by line (whole lines, so workers' lines never interleave mid-line)
-// while the last lines of each worker are kept for the report.
+// line by line (line_forwarder.h: whole lines up to 64 KiB, so workers'
+// lines never interleave mid-line) while the last lines of each worker are
+// kept for the report.
+//
+// Every worker leads a process group of its own, signalled as a group, and
+// nothing of a group outlives its attempt (worker_process.h); RunWorkerGroup
+// makes this process the child subreaper of its workers and forks a
+// watchdog that ends the groups if this process dies first.
 //
 // Blocking: RunWorkerGroup returns when every worker of the last attempt has
-// exited. Every wait is bounded: a stopped worker gets SIGTERM, then SIGKILL
-// after stop_grace. Not thread-safe; call from one thread.
+// exited. Every wait is bounded: a stopped worker's group gets SIGTERM, then
+// SIGKILL after stop_grace. Not thread-safe; call from one thread.
 #ifndef TANDEM_TRAIN_LAUNCH_WORKER_GROUP_H_
 #define TANDEM_TRAIN_LAUNCH_WORKER_GROUP_H_
 
