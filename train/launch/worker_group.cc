@@ -3,11 +3,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -239,6 +242,45 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
   return outcome;
 }
 
+// Refuses, before any worker starts, a node size that this machine's limits
+// cannot hold (so a huge --nproc_per_node neither aborts allocating nor
+// spawns until file descriptors run out).
+absl::Status CheckLimits(int nproc) {
+  const auto refuse = [&](int64_t limit, const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tandemrun: --nproc_per_node=", nproc,
+                     " cannot run here: ", what, " allows ", limit,
+                     "; start fewer workers per node (or raise the "
+                     "limit)"));
+  };
+  // tandemrun holds a pipe per worker, and a few descriptors of its own.
+  constexpr int64_t kOwnFds = 32;
+  rlimit lim = {};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+      nproc + kOwnFds > static_cast<int64_t>(lim.rlim_cur)) {
+    return refuse(static_cast<int64_t>(lim.rlim_cur) - kOwnFds,
+                  absl::StrCat("each worker needs a file descriptor for its "
+                               "stderr pipe, and the open-file limit "
+                               "(ulimit -n = ",
+                               lim.rlim_cur, ")"));
+  }
+  if (getrlimit(RLIMIT_NPROC, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+      nproc > static_cast<int64_t>(lim.rlim_cur)) {
+    return refuse(static_cast<int64_t>(lim.rlim_cur),
+                  "the process limit (ulimit -u)");
+  }
+  for (const char* file :
+       {"/proc/sys/kernel/pid_max", "/sys/fs/cgroup/pids.max",
+        "/sys/fs/cgroup/pids/pids.max"}) {
+    std::ifstream in(file);
+    int64_t max = 0;
+    if (in >> max && max > 0 && nproc >= max) {
+      return refuse(max - 1, absl::StrCat("the process limit in ", file));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Check(const WorkerGroupOptions& o) {
   if (o.command.empty() || o.command[0].empty()) {
     return absl::InvalidArgumentError(
@@ -265,7 +307,13 @@ absl::Status Check(const WorkerGroupOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tandemrun: --max_restarts=", o.max_restarts, " must be at least 0"));
   }
-  return absl::OkStatus();
+  if (static_cast<int64_t>(o.nnodes) * o.nproc_per_node > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tandemrun: --nnodes=", o.nnodes,
+                     " x --nproc_per_node=", o.nproc_per_node,
+                     " ranks do not fit WORLD_SIZE (at most ", INT32_MAX, ")"));
+  }
+  return CheckLimits(o.nproc_per_node);
 }
 
 // "rank 9 failed (exit code 1)" / "rank 9 failed (signal 9)".
@@ -334,6 +382,26 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
     port = store->port();
   }
   result.master_port = port;
+  // A signal that comes while the agents wait for each other ends the wait
+  // (and the job) at once.
+  int pending_signal = 0;
+  const auto interrupted = [&]() -> int {
+    unsigned char sig = 0;
+    pollfd ready = {options.signal_fd, POLLIN, 0};
+    if (pending_signal == 0 && options.signal_fd >= 0 &&
+        poll(&ready, 1, 0) == 1 && read(options.signal_fd, &sig, 1) == 1) {
+      pending_signal = sig;
+    }
+    return pending_signal;
+  };
+  const auto stopped_by = [&](const absl::Status& s) {
+    return absl::IsCancelled(s) && pending_signal != 0;
+  };
+  const auto signalled = [&]() -> absl::StatusOr<WorkerGroupResult> {
+    result.signal = pending_signal;
+    result.exit_code = 128 + pending_signal;
+    return result;
+  };
   std::unique_ptr<AgentSync> sync;
   NodeLink link;
   int attempt = 0;
@@ -343,10 +411,17 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
          .port = port,
          .node_rank = options.node_rank,
          .nnodes = options.nnodes,
-         .config = absl::StrCat("--nnodes=", options.nnodes,
-                                " --nproc_per_node=", options.nproc_per_node,
-                                " --max_restarts=", options.max_restarts),
-         .timeout = options.agent_timeout});
+         .config = absl::StrCat(
+             "--nnodes=", options.nnodes, " --nproc_per_node=",
+             options.nproc_per_node, " --max_restarts=", options.max_restarts,
+             options.rdzv_id.empty()
+                 ? ""
+                 : absl::StrCat(" --rdzv_id=", options.rdzv_id)),
+         .timeout = options.agent_timeout,
+         .rdzv_timeout = options.rdzv_timeout,
+         .stall_note_interval = options.stall_note_interval,
+         .interrupted = interrupted});
+    if (stopped_by(connected.status())) return signalled();
     if (!connected.ok()) return connected.status();
     sync = std::move(*connected);
     link.posted_failure = [&]() -> std::optional<std::string> {
@@ -367,7 +442,9 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
   }
   for (;; ++attempt) {
     if (sync != nullptr) {
-      if (absl::Status s = sync->StartAttempt(attempt); !s.ok()) return s;
+      absl::Status s = sync->StartAttempt(attempt);
+      if (stopped_by(s)) return signalled();
+      if (!s.ok()) return s;
     }
     absl::StatusOr<AttemptOutcome> ran =
         RunAttempt(options, port, attempt, link, watchdog->get());
@@ -385,6 +462,7 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
         !outcome.remote_failure) {
       absl::StatusOr<std::optional<std::string>> others =
           sync->FinishAttempt(attempt);
+      if (stopped_by(others.status())) return signalled();
       if (!others.ok()) return others.status();
       outcome.remote_failure = *others;
     }
@@ -400,6 +478,7 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
         (void)sync->Leave();
       }
       result.exit_code = 128 + outcome.signal;
+      result.signal = outcome.signal;
       result.failure.reset();
       return result;
     }
