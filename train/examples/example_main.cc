@@ -52,7 +52,8 @@ ABSL_FLAG(int64_t, sim_stack_kib, 0,
           "With --backend=sim: each rank's stack in KiB (its thread's, or its "
           "fiber's with --sim_ranks=fibers), 16 to 1048576; 0: the default, "
           "1024. Raise it if a rank recurses deeply (a rank that overflows "
-          "its stack crashes the process); only the pages a rank touches "
+          "its stack crashes the process, saying so); only the pages a rank "
+          "touches "
           "cost memory.");
 
 ABSL_FLAG(std::string, checkpoint_dir, "",
