@@ -53,8 +53,7 @@ ABSL_FLAG(int64_t, sim_stack_kib, 0,
           "fiber's with --sim_ranks=fibers), 16 to 1048576; 0: the default, "
           "1024. Raise it if a rank recurses deeply (a rank that overflows "
           "its stack crashes the process, saying so); only the pages a rank "
-          "touches "
-          "cost memory.");
+          "touches cost memory.");
 
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder of the run's checkpoint (model.safetensors with PyTorch's "
