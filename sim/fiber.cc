@@ -18,6 +18,7 @@
 #include "base/fiber_local.h"
 #include "base/math_tally.h"
 #include "sim/fiber_context.h"
+#include "sim/stack_overflow.h"
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
@@ -118,6 +119,8 @@ struct FiberWorker {
   void PushRemote(const std::vector<Fiber*>& fibers);
   void RunFiber(Fiber* f);
   void DrainRemote();
+  // This worker thread's reporter of fiber stack overflows (set by Loop).
+  StackOverflowReporter* overflow = nullptr;
   void FireTimers();
 
   void ArmTimer(Fiber* f);
@@ -313,7 +316,13 @@ void FiberWorker::RunFiber(Fiber* f) {
   __sanitizer_start_switch_fiber(&asan_home_fake_stack, f->stack->bottom(),
                                  f->stack->size());
 #endif
+#if !TANDEM_FIBER_ASAN && !TANDEM_FIBER_TSAN
+  if (overflow != nullptr) overflow->Enter(f->stack->bottom());
+#endif
   SwitchContext(home, f->context);
+#if !TANDEM_FIBER_ASAN && !TANDEM_FIBER_TSAN
+  if (overflow != nullptr) overflow->Leave();
+#endif
 #if TANDEM_FIBER_ASAN
   __sanitizer_finish_switch_fiber(asan_home_fake_stack, nullptr, nullptr);
 #endif
@@ -358,6 +367,11 @@ void FiberWorker::RunFiber(Fiber* f) {
 
 void FiberWorker::Loop() {
   t_worker = this;
+#if !TANDEM_FIBER_ASAN && !TANDEM_FIBER_TSAN
+  // A fiber that overflows its stack is named, not a bare SIGSEGV.
+  StackOverflowReporter reporter(config.stack_bytes);
+  overflow = &reporter;
+#endif
 #if TANDEM_FIBER_TSAN
   tsan_home = __tsan_get_current_fiber();
 #endif
@@ -388,6 +402,7 @@ void FiberWorker::Loop() {
     cv.wait_until(lock, until, [this] { return !remote.empty(); });
     idle = false;
   }
+  overflow = nullptr;
   t_worker = nullptr;
 }
 

@@ -91,7 +91,8 @@ absl::StatusOr<std::unique_ptr<FiberStack>> FiberStack::Create(int64_t bytes) {
         absl::StrCat("sim: could not map a fiber stack of ", size,
                      " bytes: ", std::strerror(errno),
                      " (too many ranks for the address space or "
-                     "vm.max_map_count: lower sim::Options::stack_bytes or "
+                     "vm.max_map_count: lower --sim_stack_kib in the examples "
+                     "(sim::Options::stack_bytes) or "
                      "the world size)"));
   }
   if (mprotect(base, page, PROT_NONE) != 0) {

@@ -156,3 +156,31 @@ TEST(FiberTest, TrackedCpuTimeChargesEachFiberItsOwnSlices) {
 
 }  // namespace
 }  // namespace tandem::sim::internal
+
+namespace tandem::sim::internal {
+namespace {
+
+// Deep enough to pass any small stack: 1 KiB a frame, not a tail call.
+int Recurse(int n) {
+  volatile char frame[1024];
+  frame[0] = static_cast<char>(n);
+  return n == 0 ? frame[0] : Recurse(n - 1) + frame[0];
+}
+
+// Issue 25: a fiber that runs past its stack says so before the process
+// dies (it was a bare SIGSEGV). Sanitizer builds watch stacks themselves.
+TEST(FiberDeathTest, AStackOverflowIsNamed) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizers report stack overflows themselves";
+#endif
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  EXPECT_DEATH(
+      {
+        FiberScheduler scheduler({.workers = 1, .stack_bytes = 16 << 10});
+        if (scheduler.Spawn([] { Recurse(4096); }).ok()) scheduler.Run();
+      },
+      "a rank's fiber overflowed its stack of 16 KiB");
+}
+
+}  // namespace
+}  // namespace tandem::sim::internal

@@ -58,7 +58,8 @@ absl::StatusOr<std::unique_ptr<RankThread>> RankThread::Start(
       return absl::InvalidArgumentError(absl::StrCat(
           "sim: cannot give a rank a stack of ", stack_bytes,
           " bytes (pthread_attr_setstacksize: ", std::strerror(err),
-          "); raise sim::Options::stack_bytes"));
+          "); raise --sim_stack_kib in the examples, "
+          "sim::Options::stack_bytes"));
     }
   }
   err = pthread_create(&state->thread, &attr, &Trampoline, &state->fn);
@@ -73,7 +74,8 @@ absl::StatusOr<std::unique_ptr<RankThread>> RankThread::Start(
                          : absl::StrCat(stack_bytes, "-byte"),
         " stack: ", std::strerror(err),
         err == EINVAL ? " (too small for this program's thread-local "
-                        "storage: raise sim::Options::stack_bytes)"
+                        "storage: raise --sim_stack_kib in the examples, "
+                        "sim::Options::stack_bytes)"
                       : " (too many threads or too little memory: use fewer "
                         "ranks)"));
   }

@@ -8,6 +8,7 @@
 // the modelled communication time and the scaling efficiency (compute / step
 // time). See bench/predict/predict_lib.h for what is measured and what is
 // modelled. Exit codes: 0 success, 1 the run failed, 2 usage error.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -32,7 +33,8 @@ ABSL_FLAG(std::string, preset, "h100-nvlink",
 ABSL_FLAG(std::string, nodes, "1",
           "Comma-separated node counts (8 GPUs each); one row per count.");
 ABSL_FLAG(int, nics_per_node, 8, "InfiniBand NICs per node, 1..8.");
-ABSL_FLAG(double, nic_gbps, 400, "Speed of one NIC, Gb/s (200 HDR, 400 NDR).");
+ABSL_FLAG(double, nic_gbps, 400,
+          "Speed of one NIC, Gb/s, 1..100000 (200 HDR, 400 NDR).");
 ABSL_FLAG(int, world_size, 0,
           "Ranks on one node when fewer than 8 (0: every GPU).");
 ABSL_FLAG(std::string, algorithm, "auto",
@@ -44,7 +46,7 @@ ABSL_FLAG(std::string, device, "host",
           "bandwidth over the GPU's).");
 ABSL_FLAG(double, compute_scale, -1,
           "Simulated compute seconds per host CPU second, for all compute "
-          "(no memory term); overrides --device when >= 0.");
+          "(no memory term), at most 10000; overrides --device when >= 0.");
 ABSL_FLAG(int64_t, input, 1024, "MLP input features.");
 ABSL_FLAG(int64_t, hidden, 1024, "MLP hidden units.");
 ABSL_FLAG(int64_t, layers, 2, "MLP hidden layers, 1..256.");
@@ -109,6 +111,24 @@ int main(int argc, char** argv) {
                        absl::GetFlag(FLAGS_nodes), "'"));
     }
     node_counts.push_back(n);
+  }
+  // Outside these ranges the model answers nonsense (a 300-digit step time
+  // at 100 % efficiency, or inf): no NIC is slower than 1 Gb/s or faster
+  // than 100 Tb/s, and no device is 10^4 times slower than this core.
+  constexpr double kMinNicGbps = 1;
+  constexpr double kMaxNicGbps = 1e5;
+  constexpr double kMaxComputeScale = 1e4;
+  if (!(config.nic_gbps >= kMinNicGbps && config.nic_gbps <= kMaxNicGbps)) {
+    return Usage(absl::StrCat("--nic_gbps=", config.nic_gbps,
+                              ": expected a NIC speed in ", kMinNicGbps, "..",
+                              kMaxNicGbps, " Gb/s (200 HDR, 400 NDR)"));
+  }
+  if (const double scale = absl::GetFlag(FLAGS_compute_scale);
+      std::isnan(scale) || scale > kMaxComputeScale) {
+    return Usage(absl::StrCat("--compute_scale=", scale,
+                              ": expected simulated seconds per host "
+                              "second in 0..",
+                              kMaxComputeScale, " (or < 0: use --device)"));
   }
   // Every argument is checked before anything runs (exit 2, not 1).
   for (int n : node_counts) {

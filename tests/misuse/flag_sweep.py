@@ -3,7 +3,8 @@
 0, -1, its type's maximum, inf and nan (sampler, comm_benchmark,
 comm_benchmark_mpi, mpi_allreduce_peer, ddp_benchmark, tensor_benchmark with
 Google Benchmark's numeric flags, toy_ddp, digits_ddp, ddp_demo, amp_ddp,
-pipeline_demo, zero_benchmark, pipeline_benchmark, predict).
+pipeline_demo, zero_benchmark, pipeline_benchmark, predict,
+data_parallel_demo, pipe_demo).
 
     tests/misuse/flag_sweep.py [--only=TEXT]
     ./bazelw test //tests/misuse:flag_sweep_test
@@ -99,6 +100,13 @@ BINARIES = {
                             "--steps=1"], {
         "width": "int64", "layers": "int64", "batch": "int64",
         "steps": "int64"}),
+    # The one-process multi-device demos (issue 25: sizes that aborted).
+    "DATA_PARALLEL_DEMO": (["--devices=2", "--steps=1", "--batch_size=4"], {
+        "devices": "int64", "batch_size": "int64", "steps": "int64"}),
+    "PIPE_DEMO": (["--devices=2", "--steps=1", "--batch_size=4",
+                   "--chunks=2"], {
+        "devices": "int64", "batch_size": "int64", "steps": "int64",
+        "chunks": "int64"}),
     "PREDICT": (["--input=8", "--hidden=8", "--layers=1", "--batch=2",
                  "--steps=1", "--warmup=0", "--world_size=2"], {
         "nics_per_node": "int", "nic_gbps": "double", "world_size": "int",

@@ -56,6 +56,7 @@ BINARIES = {
     "ZERO_BENCHMARK": "bench/zero_benchmark",
     "PIPELINE_BENCHMARK": "bench/pipeline_benchmark",
     "PREDICT": "bench/predict/predict",
+    "PLOT_METRICS": "train/examples/plot_metrics",
 }
 
 # The environment comm/mpi/mpirun_test.sh gives mpirun: copy-in/copy-out

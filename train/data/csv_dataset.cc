@@ -1,5 +1,6 @@
 #include "train/data/csv_dataset.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -15,23 +16,36 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "base/input_file.h"
+#include "base/memory.h"
 #include "base/status_macros.h"
 #include "train/data/npy.h"
 
 namespace tandem::train {
 namespace {
 
-// Reads the whole (possibly gzip-compressed) file.
+// Reads the whole (possibly gzip-compressed) file: a regular file or a
+// pipe (read once), never a device or a directory (base/input_file.h), and
+// no more text than half the machine's memory.
 absl::StatusOr<std::string> ReadAll(const std::string& path) {
-  gzFile file = gzopen(path.c_str(), "rb");
+  TANDEM_ASSIGN_OR_RETURN(const int fd, OpenInputFile(path));
+  gzFile file = gzdopen(fd, "rb");
   if (file == nullptr) {
+    close(fd);
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot open (", std::strerror(errno), ")"));
   }
   absl::Cleanup close = [file] { gzclose(file); };
+  const int64_t memory = PhysicalMemoryBytes();
+  const int64_t max_bytes = memory > 0 ? memory / 2 : int64_t{1} << 34;
   std::string contents;
   char buffer[1 << 16];
   while (true) {
+    if (static_cast<int64_t>(contents.size()) > max_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          path, ": more than ", max_bytes,
+          " bytes of text (half this machine's memory); stopped reading"));
+    }
     int n = gzread(file, buffer, sizeof(buffer));
     if (n < 0) {
       int code = 0;

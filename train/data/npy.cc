@@ -15,6 +15,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "base/input_file.h"
+#include "base/memory.h"
+#include "base/status_macros.h"
 
 namespace tandem::train {
 namespace {
@@ -179,17 +182,13 @@ absl::StatusOr<Tensor> ParseNpy(const std::string& bytes,
 }
 
 absl::StatusOr<Tensor> LoadNpy(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat(
-        path, ": cannot open the .npy file (", std::strerror(errno), ")"));
-  }
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  if (in.bad()) {
-    return absl::DataLossError(absl::StrCat(path, ": read error"));
-  }
-  return ParseNpy(contents.str(), path);
+  // A regular file or a pipe, never a device; at most the machine's memory.
+  const int64_t memory = PhysicalMemoryBytes();
+  TANDEM_ASSIGN_OR_RETURN(
+      std::string contents,
+      ReadInputFile(path,
+                    {.max_bytes = memory > 0 ? memory : int64_t{1} << 34}));
+  return ParseNpy(contents, path);
 }
 
 absl::Status SaveNpy(const std::string& path, const Tensor& tensor) {

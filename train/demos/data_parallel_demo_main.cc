@@ -24,8 +24,12 @@
 #include "train/demos/sim_devices_flag.h"
 #include "train/parallel/data_parallel.h"
 
-ABSL_FLAG(int64_t, batch_size, 30, "Rows per batch, >= 1.");
-ABSL_FLAG(int64_t, steps, 3, "Training steps, >= 1.");
+ABSL_FLAG(int64_t, batch_size, 30, "Rows per batch, 1..65536.");
+ABSL_FLAG(int64_t, steps, 3, "Training steps, 1..1000000.");
+// The demo holds a batch of 10 floats per row on each device: bounded, so
+// a mistyped size is a usage error, not an allocation that aborts.
+constexpr int64_t kMaxBatch = 65536;
+constexpr int64_t kMaxSteps = 1000000;
 
 namespace tandem::train {
 namespace {
@@ -137,8 +141,10 @@ int main(int argc, char** argv) {
   }
   const int64_t batch = absl::GetFlag(FLAGS_batch_size);
   const int64_t steps = absl::GetFlag(FLAGS_steps);
-  if (batch < 1 || steps < 1) {
-    std::cerr << "data_parallel_demo: --batch_size and --steps must be >= 1\n";
+  if (batch < 1 || batch > kMaxBatch || steps < 1 || steps > kMaxSteps) {
+    std::cerr << "data_parallel_demo: --batch_size must be in 1.." << kMaxBatch
+              << " and --steps in 1.." << kMaxSteps << " (got batch_size "
+              << batch << ", steps " << steps << ")\n";
     return tandem::kExitUsageError;
   }
   absl::StatusOr<int64_t> devices = tandem::train::InstallDevicesFromFlag(2);

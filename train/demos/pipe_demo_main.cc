@@ -27,10 +27,14 @@
 #include "train/parallel/pipe.h"
 
 ABSL_FLAG(int64_t, chunks, 2, "Micro-batches per batch, 1..batch_size.");
+// The demo holds a batch of 10 floats per row on each device: bounded, so
+// a mistyped size is a usage error, not an allocation that aborts.
+constexpr int64_t kMaxBatch = 65536;
+constexpr int64_t kMaxSteps = 1000000;
 ABSL_FLAG(std::string, checkpoint, "except_last",
           "Activation checkpointing: always, except_last or never.");
-ABSL_FLAG(int64_t, batch_size, 20, "Rows per batch, >= 1.");
-ABSL_FLAG(int64_t, steps, 3, "Training steps, >= 1.");
+ABSL_FLAG(int64_t, batch_size, 20, "Rows per batch, 1..65536.");
+ABSL_FLAG(int64_t, steps, 3, "Training steps, 1..1000000.");
 
 namespace tandem::train {
 namespace {
@@ -122,10 +126,12 @@ int main(int argc, char** argv) {
     std::cerr << "pipe_demo: --" << mode.status().message() << "\n";
     return tandem::kExitUsageError;
   }
-  if (batch < 1 || steps < 1 || chunks < 1 || chunks > batch) {
-    std::cerr << "pipe_demo: --batch_size and --steps must be >= 1 and "
-                 "--chunks in 1..batch_size (got chunks "
-              << chunks << ", batch_size " << batch << ")\n";
+  if (batch < 1 || batch > kMaxBatch || steps < 1 || steps > kMaxSteps ||
+      chunks < 1 || chunks > batch) {
+    std::cerr << "pipe_demo: --batch_size must be in 1.." << kMaxBatch
+              << ", --steps in 1.." << kMaxSteps
+              << " and --chunks in 1..batch_size (got chunks " << chunks
+              << ", batch_size " << batch << ", steps " << steps << ")\n";
     return tandem::kExitUsageError;
   }
   absl::StatusOr<int64_t> devices = tandem::train::InstallDevicesFromFlag(2);

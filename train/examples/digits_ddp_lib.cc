@@ -5,7 +5,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iterator>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -16,7 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+#include "base/input_file.h"
 #include "base/status_macros.h"
+#include "base/unshared_status.h"
 #include "comm/rank_printer.h"
 #include "comm/types.h"
 #include "tensor/amp/autocast.h"
@@ -148,6 +152,29 @@ absl::StatusOr<std::shared_ptr<const SharedSplit>> LoadSharedSplit(
     const uint64_t hash = DatasetHash(split);
     return SharedSplit{std::move(split), hash};
   };
+  // Process-wide and never destroyed: ranks of runs still going at exit may
+  // hold entries. Small: one record per distinct key.
+  static SharedLoad<SharedSplit>* const cache = new SharedLoad<SharedSplit>();
+  // A pipe (--data=<(zcat ...), /dev/stdin) can be read once: the first rank
+  // reads it and every other rank of this process shares what it read.
+  // A failed read of a pipe is final (what was read is gone): the other
+  // ranks get the first rank's error instead of waiting on the pipe again.
+  if (IsStreamInput(config.data_path)) {
+    static std::mutex* const failed_mu = new std::mutex;
+    static auto* const failed = new std::map<std::string, absl::Status>;
+    const std::string key =
+        absl::StrFormat("%s|stream|%d|%.17g|%d", config.data_path,
+                        config.split_seed, config.test_fraction, world_size);
+    return cache->Get(key, [&]() -> absl::StatusOr<SharedSplit> {
+      std::lock_guard<std::mutex> lock(*failed_mu);
+      if (auto it = failed->find(key); it != failed->end()) {
+        return UnsharedStatus(it->second);
+      }
+      absl::StatusOr<SharedSplit> split = load();
+      if (!split.ok()) (*failed)[key] = UnsharedStatus(split.status());
+      return split;
+    });
+  }
   std::error_code error;
   const std::uintmax_t size =
       std::filesystem::file_size(config.data_path, error);
@@ -159,9 +186,6 @@ absl::StatusOr<std::shared_ptr<const SharedSplit>> LoadSharedSplit(
     TANDEM_ASSIGN_OR_RETURN(SharedSplit split, load());
     return std::make_shared<const SharedSplit>(std::move(split));
   }
-  // Process-wide and never destroyed: ranks of runs still going at exit may
-  // hold entries. Small: one record per distinct key.
-  static SharedLoad<SharedSplit>* const cache = new SharedLoad<SharedSplit>();
   const std::string key =
       absl::StrFormat("%s|%d|%d|%d|%.17g|%d", config.data_path, size,
                       modified.time_since_epoch().count(), config.split_seed,

@@ -21,6 +21,9 @@
 
 // The help of --backend is generated from the registry (ExampleHelp).
 ABSL_FLAG(std::string, backend, "auto", "see --help");
+ABSL_FLAG(int, local_rank, -1,
+          "Accepted as torch.distributed.launch appends it; must agree with "
+          "LOCAL_RANK. -1: not given.");
 ABSL_FLAG(int, world_size, 0,
           "Number of ranks; 0: the MPI job's size, the number of GPUs if "
           "there are any, else 2 simulated ranks.");
@@ -49,8 +52,8 @@ ABSL_FLAG(int64_t, sim_stack_kib, 0,
           "With --backend=sim: each rank's stack in KiB (its thread's, or its "
           "fiber's with --sim_ranks=fibers), 16 to 1048576; 0: the default, "
           "1024. Raise it if a rank recurses deeply (a rank that overflows "
-          "its stack crashes the process); only the pages a rank touches "
-          "cost memory.");
+          "its stack crashes the process, saying so); only the pages a rank "
+          "touches cost memory.");
 
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Folder of the run's checkpoint (model.safetensors with PyTorch's "
@@ -145,6 +148,10 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
   if (!timeout.ok()) return fail(kExitUsageError, timeout.status());
   absl::StatusOr<ExampleRank> rank_main = setup();
   if (!rank_main.ok()) return fail(kExitUsageError, rank_main.status());
+  if (absl::Status s = CheckLocalRankFlag(absl::GetFlag(FLAGS_local_rank));
+      !s.ok()) {
+    return fail(kExitUsageError, s);
+  }
   absl::StatusOr<ResolvedBackend> backend =
       ResolveBackend({.backend = absl::GetFlag(FLAGS_backend),
                       .world_size = absl::GetFlag(FLAGS_world_size)});

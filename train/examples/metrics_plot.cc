@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/status_macros.h"
 
 namespace tandem::train {
 namespace {
@@ -269,6 +270,7 @@ absl::StatusOr<MetricsCurves> ParseMetrics(std::string_view text) {
   MetricsCurves curves;
   double last_step = 0;
   int64_t line_number = 0;
+  int64_t kept_lines = 0;
   // Debian's Abseil has its own string_view: convert at the boundary.
   for (const absl::string_view piece :
        absl::StrSplit(absl::string_view(text.data(), text.size()), '\n')) {
@@ -290,23 +292,55 @@ absl::StatusOr<MetricsCurves> ParseMetrics(std::string_view text) {
                        ": no \"kind\"; expected the JSON lines --metrics "
                        "writes (kind step, epoch or test)"));
     }
-    auto get = [&v](const char* key) {
+    // The number under `key`: an error when it is missing or not a number;
+    // NaN when the run wrote null (counted for a step's values, which every
+    // step measures; an epoch's or test's null means "not measured").
+    auto get = [&](const char* key) -> absl::StatusOr<double> {
+      if (auto s = strings.find(key); s != strings.end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "line ", line_number, ": \"", key, "\" is \"", s->second,
+            "\", not a number; expected the JSON lines --metrics writes"));
+      }
       auto it = v->find(key);
-      return it == v->end() ? kNaN : it->second;
+      if (it == v->end()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "line ", line_number, ": a ", kind->second, " line without \"", key,
+            "\"; expected the JSON lines --metrics writes"));
+      }
+      if (kind->second == "step" && !std::isfinite(it->second) &&
+          curves.non_finite++ == 0) {
+        curves.first_non_finite =
+            absl::StrCat("line ", line_number, ": \"", key, "\" is null");
+      }
+      return it->second;
     };
     auto add = [](Curve& c, double x, double y) {
       if (std::isfinite(x) && std::isfinite(y)) c.push_back({x, y});
     };
     if (kind->second == "step") {
-      last_step = get("global_step");
-      add(curves.step_loss, last_step, get("loss"));
+      TANDEM_ASSIGN_OR_RETURN(last_step, get("global_step"));
+      TANDEM_ASSIGN_OR_RETURN(const double loss, get("loss"));
+      add(curves.step_loss, last_step, loss);
     } else if (kind->second == "epoch") {
-      add(curves.epoch_loss, last_step, get("train_loss"));
-      add(curves.epoch_accuracy, last_step, get("train_accuracy"));
+      TANDEM_ASSIGN_OR_RETURN(const double loss, get("train_loss"));
+      TANDEM_ASSIGN_OR_RETURN(const double accuracy, get("train_accuracy"));
+      add(curves.epoch_loss, last_step, loss);
+      add(curves.epoch_accuracy, last_step, accuracy);
     } else if (kind->second == "test") {
+      TANDEM_ASSIGN_OR_RETURN(const double accuracy, get("test_accuracy"));
       curves.test_accuracy.clear();
-      add(curves.test_accuracy, last_step, get("test_accuracy"));
+      add(curves.test_accuracy, last_step, accuracy);
+    } else {
+      continue;
     }
+    ++kept_lines;
+  }
+  if (kept_lines == 0) {
+    const bool blank =
+        text.find_first_not_of(" \t\r\n") == std::string_view::npos;
+    return absl::InvalidArgumentError(absl::StrCat(
+        blank ? "the file is empty" : "no step, epoch or test line",
+        "; expected the JSON lines --metrics writes"));
   }
   return curves;
 }

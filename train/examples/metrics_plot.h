@@ -12,6 +12,7 @@
 #ifndef TANDEM_TRAIN_EXAMPLES_METRICS_PLOT_H_
 #define TANDEM_TRAIN_EXAMPLES_METRICS_PLOT_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -30,6 +31,11 @@ struct MetricsCurves {
   Curve epoch_loss;      // (global step at the epoch's end, train_loss)
   Curve epoch_accuracy;  // (same, train_accuracy)
   Curve test_accuracy;   // at most one point: (last global step, accuracy)
+  // Step values the run wrote as null (non-finite: a diverged loss) leave
+  // no point; how many, and the first ("line 5: \"loss\" is null"). (A null
+  // in an epoch or test line means "not measured": no point, not counted.)
+  int64_t non_finite = 0;
+  std::string first_non_finite;
 };
 
 // One flat JSON object ({"key": number | "string" | null | true | false,
@@ -40,7 +46,10 @@ absl::StatusOr<std::map<std::string, double>> ParseFlatJsonObject(
 
 // Every line of a metrics file (blank lines skipped; a line of another kind
 // ignored). InvalidArgument naming the line number of a line that is not a
-// JSON object or lacks "kind". Non-finite values (null) leave no point.
+// JSON object, lacks "kind", lacks a value its kind needs ("loss" of a step)
+// or holds one that is not a number ("loss": "abc"); InvalidArgument for a
+// text with no step, epoch or test line at all (an empty file). Non-finite
+// values (null) leave no point; a step's are counted in `non_finite`.
 absl::StatusOr<MetricsCurves> ParseMetrics(std::string_view text);
 
 // The SVG document (900 x 380 px) of `curves` titled `title`.

@@ -56,21 +56,48 @@ constexpr char kMetrics[] =
 TEST(ParseMetricsTest, CurvesOverTheGlobalStep) {
   absl::StatusOr<MetricsCurves> c = ParseMetrics(kMetrics);
   ASSERT_TRUE(c.ok()) << c.status();
-  // The null loss of step 3 leaves no point.
+  // The null loss of step 3 leaves no point, and is counted.
   EXPECT_THAT(c->step_loss, ElementsAre(Pair(1, 2), Pair(2, 1), Pair(4, 0.5)));
+  EXPECT_EQ(c->non_finite, 1);
+  EXPECT_EQ(c->first_non_finite, "line 5: \"loss\" is null");
   EXPECT_THAT(c->epoch_loss, ElementsAre(Pair(2, 1.5), Pair(4, 0.75)));
   EXPECT_THAT(c->epoch_accuracy, ElementsAre(Pair(2, 0.5), Pair(4, 0.8)));
   EXPECT_THAT(c->test_accuracy, ElementsAre(Pair(4, 0.9)));
 }
 
 TEST(ParseMetricsTest, BadLineNamesItsNumber) {
-  absl::StatusOr<MetricsCurves> c =
-      ParseMetrics("{\"kind\":\"step\",\"loss\":1}\nnot json\n");
+  absl::StatusOr<MetricsCurves> c = ParseMetrics(
+      "{\"kind\":\"step\",\"global_step\":1,\"loss\":1}\nnot json\n");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("line 2: expected '{'"));
   c = ParseMetrics("{\"loss\":1}\n");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("line 1: no \"kind\""));
+}
+
+// Issue 25: garbage is an error naming what was wrong, never a blank plot.
+TEST(ParseMetricsTest, GarbageIsAnErrorNamingIt) {
+  EXPECT_THAT(ParseMetrics("").status().message(),
+              HasSubstr("the file is empty"));
+  EXPECT_THAT(ParseMetrics("\n\n").status().message(),
+              HasSubstr("the file is empty"));
+  EXPECT_THAT(ParseMetrics("{\"kind\":\"other\"}\n").status().message(),
+              HasSubstr("no step, epoch or test line"));
+  EXPECT_THAT(
+      ParseMetrics("{\"kind\":\"step\",\"global_step\":1,\"loss\":\"abc\"}")
+          .status()
+          .message(),
+      HasSubstr("line 1: \"loss\" is \"abc\", not a number"));
+  EXPECT_THAT(ParseMetrics("{\"kind\":\"step\",\"global_step\":1}\n")
+                  .status()
+                  .message(),
+              HasSubstr("line 1: a step line without \"loss\""));
+  // An epoch whose accuracy was not measured (null) is no error.
+  absl::StatusOr<MetricsCurves> c = ParseMetrics(
+      "{\"kind\":\"step\",\"global_step\":1,\"loss\":1}\n"
+      "{\"kind\":\"epoch\",\"train_loss\":null,\"train_accuracy\":null}\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->non_finite, 0);
 }
 
 TEST(NiceTicksTest, RoundSteps) {

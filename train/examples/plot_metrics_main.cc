@@ -4,6 +4,9 @@
 //   bazel-bin/train/examples/digits_ddp --metrics=/tmp/m.jsonl
 //   bazel-bin/train/examples/plot_metrics --metrics=/tmp/m.jsonl
 //       --out=/tmp/m.svg      (one command; then open /tmp/m.svg in a browser)
+#include <sys/stat.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -12,6 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "base/command_line.h"
+#include "base/input_file.h"
 #include "train/examples/metrics_plot.h"
 
 ABSL_FLAG(std::string, metrics, "",
@@ -26,8 +30,10 @@ int main(int argc, char** argv) {
            .summary = "Draws the loss and accuracy curves of an example's "
                       "--metrics file as an SVG.",
            .flag_folders = {"train/examples/plot_metrics_main.cc"},
-           .exit_codes = "Exit codes: 0 success, 1 unreadable or malformed "
-                         "metrics file, 2 usage error (bad flag or value).",
+           .exit_codes = "Exit codes: 0 success, 1 unreadable, empty or "
+                         "malformed metrics file, or non-finite step values "
+                         "(the SVG is drawn without them), 2 usage error "
+                         "(bad flag or value, --out equal to --metrics).",
            .help_epilogue = "Example: plot_metrics --metrics=m.jsonl "
                             "--out=m.svg"},
           argc, argv)) {
@@ -41,16 +47,31 @@ int main(int argc, char** argv) {
                  "--metrics=m.jsonl --out=m.svg\n");
     return tandem::kExitUsageError;
   }
-  std::ifstream in(metrics);
-  if (!in) {
-    std::fprintf(stderr, "plot_metrics: cannot read --metrics=%s\n",
-                 metrics.c_str());
+  // The SVG must not replace its own input (the same path or another name
+  // of the same file).
+  struct stat in_stat, out_stat;
+  if (out == metrics ||
+      (stat(metrics.c_str(), &in_stat) == 0 &&
+       stat(out.c_str(), &out_stat) == 0 && in_stat.st_dev == out_stat.st_dev &&
+       in_stat.st_ino == out_stat.st_ino)) {
+    std::fprintf(stderr,
+                 "plot_metrics: --out=%s is the --metrics file itself; "
+                 "writing the SVG there would destroy the metrics: give "
+                 "another --out (e.g. m.svg)\n",
+                 out.c_str());
+    return tandem::kExitUsageError;
+  }
+  // A regular file or a pipe, never a device, a directory or a FIFO nobody
+  // writes; at most 1 GiB (a metrics file is a line per step).
+  absl::StatusOr<std::string> text =
+      tandem::ReadInputFile(metrics, {.max_bytes = int64_t{1} << 30});
+  if (!text.ok()) {
+    std::fprintf(stderr, "plot_metrics: --metrics=%s: %s\n", metrics.c_str(),
+                 std::string(text.status().message()).c_str());
     return tandem::kExitRuntimeError;
   }
-  std::stringstream text;
-  text << in.rdbuf();
   absl::StatusOr<tandem::train::MetricsCurves> curves =
-      tandem::train::ParseMetrics(text.str());
+      tandem::train::ParseMetrics(*text);
   if (!curves.ok()) {
     std::fprintf(stderr, "plot_metrics: %s: %s\n", metrics.c_str(),
                  std::string(curves.status().message()).c_str());
@@ -63,6 +84,15 @@ int main(int argc, char** argv) {
   svg.flush();
   if (!svg) {
     std::fprintf(stderr, "plot_metrics: cannot write --out=%s\n", out.c_str());
+    return tandem::kExitRuntimeError;
+  }
+  if (curves->non_finite > 0) {
+    // Drawn without them, but never silently: the run diverged.
+    std::fprintf(stderr,
+                 "plot_metrics: %s: %lld step value(s) were not finite (the "
+                 "run wrote null; first at %s): %s is drawn without them\n",
+                 metrics.c_str(), static_cast<long long>(curves->non_finite),
+                 curves->first_non_finite.c_str(), out.c_str());
     return tandem::kExitRuntimeError;
   }
   std::printf("plot_metrics: %zu step(s), %zu epoch(s) -> %s\n",

@@ -25,11 +25,13 @@
 //   /agent/stopped                  why the job stops for good (PostStop)
 //   /agent/left                     how many agents are done with the store
 //
-// Blocking calls are bounded by `timeout`. Not thread-safe; one agent
-// thread uses it.
+// Blocking calls are bounded by `rdzv_timeout` (joining) or `timeout`, say
+// every `stall_note_interval` what they wait for, and end early on a signal
+// (`interrupted`). Not thread-safe; one agent thread uses it.
 #ifndef TANDEM_TRAIN_LAUNCH_AGENT_SYNC_H_
 #define TANDEM_TRAIN_LAUNCH_AGENT_SYNC_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -49,9 +51,19 @@ struct AgentSyncOptions {
   // What every node must agree on (its flags); nodes that differ fail at
   // Connect, naming the two configurations.
   std::string config;
-  // Bounds connecting, every rendezvous, and how long a node whose workers
-  // succeeded waits for the others to finish theirs.
+  // Bounds how long a node whose workers succeeded waits for the others to
+  // finish theirs, and node 0's wait for the others to leave.
   absl::Duration timeout = absl::Seconds(300);
+  // Bounds joining (tandemrun's --rdzv_timeout): reaching node 0's store,
+  // the config rendezvous of Connect, and StartAttempt's.
+  absl::Duration rdzv_timeout = absl::Seconds(300);
+  // While a wait is stuck, a line on stderr every interval: who is missing,
+  // since when, and when the wait gives up (at least one before it does).
+  // Zero: none.
+  absl::Duration stall_note_interval = absl::Seconds(30);
+  // Polled (every 100 ms) while waiting: a non-zero signal number ends the
+  // wait with Cancelled ("stopped by signal 15 while waiting for ...").
+  std::function<int()> interrupted = {};
 };
 
 class AgentSync {
@@ -59,7 +71,8 @@ class AgentSync {
   // Connects to the job's store (retrying while node 0 has not started it)
   // and checks that every node's config is the same. FailedPrecondition
   // naming the first node that differs from node 0; DeadlineExceeded naming
-  // the nodes that never came.
+  // the nodes that never came (or node 0's store, never reached);
+  // Cancelled when `interrupted` said so.
   static absl::StatusOr<std::unique_ptr<AgentSync>> Connect(
       const AgentSyncOptions& options);
 
@@ -98,6 +111,10 @@ class AgentSync {
   AgentSync(AgentSyncOptions options,
             std::unique_ptr<comm::TcpStoreClient> client);
   std::string AttemptKey(int attempt, const char* what) const;
+  // Sets "<prefix>/arrived/<node>" and waits for every node's, up to
+  // `timeout`, with stall notes; `doing` says what for.
+  absl::Status ArriveAndWait(const std::string& prefix,
+                             const std::string& doing, absl::Duration timeout);
   // The value of `key` if some agent set it (`what` names it in errors).
   absl::StatusOr<std::optional<std::string>> ReadIfSet(const std::string& key,
                                                        const char* what);

@@ -24,6 +24,12 @@ namespace tandem::train {
 // BuiltinEngines().Resolve(choice, DetectLaunchContext()).
 absl::StatusOr<ResolvedBackend> ResolveBackend(const BackendChoice& choice);
 
+// torch.distributed.launch appends --local_rank=N to the program's
+// arguments: `local_rank` is that flag's value (-1: not given). OK when not
+// given, or when it agrees with LOCAL_RANK (or LOCAL_RANK is unset);
+// InvalidArgument naming both when they differ or N is negative.
+absl::Status CheckLocalRankFlag(int local_rank);
+
 // BuiltinEngines().Run(backend, options, fn), with each rank's thread
 // labelled with its rank for the timeline (trace::ScopedThreadRank). For
 // binaries only: on mpi, a rank whose `fn` fails prints its error to stderr

@@ -1,5 +1,8 @@
 #include "train/launch/builtin_engines.h"
 
+#include <sys/resource.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -104,6 +107,9 @@ bool UnderTorchrun(const LaunchContext& here) {
   return here.launch.has_value() && here.launch->launcher == "torchrun";
 }
 
+// Descriptors a gloo rank needs besides its peers' sockets (store, files).
+constexpr int64_t kGlooOwnFds = 64;
+
 Engine GlooEngine() {
   Engine e;
   e.name = "gloo";
@@ -137,6 +143,21 @@ Engine GlooEngine() {
           here.launch->master_addr, "' MASTER_PORT=", here.launch->master_port,
           "; start the job with tandemrun --nproc_per_node=",
           here.launched_world_size(), " -- <binary>, which sets them all"));
+    }
+    // Gloo connects every rank to every other: a socket per peer in each
+    // process. Refused before any allocation or rendezvous of that size.
+    rlimit files = {};
+    if (getrlimit(RLIMIT_NOFILE, &files) == 0 &&
+        files.rlim_cur != RLIM_INFINITY &&
+        static_cast<int64_t>(here.launched_world_size()) + kGlooOwnFds >
+            static_cast<int64_t>(files.rlim_cur)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "WORLD_SIZE=", here.launched_world_size(),
+          " cannot run here: gloo connects every rank to every other (a "
+          "socket per peer), and the open-file limit (ulimit -n = ",
+          files.rlim_cur, ") allows at most ",
+          static_cast<int64_t>(files.rlim_cur) - kGlooOwnFds,
+          " ranks; start fewer ranks or raise the limit"));
     }
     if (world_size != here.launched_world_size()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -218,3 +218,46 @@ TEST(DeviceForTest, MapsTheCommunicatorsDeviceWithoutKnowingItsType) {
 
 }  // namespace
 }  // namespace tandem::train
+
+namespace tandem::train {
+namespace {
+
+// Issue 25: an unknown TANDEM_DISTRIBUTED_DEBUG is an error naming it, not
+// ignored; PyTorch's three levels (and unset) are accepted.
+TEST(ResolveBackendTest, AnUnknownDebugLevelIsRefused) {
+  setenv("TANDEM_DISTRIBUTED_DEBUG", "VERBOSE", 1);
+  absl::StatusOr<ResolvedBackend> r =
+      ResolveBackend({.backend = "sim", .world_size = 2});
+  unsetenv("TANDEM_DISTRIBUTED_DEBUG");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              ::testing::HasSubstr("TANDEM_DISTRIBUTED_DEBUG='VERBOSE' is "
+                                   "not a debug level; expected OFF"));
+  for (const char* level : {"OFF", "INFO", "DETAIL"}) {
+    setenv("TANDEM_DISTRIBUTED_DEBUG", level, 1);
+    EXPECT_TRUE(ResolveBackend({.backend = "sim", .world_size = 2}).ok())
+        << level;
+  }
+  unsetenv("TANDEM_DISTRIBUTED_DEBUG");
+  EXPECT_TRUE(ResolveBackend({.backend = "sim", .world_size = 2}).ok());
+}
+
+// torch.distributed.launch's --local_rank=N is accepted when it agrees.
+TEST(ResolveBackendTest, LocalRankFlagMustAgreeWithTheEnvironment) {
+  unsetenv("LOCAL_RANK");
+  EXPECT_TRUE(CheckLocalRankFlag(-1).ok());
+  EXPECT_TRUE(CheckLocalRankFlag(3).ok());
+  setenv("LOCAL_RANK", "1", 1);
+  EXPECT_TRUE(CheckLocalRankFlag(1).ok());
+  absl::Status s = CheckLocalRankFlag(0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr(
+                               "--local_rank=0 disagrees with LOCAL_RANK=1"));
+  unsetenv("LOCAL_RANK");
+  EXPECT_THAT(CheckLocalRankFlag(-5).message(),
+              ::testing::HasSubstr("--local_rank=-5: expected"));
+}
+
+}  // namespace
+}  // namespace tandem::train

@@ -9,16 +9,24 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <iostream>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "comm/nccl/cuda_probe.h"
 #include "train/launch/worker_group.h"
 
-ABSL_FLAG(int, nproc_per_node, 1, "Workers to start on this node.");
+ABSL_FLAG(std::string, nproc_per_node, "1",
+          "Workers to start on this node: a count, or 'auto' (one per GPU, "
+          "else one per CPU, as torchrun), 'gpu' or 'cpu'.");
 ABSL_FLAG(int, nnodes, 1, "Nodes in the job (one tandemrun per node).");
 ABSL_FLAG(int, node_rank, 0,
           "This node's index in [0, --nnodes); node 0 hosts the TCP store.");
@@ -29,6 +37,26 @@ ABSL_FLAG(int, master_port, 29500,
           "(single node only).");
 ABSL_FLAG(int, max_restarts, 0,
           "Restart all workers up to this many times after a failure.");
+ABSL_FLAG(double, rdzv_timeout, 300,
+          "Seconds the nodes wait for each other to join the job (and to "
+          "start each attempt) before giving up, naming the missing nodes.");
+ABSL_FLAG(std::string, rdzv_endpoint, "",
+          "torchrun's HOST[:PORT] of the rendezvous (default port 29400): "
+          "the same as --master_addr=HOST --master_port=PORT.");
+ABSL_FLAG(std::string, rdzv_id, "",
+          "torchrun's job id: every node of a job must give the same one "
+          "(nodes of different jobs refuse each other).");
+ABSL_FLAG(std::string, rdzv_backend, "static",
+          "torchrun's rendezvous backend: 'static' or 'c10d' (both mean "
+          "node 0's TCP store here).");
+ABSL_FLAG(bool, standalone, false,
+          "torchrun's single-node job: --nnodes=1 and a free port "
+          "(--master_port=0).");
+ABSL_FLAG(std::string, log_dir, "",
+          "Refused: tandemrun forwards the workers' stderr line by line and "
+          "leaves stdout alone; redirect tandemrun's output instead.");
+ABSL_FLAG(std::string, redirects, "", "Refused, as --log_dir.");
+ABSL_FLAG(std::string, tee, "", "Refused, as --log_dir.");
 
 namespace {
 
@@ -41,6 +69,38 @@ void OnSignal(int sig) {
     // Nothing to do in a handler; the workers will be stopped on exit.
   }
   errno = saved;
+}
+
+// torchrun's dash forms: "--nproc-per-node=2" -> "--nproc_per_node=2" (the
+// name only, never the value).
+std::string Underscored(std::string arg) {
+  if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) return arg;
+  const size_t end = std::min(arg.find('='), arg.size());
+  std::replace(arg.begin() + 2, arg.begin() + static_cast<long>(end), '-', '_');
+  return arg;
+}
+
+// A usage error: the message and exit code 2.
+int Usage(const std::string& message) {
+  std::cerr << "tandemrun: " << message << "\n";
+  return tandem::kExitUsageError;
+}
+
+// --nproc_per_node: a count, or torchrun's 'auto', 'gpu', 'cpu'.
+std::optional<int> WorkersPerNode(const std::string& value) {
+  const auto cpus = [] {
+    return std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  };
+  const auto gpus = [] {
+    absl::StatusOr<tandem::comm::CudaProbe> probe = tandem::comm::ProbeCuda();
+    return probe.ok() ? probe->device_count : 0;
+  };
+  if (value == "cpu") return cpus();
+  if (value == "gpu") return gpus() > 0 ? std::optional<int>(gpus()) : 0;
+  if (value == "auto") return gpus() > 0 ? gpus() : cpus();
+  int n = 0;
+  if (!absl::SimpleAtoi(value, &n)) return std::nullopt;
+  return n;
 }
 
 }  // namespace
@@ -57,7 +117,7 @@ int main(int argc, char** argv) {
       break;
     }
     if (arg.empty() || arg[0] != '-') break;
-    flags.push_back(arg);
+    flags.push_back(Underscored(arg));
   }
   for (; i < argc; ++i) command.push_back(argv[i]);
   std::vector<char*> flag_argv = {argv[0]};
@@ -82,12 +142,75 @@ int main(int argc, char** argv) {
   }
   tandem::train::WorkerGroupOptions options;
   options.command = command;
-  options.nproc_per_node = absl::GetFlag(FLAGS_nproc_per_node);
+  const std::string nproc_flag = absl::GetFlag(FLAGS_nproc_per_node);
+  const std::optional<int> nproc = WorkersPerNode(nproc_flag);
+  if (!nproc) {
+    return Usage("--nproc_per_node='" + nproc_flag +
+                 "': expected a count, auto, gpu or cpu");
+  }
+  if (*nproc == 0 && nproc_flag == "gpu") {
+    return Usage("--nproc_per_node=gpu: this machine has no GPU");
+  }
+  options.nproc_per_node = *nproc;
   options.nnodes = absl::GetFlag(FLAGS_nnodes);
   options.node_rank = absl::GetFlag(FLAGS_node_rank);
   options.master_addr = absl::GetFlag(FLAGS_master_addr);
   options.master_port = absl::GetFlag(FLAGS_master_port);
   options.max_restarts = absl::GetFlag(FLAGS_max_restarts);
+  options.rdzv_id = absl::GetFlag(FLAGS_rdzv_id);
+  const std::string endpoint = absl::GetFlag(FLAGS_rdzv_endpoint);
+  if (!endpoint.empty()) {
+    // torchrun's HOST[:PORT], port 29400 when none is given.
+    const size_t colon = endpoint.rfind(':');
+    const std::string host = endpoint.substr(0, colon);
+    int port = 29400;
+    if (host.empty() ||
+        (colon != std::string::npos &&
+         (!absl::SimpleAtoi(endpoint.substr(colon + 1), &port) || port < 0 ||
+          port > 65535))) {
+      return Usage("--rdzv_endpoint='" + endpoint +
+                   "': expected HOST[:PORT] with PORT in [0, 65535]");
+    }
+    options.master_addr = host;
+    options.master_port = port;
+  }
+  const std::string backend = absl::GetFlag(FLAGS_rdzv_backend);
+  if (backend != "static" && backend != "c10d") {
+    return Usage("--rdzv_backend=" + backend +
+                 ": tandemrun's rendezvous is node 0's TCP store ('static' "
+                 "or 'c10d'); etcd is not supported");
+  }
+  if (absl::GetFlag(FLAGS_standalone)) {
+    if (options.nnodes != 1 || !endpoint.empty()) {
+      return Usage(
+          "--standalone is a single-node job on a free local port; drop "
+          "--nnodes and --rdzv_endpoint, or --standalone");
+    }
+    options.master_addr = "127.0.0.1";
+    options.master_port = 0;
+  }
+  const double rdzv_timeout = absl::GetFlag(FLAGS_rdzv_timeout);
+  if (!(rdzv_timeout > 0) || rdzv_timeout > 86400 * 365) {
+    return Usage(absl::StrCat("--rdzv_timeout=", rdzv_timeout,
+                              ": expected seconds > 0 (at most a year)"));
+  }
+  options.rdzv_timeout = absl::Seconds(rdzv_timeout);
+  options.stall_note_interval =
+      std::min(absl::Seconds(30), options.rdzv_timeout / 10);
+  for (const auto& [name, value] :
+       {std::pair<std::string, std::string>{"log_dir",
+                                            absl::GetFlag(FLAGS_log_dir)},
+        {"redirects", absl::GetFlag(FLAGS_redirects)},
+        {"tee", absl::GetFlag(FLAGS_tee)}}) {
+    if (!value.empty() && value != "0") {
+      return Usage(
+          "--" + name + "=" + value +
+          " is not supported: tandemrun leaves the workers' stdout alone and "
+          "forwards their stderr line by line, so redirect tandemrun's own "
+          "output (tandemrun ... > out.log 2> err.log) or have each worker "
+          "write its own log (RANK is in its environment)");
+    }
+  }
 
   int fds[2];
   if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -108,7 +231,14 @@ int main(int argc, char** argv) {
     return absl::IsInvalidArgument(result.status()) ? tandem::kExitUsageError
                                                     : tandem::kExitRuntimeError;
   }
-  if (result->failure) {
+  if (result->signal != 0) {
+    std::cerr << "tandemrun: stopped by signal " << result->signal << " ("
+              << strsignal(result->signal)
+              << "); it was forwarded to the workers' process groups (SIGKILL "
+                 "to what was still running after the grace period); exit "
+                 "code "
+              << result->exit_code << "\n";
+  } else if (result->failure) {
     std::cerr << tandem::train::FailureReport(command[0], *result->failure);
   } else if (result->remote_failure) {
     std::cerr << "tandemrun: this node's workers were stopped because "

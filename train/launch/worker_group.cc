@@ -3,13 +3,14 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
-#include <deque>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -22,6 +23,8 @@
 #include "absl/strings/str_join.h"
 #include "comm/store/tcp_store.h"
 #include "train/launch/agent_sync.h"
+#include "train/launch/line_forwarder.h"
+#include "train/launch/worker_process.h"
 
 extern char** environ;
 
@@ -31,56 +34,28 @@ namespace {
 struct Worker {
   int local_rank = 0;
   int rank = 0;
-  pid_t pid = -1;
-  int err_fd = -1;      // read end of its stderr pipe; -1 once at EOF
-  std::string partial;  // a stderr line not yet complete
-  std::deque<std::string> tail;
+  pid_t pid = -1;   // also its process group's id
+  int err_fd = -1;  // read end of its stderr pipe; -1 once at EOF
+  std::unique_ptr<LineForwarder> err;  // its stderr, forwarded and kept
   bool running = false;
   int wait_status = 0;
 };
 
-void WriteAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our stderr is gone: nothing better to do
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
-
-void KeepLine(Worker& w, std::string line, int keep) {
-  if (!line.empty() && line.back() == '\n') line.pop_back();
-  w.tail.push_back(std::move(line));
-  while (static_cast<int>(w.tail.size()) > keep) w.tail.pop_front();
-}
-
-// Reads what is there on w's stderr pipe and forwards whole lines.
-void Drain(Worker& w, int keep) {
+// Reads what is there on w's stderr pipe and forwards it.
+void Drain(Worker& w) {
   if (w.err_fd < 0) return;
   char buf[65536];
   while (true) {
     ssize_t n = read(w.err_fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (n <= 0) {  // EOF or a broken pipe: flush the unfinished line
-      if (!w.partial.empty()) {
-        WriteAll(STDERR_FILENO, w.partial + "\n");
-        KeepLine(w, std::move(w.partial), keep);
-        w.partial.clear();
-      }
+    if (n <= 0) {  // EOF or a broken pipe: end the unfinished line
+      w.err->Finish();
       close(w.err_fd);
       w.err_fd = -1;
       return;
     }
-    w.partial.append(buf, static_cast<size_t>(n));
-    size_t start = 0;
-    for (size_t nl; (nl = w.partial.find('\n', start)) != std::string::npos;
-         start = nl + 1) {
-      std::string line = w.partial.substr(start, nl + 1 - start);
-      WriteAll(STDERR_FILENO, line);
-      KeepLine(w, std::move(line), keep);
-    }
-    w.partial.erase(0, start);
+    w.err->Feed(std::string_view(buf, static_cast<size_t>(n)));
   }
 }
 
@@ -117,35 +92,21 @@ absl::Status Spawn(const WorkerGroupOptions& o, int port, int restart,
                    Worker& w) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("tandemrun: pipe(): ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat(
+        "tandemrun: pipe() for rank ", w.rank, ": ", std::strerror(errno)));
   }
-  std::vector<std::string> env = WorkerEnv(o, port, w, restart);
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = o.command;
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  pid_t pid = -1;
-  const int rc =
-      posix_spawnp(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
+  absl::StatusOr<pid_t> pid = SpawnInOwnGroup(
+      o.command, WorkerEnv(o, port, w, restart), fds[1], w.rank);
   close(fds[1]);
-  if (rc != 0) {
+  if (!pid.ok()) {
     close(fds[0]);
-    return absl::UnavailableError(
-        absl::StrCat("tandemrun: cannot start '", o.command[0], "' for rank ",
-                     w.rank, ": ", std::strerror(rc),
-                     "; check the program path (it is looked up on PATH)"));
+    return pid.status();
   }
   fcntl(fds[0], F_SETFL, fcntl(fds[0], F_GETFL) | O_NONBLOCK);
-  w.pid = pid;
+  w.pid = *pid;
   w.err_fd = fds[0];
+  w.err = std::make_unique<LineForwarder>(STDERR_FILENO,
+                                          std::max(o.stderr_tail_lines, 1));
   w.running = true;
   return absl::OkStatus();
 }
@@ -167,9 +128,24 @@ struct NodeLink {
 
 constexpr absl::Duration kRemotePoll = absl::Milliseconds(100);
 
+// Signals every worker's whole process group (what it started too).
 void SignalAll(std::vector<Worker>& workers, int sig) {
   for (Worker& w : workers) {
-    if (w.running) kill(w.pid, sig);
+    if (w.running) SignalGroup(w.pid, sig);
+  }
+}
+
+// Ends what the workers left behind in their groups (SIGTERM, then SIGKILL
+// after the grace period): nothing of an attempt outlives it.
+void EndLeftovers(std::vector<Worker>& workers, const WorkerGroupOptions& o,
+                  Watchdog* watchdog) {
+  std::vector<pid_t> groups;
+  for (const Worker& w : workers) {
+    if (w.pid > 0) groups.push_back(w.pid);
+  }
+  EndGroups(groups, o.stop_grace);
+  if (watchdog != nullptr) {
+    for (pid_t g : groups) watchdog->Remove(g);
   }
 }
 
@@ -180,7 +156,6 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
   AttemptOutcome outcome;
   std::optional<absl::Time> kill_at;  // set once we stop the workers
   absl::Time next_remote_poll = absl::Now();
-  const int keep = std::max(o.stderr_tail_lines, 1);
   int failed_index = -1;
   while (true) {
     std::vector<pollfd> fds;
@@ -198,7 +173,7 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
       // Everyone exited: take what is left in the pipes (a grandchild that
       // keeps one open must not hold us up) and stop.
       for (Worker& w : workers) {
-        Drain(w, keep);
+        Drain(w);
         if (w.err_fd >= 0) {
           close(w.err_fd);
           w.err_fd = -1;
@@ -208,7 +183,7 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
     }
     poll(fds.data(), fds.size(), 50);
     for (size_t i = 0; i < owners.size(); ++i) {
-      if (fds[i].revents != 0) Drain(*owners[i], keep);
+      if (fds[i].revents != 0) Drain(*owners[i]);
     }
     if (o.signal_fd >= 0 && (fds.back().revents & POLLIN)) {
       unsigned char sig = 0;
@@ -221,8 +196,10 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
     for (size_t i = 0; i < workers.size(); ++i) {
       Worker& w = workers[i];
       if (!w.running) continue;
-      int status = 0;
-      if (waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      // Reaps the worker and whatever of its group came back to us.
+      const std::optional<int> reaped = ReapGroup(w.pid, w.pid);
+      if (!reaped) continue;
+      const int status = *reaped;
       w.running = false;
       w.wait_status = status;
       const bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -260,9 +237,48 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
   }
   if (outcome.failure) {
     const Worker& w = workers[static_cast<size_t>(failed_index)];
-    outcome.failure->stderr_tail.assign(w.tail.begin(), w.tail.end());
+    outcome.failure->stderr_tail = w.err->Tail();
   }
   return outcome;
+}
+
+// Refuses, before any worker starts, a node size that this machine's limits
+// cannot hold (so a huge --nproc_per_node neither aborts allocating nor
+// spawns until file descriptors run out).
+absl::Status CheckLimits(int nproc) {
+  const auto refuse = [&](int64_t limit, const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tandemrun: --nproc_per_node=", nproc,
+                     " cannot run here: ", what, " allows ", limit,
+                     "; start fewer workers per node (or raise the "
+                     "limit)"));
+  };
+  // tandemrun holds a pipe per worker, and a few descriptors of its own.
+  constexpr int64_t kOwnFds = 32;
+  rlimit lim = {};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+      nproc + kOwnFds > static_cast<int64_t>(lim.rlim_cur)) {
+    return refuse(static_cast<int64_t>(lim.rlim_cur) - kOwnFds,
+                  absl::StrCat("each worker needs a file descriptor for its "
+                               "stderr pipe, and the open-file limit "
+                               "(ulimit -n = ",
+                               lim.rlim_cur, ")"));
+  }
+  if (getrlimit(RLIMIT_NPROC, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+      nproc > static_cast<int64_t>(lim.rlim_cur)) {
+    return refuse(static_cast<int64_t>(lim.rlim_cur),
+                  "the process limit (ulimit -u)");
+  }
+  for (const char* file :
+       {"/proc/sys/kernel/pid_max", "/sys/fs/cgroup/pids.max",
+        "/sys/fs/cgroup/pids/pids.max"}) {
+    std::ifstream in(file);
+    int64_t max = 0;
+    if (in >> max && max > 0 && nproc >= max) {
+      return refuse(max - 1, absl::StrCat("the process limit in ", file));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Check(const WorkerGroupOptions& o) {
@@ -291,7 +307,13 @@ absl::Status Check(const WorkerGroupOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "tandemrun: --max_restarts=", o.max_restarts, " must be at least 0"));
   }
-  return absl::OkStatus();
+  if (static_cast<int64_t>(o.nnodes) * o.nproc_per_node > INT32_MAX) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tandemrun: --nnodes=", o.nnodes,
+                     " x --nproc_per_node=", o.nproc_per_node,
+                     " ranks do not fit WORLD_SIZE (at most ", INT32_MAX, ")"));
+  }
+  return CheckLimits(o.nproc_per_node);
 }
 
 // "rank 9 failed (exit code 1)" / "rank 9 failed (signal 9)".
@@ -302,17 +324,20 @@ std::string WhatFailed(const WorkerFailure& f) {
                       ")");
 }
 
-// One attempt's workers, started, watched and reaped; Unavailable when one
-// cannot be started (the others are killed first).
+// One attempt's workers, started, watched and reaped, with nothing of their
+// process groups left behind; Unavailable when one cannot be started (the
+// others are killed first).
 absl::StatusOr<AttemptOutcome> RunAttempt(const WorkerGroupOptions& options,
                                           int port, int attempt,
-                                          const NodeLink& link) {
+                                          const NodeLink& link,
+                                          Watchdog* watchdog) {
   std::vector<Worker> workers(static_cast<size_t>(options.nproc_per_node));
   absl::Status spawned = absl::OkStatus();
   for (int i = 0; i < options.nproc_per_node && spawned.ok(); ++i) {
     workers[i].local_rank = i;
     workers[i].rank = options.node_rank * options.nproc_per_node + i;
     spawned = Spawn(options, port, attempt, workers[i]);
+    if (spawned.ok() && watchdog != nullptr) watchdog->Add(workers[i].pid);
   }
   if (!spawned.ok()) {
     SignalAll(workers, SIGKILL);
@@ -320,9 +345,12 @@ absl::StatusOr<AttemptOutcome> RunAttempt(const WorkerGroupOptions& options,
       if (w.running) waitpid(w.pid, nullptr, 0);
       if (w.err_fd >= 0) close(w.err_fd);
     }
+    EndLeftovers(workers, options, watchdog);
     return spawned;
   }
-  return Watch(workers, options, link);
+  AttemptOutcome outcome = Watch(workers, options, link);
+  EndLeftovers(workers, options, watchdog);
+  return outcome;
 }
 
 }  // namespace
@@ -331,6 +359,14 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
     const WorkerGroupOptions& options) {
   if (absl::Status s = Check(options); !s.ok()) return s;
   WorkerGroupResult result;
+  // Workers go with tandemrun, even with a kill -9 of it: orphans of their
+  // groups come back to us to be reaped, and the watchdog ends the groups
+  // that tandemrun could not (worker_process.h). Started before the store,
+  // while this process has no threads of its own.
+  BecomeSubreaper();
+  absl::StatusOr<std::unique_ptr<Watchdog>> watchdog =
+      Watchdog::Start(options.stop_grace, options.nproc_per_node);
+  if (!watchdog.ok()) return watchdog.status();
   // One store for the whole job, as torchrun's agent keeps: each attempt's
   // workers put their keys under "/worker/attempt_<k>/"
   // (comm/store/launch_store.h), so keys of a failed attempt never satisfy
@@ -346,6 +382,26 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
     port = store->port();
   }
   result.master_port = port;
+  // A signal that comes while the agents wait for each other ends the wait
+  // (and the job) at once.
+  int pending_signal = 0;
+  const auto interrupted = [&]() -> int {
+    unsigned char sig = 0;
+    pollfd ready = {options.signal_fd, POLLIN, 0};
+    if (pending_signal == 0 && options.signal_fd >= 0 &&
+        poll(&ready, 1, 0) == 1 && read(options.signal_fd, &sig, 1) == 1) {
+      pending_signal = sig;
+    }
+    return pending_signal;
+  };
+  const auto stopped_by = [&](const absl::Status& s) {
+    return absl::IsCancelled(s) && pending_signal != 0;
+  };
+  const auto signalled = [&]() -> absl::StatusOr<WorkerGroupResult> {
+    result.signal = pending_signal;
+    result.exit_code = 128 + pending_signal;
+    return result;
+  };
   std::unique_ptr<AgentSync> sync;
   NodeLink link;
   int attempt = 0;
@@ -355,10 +411,17 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
          .port = port,
          .node_rank = options.node_rank,
          .nnodes = options.nnodes,
-         .config = absl::StrCat("--nnodes=", options.nnodes,
-                                " --nproc_per_node=", options.nproc_per_node,
-                                " --max_restarts=", options.max_restarts),
-         .timeout = options.agent_timeout});
+         .config = absl::StrCat(
+             "--nnodes=", options.nnodes, " --nproc_per_node=",
+             options.nproc_per_node, " --max_restarts=", options.max_restarts,
+             options.rdzv_id.empty()
+                 ? ""
+                 : absl::StrCat(" --rdzv_id=", options.rdzv_id)),
+         .timeout = options.agent_timeout,
+         .rdzv_timeout = options.rdzv_timeout,
+         .stall_note_interval = options.stall_note_interval,
+         .interrupted = interrupted});
+    if (stopped_by(connected.status())) return signalled();
     if (!connected.ok()) return connected.status();
     sync = std::move(*connected);
     link.posted_failure = [&]() -> std::optional<std::string> {
@@ -379,10 +442,12 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
   }
   for (;; ++attempt) {
     if (sync != nullptr) {
-      if (absl::Status s = sync->StartAttempt(attempt); !s.ok()) return s;
+      absl::Status s = sync->StartAttempt(attempt);
+      if (stopped_by(s)) return signalled();
+      if (!s.ok()) return s;
     }
     absl::StatusOr<AttemptOutcome> ran =
-        RunAttempt(options, port, attempt, link);
+        RunAttempt(options, port, attempt, link, watchdog->get());
     if (!ran.ok()) {
       if (sync != nullptr) {
         (void)sync->PostFailure(attempt,
@@ -397,6 +462,7 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
         !outcome.remote_failure) {
       absl::StatusOr<std::optional<std::string>> others =
           sync->FinishAttempt(attempt);
+      if (stopped_by(others.status())) return signalled();
       if (!others.ok()) return others.status();
       outcome.remote_failure = *others;
     }
@@ -412,6 +478,7 @@ absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
         (void)sync->Leave();
       }
       result.exit_code = 128 + outcome.signal;
+      result.signal = outcome.signal;
       result.failure.reset();
       return result;
     }

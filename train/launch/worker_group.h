@@ -19,12 +19,18 @@
 // attempt under "/worker/attempt_<k>/"), on top of tandemrun's own
 // environment.
 // stdout is inherited untouched; stderr passes through a pipe, forwarded
-// line by line (whole lines, so workers' lines never interleave mid-line)
-// while the last lines of each worker are kept for the report.
+// line by line (line_forwarder.h: whole lines up to 64 KiB, so workers'
+// lines never interleave mid-line) while the last lines of each worker are
+// kept for the report.
+//
+// Every worker leads a process group of its own, signalled as a group, and
+// nothing of a group outlives its attempt (worker_process.h); RunWorkerGroup
+// makes this process the child subreaper of its workers and forks a
+// watchdog that ends the groups if this process dies first.
 //
 // Blocking: RunWorkerGroup returns when every worker of the last attempt has
-// exited. Every wait is bounded: a stopped worker gets SIGTERM, then SIGKILL
-// after stop_grace. Not thread-safe; call from one thread.
+// exited. Every wait is bounded: a stopped worker's group gets SIGTERM, then
+// SIGKILL after stop_grace. Not thread-safe; call from one thread.
 #ifndef TANDEM_TRAIN_LAUNCH_WORKER_GROUP_H_
 #define TANDEM_TRAIN_LAUNCH_WORKER_GROUP_H_
 
@@ -48,6 +54,8 @@ struct WorkerGroupOptions {
   // The store's port. 0 (node 0 only): any free port, told to the workers.
   int master_port = 29500;
   int max_restarts = 0;
+  // torchrun's --rdzv_id: part of what every node must agree on.
+  std::string rdzv_id;
   // How long a stopped worker has between SIGTERM and SIGKILL.
   absl::Duration stop_grace = absl::Seconds(5);
   // Lines of each worker's stderr kept for the failure report.
@@ -59,6 +67,12 @@ struct WorkerGroupOptions {
   // Several nodes: bounds how long the agents wait for each other (to
   // connect, to start an attempt, to finish one; agent_sync.h).
   absl::Duration agent_timeout = absl::Seconds(300);
+  // Several nodes: bounds joining the job (reaching node 0's store, every
+  // node's arrival, each attempt's start); torchrun's --rdzv_timeout.
+  absl::Duration rdzv_timeout = absl::Seconds(300);
+  // Several nodes: while an agents' wait is stuck, a line on stderr this
+  // often naming the missing nodes (agent_sync.h); 0: none.
+  absl::Duration stall_note_interval = absl::Seconds(30);
 };
 
 struct WorkerFailure {
@@ -85,6 +99,9 @@ struct WorkerGroupResult {
   // Several nodes: another node was stopped by a signal, so this one ended
   // too, without restarting (exit code 1): that node's reason.
   std::optional<std::string> stopped;
+  // The signal forwarded through signal_fd that ended the job (exit code
+  // 128 + signal), also while the agents were waiting for each other.
+  int signal = 0;
   int restarts = 0;     // how many times the group was restarted
   int master_port = 0;  // the port the workers were told
 };

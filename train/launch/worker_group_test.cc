@@ -207,6 +207,18 @@ TEST_F(WorkerGroupTest, ASignalOnOneNodeStopsEveryNodeWithoutRestarting) {
   }
 }
 
+// torchrun's --rdzv_id: nodes of different jobs refuse each other.
+TEST_F(WorkerGroupTest, NodesWithDifferentJobIdsAreRefused) {
+  WorkerGroupOptions o = Shell("true", 1);
+  o.rdzv_id = "job-a";
+  WorkerGroupOptions other = o;
+  other.rdzv_id = "job-b";
+  std::vector<absl::StatusOr<WorkerGroupResult>> r = RunNodes({o, other});
+  EXPECT_EQ(r[1].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r[1].status().message(), HasSubstr("--rdzv_id=job-b"));
+  EXPECT_THAT(r[1].status().message(), HasSubstr("--rdzv_id=job-a"));
+}
+
 TEST_F(WorkerGroupTest, NodesWithDifferentFlagsAreRefused) {
   WorkerGroupOptions o = Shell("true", 2);
   WorkerGroupOptions other = o;
