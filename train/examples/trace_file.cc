@@ -3,27 +3,16 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/output_file.h"
 #include "base/trace/trace.h"
 
 namespace tandem::train {
 
 absl::Status CheckOutputFile(const std::string& flag, const std::string& path) {
-  const std::string probe = absl::StrCat(path, ".probe", getpid());
-  {
-    std::ofstream f(probe, std::ios::binary | std::ios::trunc);
-    if (!f) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, "=", path,
-          ": cannot create the file; check that its folder exists and is "
-          "writable"));
-    }
-  }
-  std::remove(probe.c_str());
-  return absl::OkStatus();
+  return base::CheckOutputPath(path, absl::StrCat("--", flag, "=", path));
 }
 
 std::string TracePartPath(const std::string& path, int rank) {

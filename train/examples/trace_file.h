@@ -23,11 +23,12 @@
 
 namespace tandem::train {
 
-// For any output file flag (--trace, --metrics): InvalidArgument naming
-// "--<flag>=<path>" when it cannot be created (missing folder, no
-// permission), found before training rather than after it. Creates and
-// removes a probe file beside it (named after this process, so that the
-// processes of an mpirun job do not race).
+// For any output file flag (--trace, --metrics): an error naming
+// "--<flag>=<path>" when it cannot be written (missing folder, no
+// permission, a directory, a link to nothing, a FIFO nobody reads), found
+// before training rather than after it: base::CheckOutputPath (a probe file
+// beside a regular one, named after this process so that the processes of
+// one job do not race; a device or FIFO is opened, never replaced).
 absl::Status CheckOutputFile(const std::string& flag, const std::string& path);
 
 // The part file of `rank`: "<path>.rank<rank>".
