@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "base/trace/trace.h"
 #include "comm/launch_env.h"
 #include "train/examples/run_monitor.h"
@@ -128,8 +129,11 @@ std::string ExampleHelp(const ExampleSpec& spec) {
   return CommandLineHelp(ExampleCommandLine(spec));
 }
 
-int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
-                const ExampleSetup& setup) {
+namespace {
+
+// ExampleMain without the checks of its own output.
+int RunExample(int argc, char** argv, const ExampleSpec& spec,
+               const ExampleSetup& setup) {
   auto fail = [&spec](int code, const absl::Status& status) {
     std::fprintf(stderr, "%s: %s\n", spec.name.c_str(),
                  code == kExitUsageError ? std::string(status.message()).c_str()
@@ -220,6 +224,18 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
     }
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
+                const ExampleSetup& setup) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code = base::RefuseClosedStdStreams(spec.name)) {
+    return *code;
+  }
+  // What the run printed must have reached its reader (base/std_streams.h).
+  return base::FinishStdStreams(spec.name, RunExample(argc, argv, spec, setup));
 }
 
 absl::StatusOr<std::optional<DType>> ParseAmpFlag(const std::string& value) {

@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/std_streams.h"
 #include "comm/store/tcp_store.h"
 #include "train/launch/agent_sync.h"
 
@@ -43,7 +44,11 @@ void WriteAll(int fd, std::string_view data) {
   while (!data.empty()) {
     ssize_t n = write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // our stderr is gone: nothing better to do
+    if (n <= 0) {
+      // Our stream is gone: the exit code says so (base/std_streams.h).
+      tandem::base::NoteStdStreamError(fd, n < 0 ? errno : EIO);
+      return;
+    }
     data.remove_prefix(static_cast<size_t>(n));
   }
 }
