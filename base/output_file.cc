@@ -200,6 +200,13 @@ absl::Status WriteOutputFile(const std::string& path, std::string_view bytes,
                           : Replace(target->path, bytes, what);
 }
 
+absl::StatusOr<bool> WritesInPlace(const std::string& path,
+                                   const std::string& what) {
+  absl::StatusOr<Target> target = Resolve(path, what);
+  if (!target.ok()) return target.status();
+  return target->in_place;
+}
+
 absl::Status RenameDurably(const std::string& from, const std::string& to,
                            const std::string& what) {
   if (absl::Status s = RequireRegular(from, false, what); !s.ok()) return s;

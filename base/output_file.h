@@ -40,6 +40,7 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace tandem::base {
 
@@ -53,6 +54,12 @@ absl::Status WriteOutputFile(const std::string& path, std::string_view bytes,
 // FailedPrecondition, never renamed. Errors name both paths.
 absl::Status RenameDurably(const std::string& from, const std::string& to,
                            const std::string& what);
+
+// Whether WriteOutputFile(path) would write in place (a device or a FIFO,
+// possibly through a link) rather than replace a regular file. Errors as
+// WriteOutputFile's for a path it refuses.
+absl::StatusOr<bool> WritesInPlace(const std::string& path,
+                                   const std::string& what);
 
 // Before a run: OK when WriteOutputFile(path) could write there now. For a
 // file to replace, creates and removes a probe beside it (named after this

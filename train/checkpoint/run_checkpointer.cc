@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/output_file.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "train/launch/config_agreement.h"
@@ -57,13 +58,17 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
   }
   TANDEM_RETURN_IF_ERROR(loaded.status());
   std::optional<TrainingProgress>& resumed = *loaded;
-  if (!resumed.has_value()) {
-    // Rank 0 writes there later: find a bad folder now, not after an epoch.
-    if (comm_.rank() == 0) {
+  // Rank 0 writes there later: find a folder it cannot write now, not after
+  // an epoch (a failed rank stops the others, as any rank error does).
+  if (comm_.rank() == 0) {
+    if (!resumed.has_value()) {
       TANDEM_RETURN_IF_ERROR(CreateCheckpointFolder(options_.dir));
     }
-    return start;
+    TANDEM_RETURN_IF_ERROR(base::CheckOutputPath(
+        absl::StrCat(options_.dir, "/", kModelFile),
+        absl::StrCat(who_, ": --checkpoint_dir=", options_.dir)));
   }
+  if (!resumed.has_value()) return start;
   global_step_ = resumed->global_step;
   comm::RankPrinter(comm_).PrintOnRank0(
       absl::StrCat(who_, ": resuming from ", options_.dir, " at epoch ",

@@ -57,9 +57,10 @@ class RunCheckpointer {
   // loaders must not communicate) and rank 0 prints
   //   "<who>: resuming from <dir> at epoch E, step S (after G steps)"
   // with E and S counted from 1; returns where to start (all zeros without a
-  // checkpoint, or when checkpoints are off; rank 0 then creates the folder,
-  // so that a bad one fails before training). InvalidArgument for
-  // every_steps < 0.
+  // checkpoint, or when checkpoints are off; rank 0 then creates the folder).
+  // Rank 0 checks that it can write in the folder (a probe file, created and
+  // removed), so that a bad one fails before training rather than at the
+  // first save. InvalidArgument for every_steps < 0.
   //
   // Before returning, the ranks all-gather what each found (the folder, and
   // the step and checkpoint id it resumes from, "no checkpoint", or its load

@@ -82,6 +82,17 @@ const std::vector<std::string>& ExampleFolders() {
   return *folders;
 }
 
+// An output that failed after every step ran: say that training itself
+// succeeded (its checkpoint, if any, is saved), so that no one reruns it in
+// vain.
+absl::Status AfterTraining(const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat("training finished, but writing an output "
+                                   "failed: ",
+                                   s.message()));
+}
+
 CommandLine ExampleCommandLine(const ExampleSpec& spec) {
   return {.program = spec.name,
           .summary = spec.summary,
@@ -155,8 +166,13 @@ int RunExample(int argc, char** argv, const ExampleSpec& spec,
   if (!backend.ok()) return fail(kExitUsageError, backend.status());
 
   const std::string trace_path = absl::GetFlag(FLAGS_trace);
-  // On mpi each process is one rank: the ranks write parts, rank 0 merges.
-  const bool trace_per_rank = backend->backend == "mpi";
+  // Where each process is one rank of a launched world (mpi under mpirun,
+  // gloo or nccl under tandemrun), the ranks write parts and rank 0 merges
+  // them: one writer per file (trace_file.h).
+  absl::StatusOr<std::optional<comm::LaunchEnv>> launched =
+      comm::DetectLaunchEnv();
+  const bool trace_per_rank =
+      backend->backend == "mpi" || (launched.ok() && launched->has_value());
   if (!trace_path.empty()) {
     if (absl::Status s = CheckOutputFile("trace", trace_path); !s.ok()) {
       return fail(kExitUsageError, s);
@@ -210,20 +226,23 @@ int RunExample(int argc, char** argv, const ExampleSpec& spec,
       [&](comm::Communicator& comm) {
         absl::Status s = (*rank_main)(comm, DeviceFor(comm));
         if (s.ok() && !trace_path.empty() && trace_per_rank) {
-          s = FinishRankTrace(comm, trace_path);
+          s = AfterTraining(FinishRankTrace(comm, trace_path));
         }
         return s;
       },
       options);
   const absl::Status finished = monitor.Finish();
   if (!status.ok()) return fail(kExitRuntimeError, status);
-  if (!finished.ok()) return fail(kExitRuntimeError, finished);
+  // Training succeeded from here on; an output that cannot be written is
+  // still an error (exit 1), said as such. Every output is attempted.
+  int code = kExitOk;
+  if (!finished.ok()) code = fail(kExitRuntimeError, AfterTraining(finished));
   if (!trace_path.empty() && !trace_per_rank) {
     if (absl::Status s = WriteProcessTrace(trace_path); !s.ok()) {
-      return fail(kExitRuntimeError, s);
+      code = fail(kExitRuntimeError, AfterTraining(s));
     }
   }
-  return kExitOk;
+  return code;
 }
 
 }  // namespace

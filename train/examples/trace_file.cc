@@ -22,6 +22,12 @@ std::string TracePartPath(const std::string& path, int rank) {
 absl::Status FinishRankTrace(comm::Communicator& comm,
                              const std::string& path) {
   trace::Stop();
+  absl::StatusOr<bool> in_place = base::WritesInPlace(path, "trace");
+  if (!in_place.ok()) return in_place.status();
+  if (*in_place) {
+    // No part files beside a device (/dev/null.rank1): rank 0's track only.
+    return comm.rank() == 0 ? trace::WriteChromeTrace(path) : absl::OkStatus();
+  }
   absl::Status written =
       trace::WriteChromeTrace(TracePartPath(path, comm.rank()));
   // Every rank reaches the barrier, even one whose write failed, so that
