@@ -17,6 +17,7 @@
 #include "absl/time/clock.h"
 #include "base/fiber_local.h"
 #include "base/json_quote.h"
+#include "base/output_file.h"
 
 namespace tandem::trace {
 namespace internal {
@@ -245,28 +246,10 @@ std::string ToChromeJson(const std::vector<Event>& events) {
 
 namespace {
 
+// Through base/output_file.h: a regular file is replaced atomically, a
+// device or FIFO (--trace=/dev/null) written in place, a link followed.
 absl::Status WriteFile(const std::string& path, const std::string& contents) {
-  const std::string temp = absl::StrCat(path, ".tmp");
-  {
-    std::ofstream f(temp, std::ios::binary | std::ios::trunc);
-    if (!f) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "trace: cannot create ", temp, " (the temporary file of ", path,
-          "); check that the folder exists and is writable"));
-    }
-    f << contents;
-    f.flush();
-    if (!f) {
-      return absl::DataLossError(
-          absl::StrCat("trace: writing ", temp, " failed (disk full?)"));
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    std::remove(temp.c_str());
-    return absl::PermissionDeniedError(
-        absl::StrCat("trace: cannot rename ", temp, " to ", path));
-  }
-  return absl::OkStatus();
+  return base::WriteOutputFile(path, contents, "trace");
 }
 
 }  // namespace

@@ -73,7 +73,15 @@ struct Prediction {
   double compute_s = 0;       // of which compute (the slowest rank's)
   double exposed_comm_s = 0;  // and communication not hidden by compute
   double comm_s = 0;          // modelled communication time per step
-  double efficiency() const { return step_s > 0 ? compute_s / step_s : 1; }
+  // compute / (compute + exposed communication), the step's busy fraction:
+  // in [0, 1] exactly, by IEEE arithmetic (x / (x + y) <= 1 for y >= 0),
+  // unlike compute_s / step_s, whose parts the clock sums separately and
+  // which rounded to just above 1 when the compute of a loaded machine hid
+  // all communication. 1 for an empty step.
+  double efficiency() const {
+    const double busy = compute_s + exposed_comm_s;
+    return busy > 0 ? compute_s / busy : 1;
+  }
 };
 
 absl::StatusOr<Prediction> Predict(const PredictConfig& config);

@@ -55,6 +55,24 @@ TEST(PredictTest, StepIsComputePlusExposedCommunication) {
   EXPECT_LE(p->efficiency(), 1);
 }
 
+// Issue 25: under load the measured compute hid all communication and
+// compute_s / step_s rounded to just above 1 ("1 vs 1"). The efficiency
+// is exact whatever was measured: at most 1 when nothing is exposed, even
+// where the clock's separately summed step time is a rounding below.
+TEST(PredictTest, EfficiencyNeverExceedsOne) {
+  Prediction p;
+  p.compute_s = 0.1 + 0.2;  // 0.30000000000000004
+  p.exposed_comm_s = 0;
+  p.step_s = 0.3;  // the same sum, rounded the other way
+  EXPECT_GT(p.compute_s / p.step_s, 1);
+  EXPECT_EQ(p.efficiency(), 1);
+  p.exposed_comm_s = 1e-300;  // too small to change the sum
+  EXPECT_LE(p.efficiency(), 1);
+  p.compute_s = 0;
+  p.exposed_comm_s = 0;
+  EXPECT_EQ(p.efficiency(), 1);  // an empty step
+}
+
 TEST(PredictTest, BadConfigurationsAreInvalidArgument) {
   PredictConfig c = Small();
   c.world_size = 12;  // not one node of fewer than 8, not 8 x nodes

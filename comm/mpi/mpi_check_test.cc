@@ -106,10 +106,10 @@ TEST(MpiCheckTest, DifferentCountsFailEveryRankWithBothFingerprints) {
   ASSERT_NE(comm, nullptr);
   const int64_t count = comm->rank() == 0 ? 8 : 16;
   std::vector<float> v(count, 1.0f);
-  const absl::Time start = absl::Now();
   absl::Status s =
       comm->AllReduce(HostView(absl::MakeSpan(v)), ReduceOp::kSum)->Wait();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  // FailedPrecondition, not DeadlineExceeded: the check ended the wait, not
+  // the 30 s timeout (said by the code, not by a measured time).
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("rank 0 issued #0 AllReduce(f32 x 8, sum)"));
@@ -131,13 +131,11 @@ TEST(MpiCheckTest, BarrierAgainstAllReduceFailsBothWithinSeconds) {
   auto comm = Make({.timeout = absl::Seconds(30)});
   ASSERT_NE(comm, nullptr);
   std::vector<float> v(32, 1.0f);
-  const absl::Time start = absl::Now();
   absl::Status s =
       comm->rank() == 0
           ? comm->Barrier()
           : comm->AllReduce(HostView(absl::MakeSpan(v)), ReduceOp::kAvg)
                 ->Wait();
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
   EXPECT_THAT(std::string(s.message()),
               HasSubstr("rank 0 issued #0 Barrier()"));

@@ -7,7 +7,11 @@
 // torn mix, even if the process or the machine dies mid-write: the bytes go to
 // a temporary file in the same folder ("<path>.tmp.<pid>"), which is fsync'ed,
 // renamed over `path` (atomic on POSIX within one file system), and then the
-// folder is fsync'ed so that the rename itself is durable.
+// folder is fsync'ed so that the rename itself is durable. The one mechanism
+// is base/output_file.h, whose rules for paths that are not regular files
+// apply: a symbolic link is followed (its target replaced), a character
+// device or a FIFO is written in place (never renamed over: as root that
+// would replace /dev/null), a directory or block device is refused.
 //
 // Blocking (disk I/O). Thread-safe for distinct paths; two writers of one path
 // race (the last rename wins, each file whole).
@@ -29,7 +33,9 @@ absl::Status WriteFileAtomically(const std::string& path,
                                  std::string_view bytes);
 
 // Renames `from` over `to` (atomic on POSIX within one file system) and
-// fsyncs the folder so that the rename survives a crash. Errors name both.
+// fsyncs the folder so that the rename survives a crash. Both must be
+// regular files (`to` may be absent): a link, device or FIFO at either is
+// FailedPrecondition, never renamed over. Errors name both.
 absl::Status RenameDurably(const std::string& from, const std::string& to);
 
 // The whole content of `path`. NotFound when it does not exist; other errors

@@ -1,6 +1,7 @@
 #include "train/checkpoint/atomic_file.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <string>
@@ -26,7 +27,9 @@ std::vector<std::string> ListFolder(const std::string& dir) {
 
 std::string TestDir(const std::string& name) {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  EXPECT_EQ(
+      std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()),
+      0);
   return dir;
 }
 
@@ -47,6 +50,26 @@ TEST(AtomicFileTest, MissingFolderFailsAndNamesThePath) {
   const absl::Status s = WriteFileAtomically(path, "x");
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
   EXPECT_NE(s.message().find("/no/such/f.bin"), std::string::npos) << s;
+}
+
+// Issue 25: a checkpoint file that is a device (here /dev/null) is written
+// in place, never renamed over; a commit never renames onto one.
+TEST(AtomicFileTest, DeviceIsWrittenInPlaceAndNeverRenamedOver) {
+  struct stat before;
+  ASSERT_EQ(::stat("/dev/null", &before), 0);
+  ASSERT_TRUE(WriteFileAtomically("/dev/null", "bytes").ok());
+  const std::string dir = TestDir("device");
+  ASSERT_TRUE(WriteFileAtomically(dir + "/f.next", "x").ok());
+  const absl::Status s = RenameDurably(dir + "/f.next", "/dev/null");
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("/dev/null is not a regular file"),
+            std::string::npos)
+      << s;
+  struct stat after;
+  ASSERT_EQ(::stat("/dev/null", &after), 0);
+  EXPECT_TRUE(S_ISCHR(after.st_mode));
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(ListFolder(dir), std::vector<std::string>{"f.next"});
 }
 
 TEST(AtomicFileTest, ReadingAMissingFileIsNotFound) {

@@ -8,15 +8,20 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/output_file.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
+#include "train/launch/config_agreement.h"
 
 namespace tandem::train::checkpoint {
 
 RunCheckpointer::RunCheckpointer(CheckpointOptions options,
-                                 const comm::Communicator& comm,
+                                 comm::Communicator& comm, Device device,
                                  std::string who)
-    : options_(std::move(options)), comm_(comm), who_(std::move(who)) {}
+    : options_(std::move(options)),
+      comm_(comm),
+      device_(device),
+      who_(std::move(who)) {}
 
 absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
   if (options_.every_steps < 0) {
@@ -27,16 +32,43 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
   TrainingProgress start;
   start.world_size = comm_.size();
   if (!enabled()) return start;
-  TANDEM_ASSIGN_OR_RETURN(
-      std::optional<TrainingProgress> resumed,
-      LoadTrainingCheckpoint(options_.dir, state, comm_.size()));
-  if (!resumed.has_value()) {
-    // Rank 0 writes there later: find a bad folder now, not after an epoch.
-    if (comm_.rank() == 0) {
+  absl::StatusOr<std::optional<TrainingProgress>> loaded =
+      LoadTrainingCheckpoint(options_.dir, state, comm_.size());
+  // What this rank found, compared across ranks before anything else.
+  std::string view = absl::StrCat(options_.dir, ": ");
+  if (!loaded.ok()) {
+    absl::StrAppend(&view, "cannot load (", loaded.status().ToString(), ")");
+  } else if (!loaded->has_value()) {
+    absl::StrAppend(&view, "no checkpoint");
+  } else {
+    absl::StrAppend(&view, "step ", (*loaded)->global_step, ", checkpoint ",
+                    (*loaded)->checkpoint_id);
+  }
+  if (absl::Status agreed = CheckRanksAgree(
+          comm_, device_, {{"the checkpoint to resume from", view}});
+      !agreed.ok()) {
+    if (agreed.code() != absl::StatusCode::kInvalidArgument) return agreed;
+    return absl::FailedPreconditionError(absl::StrCat(
+        who_,
+        ": ranks found different checkpoints in --checkpoint_dir, so they "
+        "would resume from different steps; nothing was trained or "
+        "written. Every rank must read the same folder (one machine, or a "
+        "shared file system mounted on every node): ",
+        agreed.message()));
+  }
+  TANDEM_RETURN_IF_ERROR(loaded.status());
+  std::optional<TrainingProgress>& resumed = *loaded;
+  // Rank 0 writes there later: find a folder it cannot write now, not after
+  // an epoch (a failed rank stops the others, as any rank error does).
+  if (comm_.rank() == 0) {
+    if (!resumed.has_value()) {
       TANDEM_RETURN_IF_ERROR(CreateCheckpointFolder(options_.dir));
     }
-    return start;
+    TANDEM_RETURN_IF_ERROR(base::CheckOutputPath(
+        absl::StrCat(options_.dir, "/", kModelFile),
+        absl::StrCat(who_, ": --checkpoint_dir=", options_.dir)));
   }
+  if (!resumed.has_value()) return start;
   global_step_ = resumed->global_step;
   comm::RankPrinter(comm_).PrintOnRank0(
       absl::StrCat(who_, ": resuming from ", options_.dir, " at epoch ",

@@ -1,7 +1,8 @@
 // The examples' checkpoint policy (--checkpoint_dir, --checkpoint_every) over
 // SaveTrainingCheckpoint / LoadTrainingCheckpoint.
 //
-//   RunCheckpointer ckpt({.dir = dir, .every_steps = 5}, comm, "toy_ddp");
+//   RunCheckpointer ckpt({.dir = dir, .every_steps = 5}, comm, device,
+//                        "toy_ddp");
 //   TANDEM_ASSIGN_OR_RETURN(TrainingProgress start, ckpt.Resume(state));
 //   for (int64_t epoch = start.epoch; epoch < epochs; ++epoch) {
 //     for (int64_t b = epoch == start.epoch ? start.step_in_epoch : 0;
@@ -14,8 +15,12 @@
 // Saving: rank 0 only (DDP keeps every rank's model and optimizer identical),
 // at the end of every epoch and, with every_steps > 0, after every
 // every_steps-th step of the run. Other ranks return at once; nothing is
-// communicated. Loading: every rank reads the same files (a folder every rank
-// can read: the same machine, or a shared file system).
+// communicated. Loading: every rank reads the folder (one every rank can
+// read: the same machine, or a shared file system), then the ranks check
+// that they all found the same checkpoint (a collective), so that a rank
+// that sees another folder (a node without the shared file system, an
+// empty folder mounted over it) stops the run before any step instead of
+// training from another epoch beside the others.
 //
 // Thread-safety: one per rank; used by that rank's thread only.
 #ifndef TANDEM_TRAIN_CHECKPOINT_RUN_CHECKPOINTER_H_
@@ -27,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "tensor/device.h"
 #include "train/checkpoint/training_checkpoint.h"
 
 namespace tandem::train::checkpoint {
@@ -38,19 +44,31 @@ struct CheckpointOptions {
 
 class RunCheckpointer {
  public:
-  // `comm` must outlive this; `who` starts the resume line ("toy_ddp").
-  RunCheckpointer(CheckpointOptions options, const comm::Communicator& comm,
-                  std::string who);
+  // `comm` must outlive this; `device` is where the rank's collectives stage
+  // their buffers (train::DeviceFor(comm)); `who` starts the resume line
+  // ("toy_ddp").
+  RunCheckpointer(CheckpointOptions options, comm::Communicator& comm,
+                  Device device, std::string who);
 
   bool enabled() const { return !options_.dir.empty(); }
 
-  // Every rank: with a checkpoint in the folder, restores `state` from it
-  // (LoadTrainingCheckpoint) and rank 0 prints
+  // Every rank, collective when checkpoints are on: with a checkpoint in the
+  // folder, restores `state` from it (LoadTrainingCheckpoint; `state`'s
+  // loaders must not communicate) and rank 0 prints
   //   "<who>: resuming from <dir> at epoch E, step S (after G steps)"
   // with E and S counted from 1; returns where to start (all zeros without a
-  // checkpoint, or when checkpoints are off; rank 0 then creates the folder,
-  // so that a bad one fails before training). InvalidArgument for
-  // every_steps < 0.
+  // checkpoint, or when checkpoints are off; rank 0 then creates the folder).
+  // Rank 0 checks that it can write in the folder (a probe file, created and
+  // removed), so that a bad one fails before training rather than at the
+  // first save. InvalidArgument for every_steps < 0.
+  //
+  // Before returning, the ranks all-gather what each found (the folder, and
+  // the step and checkpoint id it resumes from, "no checkpoint", or its load
+  // error: CheckRanksAgree, bounded by the communicator's timeout); when
+  // they differ every rank returns the same FailedPrecondition naming each
+  // rank's view, e.g.
+  //   toy_ddp: ranks found different checkpoints ...: ck: step 3,
+  //   checkpoint 0f18...-d9e5... on rank 0 and ck: no checkpoint on rank 1
   absl::StatusOr<TrainingProgress> Resume(TrainingState& state);
 
   // After step `step` (0-based) of `epoch`, which has `steps_in_epoch` steps.
@@ -69,7 +87,8 @@ class RunCheckpointer {
 
  private:
   CheckpointOptions options_;
-  const comm::Communicator& comm_;
+  comm::Communicator& comm_;
+  Device device_;
   std::string who_;
   int64_t global_step_ = 0;
 };

@@ -18,6 +18,7 @@
 #include "base/status_macros.h"
 #include "train/checkpoint/atomic_file.h"
 #include "train/checkpoint/safetensors.h"
+#include "train/launch/config_agreement.h"
 
 namespace tandem::train::checkpoint {
 namespace {
@@ -26,6 +27,7 @@ constexpr char kOptimizerPrefix[] = "optimizer.";
 constexpr char kGeneratorPrefix[] = "generator.";
 constexpr char kExtraPrefix[] = "extra.";
 constexpr char kGlobalStepKey[] = "tandem.global_step";
+constexpr char kCheckpointIdKey[] = "tandem.checkpoint";
 
 std::string Join(const std::string& dir, const char* file) {
   return dir.empty() || dir.back() == '/' ? dir + file : dir + "/" + file;
@@ -50,11 +52,26 @@ absl::StatusOr<int64_t> IntEntry(const Metadata& m, const std::string& key,
 
 std::string Pending(const std::string& path) { return path + kPendingSuffix; }
 
-// One file of a checkpoint as read, with its global step.
+// The content hash of a file's tensors and metadata without the checkpoint
+// id entry: FNV-1a of the bytes EncodeSafetensors gives for them (the bytes
+// the file held before the id was added; encoding is deterministic).
+absl::StatusOr<std::string> ContentHash(const nn::StateDict& tensors,
+                                        Metadata metadata) {
+  metadata.erase(kCheckpointIdKey);
+  TANDEM_ASSIGN_OR_RETURN(const std::string bytes,
+                          EncodeSafetensors(tensors, metadata));
+  return HashHex(HashBytes(bytes.data(), bytes.size()));
+}
+
+// One file of a checkpoint as read: its global step, the checkpoint id it
+// records ("<model hash>-<training state hash>", empty when absent) and the
+// hash of its own content.
 struct ReadFileWithStep {
   std::string path;
   SafetensorsContent content;
   int64_t step = 0;
+  std::string id;
+  std::string hash;
 };
 
 // The committed file at `path` and its pending twin, those that exist.
@@ -68,9 +85,59 @@ absl::StatusOr<std::vector<ReadFileWithStep>> ReadCandidates(
     TANDEM_ASSIGN_OR_RETURN(f.content, LoadSafetensors(p));
     TANDEM_ASSIGN_OR_RETURN(f.step,
                             IntEntry(f.content.metadata, kGlobalStepKey, p));
+    auto id = f.content.metadata.find(kCheckpointIdKey);
+    if (id != f.content.metadata.end()) f.id = id->second;
+    TANDEM_ASSIGN_OR_RETURN(f.hash,
+                            ContentHash(f.content.tensors, f.content.metadata));
     out.push_back(std::move(f));
   }
   return out;
+}
+
+// Whether `model` and `training` were saved together: the same step, the
+// same checkpoint id, and each file's content is the one the id records.
+bool SavedTogether(const ReadFileWithStep& model,
+                   const ReadFileWithStep& training) {
+  return model.step == training.step && !model.id.empty() &&
+         model.id == training.id &&
+         model.id == absl::StrCat(model.hash, "-", training.hash);
+}
+
+// Why no model and training state of `dir` form a pair (FailedPrecondition
+// naming every file, its step and checkpoint id).
+absl::Status NoPairError(const std::string& dir,
+                         const std::vector<ReadFileWithStep>& models,
+                         const std::vector<ReadFileWithStep>& states) {
+  std::string found;
+  for (const auto* files : {&models, &states}) {
+    for (const ReadFileWithStep& f : *files) {
+      absl::StrAppend(&found, found.empty() ? "" : "; ", f.path, ": step ",
+                      f.step, ", checkpoint ",
+                      f.id.empty() ? "(none recorded)" : f.id,
+                      ", content hash ", f.hash);
+    }
+  }
+  std::string why;
+  if (models.empty()) {
+    why =
+        absl::StrCat("there is a ", kTrainingStateFile, " but no ", kModelFile);
+  } else if (states.empty()) {
+    why =
+        absl::StrCat("there is a ", kModelFile, " but no ", kTrainingStateFile);
+  } else {
+    bool same_step = false;
+    for (const ReadFileWithStep& m : models) {
+      for (const ReadFileWithStep& t : states) same_step |= m.step == t.step;
+    }
+    why = same_step ? "mixed: a model and a training state share a global "
+                      "step but were not saved together (a file copied "
+                      "from another run, or edited)"
+                    : "no model and training state share a global step";
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint in ", dir, " is torn: ", why, " (", found,
+      "); a checkpoint is the pair saved together: restore both files from "
+      "one save, or start from a fresh --checkpoint_dir"));
 }
 
 }  // namespace
@@ -107,12 +174,22 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
   // Phase 1: both files in full under their pending names.
   const std::string state_path = Join(dir, kTrainingStateFile);
   const std::string model_path = Join(dir, kModelFile);
+  // Both files record the pair's id: the content hash of each (without the
+  // id), so that a file from another save never passes for this one's twin.
+  const nn::StateDict model_tensors =
+      state.full != nullptr ? state.full->model : state.model->StateDict();
+  Metadata model_meta = {{"format", "pt"}, {kGlobalStepKey, step}};
+  TANDEM_ASSIGN_OR_RETURN(const std::string model_hash,
+                          ContentHash(model_tensors, model_meta));
+  TANDEM_ASSIGN_OR_RETURN(const std::string state_hash,
+                          ContentHash(optimizer_tensors, meta));
+  const std::string id = absl::StrCat(model_hash, "-", state_hash);
+  meta[kCheckpointIdKey] = id;
+  model_meta[kCheckpointIdKey] = id;
   TANDEM_RETURN_IF_ERROR(
       SaveSafetensors(Pending(state_path), optimizer_tensors, meta));
-  TANDEM_RETURN_IF_ERROR(SaveSafetensors(
-      Pending(model_path),
-      state.full != nullptr ? state.full->model : state.model->StateDict(),
-      {{"format", "pt"}, {kGlobalStepKey, step}}));
+  TANDEM_RETURN_IF_ERROR(
+      SaveSafetensors(Pending(model_path), model_tensors, model_meta));
   // Phase 2: commit, the model last (see the header).
   TANDEM_RETURN_IF_ERROR(RenameDurably(Pending(state_path), state_path));
   return RenameDurably(Pending(model_path), model_path);
@@ -128,8 +205,10 @@ absl::Status CreateCheckpointFolder(const std::string& dir) {
 }
 
 bool HasTrainingCheckpoint(const std::string& dir) {
+  // A pending training state alone is a first save killed in phase 1.
   const std::string model = Join(dir, kModelFile);
-  return FileExists(model) || FileExists(Pending(model));
+  return FileExists(model) || FileExists(Pending(model)) ||
+         FileExists(Join(dir, kTrainingStateFile));
 }
 
 absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
@@ -145,40 +224,25 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
                           ReadCandidates(Join(dir, kModelFile)));
   TANDEM_ASSIGN_OR_RETURN(std::vector<ReadFileWithStep> states,
                           ReadCandidates(Join(dir, kTrainingStateFile)));
-  // The newest model and training state of one step (see the header).
+  // The newest model and training state saved together (see the header).
   ReadFileWithStep* model = nullptr;
   ReadFileWithStep* training = nullptr;
   for (ReadFileWithStep& m : models) {
     for (ReadFileWithStep& t : states) {
-      if (m.step == t.step && (model == nullptr || m.step > model->step)) {
+      if (SavedTogether(m, t) && (model == nullptr || m.step > model->step)) {
         model = &m;
         training = &t;
       }
     }
   }
-  if (model == nullptr) {
-    std::string found;
-    for (const auto* files : {&models, &states}) {
-      for (const ReadFileWithStep& f : *files) {
-        absl::StrAppend(&found, found.empty() ? "" : ", ", f.path,
-                        " is from step ", f.step);
-      }
-    }
-    if (states.empty()) {
-      absl::StrAppend(&found, "; there is no ", kTrainingStateFile);
-    }
-    return absl::FailedPreconditionError(
-        absl::StrCat("checkpoint in ", dir,
-                     " is torn: no model and training state share "
-                     "a global step (",
-                     found, "); start from a fresh --checkpoint_dir"));
-  }
+  if (model == nullptr) return NoPairError(dir, models, states);
   const std::string& model_path = model->path;
   const std::string& state_path = training->path;
   SafetensorsContent& model_file = model->content;
   SafetensorsContent& state_file = training->content;
   TrainingProgress progress;
   progress.global_step = training->step;
+  progress.checkpoint_id = training->id;
   TANDEM_ASSIGN_OR_RETURN(progress.epoch,
                           IntEntry(state_file.metadata, "epoch", state_path));
   TANDEM_ASSIGN_OR_RETURN(

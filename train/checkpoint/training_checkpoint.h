@@ -13,15 +13,16 @@
 //   model.safetensors           the model's state dict under PyTorch's names
 //                               ("layers.0.weight"), loadable by
 //                               safetensors.torch.load_file +
-//                               model.load_state_dict; metadata "format": "pt"
-//                               and "tandem.global_step"
+//                               model.load_state_dict; metadata "format": "pt",
+//                               "tandem.global_step" and "tandem.checkpoint"
 //   training_state.safetensors  the optimizer's per-parameter state as tensors
 //                               "optimizer.<i>.<key>" (Optimizer::ExportState),
 //                               and as metadata: epoch, step_in_epoch,
 //                               global_step, world_size, the optimizer's lr,
 //                               each generator's state ("generator.<name>"),
-//                               and the caller's extra
-//                               entries (e.g. a GradScaler's scale)
+//                               the caller's extra
+//                               entries (e.g. a GradScaler's scale), and
+//                               "tandem.checkpoint"
 // The data order needs no file: DistributedSampler's order is a function of
 // its seed and the epoch (SetEpoch), both fixed by the run's flags and the
 // saved epoch.
@@ -33,15 +34,22 @@
 //      ("<file>.next", each atomically);
 //   2. the pending training state is renamed over the old one, then the
 //      pending model over the old model.
-// Both files record global_step. Loading looks at the committed and the
-// pending file of each kind and takes the newest training state and model
-// that share a global step: a kill during phase 1 leaves the previous pair,
+// Both files record global_step and the pair's checkpoint id,
+// "tandem.checkpoint" = "<model hash>-<training state hash>", each the
+// FNV-1a hash (16 hex digits) of that file's bytes as encoded without the
+// id entry. Loading looks at the committed and the pending file of each kind
+// and takes the newest training state and model that were saved together
+// (the same step and id, and each file's content hashes to its half of the
+// id): a kill during phase 1 leaves the previous pair,
 // a kill between the two renames leaves the new training state beside the
 // new pending model (the save had finished writing: it is taken). Loading
 // never changes the folder (every rank may load at once); the next save
-// replaces the pending files. Only files edited by hand can leave no
-// matching pair, which LoadTrainingCheckpoint refuses (FailedPrecondition
-// naming the files and their steps) rather than resume from a mix.
+// replaces the pending files. Only files edited, copied or removed by hand
+// can leave no such pair: a training state without a model, a model without
+// a training state, or a model from another run (even at the same step).
+// LoadTrainingCheckpoint refuses these as "torn" (FailedPrecondition naming
+// each file, its step, its id and its content hash) rather than resume from
+// a mix.
 //
 // Thread-safety: none; blocking file I/O. The model and optimizer must not be
 // used by another thread meanwhile.
@@ -76,6 +84,9 @@ struct TrainingProgress {
   int64_t step_in_epoch = 0;
   int64_t global_step = 0;
   int64_t world_size = 1;  // the run's world size (a resume must match it)
+  // Loaded checkpoints only: the pair's id ("tandem.checkpoint", above), a
+  // fingerprint of both files' content.
+  std::string checkpoint_id;
 };
 
 // The full state of a model and optimizer that are sharded across ranks
@@ -122,14 +133,15 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
 // folder and the cause otherwise.
 absl::Status CreateCheckpointFolder(const std::string& dir);
 
-// Whether `dir` holds a checkpoint (a committed or pending model file).
+// Whether `dir` holds a checkpoint: a committed or pending model file, or a
+// committed training state (which without its model is a torn pair).
 bool HasTrainingCheckpoint(const std::string& dir);
 
 // Restores `state` from `dir`: nullopt (and nothing changed) when `dir` holds
 // no checkpoint, else the saved progress, with `state->extra` replaced by the
 // saved extra entries. All or nothing: a damaged file, a model or optimizer
-// state that does not fit, no training state and model with a common global
-// step (a torn pair, only by hand: see the commit above), a missing
+// state that does not fit, no training state and model saved together (a
+// torn or mixed pair, only by hand: see the commit above), a missing
 // or bad generator entry, or a world size other than `world_size` is an
 // error naming the file and what is wrong, and leaves the model, the
 // optimizer and the generators as they were.

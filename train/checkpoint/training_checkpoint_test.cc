@@ -27,7 +27,7 @@ using ::testing::HasSubstr;
 
 std::string TestDir(const std::string& name) {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  std::system(("rm -rf '" + dir + "'").c_str());
+  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
   return dir;
 }
 
@@ -133,6 +133,16 @@ TEST(TrainingCheckpointTest, ModelFileIsAPlainStateDict) {
       LoadSafetensors(dir + "/" + kTrainingStateFile);
   ASSERT_TRUE(st.ok());
   EXPECT_EQ(st->tensors[0].name, "optimizer.0.momentum_buffer");
+  // Both files carry the pair's id: 16 hex digits per file's content hash.
+  const std::string id = model->metadata.at("tandem.checkpoint");
+  EXPECT_EQ(id.size(), 33u);
+  EXPECT_EQ(st->metadata.at("tandem.checkpoint"), id);
+  Trainer fresh(99);
+  TrainingState state = fresh.State();
+  absl::StatusOr<std::optional<TrainingProgress>> r =
+      LoadTrainingCheckpoint(dir, state, 1);
+  ASSERT_TRUE(r.ok() && r->has_value()) << r.status();
+  EXPECT_EQ((*r)->checkpoint_id, id);
 }
 
 // A save killed at each point of its two-phase commit leaves a folder that
@@ -272,6 +282,51 @@ TEST_F(RefusedTest, TornPair) {
                               {{"tandem.global_step", "2"}})
                   .ok());
   EXPECT_THAT(Refused(), HasSubstr("is torn"));
+}
+
+TEST_F(RefusedTest, TrainingStateWithoutItsModel) {
+  std::remove((dir_ + "/" + kModelFile).c_str());
+  EXPECT_TRUE(HasTrainingCheckpoint(dir_));
+  const std::string message = Refused();
+  EXPECT_THAT(message, HasSubstr("is torn: there is a " +
+                                 std::string(kTrainingStateFile) + " but no " +
+                                 kModelFile));
+  EXPECT_THAT(message, HasSubstr(dir_ + "/" + kTrainingStateFile + ": step 1"));
+}
+
+TEST_F(RefusedTest, ModelWithoutItsTrainingState) {
+  std::remove((dir_ + "/" + kTrainingStateFile).c_str());
+  EXPECT_THAT(Refused(),
+              HasSubstr("is torn: there is a " + std::string(kModelFile) +
+                        " but no " + kTrainingStateFile));
+}
+
+// A model saved by another run at the same step and world size: every
+// field but the pair's id agrees, and it is refused.
+TEST_F(RefusedTest, ModelOfAnotherRunAtTheSameStep) {
+  const std::string other = dir_ + "-other";
+  Trainer run(77);
+  run.Steps(1);
+  ASSERT_TRUE(
+      SaveTrainingCheckpoint(other, run.State(), Progress(0, 0, 1, 2)).ok());
+  ASSERT_TRUE(WriteFileAtomically(dir_ + "/" + kModelFile,
+                                  *ReadFile(other + "/" + kModelFile))
+                  .ok());
+  const std::string message = Refused();
+  EXPECT_THAT(message, HasSubstr("is torn: mixed"));
+  EXPECT_THAT(message, HasSubstr(dir_ + "/" + kModelFile + ": step 1"));
+  EXPECT_THAT(message, HasSubstr(dir_ + "/" + kTrainingStateFile + ": step 1"));
+}
+
+// The model's weights edited in place (its id left as saved).
+TEST_F(RefusedTest, ModelEditedAfterTheSave) {
+  const std::string path = dir_ + "/" + kModelFile;
+  absl::StatusOr<SafetensorsContent> model = LoadSafetensors(path);
+  ASSERT_TRUE(model.ok());
+  model->tensors[1].tensor =
+      *Tensor::Full(model->tensors[1].tensor.shape(), 0.5);
+  ASSERT_TRUE(SaveSafetensors(path, model->tensors, model->metadata).ok());
+  EXPECT_THAT(Refused(), HasSubstr("is torn: mixed"));
 }
 
 TEST_F(RefusedTest, OtherWorldSize) {

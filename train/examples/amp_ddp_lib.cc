@@ -140,7 +140,8 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
   scaler.set_found_inf_combiner(FoundInfAcrossRanks(comm, device));
   const comm::RankPrinter printer(comm);
   // Resume (every rank reads the same files): model, Sgd and the scaler.
-  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, "amp_ddp");
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
+                                           "amp_ddp");
   checkpoint::TrainingState state;
   state.model = model.get();
   state.optimizer = &sgd;

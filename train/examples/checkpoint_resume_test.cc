@@ -34,7 +34,7 @@ constexpr char kAmpProgressAtKill[] = "0/5";
 
 std::string TestDir(const std::string& name) {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/" + name;
-  std::system(("rm -rf '" + dir + "'").c_str());
+  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
   return dir;
 }
 

@@ -136,7 +136,8 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
   TANDEM_ASSIGN_OR_RETURN(
       optim::Sgd sgd,
       optim::Sgd::Create(model->Parameters(), 0.1, {.momentum = 0.9}));
-  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, "ddp_demo");
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
+                                           "ddp_demo");
   checkpoint::TrainingState state;
   state.model = model.get();
   state.optimizer = &sgd;

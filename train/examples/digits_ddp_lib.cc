@@ -377,7 +377,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
           config.amp));
   // Resume (every rank loads the same file, so the weights DDP broadcast
   // from rank 0 are replaced by equal values on every rank).
-  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm,
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
                                            "digits_ddp");
   checkpoint::TrainingState state;
   // Sharded modes save and load the full state (gathered on save, sliced on

@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "base/trace/trace.h"
 #include "comm/launch_env.h"
 #include "train/examples/run_monitor.h"
@@ -84,6 +85,17 @@ const std::vector<std::string>& ExampleFolders() {
   return *folders;
 }
 
+// An output that failed after every step ran: say that training itself
+// succeeded (its checkpoint, if any, is saved), so that no one reruns it in
+// vain.
+absl::Status AfterTraining(const absl::Status& s) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat("training finished, but writing an output "
+                                   "failed: ",
+                                   s.message()));
+}
+
 CommandLine ExampleCommandLine(const ExampleSpec& spec) {
   return {.program = spec.name,
           .summary = spec.summary,
@@ -131,8 +143,11 @@ std::string ExampleHelp(const ExampleSpec& spec) {
   return CommandLineHelp(ExampleCommandLine(spec));
 }
 
-int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
-                const ExampleSetup& setup) {
+namespace {
+
+// ExampleMain without the checks of its own output.
+int RunExample(int argc, char** argv, const ExampleSpec& spec,
+               const ExampleSetup& setup) {
   auto fail = [&spec](int code, const absl::Status& status) {
     std::fprintf(stderr, "%s: %s\n", spec.name.c_str(),
                  code == kExitUsageError ? std::string(status.message()).c_str()
@@ -158,8 +173,13 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
   if (!backend.ok()) return fail(kExitUsageError, backend.status());
 
   const std::string trace_path = absl::GetFlag(FLAGS_trace);
-  // On mpi each process is one rank: the ranks write parts, rank 0 merges.
-  const bool trace_per_rank = backend->backend == "mpi";
+  // Where each process is one rank of a launched world (mpi under mpirun,
+  // gloo or nccl under tandemrun), the ranks write parts and rank 0 merges
+  // them: one writer per file (trace_file.h).
+  absl::StatusOr<std::optional<comm::LaunchEnv>> launched =
+      comm::DetectLaunchEnv();
+  const bool trace_per_rank =
+      backend->backend == "mpi" || (launched.ok() && launched->has_value());
   if (!trace_path.empty()) {
     if (absl::Status s = CheckOutputFile("trace", trace_path); !s.ok()) {
       return fail(kExitUsageError, s);
@@ -213,20 +233,35 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
       [&](comm::Communicator& comm) {
         absl::Status s = (*rank_main)(comm, DeviceFor(comm));
         if (s.ok() && !trace_path.empty() && trace_per_rank) {
-          s = FinishRankTrace(comm, trace_path);
+          s = AfterTraining(FinishRankTrace(comm, trace_path));
         }
         return s;
       },
       options);
   const absl::Status finished = monitor.Finish();
   if (!status.ok()) return fail(kExitRuntimeError, status);
-  if (!finished.ok()) return fail(kExitRuntimeError, finished);
+  // Training succeeded from here on; an output that cannot be written is
+  // still an error (exit 1), said as such. Every output is attempted.
+  int code = kExitOk;
+  if (!finished.ok()) code = fail(kExitRuntimeError, AfterTraining(finished));
   if (!trace_path.empty() && !trace_per_rank) {
     if (absl::Status s = WriteProcessTrace(trace_path); !s.ok()) {
-      return fail(kExitRuntimeError, s);
+      code = fail(kExitRuntimeError, AfterTraining(s));
     }
   }
-  return kExitOk;
+  return code;
+}
+
+}  // namespace
+
+int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
+                const ExampleSetup& setup) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code = base::RefuseClosedStdStreams(spec.name)) {
+    return *code;
+  }
+  // What the run printed must have reached its reader (base/std_streams.h).
+  return base::FinishStdStreams(spec.name, RunExample(argc, argv, spec, setup));
 }
 
 absl::StatusOr<std::optional<DType>> ParseAmpFlag(const std::string& value) {

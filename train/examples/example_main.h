@@ -38,7 +38,10 @@
 // flag or a bad value are usage errors. Exit codes, as Python's argparse: 0
 // success, 2 usage error (bad flag, backend that cannot run here; the message
 // says what to run instead), 1 runtime error (a rank failed; its error goes to
-// stderr). Every message starts with the example's name.
+// stderr; or the run's output was lost: a closed stdout or stderr is refused
+// before the run, a failed write to either, e.g. `> /dev/full` or a full
+// disk, fails it at the end, said on the other stream: base/std_streams.h).
+// Every message starts with the example's name.
 #ifndef TANDEM_TRAIN_EXAMPLES_EXAMPLE_MAIN_H_
 #define TANDEM_TRAIN_EXAMPLES_EXAMPLE_MAIN_H_
 

@@ -43,7 +43,9 @@ Tensor Logits(nn::Module& model, const Tensor& inputs) {
 
 TEST(SafetensorsInteropTest, TandemToPyTorchAndBack) {
   const std::string dir = std::string(std::getenv("TEST_TMPDIR")) + "/interop";
-  std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str());
+  EXPECT_EQ(
+      std::system(("rm -rf '" + dir + "' && mkdir -p '" + dir + "'").c_str()),
+      0);
 
   // toy_ddp's checkpoint after its 3 epochs on 2 simulated ranks.
   ToyDdpConfig config;

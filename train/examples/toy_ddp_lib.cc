@@ -199,7 +199,8 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
   TANDEM_ASSIGN_OR_RETURN(optim::Sgd optimizer,
                           optim::Sgd::Create(model->Parameters(), config.lr));
   // Resume (every rank) before DDP broadcasts rank 0's parameters.
-  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, "toy_ddp");
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
+                                           "toy_ddp");
   checkpoint::TrainingState state;
   state.model = model.get();
   state.optimizer = &optimizer;

@@ -3,27 +3,16 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/output_file.h"
 #include "base/trace/trace.h"
 
 namespace tandem::train {
 
 absl::Status CheckOutputFile(const std::string& flag, const std::string& path) {
-  const std::string probe = absl::StrCat(path, ".probe", getpid());
-  {
-    std::ofstream f(probe, std::ios::binary | std::ios::trunc);
-    if (!f) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--", flag, "=", path,
-          ": cannot create the file; check that its folder exists and is "
-          "writable"));
-    }
-  }
-  std::remove(probe.c_str());
-  return absl::OkStatus();
+  return base::CheckOutputPath(path, absl::StrCat("--", flag, "=", path));
 }
 
 std::string TracePartPath(const std::string& path, int rank) {
@@ -33,6 +22,12 @@ std::string TracePartPath(const std::string& path, int rank) {
 absl::Status FinishRankTrace(comm::Communicator& comm,
                              const std::string& path) {
   trace::Stop();
+  absl::StatusOr<bool> in_place = base::WritesInPlace(path, "trace");
+  if (!in_place.ok()) return in_place.status();
+  if (*in_place) {
+    // No part files beside a device (/dev/null.rank1): rank 0's track only.
+    return comm.rank() == 0 ? trace::WriteChromeTrace(path) : absl::OkStatus();
+  }
   absl::Status written =
       trace::WriteChromeTrace(TracePartPath(path, comm.rank()));
   // Every rank reaches the barrier, even one whose write failed, so that

@@ -8,11 +8,15 @@
 //   ... else, once every rank of the process is done: WriteProcessTrace(path);
 //
 // Where the ranks live decides who writes: when this process hosts every rank
-// (sim, nccl), the process writes FILE once they are done; when each process
-// is one rank (mpi), every rank writes FILE.rank<N>, waits at a barrier, and
-// rank 0 merges the parts into FILE and removes them (the processes must
-// share a file system, as mpirun on one machine does; otherwise merge the
-// parts with trace::MergeChromeTraces).
+// (sim, nccl without a launcher), the process writes FILE once they are done;
+// when each process is one rank of a launched world (mpi under mpirun, gloo
+// or nccl under tandemrun/torchrun), every rank writes FILE.rank<N>, waits at
+// a barrier, and rank 0 alone merges the parts into FILE (one track per rank)
+// and removes them: one writer per file (the processes must share a file
+// system, as the processes of one machine do; otherwise merge the parts with
+// trace::MergeChromeTraces). When FILE is a device or a FIFO (written in
+// place, base/output_file.h) no part files are made: rank 0 writes its own
+// track to it and the other ranks write nothing.
 #ifndef TANDEM_TRAIN_EXAMPLES_TRACE_FILE_H_
 #define TANDEM_TRAIN_EXAMPLES_TRACE_FILE_H_
 
@@ -23,11 +27,12 @@
 
 namespace tandem::train {
 
-// For any output file flag (--trace, --metrics): InvalidArgument naming
-// "--<flag>=<path>" when it cannot be created (missing folder, no
-// permission), found before training rather than after it. Creates and
-// removes a probe file beside it (named after this process, so that the
-// processes of an mpirun job do not race).
+// For any output file flag (--trace, --metrics): an error naming
+// "--<flag>=<path>" when it cannot be written (missing folder, no
+// permission, a directory, a link to nothing, a FIFO nobody reads), found
+// before training rather than after it: base::CheckOutputPath (a probe file
+// beside a regular one, named after this process so that the processes of
+// one job do not race; a device or FIFO is opened, never replaced).
 absl::Status CheckOutputFile(const std::string& flag, const std::string& path);
 
 // The part file of `rank`: "<path>.rank<rank>".
@@ -36,7 +41,7 @@ std::string TracePartPath(const std::string& path, int rank);
 // For one rank per process; collective. Writes this
 // process's events to TracePartPath(path, rank), waits for every rank at a
 // barrier (bounded by the engine's collective timeout), then rank 0 merges
-// the parts into `path` and removes them.
+// the parts into `path` and removes them (see above for a device or FIFO).
 absl::Status FinishRankTrace(comm::Communicator& comm, const std::string& path);
 
 // Every rank in this process: stops recording and writes `path`.

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "base/std_streams.h"
 
 namespace tandem::train {
 
@@ -16,7 +17,11 @@ void WriteAll(int fd, std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = write(fd, data.data(), data.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
+    if (n <= 0) {
+      // Our stream is gone: the exit code says so (base/std_streams.h).
+      tandem::base::NoteStdStreamError(fd, n < 0 ? errno : EIO);
+      return;
+    }
     data.remove_prefix(static_cast<size_t>(n));
   }
 }

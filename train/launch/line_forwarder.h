@@ -25,8 +25,9 @@
 
 namespace tandem::train {
 
-// Writes all of `data` to `fd`, retrying on EINTR; gives up silently when
-// the descriptor is gone (nothing better to do with a lost stderr).
+// Writes all of `data` to `fd`, retrying on EINTR; when the descriptor is
+// gone it gives up and notes the error (base/std_streams.h), so that the
+// launcher's exit code says its output was lost.
 void WriteAll(int fd, std::string_view data);
 
 class LineForwarder {

@@ -21,6 +21,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "comm/nccl/cuda_probe.h"
 #include "train/launch/worker_group.h"
 
@@ -103,9 +104,8 @@ std::optional<int> WorkersPerNode(const std::string& value) {
   return n;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The launcher's work; main adds the checks of its own output.
+int Run(int argc, char** argv) {
   // Flags end at "--" or at the first word that is not a flag: the program.
   std::vector<std::string> flags;
   std::vector<std::string> command;
@@ -246,4 +246,17 @@ int main(int argc, char** argv) {
               << " (that node's tandemrun has the report)\n";
   }
   return result->exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("tandemrun")) {
+    return *code;
+  }
+  // The workers share our stdout; their stderr comes through us. Lost
+  // output (a full disk, /dev/full) fails the job.
+  return tandem::base::FinishStdStreams("tandemrun", Run(argc, argv));
 }

@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/std_streams.h"
 #include "comm/store/tcp_store.h"
 #include "train/launch/agent_sync.h"
 #include "train/launch/line_forwarder.h"
