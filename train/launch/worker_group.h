@@ -106,11 +106,16 @@ struct WorkerGroupResult {
   int master_port = 0;  // the port the workers were told
 };
 
-// InvalidArgument for options that cannot work (no command, a size below 1,
-// node_rank outside [0, nnodes), master_port 0 on a node that does not host
-// the store); Unavailable when the store cannot listen or a worker cannot be
-// started (naming the program). Worker failures are not errors: they are in
-// the result.
+// InvalidArgument for options that cannot work (no command, a size below
+// 1, node_rank outside [0, nnodes), master_port 0 on a node that does not
+// host the store, a world beyond INT32_MAX) or that this machine cannot run
+// (more workers than ulimit -n, ulimit -u, pid_max or the cgroup's pids.max
+// allow), in one line naming the limit. RunWorkerGroup checks it first.
+absl::Status CheckWorkerGroupOptions(const WorkerGroupOptions& options);
+
+// CheckWorkerGroupOptions's InvalidArgument; Unavailable when the store
+// cannot listen or a worker cannot be started (naming the program). Worker
+// failures are not errors: they are in the result.
 absl::StatusOr<WorkerGroupResult> RunWorkerGroup(
     const WorkerGroupOptions& options);
 

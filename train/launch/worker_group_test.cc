@@ -219,6 +219,25 @@ TEST_F(WorkerGroupTest, NodesWithDifferentJobIdsAreRefused) {
   EXPECT_THAT(r[1].status().message(), HasSubstr("--rdzv_id=job-a"));
 }
 
+// Issue 25: a node size no machine's open-file limit holds is refused in
+// one line, before any allocation or worker (it aborted in bad_alloc).
+TEST_F(WorkerGroupTest, ASizeThisMachineCannotRunIsRefused) {
+  WorkerGroupOptions o = Shell("true", 2147483647);
+  absl::Status s = CheckWorkerGroupOptions(o);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(),
+              HasSubstr("--nproc_per_node=2147483647 cannot run here: each "
+                        "worker needs a file descriptor"));
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  o = Shell("true", 2);
+  o.nnodes = 2147483647;
+  o.master_port = 29500;
+  EXPECT_THAT(CheckWorkerGroupOptions(o).message(),
+              HasSubstr("ranks do not fit WORLD_SIZE"));
+  EXPECT_TRUE(CheckWorkerGroupOptions(Shell("true", 2)).ok());
+}
+
 TEST_F(WorkerGroupTest, NodesWithDifferentFlagsAreRefused) {
   WorkerGroupOptions o = Shell("true", 2);
   WorkerGroupOptions other = o;
