@@ -300,6 +300,9 @@ absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim) {
     case DType::kI32:
       ArgmaxTyped(x.data<int32_t>(), s, po);
       break;
+    case DType::kU8:
+      ArgmaxTyped(x.data<uint8_t>(), s, po);
+      break;
     case DType::kF16:
     case DType::kBF16: {
       TANDEM_ASSIGN_OR_RETURN(Tensor wide, x.Detach().To(DType::kF32));

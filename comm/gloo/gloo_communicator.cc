@@ -18,7 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "base/half.h"
+#include "base/dtype.h"
 #include "comm/fingerprint.h"
 #include "comm/gloo/gloo_work.h"
 #include "comm/reduce.h"
@@ -42,10 +42,6 @@ namespace {
 using gloo_internal::GlooWork;
 using gloo_internal::OpState;
 using gloo_internal::StoreAdapter;
-
-bool IsHalf(DType dtype) {
-  return dtype == DType::kF16 || dtype == DType::kBF16;
-}
 
 // The tag of Create's one exchange (whether to check collectives), before
 // any operation: distinct from every collective's and check's tag.
@@ -111,20 +107,12 @@ class GlooCommunicator::Impl {
   absl::Status AllReduceHost(void* data, int64_t count, DType dtype,
                              ReduceOp op, uint32_t tag) {
     if (count == 0) return absl::OkStatus();
-    if (IsHalf(dtype)) {
+    if (Is16BitFloat(dtype)) {
       std::vector<float> wide(static_cast<size_t>(count));
-      const auto* in = static_cast<const uint16_t*>(data);
-      for (int64_t i = 0; i < count; ++i) {
-        wide[i] = dtype == DType::kF16 ? half::F32FromF16(in[i])
-                                       : half::F32FromBF16(in[i]);
-      }
+      Widen16BitFloats(dtype, data, wide.data(), count);
       absl::Status s = AllReduceHost(wide.data(), count, DType::kF32, op, tag);
       if (!s.ok()) return s;
-      auto* out = static_cast<uint16_t*>(data);
-      for (int64_t i = 0; i < count; ++i) {
-        out[i] = dtype == DType::kF16 ? half::F16FromF32(wide[i])
-                                      : half::BF16FromF32(wide[i]);
-      }
+      Narrow16BitFloats(dtype, wide.data(), data, count);
       return absl::OkStatus();
     }
     const ReduceOp combine = op == ReduceOp::kAvg ? ReduceOp::kSum : op;

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
-#include "base/half.h"
+#include "base/dtype.h"
 #include "comm/fingerprint.h"
 #include "comm/mpi/internal/mpi_work.h"
 #include "comm/split_plan.h"
@@ -62,26 +62,6 @@ MPI_Op ToMpiOp(ReduceOp op) {
       return MPI_PROD;
   }
   return MPI_OP_NULL;
-}
-
-bool IsHalf(DType dtype) {
-  return dtype == DType::kF16 || dtype == DType::kBF16;
-}
-
-void HalfToF32(DType dtype, const void* src, float* dst, int64_t count) {
-  const auto* in = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < count; ++i) {
-    dst[i] = dtype == DType::kF16 ? half::F32FromF16(in[i])
-                                  : half::F32FromBF16(in[i]);
-  }
-}
-
-void F32ToHalf(DType dtype, const float* src, void* dst, int64_t count) {
-  auto* out = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < count; ++i) {
-    out[i] = dtype == DType::kF16 ? half::F16FromF32(src[i])
-                                  : half::BF16FromF32(src[i]);
-  }
 }
 
 // Divides `count` elements of a floating dtype by `divisor` in place.
@@ -336,9 +316,10 @@ std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
       rank_, size_, fp, [=](MpiWork& work) -> absl::Status {
         void* data = buf.data;
         MPI_Datatype type = MoveType(buf.dtype);
-        if (IsHalf(buf.dtype)) {
+        if (Is16BitFloat(buf.dtype)) {
           work.scratch().resize(buf.count);
-          HalfToF32(buf.dtype, buf.data, work.scratch().data(), buf.count);
+          Widen16BitFloats(buf.dtype, buf.data, work.scratch().data(),
+                           buf.count);
           data = work.scratch().data();
           type = MPI_FLOAT;
         }
@@ -349,10 +330,11 @@ std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
         work.AddRequest(request);
         MpiWork* raw = &work;
         work.set_finish([raw, buf, op, n] {
-          if (IsHalf(buf.dtype)) {
+          if (Is16BitFloat(buf.dtype)) {
             if (op == ReduceOp::kAvg)
               DivideInPlace(DType::kF32, raw->scratch().data(), buf.count, n);
-            F32ToHalf(buf.dtype, raw->scratch().data(), buf.data, buf.count);
+            Narrow16BitFloats(buf.dtype, raw->scratch().data(), buf.data,
+                              buf.count);
           } else if (op == ReduceOp::kAvg) {
             DivideInPlace(buf.dtype, buf.data, buf.count, n);
           }
@@ -444,10 +426,10 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
         const void* input = send.data;
         void* output = recv.data;
         MPI_Datatype type = MoveType(send.dtype);
-        const bool half = IsHalf(send.dtype);
+        const bool half = Is16BitFloat(send.dtype);
         if (half) {
           scratch.resize(send.count + recv.count);
-          HalfToF32(send.dtype, send.data, scratch.data(), send.count);
+          Widen16BitFloats(send.dtype, send.data, scratch.data(), send.count);
           input = scratch.data();
           output = scratch.data() + send.count;
           type = MPI_FLOAT;
@@ -471,7 +453,7 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
             float* result = raw->scratch().data() + send.count;
             if (op == ReduceOp::kAvg)
               DivideInPlace(DType::kF32, result, recv.count, n);
-            F32ToHalf(recv.dtype, result, recv.data, recv.count);
+            Narrow16BitFloats(recv.dtype, result, recv.data, recv.count);
           } else if (op == ReduceOp::kAvg) {
             DivideInPlace(recv.dtype, recv.data, recv.count, n);
           }

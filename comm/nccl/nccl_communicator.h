@@ -13,13 +13,13 @@
 //                           comm::NcclCommunicator::Create(id, rank, size,
 //                                                          /*device=*/rank));
 //   // my_stream wrote `grads`:
-//   comm->set_compute_stream(comm::CudaStreamHandle{my_stream});
+//   comm->set_compute_stream(CudaStreamHandle{my_stream});
 //   auto work = comm->AllReduce(grads_view /* MemorySpace::kCuda */,
 //                               comm::ReduceOp::kAvg);
 //   ... keep launching kernels on my_stream; the all-reduce overlaps ...
 //   TANDEM_RETURN_IF_ERROR(work->Wait());        // host waits, or:
 //   TANDEM_RETURN_IF_ERROR(
-//       comm::StreamWaitForWork(*work, comm::CudaStreamHandle{my_stream}));
+//       comm::StreamWaitForWork(*work, CudaStreamHandle{my_stream}));
 //
 // Streams. Each communicator owns a communication stream on its device
 // (non-blocking with respect to the legacy default stream). Every operation
@@ -108,8 +108,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/cuda_stream.h"
 #include "comm/communicator.h"
-#include "comm/cuda_stream.h"
 #include "comm/nccl/abort_signal.h"
 #include "comm/types.h"
 #include "comm/work.h"
