@@ -446,10 +446,6 @@ int GlooCommunicator::size() const { return impl_->size(); }
 
 namespace {
 
-Fingerprint Fp(OpKind op, const BufferView& buf) {
-  return MakeFingerprint(op, buf.dtype, buf.count);
-}
-
 // Queues the posting of a Send or Recv; the waiter thread completes it.
 std::unique_ptr<Work> PointToPoint(GlooCommunicator::Impl& impl,
                                    const Fingerprint& fp, BufferView buf,
@@ -463,124 +459,76 @@ std::unique_ptr<Work> PointToPoint(GlooCommunicator::Impl& impl,
       });
 }
 
-absl::Status HostOnly(OpKind op, const char* name, const BufferView& buf,
-                      int rank) {
-  return ValidateMemorySpace(op, name, buf, MemorySpace::kHost, "gloo", rank);
-}
-
 }  // namespace
 
-std::unique_ptr<Work> GlooCommunicator::AllReduce(BufferView buf, ReduceOp op) {
-  Fingerprint fp = Fp(OpKind::kAllReduce, buf);
-  fp.reduce_op = op;
-  absl::Status s = ValidateAllReduce(buf, op, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kAllReduce, "buf", buf, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
+std::unique_ptr<Work> GlooCommunicator::Post(const Operation& op) {
+  Fingerprint fp = op.fp;
+  const BufferView buf = op.buf;
+  const BufferView recv = op.recv;
+  Impl* impl = impl_.get();
+  switch (fp.op) {
+    case OpKind::kSend:
+    case OpKind::kRecv: {
+      const bool send = fp.op == OpKind::kSend;
+      fp.seq = send ? impl_->NextSend(fp.peer) : impl_->NextRecv(fp.peer);
+      if (buf.bytes() == 0)
+        return MakeCompletedWork(absl::OkStatus(), StartRecord(fp, size()));
+      return PointToPoint(*impl_, fp, buf, send);
+    }
+    default:
+      break;
+  }
   fp.seq = impl_->NextCollective();
   const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  return impl_->Enqueue(fp, [impl, buf, op, tag](std::shared_ptr<OpState>) {
-    return impl->AllReduceHost(buf.data, buf.count, buf.dtype, op, tag);
-  });
-}
-
-std::unique_ptr<Work> GlooCommunicator::Broadcast(BufferView buf, int root) {
-  Fingerprint fp = Fp(OpKind::kBroadcast, buf);
-  fp.root = root;
-  absl::Status s = ValidateBroadcast(buf, root, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kBroadcast, "buf", buf, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextCollective();
-  const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  return impl_->Enqueue(fp, [impl, buf, root, tag](std::shared_ptr<OpState>) {
-    return impl->BroadcastHost(buf.data, buf.bytes(), root, tag);
-  });
-}
-
-std::unique_ptr<Work> GlooCommunicator::AllGather(BufferView send,
-                                                  BufferView recv) {
-  Fingerprint fp = Fp(OpKind::kAllGather, send);
-  absl::Status s = ValidateAllGather(send, recv, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kAllGather, "send", send, rank());
-  if (s.ok()) s = HostOnly(OpKind::kAllGather, "recv", recv, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextCollective();
-  const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  return impl_->Enqueue(fp, [impl, send, recv, tag](std::shared_ptr<OpState>) {
-    return impl->AllGatherHost(send.data, send.bytes(), recv.data, tag);
-  });
-}
-
-std::unique_ptr<Work> GlooCommunicator::ReduceScatter(BufferView send,
-                                                      BufferView recv,
-                                                      ReduceOp op) {
-  Fingerprint fp = Fp(OpKind::kReduceScatter, recv);
-  fp.reduce_op = op;
-  absl::Status s = ValidateReduceScatter(send, recv, op, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kReduceScatter, "send", send, rank());
-  if (s.ok()) s = HostOnly(OpKind::kReduceScatter, "recv", recv, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextCollective();
-  const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  const int r = rank();
-  return impl_->Enqueue(
-      fp,
-      [impl, send, recv, op, tag, r](std::shared_ptr<OpState>) -> absl::Status {
-        // All-reduce a copy of the whole send buffer, keep this rank's slice.
-        std::vector<uint8_t> all(
-            static_cast<const uint8_t*>(send.data),
-            static_cast<const uint8_t*>(send.data) + send.bytes());
-        absl::Status st =
-            impl->AllReduceHost(all.data(), send.count, send.dtype, op, tag);
-        if (!st.ok()) return st;
-        if (recv.bytes() > 0) {
-          std::memcpy(recv.data, all.data() + r * recv.bytes(),
-                      static_cast<size_t>(recv.bytes()));
-        }
-        return absl::OkStatus();
+  switch (fp.op) {
+    case OpKind::kAllReduce: {
+      const ReduceOp rop = *fp.reduce_op;
+      return impl_->Enqueue(fp, [impl, buf, rop,
+                                 tag](std::shared_ptr<OpState>) {
+        return impl->AllReduceHost(buf.data, buf.count, buf.dtype, rop, tag);
       });
-}
-
-std::unique_ptr<Work> GlooCommunicator::Send(BufferView buf, int peer) {
-  Fingerprint fp = Fp(OpKind::kSend, buf);
-  fp.peer = peer;
-  absl::Status s =
-      ValidatePointToPoint(OpKind::kSend, buf, peer, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kSend, "buf", buf, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextSend(peer);
-  if (buf.bytes() == 0)
-    return MakeCompletedWork(absl::OkStatus(), StartRecord(fp, size()));
-  return PointToPoint(*impl_, fp, buf, /*send=*/true);
-}
-
-std::unique_ptr<Work> GlooCommunicator::Recv(BufferView buf, int peer) {
-  Fingerprint fp = Fp(OpKind::kRecv, buf);
-  fp.peer = peer;
-  absl::Status s =
-      ValidatePointToPoint(OpKind::kRecv, buf, peer, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kRecv, "buf", buf, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextRecv(peer);
-  if (buf.bytes() == 0)
-    return MakeCompletedWork(absl::OkStatus(), StartRecord(fp, size()));
-  return PointToPoint(*impl_, fp, buf, /*send=*/false);
-}
-
-absl::Status GlooCommunicator::Barrier() {
-  Fingerprint fp = MakeFingerprint(OpKind::kBarrier, DType::kF32, 0);
-  fp.seq = impl_->NextCollective();
-  const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  return impl_
-      ->Enqueue(fp,
-                [impl, tag](std::shared_ptr<OpState>) {
-                  return impl->BarrierHost(tag);
-                })
-      ->Wait();
+    }
+    case OpKind::kBroadcast: {
+      const int root = fp.root;
+      return impl_->Enqueue(
+          fp, [impl, buf, root, tag](std::shared_ptr<OpState>) {
+            return impl->BroadcastHost(buf.data, buf.bytes(), root, tag);
+          });
+    }
+    case OpKind::kAllGather:
+      return impl_->Enqueue(
+          fp, [impl, buf, recv, tag](std::shared_ptr<OpState>) {
+            return impl->AllGatherHost(buf.data, buf.bytes(), recv.data, tag);
+          });
+    case OpKind::kReduceScatter: {
+      const ReduceOp rop = *fp.reduce_op;
+      const int r = rank();
+      const BufferView send = buf;
+      return impl_->Enqueue(
+          fp,
+          [impl, send, recv, rop, tag,
+           r](std::shared_ptr<OpState>) -> absl::Status {
+            // All-reduce a copy of the whole send buffer, keep this rank's
+            // slice.
+            std::vector<uint8_t> all(
+                static_cast<const uint8_t*>(send.data),
+                static_cast<const uint8_t*>(send.data) + send.bytes());
+            absl::Status st = impl->AllReduceHost(all.data(), send.count,
+                                                  send.dtype, rop, tag);
+            if (!st.ok()) return st;
+            if (recv.bytes() > 0) {
+              std::memcpy(recv.data, all.data() + r * recv.bytes(),
+                          static_cast<size_t>(recv.bytes()));
+            }
+            return absl::OkStatus();
+          });
+    }
+    default:
+      break;
+  }
+  return impl_->Enqueue(fp, [impl, tag](std::shared_ptr<OpState>) {
+    return impl->BarrierHost(tag);
+  });
 }
 
 }  // namespace tandem::comm

@@ -155,19 +155,13 @@ struct MpiCommunicator::Impl {
     work->Start(std::move(launch), check.get());
     return work;
   }
-  // Send (op == kSend) or Recv of `buf` with `peer`: validated, numbered
-  // per peer, never checked (MPI matches them by pair and order).
+  // Send (op == kSend) or Recv of `buf` with `peer` (checked by the front):
+  // numbered per peer, never checked (MPI matches them by pair and order).
   std::unique_ptr<Work> PointToPoint(OpKind op, BufferView buf, int peer,
                                      int rank, int size) {
     const bool send = op == OpKind::kSend;
     Fingerprint fp = MakeFingerprint(op, buf.dtype, buf.count);
     fp.peer = peer;
-    absl::Status valid = ValidatePointToPoint(op, buf, peer, rank, size);
-    if (valid.ok())
-      valid =
-          ValidateMemorySpace(op, "buf", buf, MemorySpace::kHost, "mpi", rank);
-    if (valid.ok()) valid = CheckCount(OpKindName(op), buf.count, rank);
-    if (!valid.ok()) return MakeRejectedWork(valid, fp, size);
     fp.seq = send ? sends_to[peer]++ : recvs_from[peer]++;
     auto work = std::make_unique<MpiWork>(StartRecord(fp, size), policy(rank));
     MPI_Comm mpi_comm = comm;
@@ -300,15 +294,10 @@ MpiCommunicator::~MpiCommunicator() {
   if (impl_->initialized_mpi) MPI_Finalize();
 }
 
-std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
+std::unique_ptr<Work> MpiCommunicator::PostAllReduce(BufferView buf,
+                                                     ReduceOp op) {
   Fingerprint fp = MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count);
   fp.reduce_op = op;
-  absl::Status valid = ValidateAllReduce(buf, op, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kAllReduce, "buf", buf,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("AllReduce", buf.count, rank_);
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
   const int n = size_;
@@ -343,15 +332,9 @@ std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
       });
 }
 
-std::unique_ptr<Work> MpiCommunicator::Broadcast(BufferView buf, int root) {
+std::unique_ptr<Work> MpiCommunicator::PostBroadcast(BufferView buf, int root) {
   Fingerprint fp = MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count);
   fp.root = root;
-  absl::Status valid = ValidateBroadcast(buf, root, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kBroadcast, "buf", buf,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("Broadcast", buf.count, rank_);
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
   return impl_->Collective(
@@ -365,26 +348,10 @@ std::unique_ptr<Work> MpiCommunicator::Broadcast(BufferView buf, int root) {
       });
 }
 
-std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send,
-                                                 BufferView recv) {
+std::unique_ptr<Work> MpiCommunicator::PostAllGather(BufferView send,
+                                                     BufferView recv) {
   Fingerprint fp = MakeFingerprint(OpKind::kAllGather, send.dtype, send.count);
-  absl::Status valid = ValidateAllGather(send, recv, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kAllGather, "send", send,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kAllGather, "recv", recv,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("AllGather", recv.count, rank_);
-  const int64_t slice_bytes = send.bytes();
-  char* my_slice = static_cast<char*>(recv.data) + rank_ * slice_bytes;
-  const bool in_place = valid.ok() && Overlaps(send, recv);
-  if (in_place && send.data != my_slice) {
-    valid = absl::InvalidArgumentError(absl::StrCat(
-        "AllGather on rank ", rank_, ": send overlaps recv but is not rank ",
-        rank_, "'s slice of it; pass disjoint buffers or exactly that slice"));
-  }
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
+  const bool in_place = Overlaps(send, recv);  // then exactly our slice
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
   return impl_->Collective(
@@ -400,21 +367,12 @@ std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send,
       });
 }
 
-std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
-                                                     BufferView recv,
-                                                     ReduceOp op) {
+std::unique_ptr<Work> MpiCommunicator::PostReduceScatter(BufferView send,
+                                                         BufferView recv,
+                                                         ReduceOp op) {
   Fingerprint fp =
       MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count);
   fp.reduce_op = op;
-  absl::Status valid = ValidateReduceScatter(send, recv, op, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kReduceScatter, "send", send,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kReduceScatter, "recv", recv,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("ReduceScatter", send.count, rank_);
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
   const int n = size_;
@@ -462,27 +420,61 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
       });
 }
 
-std::unique_ptr<Work> MpiCommunicator::Send(BufferView buf, int peer) {
-  return impl_->PointToPoint(OpKind::kSend, buf, peer, rank_, size_);
+absl::Status MpiCommunicator::CheckOperation(const Operation& op) {
+  const BufferView& buf = op.buf;
+  const BufferView& recv = op.recv;
+  switch (op.fp.op) {
+    case OpKind::kAllGather: {
+      if (absl::Status s = CheckCount("AllGather", recv.count, rank_);
+          !s.ok()) {
+        return s;
+      }
+      const int64_t slice_bytes = buf.bytes();
+      char* my_slice = static_cast<char*>(recv.data) + rank_ * slice_bytes;
+      if (Overlaps(buf, recv) && buf.data != my_slice) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "AllGather on rank ", rank_,
+            ": send overlaps recv but is not rank ", rank_,
+            "'s slice of it; pass disjoint buffers or exactly that slice"));
+      }
+      return absl::OkStatus();
+    }
+    case OpKind::kReduceScatter:
+      return CheckCount("ReduceScatter", buf.count, rank_);
+    case OpKind::kBarrier:
+      return absl::OkStatus();
+    default:
+      return CheckCount(OpKindName(op.fp.op), buf.count, rank_);
+  }
 }
 
-std::unique_ptr<Work> MpiCommunicator::Recv(BufferView buf, int peer) {
-  return impl_->PointToPoint(OpKind::kRecv, buf, peer, rank_, size_);
-}
-
-absl::Status MpiCommunicator::Barrier() {
+std::unique_ptr<Work> MpiCommunicator::Post(const Operation& op) {
+  switch (op.fp.op) {
+    case OpKind::kAllReduce:
+      return PostAllReduce(op.buf, *op.fp.reduce_op);
+    case OpKind::kBroadcast:
+      return PostBroadcast(op.buf, op.fp.root);
+    case OpKind::kAllGather:
+      return PostAllGather(op.buf, op.recv);
+    case OpKind::kReduceScatter:
+      return PostReduceScatter(op.buf, op.recv, *op.fp.reduce_op);
+    case OpKind::kSend:
+    case OpKind::kRecv:
+      return impl_->PointToPoint(op.fp.op, op.buf, op.fp.peer, rank_, size_);
+    case OpKind::kBarrier:
+      break;
+  }
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
-  std::unique_ptr<Work> work = impl_->Collective(
-      rank_, size_, MakeFingerprint(OpKind::kBarrier, DType::kF32, 0),
-      [=](MpiWork& barrier) -> absl::Status {
-        MPI_Request request;
-        int rc = MPI_Ibarrier(mpi_comm, &request);
-        if (rc != MPI_SUCCESS) return MpiError("MPI_Ibarrier", rc, rank);
-        barrier.AddRequest(request);
-        return absl::OkStatus();
-      });
-  return work->Wait(absl::InfiniteDuration());
+  return impl_->Collective(rank_, size_, op.fp,
+                           [=](MpiWork& barrier) -> absl::Status {
+                             MPI_Request request;
+                             int rc = MPI_Ibarrier(mpi_comm, &request);
+                             if (rc != MPI_SUCCESS)
+                               return MpiError("MPI_Ibarrier", rc, rank);
+                             barrier.AddRequest(request);
+                             return absl::OkStatus();
+                           });
 }
 
 void MpiAbort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }

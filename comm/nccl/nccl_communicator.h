@@ -110,6 +110,7 @@
 #include "absl/time/time.h"
 #include "base/cuda_stream.h"
 #include "comm/communicator.h"
+#include "comm/front.h"
 #include "comm/nccl/abort_signal.h"
 #include "comm/types.h"
 #include "comm/work.h"
@@ -134,7 +135,7 @@ struct NcclOptions {
   std::shared_ptr<AbortSignal> abort_signal;
 };
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public EngineFront {
  public:
   // A fresh ncclUniqueId (ncclGetUniqueId) for a new world. Made once, by
   // one rank, and handed to every rank's Create().
@@ -195,19 +196,6 @@ class NcclCommunicator final : public Communicator {
   bool aborted() const;
   absl::Status abort_cause() const;
 
-  [[nodiscard]] std::unique_ptr<Work> AllReduce(BufferView buf,
-                                                ReduceOp op) override;
-  [[nodiscard]] std::unique_ptr<Work> Broadcast(BufferView buf,
-                                                int root) override;
-  [[nodiscard]] std::unique_ptr<Work> AllGather(BufferView send,
-                                                BufferView recv) override;
-  [[nodiscard]] std::unique_ptr<Work> ReduceScatter(BufferView send,
-                                                    BufferView recv,
-                                                    ReduceOp op) override;
-  [[nodiscard]] std::unique_ptr<Work> Send(BufferView buf, int peer) override;
-  [[nodiscard]] std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
-  absl::Status Barrier() override;
-
   // Sub-communicators (see "Sub-communicators" in comm/communicator.h), by
   // ncclCommSplit (NCCL 2.18+). A collective of this communicator, issued in
   // order with its other collectives: first a bounded all-gather of every
@@ -233,8 +221,25 @@ class NcclCommunicator final : public Communicator {
   // the .cc; opaque here so the header needs no CUDA or NCCL include).
   struct State;
 
+ protected:
+  // Buffers live on this rank's CUDA device.
+  MemorySpace memory_space() const override { return MemorySpace::kCuda; }
+  // Each buffer on device(), and really device memory there when
+  // NcclOptions::check_pointers; Send/Recv also need a usable
+  // communicator (not aborted or closed).
+  absl::Status CheckOperation(const Operation& op) override;
+  // Collectives launch on the communication stream after the compute
+  // stream; Send/Recv are queued and flushed as one group.
+  std::unique_ptr<Work> Post(const Operation& op) override;
+
  private:
   explicit NcclCommunicator(std::shared_ptr<State> state);
+  std::unique_ptr<Work> PostAllReduce(BufferView buf, ReduceOp op);
+  std::unique_ptr<Work> PostBroadcast(BufferView buf, int root);
+  std::unique_ptr<Work> PostAllGather(BufferView send, BufferView recv);
+  std::unique_ptr<Work> PostReduceScatter(BufferView send, BufferView recv,
+                                          ReduceOp op);
+  std::unique_ptr<Work> PostBarrier();
 
   std::shared_ptr<State> state_;
 };
