@@ -41,6 +41,7 @@ namespace {
 
 using gloo_internal::GlooWork;
 using gloo_internal::OpState;
+using gloo_internal::StallPolicy;
 using gloo_internal::StoreAdapter;
 
 // The tag of Create's one exchange (whether to check collectives), before
@@ -61,12 +62,14 @@ class GlooCommunicator::Impl {
   using Task = std::function<absl::Status(std::shared_ptr<OpState>)>;
 
   Impl(int rank, int size, absl::Duration timeout, bool check,
-       std::shared_ptr<gloo::rendezvous::Context> context)
+       std::shared_ptr<gloo::rendezvous::Context> context,
+       std::shared_ptr<const StallPolicy> stall)
       : rank_(rank),
         size_(size),
         timeout_(timeout),
         check_(check),
         context_(std::move(context)),
+        stall_(std::move(stall)),
         send_seq_(static_cast<size_t>(size), 0),
         recv_seq_(static_cast<size_t>(size), 0) {
     worker_ = std::thread([this] { WorkerLoop(); });
@@ -96,7 +99,8 @@ class GlooCommunicator::Impl {
       tasks_.push_back({std::move(task), state, fp});
     }
     tasks_cv_.notify_one();
-    return std::make_unique<GlooWork>(std::move(record), std::move(state));
+    return std::make_unique<GlooWork>(std::move(record), std::move(state),
+                                      stall_);
   }
 
   int64_t NextCollective() { return collectives_++; }
@@ -327,6 +331,7 @@ class GlooCommunicator::Impl {
   const absl::Duration timeout_;
   const bool check_;  // the collective check is on (the same on every rank)
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  const std::shared_ptr<const StallPolicy> stall_;  // every Work's notes
   // Issue-side counters: the rank's thread only.
   int64_t collectives_ = 0;
   std::vector<int64_t> send_seq_;
@@ -357,6 +362,12 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   if (options.store == nullptr) {
     return absl::InvalidArgumentError("gloo: GlooOptions::store is null");
   }
+  if (options.stall_note_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo: GlooOptions::stall_note_interval must be zero (off) or "
+        "positive; got ",
+        absl::FormatDuration(options.stall_note_interval)));
+  }
   TcpStoreClient& store = *options.store;
   // The network interface to listen on: the option, else PyTorch's
   // variable. Checked before arriving, so that a typo fails this rank at
@@ -372,8 +383,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
         "' (GlooOptions::iface or GLOO_SOCKET_IFNAME) does not exist on this "
         "host; `ip link` lists the interfaces"));
   }
-  if (absl::Status s =
-          ArriveAndWait(store, options.prefix, options.rank, options.size);
+  if (absl::Status s = ArriveAndWait(store, options.prefix, options.rank,
+                                     options.size, options.stall_note_interval);
       !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("gloo: ", s.message()));
   }
@@ -426,7 +437,14 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     split_base.check_collectives = check;
     return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(
         std::make_unique<Impl>(options.rank, options.size, options.timeout,
-                               check, std::move(context)),
+                               check, std::move(context),
+                               std::make_shared<const StallPolicy>(StallPolicy{
+                                   .rank = options.rank,
+                                   .size = options.size,
+                                   .timeout = options.timeout,
+                                   .interval = options.stall_note_interval,
+                                   .store = options.store,
+                                   .prefix = options.prefix})),
         std::move(split_base)));
   } catch (const std::exception& e) {
     return absl::UnavailableError(

@@ -69,6 +69,12 @@ struct GlooOptions {
   std::string hostname;
   // Bounds the rendezvous and every operation.
   absl::Duration timeout = absl::Seconds(300);
+  // While the rendezvous or a Wait is stuck, rank 0 prints the stall note
+  // (comm/stall_note.h) every interval, naming the ranks that have not
+  // arrived or not reached the collective (every waiting rank reports
+  // through the store at its own interval; a failed operation's error then
+  // names them too). Zero: silent, as before.
+  absl::Duration stall_note_interval = absl::Seconds(30);
   // Check every collective, as sim and mpi do: before its data moves, each
   // rank's fingerprint (sequence number, op, dtype, count, root, reduce op)
   // is all-gathered; when they differ every rank fails that operation with
