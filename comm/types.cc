@@ -6,63 +6,6 @@
 
 namespace tandem::comm {
 
-int64_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return 4;
-    case DType::kF64:
-      return 8;
-    case DType::kF16:
-      return 2;
-    case DType::kBF16:
-      return 2;
-    case DType::kI32:
-      return 4;
-    case DType::kI64:
-      return 8;
-    case DType::kU8:
-      return 1;
-  }
-  return 0;
-}
-
-std::string DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF64:
-      return "f64";
-    case DType::kF16:
-      return "f16";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kI32:
-      return "i32";
-    case DType::kI64:
-      return "i64";
-    case DType::kU8:
-      return "u8";
-  }
-  return absl::StrCat("dtype(", static_cast<int>(dtype), ")");
-}
-
-bool IsValidDType(DType dtype) { return DTypeSize(dtype) != 0; }
-
-bool IsFloatingPoint(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-    case DType::kF64:
-    case DType::kF16:
-    case DType::kBF16:
-      return true;
-    case DType::kI32:
-    case DType::kI64:
-    case DType::kU8:
-      return false;
-  }
-  return false;
-}
-
 std::string ReduceOpName(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:

@@ -19,48 +19,30 @@
 #include <string_view>
 
 #include "absl/types/span.h"
+#include "base/dtype.h"
 
 namespace tandem::comm {
 
-// Element types a collective can move. f16 is IEEE binary16, bf16 is bfloat16;
-// both are stored as 16-bit patterns (see base/half.h).
-enum class DType : int8_t { kF32, kF64, kF16, kBF16, kI32, kI64, kU8 };
+// Element types a collective can move: base/dtype.h's DType, the one enum
+// tensor and comm share (one numbering, one name table), so a tensor's dtype
+// is a BufferView's dtype with no mapping. f16 is IEEE binary16, bf16 is
+// bfloat16; both are stored as 16-bit patterns (see base/half.h).
+using ::tandem::DType;
+using ::tandem::DTypeName;
+using ::tandem::DTypeSize;
+using ::tandem::IsFloatingPoint;
+using ::tandem::IsValidDType;
 
 inline constexpr DType kAllDTypes[] = {DType::kF32,  DType::kF64, DType::kF16,
                                        DType::kBF16, DType::kI32, DType::kI64,
                                        DType::kU8};
 
-// Size of one element in bytes; 0 for a value outside the enum.
-int64_t DTypeSize(DType dtype);
-// "f32", "f64", "f16", "bf16", "i32", "i64", "u8"; "dtype(<n>)" when invalid.
-std::string DTypeName(DType dtype);
-bool IsValidDType(DType dtype);
-bool IsFloatingPoint(DType dtype);
-
 // The DType of a C++ element type (float, double, int32_t, int64_t, uint8_t).
-// f16/bf16 have no native C++ type here; build their views with an explicit
-// dtype over uint16_t storage.
+// f16/bf16 views are usually built with an explicit dtype over uint16_t
+// storage.
 template <typename T>
-constexpr DType DTypeOf();
-template <>
-constexpr DType DTypeOf<float>() {
-  return DType::kF32;
-}
-template <>
-constexpr DType DTypeOf<double>() {
-  return DType::kF64;
-}
-template <>
-constexpr DType DTypeOf<int32_t>() {
-  return DType::kI32;
-}
-template <>
-constexpr DType DTypeOf<int64_t>() {
-  return DType::kI64;
-}
-template <>
-constexpr DType DTypeOf<uint8_t>() {
-  return DType::kU8;
+constexpr DType DTypeOf() {
+  return ::tandem::DTypeOf<T>::value;
 }
 
 // How AllReduce and ReduceScatter combine the ranks' elements.

@@ -17,9 +17,9 @@ TEST(DTypeTest, SizesAndNames) {
   EXPECT_EQ(DTypeSize(DType::kI32), 4);
   EXPECT_EQ(DTypeSize(DType::kI64), 8);
   EXPECT_EQ(DTypeSize(DType::kU8), 1);
-  EXPECT_EQ(DTypeName(DType::kBF16), "bf16");
-  EXPECT_EQ(DTypeName(DType::kU8), "u8");
-  EXPECT_EQ(DTypeName(static_cast<DType>(42)), "dtype(42)");
+  EXPECT_STREQ(DTypeName(DType::kBF16), "bf16");
+  EXPECT_STREQ(DTypeName(DType::kU8), "u8");
+  EXPECT_STREQ(DTypeName(static_cast<DType>(42)), "dtype(42)");
   EXPECT_FALSE(IsValidDType(static_cast<DType>(42)));
   EXPECT_TRUE(IsFloatingPoint(DType::kF16));
   EXPECT_FALSE(IsFloatingPoint(DType::kI64));

@@ -17,7 +17,6 @@
 #include "comm/fingerprint.h"
 #include "comm/split_plan.h"
 #include "comm/types.h"
-#include "comm/validate.h"
 #include "comm/work.h"
 #include "sim/fiber.h"
 #include "sim/group.h"
@@ -26,7 +25,6 @@ namespace tandem::sim::internal {
 namespace {
 
 using comm::BufferView;
-using comm::MemorySpace;
 using comm::OpKind;
 
 // Stops charging compute to a rank's clock (if any) while its thread is
@@ -49,12 +47,6 @@ class ClockPause {
   RankClock* const clock_;
   double now_s_ = 0;
 };
-
-absl::Status Host(OpKind op, absl::string_view name, const BufferView& buf,
-                  int rank) {
-  return comm::ValidateMemorySpace(op, name, buf, MemorySpace::kHost, "sim",
-                                   rank);
-}
 
 }  // namespace
 
@@ -254,103 +246,33 @@ SimCommunicator::Range SimCommunicator::RangeOf(const BufferView& buf) {
   return Range{begin, begin + static_cast<uintptr_t>(buf.bytes())};
 }
 
-std::unique_ptr<comm::Work> SimCommunicator::AllReduce(BufferView buf,
-                                                       comm::ReduceOp op) {
-  comm::Fingerprint fp =
-      comm::MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count);
-  fp.reduce_op = op;
-  for (const absl::Status& s : {comm::ValidateAllReduce(buf, op, rank_, size()),
-                                Host(OpKind::kAllReduce, "buf", buf, rank_)}) {
-    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
-  }
+std::unique_ptr<comm::Work> SimCommunicator::Post(const Operation& op) {
+  const comm::BufferView& buf = op.buf;
   Access access;
-  access.write = RangeOf(buf);
-  return IssueCollective(fp, Endpoint{buf.data, buf.data}, std::move(access));
-}
-
-std::unique_ptr<comm::Work> SimCommunicator::Broadcast(BufferView buf,
-                                                       int root) {
-  comm::Fingerprint fp =
-      comm::MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count);
-  fp.root = root;
-  for (const absl::Status& s :
-       {comm::ValidateBroadcast(buf, root, rank_, size()),
-        Host(OpKind::kBroadcast, "buf", buf, rank_)}) {
-    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
+  switch (op.fp.op) {
+    case OpKind::kAllReduce:
+      access.write = RangeOf(buf);
+      return IssueCollective(op.fp, Endpoint{buf.data, buf.data}, access);
+    case OpKind::kBroadcast:
+      (rank_ == op.fp.root ? access.read : access.write) = RangeOf(buf);
+      return IssueCollective(op.fp, Endpoint{buf.data, buf.data}, access);
+    case OpKind::kAllGather:
+    case OpKind::kReduceScatter:
+      access.read = RangeOf(buf);
+      access.write = RangeOf(op.recv);
+      return IssueCollective(op.fp, Endpoint{buf.data, op.recv.data}, access);
+    case OpKind::kSend:
+      access.read = RangeOf(buf);
+      return IssuePointToPoint(op.fp.peer, op.fp, Endpoint{buf.data, nullptr},
+                               access);
+    case OpKind::kRecv:
+      access.write = RangeOf(buf);
+      return IssuePointToPoint(op.fp.peer, op.fp, Endpoint{nullptr, buf.data},
+                               access);
+    case OpKind::kBarrier:
+      break;
   }
-  Access access;
-  (rank_ == root ? access.read : access.write) = RangeOf(buf);
-  return IssueCollective(fp, Endpoint{buf.data, buf.data}, std::move(access));
-}
-
-std::unique_ptr<comm::Work> SimCommunicator::AllGather(BufferView send,
-                                                       BufferView recv) {
-  comm::Fingerprint fp =
-      comm::MakeFingerprint(OpKind::kAllGather, send.dtype, send.count);
-  for (const absl::Status& s :
-       {comm::ValidateAllGather(send, recv, rank_, size()),
-        Host(OpKind::kAllGather, "send", send, rank_),
-        Host(OpKind::kAllGather, "recv", recv, rank_)}) {
-    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
-  }
-  Access access;
-  access.read = RangeOf(send);
-  access.write = RangeOf(recv);
-  return IssueCollective(fp, Endpoint{send.data, recv.data}, std::move(access));
-}
-
-std::unique_ptr<comm::Work> SimCommunicator::ReduceScatter(BufferView send,
-                                                           BufferView recv,
-                                                           comm::ReduceOp op) {
-  comm::Fingerprint fp =
-      comm::MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count);
-  fp.reduce_op = op;
-  for (const absl::Status& s :
-       {comm::ValidateReduceScatter(send, recv, op, rank_, size()),
-        Host(OpKind::kReduceScatter, "send", send, rank_),
-        Host(OpKind::kReduceScatter, "recv", recv, rank_)}) {
-    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
-  }
-  Access access;
-  access.read = RangeOf(send);
-  access.write = RangeOf(recv);
-  return IssueCollective(fp, Endpoint{send.data, recv.data}, std::move(access));
-}
-
-std::unique_ptr<comm::Work> SimCommunicator::Send(BufferView buf, int peer) {
-  comm::Fingerprint fp =
-      comm::MakeFingerprint(OpKind::kSend, buf.dtype, buf.count);
-  fp.peer = peer;
-  for (const absl::Status& s :
-       {comm::ValidatePointToPoint(OpKind::kSend, buf, peer, rank_, size()),
-        Host(OpKind::kSend, "buf", buf, rank_)}) {
-    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
-  }
-  Access access;
-  access.read = RangeOf(buf);
-  return IssuePointToPoint(peer, fp, Endpoint{buf.data, nullptr},
-                           std::move(access));
-}
-
-std::unique_ptr<comm::Work> SimCommunicator::Recv(BufferView buf, int peer) {
-  comm::Fingerprint fp =
-      comm::MakeFingerprint(OpKind::kRecv, buf.dtype, buf.count);
-  fp.peer = peer;
-  for (const absl::Status& s :
-       {comm::ValidatePointToPoint(OpKind::kRecv, buf, peer, rank_, size()),
-        Host(OpKind::kRecv, "buf", buf, rank_)}) {
-    if (!s.ok()) return comm::MakeRejectedWork(s, fp, size());
-  }
-  Access access;
-  access.write = RangeOf(buf);
-  return IssuePointToPoint(peer, fp, Endpoint{nullptr, buf.data},
-                           std::move(access));
-}
-
-absl::Status SimCommunicator::Barrier() {
-  comm::Fingerprint fp =
-      comm::MakeFingerprint(OpKind::kBarrier, comm::DType::kF32, 0);
-  return IssueCollective(fp, Endpoint{}, Access{})->Wait();
+  return IssueCollective(op.fp, Endpoint{}, Access{});
 }
 
 std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "comm/fingerprint.h"
+#include "comm/front.h"
 #include "comm/line_sink.h"
 #include "comm/types.h"
 #include "comm/work.h"
@@ -87,7 +88,7 @@ class SimWork : public comm::Work {
   absl::Status status_;
 };
 
-class SimCommunicator : public comm::Communicator {
+class SimCommunicator final : public comm::EngineFront {
  public:
   // `group` and `sink` outlive this. The network clock is on when
   // group.options().clock is set.
@@ -102,18 +103,6 @@ class SimCommunicator : public comm::Communicator {
   int size() const override { return group_.world_size(); }
   std::string_view backend() const override { return "sim"; }
 
-  std::unique_ptr<comm::Work> AllReduce(comm::BufferView buf,
-                                        comm::ReduceOp op) override;
-  std::unique_ptr<comm::Work> Broadcast(comm::BufferView buf,
-                                        int root) override;
-  std::unique_ptr<comm::Work> AllGather(comm::BufferView send,
-                                        comm::BufferView recv) override;
-  std::unique_ptr<comm::Work> ReduceScatter(comm::BufferView send,
-                                            comm::BufferView recv,
-                                            comm::ReduceOp op) override;
-  std::unique_ptr<comm::Work> Send(comm::BufferView buf, int peer) override;
-  std::unique_ptr<comm::Work> Recv(comm::BufferView buf, int peer) override;
-  absl::Status Barrier() override;
   // The reference Split: an AllGather of (color, key) over this
   // communicator (fingerprinted and bounded like any collective), then one
   // sim Group per color, shared by its members (Group::SubGroup). A color
@@ -124,6 +113,12 @@ class SimCommunicator : public comm::Communicator {
                                                             int key) override;
 
   comm::LineSink& output() const override { return sink_; }
+
+ protected:
+  // Issues a checked operation (comm/front.h) on this rank's group: the
+  // overlap check against operations still in flight, injected faults, the
+  // slot, the network clock, the Work (recycled per thread).
+  std::unique_ptr<comm::Work> Post(const Operation& op) override;
 
  private:
   // Byte ranges an operation reads and writes, for the overlap check.

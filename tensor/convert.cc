@@ -67,6 +67,8 @@ void DispatchAll(DType dtype, F&& f) {
       return f(int64_t{});
     case DType::kI32:
       return f(int32_t{});
+    case DType::kU8:  // comm's byte dtype; tensors are not created with it
+      return;
   }
 }
 

@@ -248,6 +248,9 @@ absl::StatusOr<Tensor> CpuArgmax(const Tensor& x, int64_t d) {
     case DType::kI32:
       ArgmaxTyped(x.data<int32_t>(), s, po);
       break;
+    case DType::kU8:
+      ArgmaxTyped(x.data<uint8_t>(), s, po);
+      break;
     case DType::kF16:
     case DType::kBF16: {
       TANDEM_ASSIGN_OR_RETURN(Tensor wide, x.Detach().To(DType::kF32));

@@ -18,7 +18,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
-#include "base/half.h"
+#include "base/dtype.h"
 #include "comm/fingerprint.h"
 #include "comm/gloo/gloo_work.h"
 #include "comm/reduce.h"
@@ -41,11 +41,8 @@ namespace {
 
 using gloo_internal::GlooWork;
 using gloo_internal::OpState;
+using gloo_internal::StallPolicy;
 using gloo_internal::StoreAdapter;
-
-bool IsHalf(DType dtype) {
-  return dtype == DType::kF16 || dtype == DType::kBF16;
-}
 
 // The tag of Create's one exchange (whether to check collectives), before
 // any operation: distinct from every collective's and check's tag.
@@ -65,12 +62,14 @@ class GlooCommunicator::Impl {
   using Task = std::function<absl::Status(std::shared_ptr<OpState>)>;
 
   Impl(int rank, int size, absl::Duration timeout, bool check,
-       std::shared_ptr<gloo::rendezvous::Context> context)
+       std::shared_ptr<gloo::rendezvous::Context> context,
+       std::shared_ptr<const StallPolicy> stall)
       : rank_(rank),
         size_(size),
         timeout_(timeout),
         check_(check),
         context_(std::move(context)),
+        stall_(std::move(stall)),
         send_seq_(static_cast<size_t>(size), 0),
         recv_seq_(static_cast<size_t>(size), 0) {
     worker_ = std::thread([this] { WorkerLoop(); });
@@ -100,7 +99,8 @@ class GlooCommunicator::Impl {
       tasks_.push_back({std::move(task), state, fp});
     }
     tasks_cv_.notify_one();
-    return std::make_unique<GlooWork>(std::move(record), std::move(state));
+    return std::make_unique<GlooWork>(std::move(record), std::move(state),
+                                      stall_);
   }
 
   int64_t NextCollective() { return collectives_++; }
@@ -111,20 +111,12 @@ class GlooCommunicator::Impl {
   absl::Status AllReduceHost(void* data, int64_t count, DType dtype,
                              ReduceOp op, uint32_t tag) {
     if (count == 0) return absl::OkStatus();
-    if (IsHalf(dtype)) {
+    if (Is16BitFloat(dtype)) {
       std::vector<float> wide(static_cast<size_t>(count));
-      const auto* in = static_cast<const uint16_t*>(data);
-      for (int64_t i = 0; i < count; ++i) {
-        wide[i] = dtype == DType::kF16 ? half::F32FromF16(in[i])
-                                       : half::F32FromBF16(in[i]);
-      }
+      Widen16BitFloats(dtype, data, wide.data(), count);
       absl::Status s = AllReduceHost(wide.data(), count, DType::kF32, op, tag);
       if (!s.ok()) return s;
-      auto* out = static_cast<uint16_t*>(data);
-      for (int64_t i = 0; i < count; ++i) {
-        out[i] = dtype == DType::kF16 ? half::F16FromF32(wide[i])
-                                      : half::BF16FromF32(wide[i]);
-      }
+      Narrow16BitFloats(dtype, wide.data(), data, count);
       return absl::OkStatus();
     }
     const ReduceOp combine = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
@@ -339,6 +331,7 @@ class GlooCommunicator::Impl {
   const absl::Duration timeout_;
   const bool check_;  // the collective check is on (the same on every rank)
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  const std::shared_ptr<const StallPolicy> stall_;  // every Work's notes
   // Issue-side counters: the rank's thread only.
   int64_t collectives_ = 0;
   std::vector<int64_t> send_seq_;
@@ -369,6 +362,12 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
   if (options.store == nullptr) {
     return absl::InvalidArgumentError("gloo: GlooOptions::store is null");
   }
+  if (options.stall_note_interval < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo: GlooOptions::stall_note_interval must be zero (off) or "
+        "positive; got ",
+        absl::FormatDuration(options.stall_note_interval)));
+  }
   TcpStoreClient& store = *options.store;
   // The network interface to listen on: the option, else PyTorch's
   // variable. Checked before arriving, so that a typo fails this rank at
@@ -384,8 +383,8 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
         "' (GlooOptions::iface or GLOO_SOCKET_IFNAME) does not exist on this "
         "host; `ip link` lists the interfaces"));
   }
-  if (absl::Status s =
-          ArriveAndWait(store, options.prefix, options.rank, options.size);
+  if (absl::Status s = ArriveAndWait(store, options.prefix, options.rank,
+                                     options.size, options.stall_note_interval);
       !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("gloo: ", s.message()));
   }
@@ -438,7 +437,14 @@ absl::StatusOr<std::unique_ptr<GlooCommunicator>> GlooCommunicator::Create(
     split_base.check_collectives = check;
     return std::unique_ptr<GlooCommunicator>(new GlooCommunicator(
         std::make_unique<Impl>(options.rank, options.size, options.timeout,
-                               check, std::move(context)),
+                               check, std::move(context),
+                               std::make_shared<const StallPolicy>(StallPolicy{
+                                   .rank = options.rank,
+                                   .size = options.size,
+                                   .timeout = options.timeout,
+                                   .interval = options.stall_note_interval,
+                                   .store = options.store,
+                                   .prefix = options.prefix})),
         std::move(split_base)));
   } catch (const std::exception& e) {
     return absl::UnavailableError(
@@ -458,10 +464,6 @@ int GlooCommunicator::size() const { return impl_->size(); }
 
 namespace {
 
-Fingerprint Fp(OpKind op, const BufferView& buf) {
-  return MakeFingerprint(op, buf.dtype, buf.count);
-}
-
 // Queues the posting of a Send or Recv; the waiter thread completes it.
 std::unique_ptr<Work> PointToPoint(GlooCommunicator::Impl& impl,
                                    const Fingerprint& fp, BufferView buf,
@@ -475,124 +477,76 @@ std::unique_ptr<Work> PointToPoint(GlooCommunicator::Impl& impl,
       });
 }
 
-absl::Status HostOnly(OpKind op, const char* name, const BufferView& buf,
-                      int rank) {
-  return ValidateMemorySpace(op, name, buf, MemorySpace::kHost, "gloo", rank);
-}
-
 }  // namespace
 
-std::unique_ptr<Work> GlooCommunicator::AllReduce(BufferView buf, ReduceOp op) {
-  Fingerprint fp = Fp(OpKind::kAllReduce, buf);
-  fp.reduce_op = op;
-  absl::Status s = ValidateAllReduce(buf, op, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kAllReduce, "buf", buf, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
+std::unique_ptr<Work> GlooCommunicator::Post(const Operation& op) {
+  Fingerprint fp = op.fp;
+  const BufferView buf = op.buf;
+  const BufferView recv = op.recv;
+  Impl* impl = impl_.get();
+  switch (fp.op) {
+    case OpKind::kSend:
+    case OpKind::kRecv: {
+      const bool send = fp.op == OpKind::kSend;
+      fp.seq = send ? impl_->NextSend(fp.peer) : impl_->NextRecv(fp.peer);
+      if (buf.bytes() == 0)
+        return MakeCompletedWork(absl::OkStatus(), StartRecord(fp, size()));
+      return PointToPoint(*impl_, fp, buf, send);
+    }
+    default:
+      break;
+  }
   fp.seq = impl_->NextCollective();
   const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  return impl_->Enqueue(fp, [impl, buf, op, tag](std::shared_ptr<OpState>) {
-    return impl->AllReduceHost(buf.data, buf.count, buf.dtype, op, tag);
-  });
-}
-
-std::unique_ptr<Work> GlooCommunicator::Broadcast(BufferView buf, int root) {
-  Fingerprint fp = Fp(OpKind::kBroadcast, buf);
-  fp.root = root;
-  absl::Status s = ValidateBroadcast(buf, root, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kBroadcast, "buf", buf, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextCollective();
-  const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  return impl_->Enqueue(fp, [impl, buf, root, tag](std::shared_ptr<OpState>) {
-    return impl->BroadcastHost(buf.data, buf.bytes(), root, tag);
-  });
-}
-
-std::unique_ptr<Work> GlooCommunicator::AllGather(BufferView send,
-                                                  BufferView recv) {
-  Fingerprint fp = Fp(OpKind::kAllGather, send);
-  absl::Status s = ValidateAllGather(send, recv, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kAllGather, "send", send, rank());
-  if (s.ok()) s = HostOnly(OpKind::kAllGather, "recv", recv, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextCollective();
-  const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  return impl_->Enqueue(fp, [impl, send, recv, tag](std::shared_ptr<OpState>) {
-    return impl->AllGatherHost(send.data, send.bytes(), recv.data, tag);
-  });
-}
-
-std::unique_ptr<Work> GlooCommunicator::ReduceScatter(BufferView send,
-                                                      BufferView recv,
-                                                      ReduceOp op) {
-  Fingerprint fp = Fp(OpKind::kReduceScatter, recv);
-  fp.reduce_op = op;
-  absl::Status s = ValidateReduceScatter(send, recv, op, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kReduceScatter, "send", send, rank());
-  if (s.ok()) s = HostOnly(OpKind::kReduceScatter, "recv", recv, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextCollective();
-  const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  const int r = rank();
-  return impl_->Enqueue(
-      fp,
-      [impl, send, recv, op, tag, r](std::shared_ptr<OpState>) -> absl::Status {
-        // All-reduce a copy of the whole send buffer, keep this rank's slice.
-        std::vector<uint8_t> all(
-            static_cast<const uint8_t*>(send.data),
-            static_cast<const uint8_t*>(send.data) + send.bytes());
-        absl::Status st =
-            impl->AllReduceHost(all.data(), send.count, send.dtype, op, tag);
-        if (!st.ok()) return st;
-        if (recv.bytes() > 0) {
-          std::memcpy(recv.data, all.data() + r * recv.bytes(),
-                      static_cast<size_t>(recv.bytes()));
-        }
-        return absl::OkStatus();
+  switch (fp.op) {
+    case OpKind::kAllReduce: {
+      const ReduceOp rop = *fp.reduce_op;
+      return impl_->Enqueue(fp, [impl, buf, rop,
+                                 tag](std::shared_ptr<OpState>) {
+        return impl->AllReduceHost(buf.data, buf.count, buf.dtype, rop, tag);
       });
-}
-
-std::unique_ptr<Work> GlooCommunicator::Send(BufferView buf, int peer) {
-  Fingerprint fp = Fp(OpKind::kSend, buf);
-  fp.peer = peer;
-  absl::Status s =
-      ValidatePointToPoint(OpKind::kSend, buf, peer, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kSend, "buf", buf, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextSend(peer);
-  if (buf.bytes() == 0)
-    return MakeCompletedWork(absl::OkStatus(), StartRecord(fp, size()));
-  return PointToPoint(*impl_, fp, buf, /*send=*/true);
-}
-
-std::unique_ptr<Work> GlooCommunicator::Recv(BufferView buf, int peer) {
-  Fingerprint fp = Fp(OpKind::kRecv, buf);
-  fp.peer = peer;
-  absl::Status s =
-      ValidatePointToPoint(OpKind::kRecv, buf, peer, rank(), size());
-  if (s.ok()) s = HostOnly(OpKind::kRecv, "buf", buf, rank());
-  if (!s.ok()) return MakeRejectedWork(s, fp, size());
-  fp.seq = impl_->NextRecv(peer);
-  if (buf.bytes() == 0)
-    return MakeCompletedWork(absl::OkStatus(), StartRecord(fp, size()));
-  return PointToPoint(*impl_, fp, buf, /*send=*/false);
-}
-
-absl::Status GlooCommunicator::Barrier() {
-  Fingerprint fp = MakeFingerprint(OpKind::kBarrier, DType::kF32, 0);
-  fp.seq = impl_->NextCollective();
-  const auto tag = static_cast<uint32_t>(fp.seq);
-  Impl* impl = impl_.get();
-  return impl_
-      ->Enqueue(fp,
-                [impl, tag](std::shared_ptr<OpState>) {
-                  return impl->BarrierHost(tag);
-                })
-      ->Wait();
+    }
+    case OpKind::kBroadcast: {
+      const int root = fp.root;
+      return impl_->Enqueue(
+          fp, [impl, buf, root, tag](std::shared_ptr<OpState>) {
+            return impl->BroadcastHost(buf.data, buf.bytes(), root, tag);
+          });
+    }
+    case OpKind::kAllGather:
+      return impl_->Enqueue(
+          fp, [impl, buf, recv, tag](std::shared_ptr<OpState>) {
+            return impl->AllGatherHost(buf.data, buf.bytes(), recv.data, tag);
+          });
+    case OpKind::kReduceScatter: {
+      const ReduceOp rop = *fp.reduce_op;
+      const int r = rank();
+      const BufferView send = buf;
+      return impl_->Enqueue(
+          fp,
+          [impl, send, recv, rop, tag,
+           r](std::shared_ptr<OpState>) -> absl::Status {
+            // All-reduce a copy of the whole send buffer, keep this rank's
+            // slice.
+            std::vector<uint8_t> all(
+                static_cast<const uint8_t*>(send.data),
+                static_cast<const uint8_t*>(send.data) + send.bytes());
+            absl::Status st = impl->AllReduceHost(all.data(), send.count,
+                                                  send.dtype, rop, tag);
+            if (!st.ok()) return st;
+            if (recv.bytes() > 0) {
+              std::memcpy(recv.data, all.data() + r * recv.bytes(),
+                          static_cast<size_t>(recv.bytes()));
+            }
+            return absl::OkStatus();
+          });
+    }
+    default:
+      break;
+  }
+  return impl_->Enqueue(fp, [impl, tag](std::shared_ptr<OpState>) {
+    return impl->BarrierHost(tag);
+  });
 }
 
 }  // namespace tandem::comm

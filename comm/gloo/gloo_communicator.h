@@ -48,6 +48,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/communicator.h"
+#include "comm/front.h"
 #include "comm/store/tcp_store.h"
 
 namespace tandem::comm {
@@ -68,6 +69,12 @@ struct GlooOptions {
   std::string hostname;
   // Bounds the rendezvous and every operation.
   absl::Duration timeout = absl::Seconds(300);
+  // While the rendezvous or a Wait is stuck, rank 0 prints the stall note
+  // (comm/stall_note.h) every interval, naming the ranks that have not
+  // arrived or not reached the collective (every waiting rank reports
+  // through the store at its own interval; a failed operation's error then
+  // names them too). Zero: silent, as before.
+  absl::Duration stall_note_interval = absl::Seconds(30);
   // Check every collective, as sim and mpi do: before its data moves, each
   // rank's fingerprint (sequence number, op, dtype, count, root, reduce op)
   // is all-gathered; when they differ every rank fails that operation with
@@ -83,7 +90,7 @@ struct GlooOptions {
   std::string iface;
 };
 
-class GlooCommunicator : public Communicator {
+class GlooCommunicator final : public EngineFront {
  public:
   // Arrives at the store (an error names the ranks that never did), then
   // connects a full mesh of TCP pairs. Blocks up to options.timeout.
@@ -97,14 +104,6 @@ class GlooCommunicator : public Communicator {
   int size() const override;
   std::string_view backend() const override { return "gloo"; }
 
-  std::unique_ptr<Work> AllReduce(BufferView buf, ReduceOp op) override;
-  std::unique_ptr<Work> Broadcast(BufferView buf, int root) override;
-  std::unique_ptr<Work> AllGather(BufferView send, BufferView recv) override;
-  std::unique_ptr<Work> ReduceScatter(BufferView send, BufferView recv,
-                                      ReduceOp op) override;
-  std::unique_ptr<Work> Send(BufferView buf, int peer) override;
-  std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
-  absl::Status Barrier() override;
   // See "Sub-communicators" above and in comm/communicator.h. Blocks until
   // every member of this rank's color has connected (bounded by the
   // timeout). Errors: the all-gather's (a rank that never calls Split fails
@@ -115,6 +114,11 @@ class GlooCommunicator : public Communicator {
                                                       int key) override;
 
   class Impl;
+
+ protected:
+  // Numbers a checked operation (comm/front.h) and queues it for the worker
+  // thread (collectives, in issue order) or the waiter (Send/Recv).
+  std::unique_ptr<Work> Post(const Operation& op) override;
 
  private:
   // `split_base`: the options a child starts from (the store, this

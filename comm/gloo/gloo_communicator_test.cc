@@ -5,11 +5,13 @@
 // quickly and runs under TSan.
 #include "comm/gloo/gloo_communicator.h"
 
+#include <atomic>
 #include <functional>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "comm/store/tcp_store.h"
 #include "comm/types.h"
 #include "gmock/gmock.h"
@@ -24,7 +26,8 @@ using ::testing::HasSubstr;
 // status (Create's error when it failed).
 std::vector<absl::Status> RunRanks(
     int n, const std::function<absl::Status(GlooCommunicator&)>& fn,
-    absl::Duration timeout = absl::Seconds(30), int arriving = -1) {
+    absl::Duration timeout = absl::Seconds(30), int arriving = -1,
+    absl::Duration stall_note_interval = absl::Seconds(30)) {
   absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
       TcpStoreServer::Start({.bind_address = "127.0.0.1", .port = 0});
   EXPECT_TRUE(server.ok());
@@ -47,6 +50,7 @@ std::vector<absl::Status> RunRanks(
       options.store = client->get();
       options.prefix = "test";
       options.timeout = timeout;
+      options.stall_note_interval = stall_note_interval;
       absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
           GlooCommunicator::Create(options);
       statuses[r] = comm.ok() ? fn(**comm) : comm.status();
@@ -248,6 +252,73 @@ TEST(GlooCommunicatorTest, APeerThatLeavesFailsTheOthers) {
   EXPECT_FALSE(statuses[0].ok());
   EXPECT_THAT(statuses[0].message(),
               HasSubstr("gloo rank 0: #0 AllReduce(f32 x 16, sum) failed"));
+}
+
+// Issue 25: a gloo rank that stops (SIGSTOP, a hang) used to leave the
+// others silent until the timeout, whose error named only the waiting rank.
+// Now rank 0 prints the stall note naming the missing rank, and the error
+// names it too. Rank 1 here connects and then never issues the collective
+// (it waits, bounded, until rank 0 is done).
+TEST(GlooStallNoteTest, NamesTheRankThatNeverIssuesTheCollective) {
+  std::atomic<bool> rank0_done{false};
+  absl::Status rank0_status;
+  ::testing::internal::CaptureStderr();
+  std::vector<absl::Status> statuses = RunRanks(
+      2,
+      [&](GlooCommunicator& comm) -> absl::Status {
+        if (comm.rank() == 1) {
+          const absl::Time give_up = absl::Now() + absl::Seconds(60);
+          while (!rank0_done.load() && absl::Now() < give_up) {
+            absl::SleepFor(absl::Milliseconds(10));
+          }
+          return absl::OkStatus();
+        }
+        std::vector<float> v(4, 1.0f);
+        rank0_status =
+            comm.AllReduce(HostView(absl::MakeSpan(v)), ReduceOp::kSum)->Wait();
+        rank0_done.store(true);
+        return absl::OkStatus();
+      },
+      /*timeout=*/absl::Seconds(3), /*arriving=*/-1,
+      /*stall_note_interval=*/absl::Milliseconds(100));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ExpectAllOk(statuses);
+  EXPECT_FALSE(rank0_status.ok());
+  EXPECT_THAT(err, HasSubstr("rank 0: still waiting for #0 AllReduce(f32 x 4, "
+                             "sum)"));
+  EXPECT_THAT(err, HasSubstr("not yet reached by rank 1"));
+  EXPECT_THAT(err, HasSubstr("timeout in"));
+  EXPECT_THAT(std::string(rank0_status.message()),
+              HasSubstr("rank 1 had not reached #0 AllReduce"));
+}
+
+TEST(GlooStallNoteTest, RendezvousNamesTheRankThatNeverJoins) {
+  ::testing::internal::CaptureStderr();
+  std::vector<absl::Status> statuses = RunRanks(
+      2, [](GlooCommunicator&) { return absl::OkStatus(); },
+      /*timeout=*/absl::Seconds(2), /*arriving=*/1,
+      /*stall_note_interval=*/absl::Milliseconds(100));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(statuses[0].code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(err, HasSubstr("rank 0: still waiting for the rendezvous of 2 "
+                             "ranks"));
+  EXPECT_THAT(err, HasSubstr("not yet arrived: rank 1;"));
+}
+
+TEST(GlooStallNoteTest, ANegativeIntervalIsRefused) {
+  GlooOptions options;
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Start({.bind_address = "127.0.0.1", .port = 0});
+  ASSERT_TRUE(server.ok());
+  absl::StatusOr<std::unique_ptr<TcpStoreClient>> client =
+      TcpStoreClient::Connect({.host = "127.0.0.1", .port = (*server)->port()});
+  ASSERT_TRUE(client.ok());
+  options.store = client->get();
+  options.stall_note_interval = absl::Seconds(-1);
+  absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
+      GlooCommunicator::Create(options);
+  EXPECT_EQ(comm.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(comm.status().message(), HasSubstr("stall_note_interval"));
 }
 
 }  // namespace

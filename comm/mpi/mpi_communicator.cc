@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
-#include "base/half.h"
+#include "base/dtype.h"
 #include "comm/fingerprint.h"
 #include "comm/mpi/internal/mpi_work.h"
 #include "comm/split_plan.h"
@@ -62,26 +62,6 @@ MPI_Op ToMpiOp(ReduceOp op) {
       return MPI_PROD;
   }
   return MPI_OP_NULL;
-}
-
-bool IsHalf(DType dtype) {
-  return dtype == DType::kF16 || dtype == DType::kBF16;
-}
-
-void HalfToF32(DType dtype, const void* src, float* dst, int64_t count) {
-  const auto* in = static_cast<const uint16_t*>(src);
-  for (int64_t i = 0; i < count; ++i) {
-    dst[i] = dtype == DType::kF16 ? half::F32FromF16(in[i])
-                                  : half::F32FromBF16(in[i]);
-  }
-}
-
-void F32ToHalf(DType dtype, const float* src, void* dst, int64_t count) {
-  auto* out = static_cast<uint16_t*>(dst);
-  for (int64_t i = 0; i < count; ++i) {
-    out[i] = dtype == DType::kF16 ? half::F16FromF32(src[i])
-                                  : half::BF16FromF32(src[i]);
-  }
 }
 
 // Divides `count` elements of a floating dtype by `divisor` in place.
@@ -175,19 +155,13 @@ struct MpiCommunicator::Impl {
     work->Start(std::move(launch), check.get());
     return work;
   }
-  // Send (op == kSend) or Recv of `buf` with `peer`: validated, numbered
-  // per peer, never checked (MPI matches them by pair and order).
+  // Send (op == kSend) or Recv of `buf` with `peer` (checked by the front):
+  // numbered per peer, never checked (MPI matches them by pair and order).
   std::unique_ptr<Work> PointToPoint(OpKind op, BufferView buf, int peer,
                                      int rank, int size) {
     const bool send = op == OpKind::kSend;
     Fingerprint fp = MakeFingerprint(op, buf.dtype, buf.count);
     fp.peer = peer;
-    absl::Status valid = ValidatePointToPoint(op, buf, peer, rank, size);
-    if (valid.ok())
-      valid =
-          ValidateMemorySpace(op, "buf", buf, MemorySpace::kHost, "mpi", rank);
-    if (valid.ok()) valid = CheckCount(OpKindName(op), buf.count, rank);
-    if (!valid.ok()) return MakeRejectedWork(valid, fp, size);
     fp.seq = send ? sends_to[peer]++ : recvs_from[peer]++;
     auto work = std::make_unique<MpiWork>(StartRecord(fp, size), policy(rank));
     MPI_Comm mpi_comm = comm;
@@ -320,15 +294,10 @@ MpiCommunicator::~MpiCommunicator() {
   if (impl_->initialized_mpi) MPI_Finalize();
 }
 
-std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
+std::unique_ptr<Work> MpiCommunicator::PostAllReduce(BufferView buf,
+                                                     ReduceOp op) {
   Fingerprint fp = MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count);
   fp.reduce_op = op;
-  absl::Status valid = ValidateAllReduce(buf, op, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kAllReduce, "buf", buf,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("AllReduce", buf.count, rank_);
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
   const int n = size_;
@@ -336,9 +305,10 @@ std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
       rank_, size_, fp, [=](MpiWork& work) -> absl::Status {
         void* data = buf.data;
         MPI_Datatype type = MoveType(buf.dtype);
-        if (IsHalf(buf.dtype)) {
+        if (Is16BitFloat(buf.dtype)) {
           work.scratch().resize(buf.count);
-          HalfToF32(buf.dtype, buf.data, work.scratch().data(), buf.count);
+          Widen16BitFloats(buf.dtype, buf.data, work.scratch().data(),
+                           buf.count);
           data = work.scratch().data();
           type = MPI_FLOAT;
         }
@@ -349,10 +319,11 @@ std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
         work.AddRequest(request);
         MpiWork* raw = &work;
         work.set_finish([raw, buf, op, n] {
-          if (IsHalf(buf.dtype)) {
+          if (Is16BitFloat(buf.dtype)) {
             if (op == ReduceOp::kAvg)
               DivideInPlace(DType::kF32, raw->scratch().data(), buf.count, n);
-            F32ToHalf(buf.dtype, raw->scratch().data(), buf.data, buf.count);
+            Narrow16BitFloats(buf.dtype, raw->scratch().data(), buf.data,
+                              buf.count);
           } else if (op == ReduceOp::kAvg) {
             DivideInPlace(buf.dtype, buf.data, buf.count, n);
           }
@@ -361,15 +332,9 @@ std::unique_ptr<Work> MpiCommunicator::AllReduce(BufferView buf, ReduceOp op) {
       });
 }
 
-std::unique_ptr<Work> MpiCommunicator::Broadcast(BufferView buf, int root) {
+std::unique_ptr<Work> MpiCommunicator::PostBroadcast(BufferView buf, int root) {
   Fingerprint fp = MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count);
   fp.root = root;
-  absl::Status valid = ValidateBroadcast(buf, root, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kBroadcast, "buf", buf,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("Broadcast", buf.count, rank_);
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
   return impl_->Collective(
@@ -383,26 +348,10 @@ std::unique_ptr<Work> MpiCommunicator::Broadcast(BufferView buf, int root) {
       });
 }
 
-std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send,
-                                                 BufferView recv) {
+std::unique_ptr<Work> MpiCommunicator::PostAllGather(BufferView send,
+                                                     BufferView recv) {
   Fingerprint fp = MakeFingerprint(OpKind::kAllGather, send.dtype, send.count);
-  absl::Status valid = ValidateAllGather(send, recv, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kAllGather, "send", send,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kAllGather, "recv", recv,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("AllGather", recv.count, rank_);
-  const int64_t slice_bytes = send.bytes();
-  char* my_slice = static_cast<char*>(recv.data) + rank_ * slice_bytes;
-  const bool in_place = valid.ok() && Overlaps(send, recv);
-  if (in_place && send.data != my_slice) {
-    valid = absl::InvalidArgumentError(absl::StrCat(
-        "AllGather on rank ", rank_, ": send overlaps recv but is not rank ",
-        rank_, "'s slice of it; pass disjoint buffers or exactly that slice"));
-  }
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
+  const bool in_place = Overlaps(send, recv);  // then exactly our slice
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
   return impl_->Collective(
@@ -418,21 +367,12 @@ std::unique_ptr<Work> MpiCommunicator::AllGather(BufferView send,
       });
 }
 
-std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
-                                                     BufferView recv,
-                                                     ReduceOp op) {
+std::unique_ptr<Work> MpiCommunicator::PostReduceScatter(BufferView send,
+                                                         BufferView recv,
+                                                         ReduceOp op) {
   Fingerprint fp =
       MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count);
   fp.reduce_op = op;
-  absl::Status valid = ValidateReduceScatter(send, recv, op, rank_, size_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kReduceScatter, "send", send,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok())
-    valid = ValidateMemorySpace(OpKind::kReduceScatter, "recv", recv,
-                                MemorySpace::kHost, "mpi", rank_);
-  if (valid.ok()) valid = CheckCount("ReduceScatter", send.count, rank_);
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, size_);
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
   const int n = size_;
@@ -444,10 +384,10 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
         const void* input = send.data;
         void* output = recv.data;
         MPI_Datatype type = MoveType(send.dtype);
-        const bool half = IsHalf(send.dtype);
+        const bool half = Is16BitFloat(send.dtype);
         if (half) {
           scratch.resize(send.count + recv.count);
-          HalfToF32(send.dtype, send.data, scratch.data(), send.count);
+          Widen16BitFloats(send.dtype, send.data, scratch.data(), send.count);
           input = scratch.data();
           output = scratch.data() + send.count;
           type = MPI_FLOAT;
@@ -471,7 +411,7 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
             float* result = raw->scratch().data() + send.count;
             if (op == ReduceOp::kAvg)
               DivideInPlace(DType::kF32, result, recv.count, n);
-            F32ToHalf(recv.dtype, result, recv.data, recv.count);
+            Narrow16BitFloats(recv.dtype, result, recv.data, recv.count);
           } else if (op == ReduceOp::kAvg) {
             DivideInPlace(recv.dtype, recv.data, recv.count, n);
           }
@@ -480,27 +420,61 @@ std::unique_ptr<Work> MpiCommunicator::ReduceScatter(BufferView send,
       });
 }
 
-std::unique_ptr<Work> MpiCommunicator::Send(BufferView buf, int peer) {
-  return impl_->PointToPoint(OpKind::kSend, buf, peer, rank_, size_);
+absl::Status MpiCommunicator::CheckOperation(const Operation& op) {
+  const BufferView& buf = op.buf;
+  const BufferView& recv = op.recv;
+  switch (op.fp.op) {
+    case OpKind::kAllGather: {
+      if (absl::Status s = CheckCount("AllGather", recv.count, rank_);
+          !s.ok()) {
+        return s;
+      }
+      const int64_t slice_bytes = buf.bytes();
+      char* my_slice = static_cast<char*>(recv.data) + rank_ * slice_bytes;
+      if (Overlaps(buf, recv) && buf.data != my_slice) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "AllGather on rank ", rank_,
+            ": send overlaps recv but is not rank ", rank_,
+            "'s slice of it; pass disjoint buffers or exactly that slice"));
+      }
+      return absl::OkStatus();
+    }
+    case OpKind::kReduceScatter:
+      return CheckCount("ReduceScatter", buf.count, rank_);
+    case OpKind::kBarrier:
+      return absl::OkStatus();
+    default:
+      return CheckCount(OpKindName(op.fp.op), buf.count, rank_);
+  }
 }
 
-std::unique_ptr<Work> MpiCommunicator::Recv(BufferView buf, int peer) {
-  return impl_->PointToPoint(OpKind::kRecv, buf, peer, rank_, size_);
-}
-
-absl::Status MpiCommunicator::Barrier() {
+std::unique_ptr<Work> MpiCommunicator::Post(const Operation& op) {
+  switch (op.fp.op) {
+    case OpKind::kAllReduce:
+      return PostAllReduce(op.buf, *op.fp.reduce_op);
+    case OpKind::kBroadcast:
+      return PostBroadcast(op.buf, op.fp.root);
+    case OpKind::kAllGather:
+      return PostAllGather(op.buf, op.recv);
+    case OpKind::kReduceScatter:
+      return PostReduceScatter(op.buf, op.recv, *op.fp.reduce_op);
+    case OpKind::kSend:
+    case OpKind::kRecv:
+      return impl_->PointToPoint(op.fp.op, op.buf, op.fp.peer, rank_, size_);
+    case OpKind::kBarrier:
+      break;
+  }
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
-  std::unique_ptr<Work> work = impl_->Collective(
-      rank_, size_, MakeFingerprint(OpKind::kBarrier, DType::kF32, 0),
-      [=](MpiWork& barrier) -> absl::Status {
-        MPI_Request request;
-        int rc = MPI_Ibarrier(mpi_comm, &request);
-        if (rc != MPI_SUCCESS) return MpiError("MPI_Ibarrier", rc, rank);
-        barrier.AddRequest(request);
-        return absl::OkStatus();
-      });
-  return work->Wait(absl::InfiniteDuration());
+  return impl_->Collective(rank_, size_, op.fp,
+                           [=](MpiWork& barrier) -> absl::Status {
+                             MPI_Request request;
+                             int rc = MPI_Ibarrier(mpi_comm, &request);
+                             if (rc != MPI_SUCCESS)
+                               return MpiError("MPI_Ibarrier", rc, rank);
+                             barrier.AddRequest(request);
+                             return absl::OkStatus();
+                           });
 }
 
 void MpiAbort(int code) { MPI_Abort(MPI_COMM_WORLD, code); }

@@ -68,6 +68,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/communicator.h"
+#include "comm/front.h"
 
 namespace tandem::comm {
 
@@ -101,7 +102,7 @@ struct MpiOptions {
 // OFF).
 bool CheckCollectivesEnabled(const MpiOptions& options);
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public EngineFront {
  public:
   // Initialises MPI if nobody has (MPI_Init_thread asking for
   // MPI_THREAD_SERIALIZED; finalised again by the destructor of the
@@ -122,18 +123,6 @@ class MpiCommunicator final : public Communicator {
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
 
-  [[nodiscard]] std::unique_ptr<Work> AllReduce(BufferView buf,
-                                                ReduceOp op) override;
-  [[nodiscard]] std::unique_ptr<Work> Broadcast(BufferView buf,
-                                                int root) override;
-  [[nodiscard]] std::unique_ptr<Work> AllGather(BufferView send,
-                                                BufferView recv) override;
-  [[nodiscard]] std::unique_ptr<Work> ReduceScatter(BufferView send,
-                                                    BufferView recv,
-                                                    ReduceOp op) override;
-  [[nodiscard]] std::unique_ptr<Work> Send(BufferView buf, int peer) override;
-  [[nodiscard]] std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
-  absl::Status Barrier() override;
   // MPI_Comm_split of this communicator, after a checked and timed
   // all-gather of every rank's (color, key) so that a rank that never
   // arrives fails the split at the timeout instead of hanging in
@@ -142,9 +131,22 @@ class MpiCommunicator final : public Communicator {
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
                                                       int key) override;
 
+ protected:
+  // MPI's own limits: counts fit an int; an in-place AllGather's send is
+  // exactly this rank's slice of recv.
+  absl::Status CheckOperation(const Operation& op) override;
+  // Numbers the operation and starts it (after the collective check, when
+  // on) as one non-blocking MPI call.
+  std::unique_ptr<Work> Post(const Operation& op) override;
+
  private:
   struct Impl;
   explicit MpiCommunicator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Work> PostAllReduce(BufferView buf, ReduceOp op);
+  std::unique_ptr<Work> PostBroadcast(BufferView buf, int root);
+  std::unique_ptr<Work> PostAllGather(BufferView send, BufferView recv);
+  std::unique_ptr<Work> PostReduceScatter(BufferView send, BufferView recv,
+                                          ReduceOp op);
   // Fills ranks, sizes and the check around an Impl whose comm (and
   // check_comm, when checking) are set.
   static std::unique_ptr<MpiCommunicator> Wrap(std::unique_ptr<Impl> impl);

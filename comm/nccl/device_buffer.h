@@ -27,7 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "comm/cuda_stream.h"
+#include "base/cuda_stream.h"
 #include "comm/types.h"
 
 namespace tandem::comm {

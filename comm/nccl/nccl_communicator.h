@@ -13,13 +13,13 @@
 //                           comm::NcclCommunicator::Create(id, rank, size,
 //                                                          /*device=*/rank));
 //   // my_stream wrote `grads`:
-//   comm->set_compute_stream(comm::CudaStreamHandle{my_stream});
+//   comm->set_compute_stream(CudaStreamHandle{my_stream});
 //   auto work = comm->AllReduce(grads_view /* MemorySpace::kCuda */,
 //                               comm::ReduceOp::kAvg);
 //   ... keep launching kernels on my_stream; the all-reduce overlaps ...
 //   TANDEM_RETURN_IF_ERROR(work->Wait());        // host waits, or:
 //   TANDEM_RETURN_IF_ERROR(
-//       comm::StreamWaitForWork(*work, comm::CudaStreamHandle{my_stream}));
+//       comm::StreamWaitForWork(*work, CudaStreamHandle{my_stream}));
 //
 // Streams. Each communicator owns a communication stream on its device
 // (non-blocking with respect to the legacy default stream). Every operation
@@ -108,8 +108,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "base/cuda_stream.h"
 #include "comm/communicator.h"
-#include "comm/cuda_stream.h"
+#include "comm/front.h"
 #include "comm/nccl/abort_signal.h"
 #include "comm/types.h"
 #include "comm/work.h"
@@ -134,7 +135,7 @@ struct NcclOptions {
   std::shared_ptr<AbortSignal> abort_signal;
 };
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public EngineFront {
  public:
   // A fresh ncclUniqueId (ncclGetUniqueId) for a new world. Made once, by
   // one rank, and handed to every rank's Create().
@@ -195,19 +196,6 @@ class NcclCommunicator final : public Communicator {
   bool aborted() const;
   absl::Status abort_cause() const;
 
-  [[nodiscard]] std::unique_ptr<Work> AllReduce(BufferView buf,
-                                                ReduceOp op) override;
-  [[nodiscard]] std::unique_ptr<Work> Broadcast(BufferView buf,
-                                                int root) override;
-  [[nodiscard]] std::unique_ptr<Work> AllGather(BufferView send,
-                                                BufferView recv) override;
-  [[nodiscard]] std::unique_ptr<Work> ReduceScatter(BufferView send,
-                                                    BufferView recv,
-                                                    ReduceOp op) override;
-  [[nodiscard]] std::unique_ptr<Work> Send(BufferView buf, int peer) override;
-  [[nodiscard]] std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
-  absl::Status Barrier() override;
-
   // Sub-communicators (see "Sub-communicators" in comm/communicator.h), by
   // ncclCommSplit (NCCL 2.18+). A collective of this communicator, issued in
   // order with its other collectives: first a bounded all-gather of every
@@ -233,8 +221,25 @@ class NcclCommunicator final : public Communicator {
   // the .cc; opaque here so the header needs no CUDA or NCCL include).
   struct State;
 
+ protected:
+  // Buffers live on this rank's CUDA device.
+  MemorySpace memory_space() const override { return MemorySpace::kCuda; }
+  // Each buffer on device(), and really device memory there when
+  // NcclOptions::check_pointers; Send/Recv also need a usable
+  // communicator (not aborted or closed).
+  absl::Status CheckOperation(const Operation& op) override;
+  // Collectives launch on the communication stream after the compute
+  // stream; Send/Recv are queued and flushed as one group.
+  std::unique_ptr<Work> Post(const Operation& op) override;
+
  private:
   explicit NcclCommunicator(std::shared_ptr<State> state);
+  std::unique_ptr<Work> PostAllReduce(BufferView buf, ReduceOp op);
+  std::unique_ptr<Work> PostBroadcast(BufferView buf, int root);
+  std::unique_ptr<Work> PostAllGather(BufferView send, BufferView recv);
+  std::unique_ptr<Work> PostReduceScatter(BufferView send, BufferView recv,
+                                          ReduceOp op);
+  std::unique_ptr<Work> PostBarrier();
 
   std::shared_ptr<State> state_;
 };

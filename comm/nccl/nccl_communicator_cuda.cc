@@ -252,14 +252,10 @@ absl::Time IssueDeadline(const State& s) {
 
 }  // namespace
 
-std::unique_ptr<Work> NcclCommunicator::AllReduce(BufferView buf, ReduceOp op) {
-  State& s = *state_;
-  absl::Status valid = ValidateAllReduce(buf, op, s.rank, s.size);
-  if (valid.ok())
-    valid = ValidateDeviceBuffer(OpKind::kAllReduce, "buf", buf, s);
+std::unique_ptr<Work> NcclCommunicator::PostAllReduce(BufferView buf,
+                                                      ReduceOp op) {
   Fingerprint fp = MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count);
   fp.reduce_op = op;
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   return LaunchCollective(
       state_, fp,
       [&](int64_t seq) {
@@ -279,14 +275,10 @@ std::unique_ptr<Work> NcclCommunicator::AllReduce(BufferView buf, ReduceOp op) {
       });
 }
 
-std::unique_ptr<Work> NcclCommunicator::Broadcast(BufferView buf, int root) {
-  State& s = *state_;
-  absl::Status valid = ValidateBroadcast(buf, root, s.rank, s.size);
-  if (valid.ok())
-    valid = ValidateDeviceBuffer(OpKind::kBroadcast, "buf", buf, s);
+std::unique_ptr<Work> NcclCommunicator::PostBroadcast(BufferView buf,
+                                                      int root) {
   Fingerprint fp = MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count);
   fp.root = root;
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   return LaunchCollective(
       state_, fp,
       [&](int64_t seq) {
@@ -303,17 +295,10 @@ std::unique_ptr<Work> NcclCommunicator::Broadcast(BufferView buf, int root) {
       });
 }
 
-std::unique_ptr<Work> NcclCommunicator::AllGather(BufferView send,
-                                                  BufferView recv) {
-  State& s = *state_;
-  absl::Status valid = ValidateAllGather(send, recv, s.rank, s.size);
-  if (valid.ok())
-    valid = ValidateDeviceBuffer(OpKind::kAllGather, "send", send, s);
-  if (valid.ok())
-    valid = ValidateDeviceBuffer(OpKind::kAllGather, "recv", recv, s);
+std::unique_ptr<Work> NcclCommunicator::PostAllGather(BufferView send,
+                                                      BufferView recv) {
   const Fingerprint fp =
       MakeFingerprint(OpKind::kAllGather, send.dtype, send.count);
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   return LaunchCollective(
       state_, fp,
       [&](int64_t seq) {
@@ -330,21 +315,12 @@ std::unique_ptr<Work> NcclCommunicator::AllGather(BufferView send,
       });
 }
 
-std::unique_ptr<Work> NcclCommunicator::ReduceScatter(BufferView send,
-                                                      BufferView recv,
-                                                      ReduceOp op) {
-  State& s = *state_;
-  absl::Status valid = ValidateReduceScatter(send, recv, op, s.rank, s.size);
-  if (valid.ok()) {
-    valid = ValidateDeviceBuffer(OpKind::kReduceScatter, "send", send, s);
-  }
-  if (valid.ok()) {
-    valid = ValidateDeviceBuffer(OpKind::kReduceScatter, "recv", recv, s);
-  }
+std::unique_ptr<Work> NcclCommunicator::PostReduceScatter(BufferView send,
+                                                          BufferView recv,
+                                                          ReduceOp op) {
   Fingerprint fp =
       MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count);
   fp.reduce_op = op;
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   return LaunchCollective(
       state_, fp,
       [&](int64_t seq) {
@@ -370,12 +346,8 @@ std::unique_ptr<Work> QueueP2p(const std::shared_ptr<State>& state, bool send,
                                const BufferView& buf, int peer) {
   State& s = *state;
   const OpKind op = send ? OpKind::kSend : OpKind::kRecv;
-  absl::Status valid = ValidatePointToPoint(op, buf, peer, s.rank, s.size);
-  if (valid.ok()) valid = ValidateDeviceBuffer(op, "buf", buf, s);
-  if (valid.ok()) valid = s.Usable(op);
   Fingerprint fp = MakeFingerprint(op, buf.dtype, buf.count);
   fp.peer = peer;
-  if (!valid.ok()) return MakeRejectedWork(valid, fp, s.size);
   const int64_t seq = send ? s.sends[peer]++ : s.recvs[peer]++;
   fp.seq = seq;
   std::string name = absl::StrCat(send ? "Send #" : "Recv #", seq,
@@ -390,18 +362,46 @@ std::unique_ptr<Work> QueueP2p(const std::shared_ptr<State>& state, bool send,
 
 }  // namespace
 
-std::unique_ptr<Work> NcclCommunicator::Send(BufferView buf, int peer) {
-  return QueueP2p(state_, /*send=*/true, buf, peer);
+absl::Status NcclCommunicator::CheckOperation(const Operation& op) {
+  State& s = *state_;
+  const bool two_buffers =
+      op.fp.op == OpKind::kAllGather || op.fp.op == OpKind::kReduceScatter;
+  if (op.fp.op == OpKind::kBarrier) return absl::OkStatus();
+  TANDEM_RETURN_IF_ERROR(
+      ValidateDeviceBuffer(op.fp.op, two_buffers ? "send" : "buf", op.buf, s));
+  if (two_buffers) {
+    TANDEM_RETURN_IF_ERROR(ValidateDeviceBuffer(op.fp.op, "recv", op.recv, s));
+  }
+  if (op.fp.op == OpKind::kSend || op.fp.op == OpKind::kRecv) {
+    return s.Usable(op.fp.op);
+  }
+  return absl::OkStatus();
 }
 
-std::unique_ptr<Work> NcclCommunicator::Recv(BufferView buf, int peer) {
-  return QueueP2p(state_, /*send=*/false, buf, peer);
+std::unique_ptr<Work> NcclCommunicator::Post(const Operation& op) {
+  switch (op.fp.op) {
+    case OpKind::kAllReduce:
+      return PostAllReduce(op.buf, *op.fp.reduce_op);
+    case OpKind::kBroadcast:
+      return PostBroadcast(op.buf, op.fp.root);
+    case OpKind::kAllGather:
+      return PostAllGather(op.buf, op.recv);
+    case OpKind::kReduceScatter:
+      return PostReduceScatter(op.buf, op.recv, *op.fp.reduce_op);
+    case OpKind::kSend:
+      return QueueP2p(state_, /*send=*/true, op.buf, op.fp.peer);
+    case OpKind::kRecv:
+      return QueueP2p(state_, /*send=*/false, op.buf, op.fp.peer);
+    case OpKind::kBarrier:
+      break;
+  }
+  return PostBarrier();
 }
 
-absl::Status NcclCommunicator::Barrier() {
+std::unique_ptr<Work> NcclCommunicator::PostBarrier() {
   const BufferView word{state_->scratch, 1, DType::kF32, MemorySpace::kCuda,
                         state_->device};
-  std::unique_ptr<Work> work = LaunchCollective(
+  return LaunchCollective(
       state_, MakeFingerprint(OpKind::kBarrier, DType::kF32, 0),
       [](int64_t seq) { return absl::StrCat("Barrier #", seq); },
       [&](State& st) -> absl::Status {
@@ -410,7 +410,6 @@ absl::Status NcclCommunicator::Barrier() {
                                           ncclSum, st.comm, st.comm_stream),
                             IssueDeadline(st));
       });
-  return work->Wait(absl::InfiniteDuration());  // bounded by the timeout
 }
 
 absl::Status NcclCommunicator::Synchronize() {

@@ -65,26 +65,13 @@ void NcclCommunicator::Abort(const absl::Status&) {}
 bool NcclCommunicator::aborted() const { return false; }
 absl::Status NcclCommunicator::abort_cause() const { return absl::OkStatus(); }
 
-std::unique_ptr<Work> NcclCommunicator::AllReduce(BufferView, ReduceOp) {
-  return MakeCompletedWork(NoCuda("NCCL AllReduce"));
+// No instance exists without CUDA (Create fails); these only link.
+absl::Status NcclCommunicator::CheckOperation(const Operation&) {
+  return NoCuda("NCCL");
 }
-std::unique_ptr<Work> NcclCommunicator::Broadcast(BufferView, int) {
-  return MakeCompletedWork(NoCuda("NCCL Broadcast"));
+std::unique_ptr<Work> NcclCommunicator::Post(const Operation&) {
+  return MakeCompletedWork(NoCuda("NCCL"));
 }
-std::unique_ptr<Work> NcclCommunicator::AllGather(BufferView, BufferView) {
-  return MakeCompletedWork(NoCuda("NCCL AllGather"));
-}
-std::unique_ptr<Work> NcclCommunicator::ReduceScatter(BufferView, BufferView,
-                                                      ReduceOp) {
-  return MakeCompletedWork(NoCuda("NCCL ReduceScatter"));
-}
-std::unique_ptr<Work> NcclCommunicator::Send(BufferView, int) {
-  return MakeCompletedWork(NoCuda("NCCL Send"));
-}
-std::unique_ptr<Work> NcclCommunicator::Recv(BufferView, int) {
-  return MakeCompletedWork(NoCuda("NCCL Recv"));
-}
-absl::Status NcclCommunicator::Barrier() { return NoCuda("NCCL Barrier"); }
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(int,
                                                                       int) {
   return NoCuda("NCCL Split");

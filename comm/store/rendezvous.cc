@@ -1,15 +1,20 @@
 #include "comm/store/rendezvous.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "comm/stall_note.h"
 
 namespace tandem::comm {
 
 absl::Status ArriveAndWait(TcpStoreClient& client, const std::string& prefix,
-                           int rank, int world_size) {
+                           int rank, int world_size,
+                           absl::Duration stall_note_interval) {
   const std::string base = absl::StrCat(prefix, "/arrived/");
   if (absl::Status s = client.Set(absl::StrCat(base, rank), "1"); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("rank ", rank, " of ",
@@ -17,18 +22,49 @@ absl::Status ArriveAndWait(TcpStoreClient& client, const std::string& prefix,
   }
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(absl::StrCat(base, r));
-  absl::Status s = client.Wait(keys);
+  auto missing_ranks = [&] {
+    std::vector<std::string> missing;
+    for (int r = 0; r < world_size; ++r) {
+      absl::StatusOr<bool> here = client.Check({keys[r]});
+      if (here.ok() && !*here) missing.push_back(absl::StrCat(r));
+    }
+    return missing;
+  };
+  absl::Status s;
+  if (stall_note_interval <= absl::ZeroDuration()) {
+    s = client.Wait(keys);
+  } else {
+    // In slices of the interval, so that rank 0 can say who is missing
+    // while the others wait in silence; the store bounds each slice.
+    const absl::Time start = absl::Now();
+    const absl::Time deadline = start + client.timeout();
+    while (true) {
+      const absl::Duration left = deadline - absl::Now();
+      s = client.Wait(keys, std::max(std::min(stall_note_interval, left),
+                                     absl::Milliseconds(1)));
+      if (!absl::IsDeadlineExceeded(s) || absl::Now() >= deadline) break;
+      if (rank != 0) continue;
+      const std::vector<std::string> missing = missing_ranks();
+      if (missing.empty()) continue;
+      PrintStallNote(
+          rank,
+          absl::StrCat("the rendezvous of ", world_size,
+                       " ranks at the TCP store at ", client.address(),
+                       " (keys under ", prefix, ")"),
+          absl::Now() - start,
+          absl::StrCat("not yet arrived: rank",
+                       missing.size() == 1 ? " " : "s ",
+                       absl::StrJoin(missing, ", ")),
+          deadline - absl::Now());
+    }
+  }
   if (s.ok()) return s;
   if (!absl::IsDeadlineExceeded(s)) {
     return absl::Status(s.code(), absl::StrCat("rank ", rank, " of ",
                                                world_size, ": ", s.message()));
   }
   // Name the missing ranks, not the keys.
-  std::vector<std::string> missing;
-  for (int r = 0; r < world_size; ++r) {
-    absl::StatusOr<bool> here = client.Check({keys[r]});
-    if (here.ok() && !*here) missing.push_back(absl::StrCat(r));
-  }
+  const std::vector<std::string> missing = missing_ranks();
   return absl::DeadlineExceededError(absl::StrCat(
       "rank ", rank, " of ", world_size, ": rank",
       missing.size() == 1 ? " " : "s ", absl::StrJoin(missing, ", "),

@@ -11,15 +11,19 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "comm/store/tcp_store.h"
 
 namespace tandem::comm {
 
 // Sets "<prefix>/arrived/<rank>" and waits for every rank's key. On timeout:
 // DeadlineExceeded "rank R of W: ranks 2, 3 did not arrive at the TCP store
-// at HOST:PORT within T" plus what to check.
-absl::Status ArriveAndWait(TcpStoreClient& client, const std::string& prefix,
-                           int rank, int world_size);
+// at HOST:PORT within T" plus what to check. With a positive
+// `stall_note_interval`, rank 0 prints the stall note (comm/stall_note.h)
+// every interval while ranks are missing, naming them.
+absl::Status ArriveAndWait(
+    TcpStoreClient& client, const std::string& prefix, int rank, int world_size,
+    absl::Duration stall_note_interval = absl::ZeroDuration());
 
 }  // namespace tandem::comm
 

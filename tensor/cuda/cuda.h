@@ -43,6 +43,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/cuda_stream.h"
 
 namespace tandem::cuda {
 
@@ -62,18 +63,18 @@ int DeviceCount(std::string* reason = nullptr);
 // "tandem was built without CUDA".
 absl::Status Register();
 
-// The calling thread's current stream on `device`, as a cudaStream_t cast
-// to void* (for NCCL's set_compute_stream, events, or foreign kernels).
+// The calling thread's current stream on `device` (for NCCL's
+// set_compute_stream, events, or foreign kernels).
 // Creates or takes the thread's own stream on first use. Errors: no such
 // device, or the CUDA call that failed.
-absl::StatusOr<void*> CurrentStream(int device);
+absl::StatusOr<CudaStreamHandle> CurrentStream(int device);
 
-// Makes `stream` (a cudaStream_t, owned by the caller) the calling thread's
-// current stream on `device`; nullptr restores the thread's own stream.
+// Makes `stream` (owned by the caller) the calling thread's current stream
+// on `device`; a null handle restores the thread's own stream.
 // The caching allocator reuses a freed block only on the stream it was
 // allocated on, so a stream passed here must outlive the tensors allocated
 // while it was current (or EmptyCache() must run before destroying it).
-absl::Status SetCurrentStream(int device, void* stream);
+absl::Status SetCurrentStream(int device, CudaStreamHandle stream);
 
 // Blocks until the work queued on the calling thread's current stream of
 // `device` has finished; returns the first error that work hit (a kernel

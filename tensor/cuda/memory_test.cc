@@ -114,24 +114,24 @@ TEST(CudaMemoryTest, RepeatedStepsDoNotCallCudaMalloc) {
 
 TEST(CudaStreamTest, OneStreamPerThreadFromAPool) {
   TANDEM_REQUIRE_CUDA();
-  void* main_stream = cuda::CurrentStream(0).value();
+  void* main_stream = cuda::CurrentStream(0).value().raw;
   EXPECT_NE(main_stream, nullptr);
-  EXPECT_EQ(cuda::CurrentStream(0).value(), main_stream);
+  EXPECT_EQ(cuda::CurrentStream(0).value().raw, main_stream);
   void* first = nullptr;
-  std::thread([&] { first = cuda::CurrentStream(0).value(); }).join();
+  std::thread([&] { first = cuda::CurrentStream(0).value().raw; }).join();
   EXPECT_NE(first, nullptr);
   EXPECT_NE(first, main_stream);
   // An exited thread's stream goes back to the pool for the next thread.
   void* second = nullptr;
-  std::thread([&] { second = cuda::CurrentStream(0).value(); }).join();
+  std::thread([&] { second = cuda::CurrentStream(0).value().raw; }).join();
   EXPECT_EQ(second, first);
   // SetCurrentStream overrides it for this thread until reset.
-  ASSERT_TRUE(cuda::SetCurrentStream(0, first).ok());
-  EXPECT_EQ(cuda::CurrentStream(0).value(), first);
+  ASSERT_TRUE(cuda::SetCurrentStream(0, CudaStreamHandle{first}).ok());
+  EXPECT_EQ(cuda::CurrentStream(0).value().raw, first);
   Tensor t = Tensor::Ones({4}, DType::kF32, kGpu).value();
   ASSERT_TRUE(cuda::Synchronize(0).ok());
-  ASSERT_TRUE(cuda::SetCurrentStream(0, nullptr).ok());
-  EXPECT_EQ(cuda::CurrentStream(0).value(), main_stream);
+  ASSERT_TRUE(cuda::SetCurrentStream(0, CudaStreamHandle{}).ok());
+  EXPECT_EQ(cuda::CurrentStream(0).value().raw, main_stream);
 }
 
 TEST(CudaMemoryTest, BlocksAreReusedOnlyOnTheirStream) {

@@ -53,11 +53,11 @@ TEST(NoDeviceTest, CudaTensorIsAClearError) {
 
 TEST(NoDeviceTest, RuntimeCallsSayWhy) {
   if (cuda::DeviceCount() > 0) GTEST_SKIP() << "a CUDA device is present";
-  absl::StatusOr<void*> stream = cuda::CurrentStream(0);
+  absl::StatusOr<CudaStreamHandle> stream = cuda::CurrentStream(0);
   ASSERT_FALSE(stream.ok());
   EXPECT_EQ(stream.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(cuda::Synchronize(0).ok());
-  EXPECT_FALSE(cuda::SetCurrentStream(0, nullptr).ok());
+  EXPECT_FALSE(cuda::SetCurrentStream(0, CudaStreamHandle{}).ok());
   EXPECT_TRUE(cuda::EmptyCache().ok());  // nothing cached, nothing to do
 }
 

@@ -52,11 +52,11 @@ absl::Status Register() {
   return RegisterAllocator(DeviceType::kCUDA, *allocator);
 }
 
-absl::StatusOr<void*> CurrentStream(int device) {
+absl::StatusOr<CudaStreamHandle> CurrentStream(int device) {
   return NoCuda(absl::StrCat("CurrentStream(cuda:", device, ")"));
 }
 
-absl::Status SetCurrentStream(int device, void*) {
+absl::Status SetCurrentStream(int device, CudaStreamHandle) {
   return NoCuda(absl::StrCat("SetCurrentStream(cuda:", device, ")"));
 }
 

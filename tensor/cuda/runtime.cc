@@ -122,16 +122,16 @@ int DeviceCount(std::string* reason) {
   return info.count;
 }
 
-absl::StatusOr<void*> CurrentStream(int device) {
+absl::StatusOr<CudaStreamHandle> CurrentStream(int device) {
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, internal::Enter(device));
-  return static_cast<void*>(stream);
+  return CudaStreamHandle{static_cast<void*>(stream)};
 }
 
-absl::Status SetCurrentStream(int device, void* stream) {
+absl::Status SetCurrentStream(int device, CudaStreamHandle stream) {
   TANDEM_RETURN_IF_ERROR(internal::CheckDevice(device));
   ThreadDevice& td = thread_state.at(device);
-  td.current = static_cast<cudaStream_t>(stream);
-  td.has_current = stream != nullptr;
+  td.current = static_cast<cudaStream_t>(stream.raw);
+  td.has_current = stream.raw != nullptr;
   return absl::OkStatus();
 }
 

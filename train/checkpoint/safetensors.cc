@@ -137,6 +137,8 @@ std::string_view SafetensorsDTypeName(DType dtype) {
       return "I64";
     case DType::kI32:
       return "I32";
+    case DType::kU8:  // comm's byte dtype; tensors are not created with it
+      break;
   }
   return "?";
 }

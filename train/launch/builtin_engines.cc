@@ -229,9 +229,10 @@ Engine NcclEngine() {
     // Each rank's thread has its device current. Its tensor ops go to its
     // current stream there; its collectives must start after them.
     setup.prepare = [](comm::NcclCommunicator& comm) -> absl::Status {
-      absl::StatusOr<void*> stream = cuda::CurrentStream(comm.device().ordinal);
+      absl::StatusOr<CudaStreamHandle> stream =
+          cuda::CurrentStream(comm.device().ordinal);
       if (!stream.ok()) return stream.status();
-      comm.set_compute_stream(comm::CudaStreamHandle{*stream});
+      comm.set_compute_stream(*stream);
       return absl::OkStatus();
     };
     absl::StatusOr<std::optional<comm::LaunchEnv>> env =

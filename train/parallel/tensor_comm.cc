@@ -12,20 +12,9 @@
 namespace tandem::train {
 
 absl::StatusOr<comm::DType> ToCommDType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return comm::DType::kF32;
-    case DType::kF64:
-      return comm::DType::kF64;
-    case DType::kF16:
-      return comm::DType::kF16;
-    case DType::kBF16:
-      return comm::DType::kBF16;
-    case DType::kI64:
-      return comm::DType::kI64;
-    case DType::kI32:
-      return comm::DType::kI32;
-  }
+  // One enum (base/dtype.h): the mapping is the identity; only a value
+  // outside the enum is refused.
+  if (IsValidDType(dtype)) return dtype;
   return absl::InvalidArgumentError(absl::StrCat(
       "ToCommDType: tensor dtype value ", static_cast<int>(dtype),
       " is not one of f32, f64, f16, bf16, i64, i32, so no communication "
@@ -34,24 +23,10 @@ absl::StatusOr<comm::DType> ToCommDType(DType dtype) {
 }
 
 absl::StatusOr<DType> FromCommDType(comm::DType dtype) {
-  switch (dtype) {
-    case comm::DType::kF32:
-      return DType::kF32;
-    case comm::DType::kF64:
-      return DType::kF64;
-    case comm::DType::kF16:
-      return DType::kF16;
-    case comm::DType::kBF16:
-      return DType::kBF16;
-    case comm::DType::kI64:
-      return DType::kI64;
-    case comm::DType::kI32:
-      return DType::kI32;
-    case comm::DType::kU8:
-      break;
-  }
+  // Every member but u8 is a tensor dtype.
+  if (IsValidDType(dtype) && dtype != DType::kU8) return dtype;
   return absl::InvalidArgumentError(absl::StrCat(
-      "FromCommDType: communication dtype ", comm::DTypeName(dtype),
+      "FromCommDType: communication dtype ", DTypeName(dtype),
       " has no tensor dtype; expected one of f32, f64, f16, bf16, i64, i32"));
 }
 
@@ -66,7 +41,7 @@ absl::StatusOr<comm::BufferView> ToBufferView(const Tensor& t) {
   comm::BufferView view;
   view.data = t.raw_data();
   view.count = t.numel();
-  view.dtype = dtype;
+  view.dtype = dtype;  // the same enum: no mapping
   const Device device = t.device();
   if (device.is_cpu()) {
     view.space = comm::MemorySpace::kHost;

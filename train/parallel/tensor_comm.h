@@ -1,14 +1,15 @@
-// The one bridge from tensors to the communication layer: a tensor's dtype as
-// a comm::DType, and a whole tensor as the comm::BufferView a collective
-// moves. comm never includes tensor headers, so this mapping lives on the
+// The one bridge from tensors to the communication layer: a whole tensor as
+// the comm::BufferView a collective moves (a pointer, a count and the
+// tensor's own dtype: tensor and comm share base/dtype.h's DType, so nothing
+// is mapped). comm never includes tensor headers, so this mapping lives on the
 // tensor side, here; DDP and every later parallel wrapper (FSDP, pipeline)
 // build their views with it, and nothing else builds a BufferView from a
 // tensor by hand.
 //
 // Contract:
-//   - ToCommDType maps each tensor dtype to the comm dtype of the same name
-//     and width (f32, f64, f16, bf16, i64, i32); FromCommDType is its
-//     inverse (comm's u8 has no tensor dtype and is an error).
+//   - ToCommDType and FromCommDType are the identity on the shared enum;
+//     they refuse a value outside it, and FromCommDType refuses u8 (a
+//     communication dtype tensors are not created with).
 //   - ToBufferView describes the whole of a defined tensor: data pointer of
 //     its first element, numel() elements, its dtype; a CPU tensor is a
 //     kHost view (device -1), a tensor on CUDA:k a kCuda view of device k.

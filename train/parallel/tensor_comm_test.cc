@@ -1,6 +1,7 @@
 #include "train/parallel/tensor_comm.h"
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -23,11 +24,30 @@ TEST(ToCommDTypeTest, MapsEveryTensorDTypeToTheSameNameAndWidth) {
   for (DType d : all) {
     absl::StatusOr<comm::DType> c = ToCommDType(d);
     ASSERT_TRUE(c.ok()) << c.status();
-    EXPECT_EQ(comm::DTypeName(*c), DTypeName(d));
+    EXPECT_STREQ(comm::DTypeName(*c), DTypeName(d));
     EXPECT_EQ(comm::DTypeSize(*c), DTypeSize(d));
     absl::StatusOr<DType> back = FromCommDType(*c);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(*back, d);
+  }
+}
+
+// tensor and comm once numbered i32 and i64 in opposite orders, so a cast
+// from a tensor's dtype to comm's swapped the two widths: an i32 tensor went
+// out as a view of 8-byte elements, twice its bytes. One enum now; the cast
+// every engine effectively does keeps each width.
+TEST(ToCommDTypeTest, ACastKeepsEveryTensorDTypesWidth) {
+  static_assert(std::is_same_v<comm::DType, DType>);
+  const DType all[] = {DType::kF32,  DType::kF64, DType::kF16,
+                       DType::kBF16, DType::kI64, DType::kI32};
+  for (DType d : all) {
+    const comm::DType cast = static_cast<comm::DType>(static_cast<int8_t>(d));
+    EXPECT_EQ(comm::DTypeSize(cast), DTypeSize(d)) << DTypeName(d);
+    EXPECT_STREQ(comm::DTypeName(cast), DTypeName(d));
+    Tensor t = Tensor::Zeros({3}, d).value();
+    absl::StatusOr<comm::BufferView> v = ToBufferView(t);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(v->bytes(), t.nbytes()) << DTypeName(d);
   }
 }
 

@@ -1,0 +1,83 @@
+#include "comm/front.h"
+
+#include <memory>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "comm/fingerprint.h"
+#include "comm/types.h"
+#include "comm/validate.h"
+#include "comm/work.h"
+
+namespace tandem::comm {
+
+std::unique_ptr<Work> EngineFront::Issue(const Operation& op,
+                                         absl::Status valid) {
+  const OpKind kind = op.fp.op;
+  const bool two_buffers =
+      kind == OpKind::kAllGather || kind == OpKind::kReduceScatter;
+  const std::string_view engine = backend();
+  const absl::string_view name(engine.data(), engine.size());
+  if (valid.ok()) {
+    valid = ValidateMemorySpace(kind, two_buffers ? "send" : "buf", op.buf,
+                                memory_space(), name, rank());
+  }
+  if (valid.ok() && two_buffers) {
+    valid = ValidateMemorySpace(kind, "recv", op.recv, memory_space(), name,
+                                rank());
+  }
+  if (valid.ok()) valid = CheckOperation(op);
+  if (!valid.ok()) return MakeRejectedWork(std::move(valid), op.fp, size());
+  return Post(op);
+}
+
+std::unique_ptr<Work> EngineFront::AllReduce(BufferView buf, ReduceOp op) {
+  Operation o{
+      MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count), buf, {}};
+  o.fp.reduce_op = op;
+  return Issue(o, ValidateAllReduce(buf, op, rank(), size()));
+}
+
+std::unique_ptr<Work> EngineFront::Broadcast(BufferView buf, int root) {
+  Operation o{
+      MakeFingerprint(OpKind::kBroadcast, buf.dtype, buf.count), buf, {}};
+  o.fp.root = root;
+  return Issue(o, ValidateBroadcast(buf, root, rank(), size()));
+}
+
+std::unique_ptr<Work> EngineFront::AllGather(BufferView send, BufferView recv) {
+  Operation o{MakeFingerprint(OpKind::kAllGather, send.dtype, send.count), send,
+              recv};
+  return Issue(o, ValidateAllGather(send, recv, rank(), size()));
+}
+
+std::unique_ptr<Work> EngineFront::ReduceScatter(BufferView send,
+                                                 BufferView recv, ReduceOp op) {
+  Operation o{MakeFingerprint(OpKind::kReduceScatter, recv.dtype, recv.count),
+              send, recv};
+  o.fp.reduce_op = op;
+  return Issue(o, ValidateReduceScatter(send, recv, op, rank(), size()));
+}
+
+std::unique_ptr<Work> EngineFront::Send(BufferView buf, int peer) {
+  Operation o{MakeFingerprint(OpKind::kSend, buf.dtype, buf.count), buf, {}};
+  o.fp.peer = peer;
+  return Issue(o,
+               ValidatePointToPoint(OpKind::kSend, buf, peer, rank(), size()));
+}
+
+std::unique_ptr<Work> EngineFront::Recv(BufferView buf, int peer) {
+  Operation o{MakeFingerprint(OpKind::kRecv, buf.dtype, buf.count), buf, {}};
+  o.fp.peer = peer;
+  return Issue(o,
+               ValidatePointToPoint(OpKind::kRecv, buf, peer, rank(), size()));
+}
+
+absl::Status EngineFront::Barrier() {
+  Operation o{MakeFingerprint(OpKind::kBarrier, DType::kF32, 0), {}, {}};
+  return Post(o)->Wait();
+}
+
+}  // namespace tandem::comm

@@ -1,0 +1,82 @@
+#include "comm/front.h"
+
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace tandem::comm {
+namespace {
+
+using ::testing::HasSubstr;
+
+// An engine that records what reaches it and completes everything at once.
+class RecordingEngine final : public EngineFront {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string_view backend() const override { return "recording"; }
+
+  std::vector<Operation> posted;
+  absl::Status own_check;
+
+ protected:
+  absl::Status CheckOperation(const Operation&) override { return own_check; }
+  std::unique_ptr<Work> Post(const Operation& op) override {
+    posted.push_back(op);
+    Fingerprint fp = op.fp;
+    fp.seq = static_cast<int64_t>(posted.size()) - 1;
+    return MakeCompletedWork(absl::OkStatus(), StartRecord(fp, size()));
+  }
+};
+
+TEST(EngineFrontTest, HandsTheEngineTheFingerprintAndBuffers) {
+  RecordingEngine e;
+  std::vector<float> a(4), b(8);
+  ASSERT_TRUE(
+      e.AllReduce(HostView(absl::MakeSpan(a)), ReduceOp::kMax)->Wait().ok());
+  ASSERT_TRUE(
+      e.AllGather(HostView(absl::MakeSpan(a)), HostView(absl::MakeSpan(b)))
+          ->Wait()
+          .ok());
+  ASSERT_TRUE(e.Send(HostView(absl::MakeSpan(a)), 1)->Wait().ok());
+  ASSERT_TRUE(e.Barrier().ok());
+  ASSERT_EQ(e.posted.size(), 4u);
+  EXPECT_EQ(e.posted[0].fp.DebugString(), "#0 AllReduce(f32 x 4, max)");
+  EXPECT_EQ(e.posted[0].buf.data, a.data());
+  EXPECT_EQ(e.posted[1].fp.op, OpKind::kAllGather);
+  EXPECT_EQ(e.posted[1].buf.data, a.data());
+  EXPECT_EQ(e.posted[1].recv.data, b.data());
+  EXPECT_EQ(e.posted[2].fp.peer, 1);
+  EXPECT_EQ(e.posted[3].fp.op, OpKind::kBarrier);
+  EXPECT_EQ(e.posted[3].fp.count, 0);
+}
+
+TEST(EngineFrontTest, ArgumentErrorsNeverReachTheEngine) {
+  RecordingEngine e;
+  std::vector<float> a(4);
+  std::unique_ptr<Work> bad_root =
+      e.Broadcast(HostView(absl::MakeSpan(a)), /*root=*/5);
+  EXPECT_EQ(bad_root->Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad_root->record().fp.seq, -1);
+  BufferView device{a.data(), 4, DType::kF32, MemorySpace::kCuda, 0};
+  absl::Status on_device = e.AllReduce(device, ReduceOp::kSum)->Wait();
+  EXPECT_EQ(on_device.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(on_device.message(), HasSubstr("recording"));
+  std::vector<float> recv(8);
+  BufferView device_recv{recv.data(), 8, DType::kF32, MemorySpace::kCuda, 0};
+  absl::Status recv_on_device =
+      e.AllGather(HostView(absl::MakeSpan(a)), device_recv)->Wait();
+  EXPECT_THAT(recv_on_device.message(), HasSubstr("recv"));
+  e.own_check = absl::InvalidArgumentError("the engine's own limit");
+  absl::Status own = e.Recv(HostView(absl::MakeSpan(a)), 1)->Wait();
+  EXPECT_THAT(own.message(), HasSubstr("the engine's own limit"));
+  EXPECT_TRUE(e.posted.empty());
+}
+
+}  // namespace
+}  // namespace tandem::comm
