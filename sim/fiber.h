@@ -54,7 +54,7 @@ class FiberScheduler {
   struct Config {
     // Worker threads; 0: std::thread::hardware_concurrency() (at least 1).
     int workers = 0;
-    // Each fiber's stack, bytes (at least 16 KiB; a guard page below it).
+    // Each fiber's stack, bytes (at least 16 KiB; a 64 KiB guard below it).
     int64_t stack_bytes = 1 << 20;
     // Charge each fiber only its own CPU time (two reads of the thread CPU
     // clock per switch; off, base::ThreadCpuSeconds() reads the worker's).

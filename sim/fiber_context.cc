@@ -83,8 +83,13 @@ absl::StatusOr<std::unique_ptr<FiberStack>> FiberStack::Create(int64_t bytes) {
   const size_t page = PageSize();
   const size_t want = static_cast<size_t>(std::max<int64_t>(bytes, 16 << 10));
   const size_t size = (want + page - 1) / page * page;
+  // The guard is 64 KiB, not one page: a frame larger than the guard (a
+  // local array, a deep inline expansion) steps over a one-page guard into
+  // the next fiber's stack, mapped just below, and corrupts it silently
+  // instead of faulting here. PROT_NONE pages cost address space only.
+  const size_t guard = std::max<size_t>(page, (64 << 10) / page * page);
   void* base =
-      mmap(nullptr, size + page, PROT_READ | PROT_WRITE,
+      mmap(nullptr, size + guard, PROT_READ | PROT_WRITE,
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (base == MAP_FAILED) {
     return absl::ResourceExhaustedError(
@@ -95,15 +100,15 @@ absl::StatusOr<std::unique_ptr<FiberStack>> FiberStack::Create(int64_t bytes) {
                      "(sim::Options::stack_bytes) or "
                      "the world size)"));
   }
-  if (mprotect(base, page, PROT_NONE) != 0) {
+  if (mprotect(base, guard, PROT_NONE) != 0) {
     const int err = errno;
-    munmap(base, size + page);
+    munmap(base, size + guard);
     return absl::ResourceExhaustedError(
         absl::StrCat("sim: could not protect a fiber stack's guard page: ",
                      std::strerror(err)));
   }
   return std::unique_ptr<FiberStack>(
-      new FiberStack(static_cast<char*>(base), page, size));
+      new FiberStack(static_cast<char*>(base), guard, size));
 }
 
 FiberStack::~FiberStack() { munmap(base_, guard_ + size_); }

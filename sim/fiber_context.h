@@ -1,7 +1,7 @@
 // FiberStack and SwitchContext: the machine-level half of the simulated
 // cluster's fibers (sim/fiber.h has the scheduler).
 //
-// A FiberStack is an mmap'ed stack with an inaccessible guard page below it,
+// A FiberStack is an mmap'ed stack with an inaccessible 64 KiB guard below it,
 // so an overflow faults (SIGSEGV) instead of corrupting a neighbour. Only
 // the pages a fiber touches cost memory.
 //
@@ -32,7 +32,7 @@ namespace tandem::sim::internal {
 class FiberStack {
  public:
   // `bytes` of usable stack (rounded up to whole pages, at least 16 KiB)
-  // plus one guard page. kResourceExhausted when the mapping fails.
+  // plus the 64 KiB guard. kResourceExhausted when the mapping fails.
   static absl::StatusOr<std::unique_ptr<FiberStack>> Create(int64_t bytes);
   ~FiberStack();
   FiberStack(const FiberStack&) = delete;

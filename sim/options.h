@@ -104,7 +104,7 @@ struct Options {
   // ranks reserve 8 GiB of address space instead of 64 GiB. Only the pages
   // a rank touches cost memory. A rank that overflows its stack crashes the
   // process (SIGSEGV): raise this if a rank's function recurses deeply.
-  // With kFibers: each fiber's stack (mmap'ed, with a guard page; at least
+  // With kFibers: each fiber's stack (mmap'ed, with a 64 KiB guard; at least
   // 16 KiB). A fiber runs on its worker's thread-local storage, so none of
   // its stack goes to it.
   int64_t stack_bytes = 1 << 20;

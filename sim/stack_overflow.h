@@ -1,6 +1,6 @@
 // Names a fiber's stack overflow instead of a bare SIGSEGV: a rank whose
 // fiber runs past its stack (--sim_stack_kib too small for what it calls)
-// touches the guard page below it, and this process's SIGSEGV handler, on
+// touches the guard below it, and this process's SIGSEGV handler, on
 // an alternate signal stack, says so before the default action ends the
 // process (exit by SIGSEGV, as before, with a core where enabled).
 //

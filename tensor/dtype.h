@@ -7,10 +7,4 @@
 
 #include "base/dtype.h"  // IWYU pragma: export
 
-namespace tandem {
-
-using ::tandem::DType;
-
-}  // namespace tandem
-
 #endif  // TANDEM_TENSOR_DTYPE_H_
