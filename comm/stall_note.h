@@ -11,8 +11,10 @@
 #ifndef TANDEM_COMM_STALL_NOTE_H_
 #define TANDEM_COMM_STALL_NOTE_H_
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -27,6 +29,14 @@ std::string StallNote(int rank, std::string_view what, absl::Duration waited,
 // Writes StallNote(...) to stderr and flushes it.
 void PrintStallNote(int rank, std::string_view what, absl::Duration waited,
                     std::string_view progress, absl::Duration left);
+
+// Names the members a wait misses, at most kMaxNamedMembers of them, and
+// counts the rest (a line naming 8000 ranks helps nobody): "rank 1",
+// "ranks 1, 3", "ranks 0, 1, ..., 15 and 90 more". `noun` is the singular
+// ("rank", "node"); the plural adds an "s". `ids` are printed in the order
+// given; empty gives "no <noun>s".
+inline constexpr int kMaxNamedMembers = 16;
+std::string NameMembers(std::string_view noun, const std::vector<int64_t>& ids);
 
 }  // namespace tandem::comm
 

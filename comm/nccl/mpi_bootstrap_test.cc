@@ -57,10 +57,10 @@ bool EnoughGpus() { return LocalGpuCount() >= mpi->local_size(); }
 TEST(MpiBootstrapTest, WithoutAGpuPerRankEveryRankFailsAlike) {
   ASSERT_NE(mpi, nullptr);
   if (EnoughGpus()) GTEST_SKIP() << "this node has a GPU per rank";
-  const absl::Time start = absl::Now();
+  // FailedPrecondition, not the 30 s timeout's DeadlineExceeded: the code
+  // shows the bootstrap did not stall, without measuring time.
   auto nccl =
       CreateNcclCommunicatorFromMpi(*mpi, WithTimeout(absl::Seconds(30)));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(20)) << "bootstrap stalled";
   ASSERT_FALSE(nccl.ok());
   EXPECT_EQ(nccl.status().code(), absl::StatusCode::kFailedPrecondition)
       << nccl.status();

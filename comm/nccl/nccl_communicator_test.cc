@@ -92,13 +92,13 @@ absl::StatusOr<std::vector<T>> ToHost(const DeviceBuffer& dev) {
 TEST(NoGpuTest, RunOnLocalGpusFailsAtOnceWithTheReason) {
   if (LocalGpuCount() > 0) GTEST_SKIP() << "this machine has a GPU";
   std::atomic<int> calls{0};
-  const absl::Time start = absl::Now();
+  // Refused before any rank starts: the FailedPrecondition below (not a
+  // timeout) is the proof that nothing waited, so no time is measured.
   LocalRunResult result =
       RunOnLocalGpus(2, [&](int, NcclCommunicator&) -> absl::Status {
         ++calls;
         return absl::OkStatus();
       });
-  EXPECT_LT(absl::Now() - start, absl::Seconds(30)) << "no-GPU path stalled";
   EXPECT_EQ(calls.load(), 0);
   EXPECT_TRUE(result.ranks.empty());
   EXPECT_EQ(result.launch.code(), absl::StatusCode::kFailedPrecondition)
@@ -412,7 +412,6 @@ TEST(MultiGpuTest, TimeoutAbortsAndNamesTheOperationAndSequenceNumber) {
 TEST(MultiGpuTest, AFailingRankAbortsThePeersThatWaitForIt) {
   SKIP_UNLESS_GPUS(2);
   absl::Status waited;
-  const absl::Time start = absl::Now();
   LocalRunResult result = RunOnLocalGpus(
       2,
       [&](int rank, NcclCommunicator& comm) -> absl::Status {
@@ -423,8 +422,8 @@ TEST(MultiGpuTest, AFailingRankAbortsThePeersThatWaitForIt) {
         return waited;
       },
       WithTimeout(absl::Minutes(10)));
-  // Ended by the signal, not by the 10-minute timeout.
-  EXPECT_LT(absl::Now() - start, absl::Minutes(2));
+  // Ended by the signal (Aborted naming rank 1), not by the 10-minute
+  // timeout (DeadlineExceeded): the code is the proof, not a clock.
   EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
   EXPECT_THAT(waited.message(), HasSubstr("rank 1 failed"));
   EXPECT_THAT(waited.message(), HasSubstr("rank 1 lost its data"));

@@ -1,11 +1,11 @@
 #include "comm/store/rendezvous.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "comm/stall_note.h"
@@ -22,11 +22,13 @@ absl::Status ArriveAndWait(TcpStoreClient& client, const std::string& prefix,
   }
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(absl::StrCat(base, r));
+  // Every rank is checked (one store round trip each: world_size is
+  // bounded by the file-descriptor limit); NameMembers names at most 16.
   auto missing_ranks = [&] {
-    std::vector<std::string> missing;
+    std::vector<int64_t> missing;
     for (int r = 0; r < world_size; ++r) {
       absl::StatusOr<bool> here = client.Check({keys[r]});
-      if (here.ok() && !*here) missing.push_back(absl::StrCat(r));
+      if (here.ok() && !*here) missing.push_back(r);
     }
     return missing;
   };
@@ -44,7 +46,7 @@ absl::Status ArriveAndWait(TcpStoreClient& client, const std::string& prefix,
                                      absl::Milliseconds(1)));
       if (!absl::IsDeadlineExceeded(s) || absl::Now() >= deadline) break;
       if (rank != 0) continue;
-      const std::vector<std::string> missing = missing_ranks();
+      const std::vector<int64_t> missing = missing_ranks();
       if (missing.empty()) continue;
       PrintStallNote(
           rank,
@@ -52,9 +54,7 @@ absl::Status ArriveAndWait(TcpStoreClient& client, const std::string& prefix,
                        " ranks at the TCP store at ", client.address(),
                        " (keys under ", prefix, ")"),
           absl::Now() - start,
-          absl::StrCat("not yet arrived: rank",
-                       missing.size() == 1 ? " " : "s ",
-                       absl::StrJoin(missing, ", ")),
+          absl::StrCat("not yet arrived: ", NameMembers("rank", missing)),
           deadline - absl::Now());
     }
   }
@@ -64,10 +64,9 @@ absl::Status ArriveAndWait(TcpStoreClient& client, const std::string& prefix,
                                                world_size, ": ", s.message()));
   }
   // Name the missing ranks, not the keys.
-  const std::vector<std::string> missing = missing_ranks();
+  const std::vector<int64_t> missing = missing_ranks();
   return absl::DeadlineExceededError(absl::StrCat(
-      "rank ", rank, " of ", world_size, ": rank",
-      missing.size() == 1 ? " " : "s ", absl::StrJoin(missing, ", "),
+      "rank ", rank, " of ", world_size, ": ", NameMembers("rank", missing),
       " did not arrive at the TCP store at ", client.address(), " within ",
       absl::FormatDuration(client.timeout()),
       "; check that every worker started (same MASTER_ADDR/MASTER_PORT and "

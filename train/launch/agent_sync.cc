@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "comm/stall_note.h"
 #include "comm/store/tcp_store.h"
 
 namespace tandem::train {
@@ -24,8 +25,6 @@ namespace {
 // How often a waiting agent looks at the store again (and at signals).
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
-// At most this many missing nodes are named in one line.
-constexpr int kMaxNamed = 16;
 
 absl::Status Annotate(const absl::Status& s, int node,
                       const std::string& doing) {
@@ -36,18 +35,6 @@ absl::Status Annotate(const absl::Status& s, int node,
 
 std::string Clock(absl::Time t) {
   return absl::FormatTime("%H:%M:%S UTC", t, absl::UTCTimeZone());
-}
-
-// "node 1", "nodes 1, 3", "nodes 1, 2, ... and 90 more".
-std::string NameNodes(const std::vector<int>& nodes) {
-  std::string out = nodes.size() == 1 ? "node " : "nodes ";
-  for (size_t i = 0; i < nodes.size() && i < kMaxNamed; ++i) {
-    absl::StrAppend(&out, i == 0 ? "" : ", ", nodes[i]);
-  }
-  if (nodes.size() > kMaxNamed) {
-    absl::StrAppend(&out, " and ", nodes.size() - kMaxNamed, " more");
-  }
-  return out;
 }
 
 // One bounded wait of an agent: its deadline, its stall notes, its signal.
@@ -209,13 +196,14 @@ absl::Status AgentSync::ArriveAndWait(const std::string& prefix,
     keys.push_back(absl::StrCat(base, n));
   }
   const auto missing = [&]() -> std::string {
-    std::vector<int> absent;
+    std::vector<int64_t> absent;
     for (int n = 0; n < options_.nnodes; ++n) {
       absl::StatusOr<bool> here = client_->Check({keys[n]});
       if (here.ok() && !*here) absent.push_back(n);
     }
     if (absent.empty()) return "the last node";
-    return absl::StrCat(NameNodes(absent), " of --nnodes=", options_.nnodes);
+    return absl::StrCat(comm::NameMembers("node", absent),
+                        " of --nnodes=", options_.nnodes);
   };
   BoundedWait wait(options_, doing, timeout, RdzvLimit(options_));
   while (true) {

@@ -188,9 +188,7 @@ TEST_F(WorkerGroupTest, ASignalOnOneNodeStopsEveryNodeWithoutRestarting) {
   WorkerGroupOptions signalled = o;
   signalled.signal_fd = fds[0];
   std::thread signaller = SignalWhenReady(dir_, 4, fds[1]);
-  const absl::Time start = absl::Now();
   std::vector<absl::StatusOr<WorkerGroupResult>> r = RunNodes({o, signalled});
-  const absl::Duration took = absl::Now() - start;
   signaller.join();
   close(fds[0]);
   close(fds[1]);
@@ -199,9 +197,10 @@ TEST_F(WorkerGroupTest, ASignalOnOneNodeStopsEveryNodeWithoutRestarting) {
   EXPECT_EQ(r[1]->exit_code, 128 + SIGTERM);
   EXPECT_EQ(r[0]->exit_code, 1);
   EXPECT_EQ(r[0]->restarts, 0);
+  // Node 0 ended because node 1 said it was stopped, not by the agents'
+  // timeout (that would be a timeout naming the missing node): the reason
+  // is the proof, so no measured time is asserted.
   EXPECT_EQ(r[0]->stopped, "node 1: tandemrun stopped by signal 15");
-  // Not the agents' 30 s timeout: nobody waited for a node that left.
-  EXPECT_LT(took, absl::Seconds(25));
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_EQ(Read(absl::StrCat("attempts", rank)), "0\n") << rank;
   }
