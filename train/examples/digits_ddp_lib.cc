@@ -38,6 +38,7 @@
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
 #include "train/data/shared_load.h"
+#include "train/examples/broadcast_dataset.h"
 #include "train/examples/run_monitor.h"
 #include "train/examples/shard_mode.h"
 #include "train/launch/config_agreement.h"
@@ -87,14 +88,17 @@ int64_t RowsNeeded(double test_fraction, int64_t world_size) {
   }
 }
 
-// Loads the CSV (labels checked against the 10 digit classes, so a bad label
-// fails at load in either split) and splits it; too few rows for one test
-// sample and one training sample per rank is an error naming the count.
-absl::StatusOr<Split> LoadAndSplit(const DigitsConfig& config,
-                                   int64_t world_size) {
-  TANDEM_ASSIGN_OR_RETURN(
-      TensorDataset data,
-      LoadCsvDataset(config.data_path, {.num_classes = kNumClasses}));
+// Loads the CSV, labels checked against the 10 digit classes (so a bad
+// label fails at load in either split).
+absl::StatusOr<TensorDataset> LoadDigits(const DigitsConfig& config) {
+  return LoadCsvDataset(config.data_path, {.num_classes = kNumClasses});
+}
+
+// Splits the loaded rows; too few rows for one test sample and one training
+// sample per rank is an error naming the count.
+absl::StatusOr<Split> SplitDigits(const DigitsConfig& config,
+                                  const TensorDataset& data,
+                                  int64_t world_size) {
   if (data.features.ndim() != 2 || data.features.dim(1) != 64) {
     return absl::InvalidArgumentError(absl::StrCat(
         config.data_path, ": expected 64 pixel columns and a label, found ",
@@ -140,15 +144,16 @@ struct SharedSplit {
   uint64_t hash = 0;
 };
 
-// LoadAndSplit once per process: the simulated cluster's ranks are threads,
-// and 8192 private copies of the data set (and 8192 parses of the file)
-// would dominate the run. Keyed by everything the result depends on, the
+// LoadDigits and SplitDigits once per process: the simulated cluster's ranks
+// are threads, and 8192 private copies of the data set (and 8192 parses of the
+// file) would dominate the run. Keyed by everything the result depends on, the
 // file's size and modification time included, so a rewritten file is read
 // again. Each rank still draws its own indices (DistributedSampler).
 absl::StatusOr<std::shared_ptr<const SharedSplit>> LoadSharedSplit(
     const DigitsConfig& config, int64_t world_size) {
   auto load = [&]() -> absl::StatusOr<SharedSplit> {
-    TANDEM_ASSIGN_OR_RETURN(Split split, LoadAndSplit(config, world_size));
+    TANDEM_ASSIGN_OR_RETURN(const TensorDataset data, LoadDigits(config));
+    TANDEM_ASSIGN_OR_RETURN(Split split, SplitDigits(config, data, world_size));
     const uint64_t hash = DatasetHash(split);
     return SharedSplit{std::move(split), hash};
   };
@@ -191,6 +196,31 @@ absl::StatusOr<std::shared_ptr<const SharedSplit>> LoadSharedSplit(
                       modified.time_since_epoch().count(), config.split_seed,
                       config.test_fraction, world_size);
   return cache->Get(key, load);
+}
+
+// This rank's view of the data. With ranks in separate processes (mpi,
+// gloo) a pipe can be read by one of them only: rank 0 reads it and
+// broadcasts the rows (whether it is a pipe is rank 0's to say: under
+// mpirun the other ranks' stdin is /dev/null). Everything else goes through
+// the per-process cache.
+absl::StatusOr<std::shared_ptr<const SharedSplit>> LoadSplitForRank(
+    const DigitsConfig& config, comm::Communicator& comm) {
+  const bool process_per_rank =
+      comm.backend() == "mpi" || comm.backend() == "gloo";
+  if (!process_per_rank || comm.size() == 1) {
+    return LoadSharedSplit(config, comm.size());
+  }
+  TANDEM_ASSIGN_OR_RETURN(const bool stream,
+                          Rank0Says(comm, IsStreamInput(config.data_path)));
+  if (!stream) return LoadSharedSplit(config, comm.size());
+  TANDEM_ASSIGN_OR_RETURN(const TensorDataset data,
+                          LoadOnRank0AndBroadcast(comm, config.data_path, [&] {
+                            return LoadDigits(config);
+                          }));
+  TANDEM_ASSIGN_OR_RETURN(Split split, SplitDigits(config, data, comm.size()));
+  const uint64_t hash = DatasetHash(split);
+  return std::make_shared<const SharedSplit>(
+      SharedSplit{std::move(split), hash});
 }
 
 absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(
@@ -353,7 +383,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       CheckGlobalBatch(config.global_batch_size, comm.size()));
   const comm::RankPrinter out(comm);
   TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<const SharedSplit> shared,
-                          LoadSharedSplit(config, comm.size()));
+                          LoadSplitForRank(config, comm));
   const Split& split = shared->split;
   TANDEM_RETURN_IF_ERROR(
       CheckRanksAgree(comm, device,
