@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "comm/fingerprint.h"
+#include "comm/stall_note.h"
 #include "comm/types.h"
 #include "sim/cpu_relax.h"
 
@@ -305,19 +306,10 @@ void Group::NoteLocked(const Slot& slot, absl::Time issued,
           ? "every participant issued it; its data is "
             "still moving"
           : absl::StrCat("not yet issued by ", MissingRanksLocked(slot));
-  const std::string left =
-      op_deadline == Deadline::max()
-          ? std::string("no timeout")
-          : absl::StrCat("timeout in ",
-                         absl::FormatDuration(absl::Trunc(
-                             absl::FromChrono(op_deadline - Clock::now()),
-                             absl::Milliseconds(100))));
-  const std::string line = absl::StrCat(
-      "rank 0: still waiting for ", Describe(slot), " for ",
-      absl::FormatDuration(absl::Trunc(now - issued, absl::Milliseconds(100))),
-      "; ", waiting, "; ", left, "\n");
-  std::fputs(line.c_str(), stderr);
-  std::fflush(stderr);
+  comm::PrintStallNote(0, Describe(slot), now - issued, waiting,
+                       op_deadline == Deadline::max()
+                           ? absl::InfiniteDuration()
+                           : absl::FromChrono(op_deadline - Clock::now()));
 }
 
 std::string Group::PendingDescription(const Slot& slot) const {

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "comm/fingerprint.h"
+#include "comm/stall_note.h"
 
 namespace tandem::comm::mpi_internal {
 
@@ -105,19 +106,10 @@ void MpiWork::MaybeNote(absl::Time now, absl::Time& next_note) {
     return;
   if (now < next_note) return;
   next_note = now + policy_.stall_note_interval;
-  const std::string left =
-      deadline_ == absl::InfiniteFuture()
-          ? std::string("no timeout")
-          : absl::StrCat("timeout in ",
-                         absl::FormatDuration(absl::Trunc(
-                             deadline_ - now, absl::Milliseconds(100))));
-  const std::string line =
-      absl::StrCat("rank 0: still waiting for ", Name(), " for ",
-                   absl::FormatDuration(absl::Trunc(now - record().start,
-                                                    absl::Milliseconds(100))),
-                   "; ", Progress(), "; ", left, "\n");
-  std::fputs(line.c_str(), stderr);
-  std::fflush(stderr);
+  comm::PrintStallNote(0, Name(), now - record().start, Progress(),
+                       deadline_ == absl::InfiniteFuture()
+                           ? absl::InfiniteDuration()
+                           : deadline_ - now);
 }
 
 absl::Status MpiWork::Wait(absl::Duration timeout) {
