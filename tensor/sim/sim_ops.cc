@@ -6,14 +6,17 @@
 // way, so gradients of simulated tensors are simulated tensors and every
 // value is bit for bit the CPU's.
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/convert.h"
 #include "tensor/op_kernels.h"
+#include "tensor/op_table.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 #include "tensor/optim/update_kernels.h"
@@ -217,6 +220,25 @@ absl::Status SimAdamWStep(const Tensor& param, const Tensor& grad,
   return absl::OkStatus();
 }
 
+// Any pointwise row (op_table.h's PointwiseKernel): the CPU kernel of the
+// row named kName, on host views of the output and the inputs. The op's
+// definition allocated `out` on the simulated device and records autograd
+// itself (its backward is another op), so nothing is recorded here. A new
+// pointwise op gets its sim kernel with one line in RegisterSimKernels.
+template <const char* kName>
+absl::Status SimPointwise(const Tensor& out, absl::Span<const Tensor> inputs,
+                          double attr) {
+  static const OpKernels<PointwiseKernel> row(kName);
+  TANDEM_ASSIGN_OR_RETURN(PointwiseKernel * cpu, row.For(Device::CPU()));
+  std::vector<Tensor> host;
+  host.reserve(inputs.size());
+  for (const Tensor& t : inputs) host.push_back(Raw(t));
+  return cpu(Raw(out), host, attr);
+}
+
+constexpr char kGelu[] = "Gelu";
+constexpr char kGeluBackward[] = "GeluBackward";
+
 }  // namespace
 
 absl::Status RegisterSimKernels() {
@@ -240,6 +262,10 @@ absl::Status RegisterSimKernels() {
            ConvertKernels().Register(kSim, SimConvert),
            SgdStepKernels().Register(kSim, SimSgdStep),
            AdamWStepKernels().Register(kSim, SimAdamWStep),
+           OpKernels<PointwiseKernel>(kGelu).Register(kSim,
+                                                      SimPointwise<kGelu>),
+           OpKernels<PointwiseKernel>(kGeluBackward)
+               .Register(kSim, SimPointwise<kGeluBackward>),
        }) {
     if (!s.ok()) return s;
   }
