@@ -20,29 +20,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tensor/elementwise_op.h"  // IWYU pragma: export
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 #include "tensor/tensor.h"
 
 namespace tandem {
-
-enum class BinaryOp : int8_t { kAdd, kSub, kMul, kDiv };
-
-// Elementwise functions; the k*Scalar kinds combine x with a double scalar
-// (converted to x's dtype), e.g. kMulScalar is x * scalar.
-enum class UnaryOp : int8_t {
-  kNeg,
-  kRelu,
-  kSigmoid,
-  kTanh,
-  kExp,
-  kLog,
-  kAddScalar,
-  kSubScalar,
-  kMulScalar,
-  kDivScalar,
-};
 
 // "Add", "Sub", ...: the op's name in messages and autograd nodes.
 const char* BinaryOpName(BinaryOp op);

@@ -22,25 +22,6 @@ namespace {
 using ::tandem::internal::BroadcastOperand;
 using ::tandem::internal::BroadcastPlan;
 
-// kernels.h repeats the op enums (it is compiled by nvcc without absl).
-#define TANDEM_SAME_ENUM(a, b) \
-  static_assert(static_cast<int>(a) == static_cast<int>(b), #a)
-TANDEM_SAME_ENUM(BinaryOp::kAdd, kernels::Binary::kAdd);
-TANDEM_SAME_ENUM(BinaryOp::kSub, kernels::Binary::kSub);
-TANDEM_SAME_ENUM(BinaryOp::kMul, kernels::Binary::kMul);
-TANDEM_SAME_ENUM(BinaryOp::kDiv, kernels::Binary::kDiv);
-TANDEM_SAME_ENUM(UnaryOp::kNeg, kernels::Unary::kNeg);
-TANDEM_SAME_ENUM(UnaryOp::kRelu, kernels::Unary::kRelu);
-TANDEM_SAME_ENUM(UnaryOp::kSigmoid, kernels::Unary::kSigmoid);
-TANDEM_SAME_ENUM(UnaryOp::kTanh, kernels::Unary::kTanh);
-TANDEM_SAME_ENUM(UnaryOp::kExp, kernels::Unary::kExp);
-TANDEM_SAME_ENUM(UnaryOp::kLog, kernels::Unary::kLog);
-TANDEM_SAME_ENUM(UnaryOp::kAddScalar, kernels::Unary::kAddScalar);
-TANDEM_SAME_ENUM(UnaryOp::kSubScalar, kernels::Unary::kSubScalar);
-TANDEM_SAME_ENUM(UnaryOp::kMulScalar, kernels::Unary::kMulScalar);
-TANDEM_SAME_ENUM(UnaryOp::kDivScalar, kernels::Unary::kDivScalar);
-#undef TANDEM_SAME_ENUM
-
 kernels::Broadcast ToKernel(const BroadcastPlan& p) {
   kernels::Broadcast k;
   k.outer = p.outer;
@@ -74,8 +55,7 @@ absl::Status BinaryBackward(BinaryOp op, const BroadcastPlan& plan,
       TANDEM_ASSIGN_OR_RETURN(scratch, ReduceScratch(device));
     }
     TANDEM_CUDA_RETURN_IF_ERROR(kernels::BinaryBackward(
-        static_cast<kernels::Binary>(op), i, g.dtype(), kp,
-        a.defined() ? a.raw_data() : nullptr,
+        op, i, g.dtype(), kp, a.defined() ? a.raw_data() : nullptr,
         b.defined() ? b.raw_data() : nullptr, g.raw_data(),
         buf.tensor.raw_data(), buf.accumulate,
         scratch.defined() ? scratch.data<double>() : nullptr, stream));
@@ -91,9 +71,9 @@ absl::StatusOr<Tensor> CudaBinary(BinaryOp op, const Tensor& a, const Tensor& b,
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   TANDEM_ASSIGN_OR_RETURN(Tensor out,
                           Tensor::Empty(plan.out_shape, a.dtype(), device));
-  TANDEM_CUDA_RETURN_IF_ERROR(kernels::BinaryForward(
-      static_cast<kernels::Binary>(op), a.dtype(), ToKernel(plan), a.raw_data(),
-      b.raw_data(), out.raw_data(), stream));
+  TANDEM_CUDA_RETURN_IF_ERROR(
+      kernels::BinaryForward(op, a.dtype(), ToKernel(plan), a.raw_data(),
+                             b.raw_data(), out.raw_data(), stream));
   if (ShouldRecord({a, b})) {
     // Only Mul and Div read the operands in backward.
     const bool saves = op == BinaryOp::kMul || op == BinaryOp::kDiv;
@@ -115,7 +95,7 @@ absl::StatusOr<Tensor> CudaUnary(UnaryOp op, const Tensor& x, double scalar) {
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   TANDEM_ASSIGN_OR_RETURN(Tensor y,
                           Tensor::Empty(x.shape(), x.dtype(), device));
-  const auto kop = static_cast<kernels::Unary>(op);
+  const auto kop = op;
   TANDEM_CUDA_RETURN_IF_ERROR(kernels::UnaryForward(
       kop, x.dtype(), scalar, x.raw_data(), y.raw_data(), x.numel(), stream));
   if (ShouldRecord({x})) {

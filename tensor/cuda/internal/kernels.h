@@ -28,24 +28,14 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/elementwise_op.h"
 
 namespace tandem::cuda::kernels {
 
-// Same order as tandem::BinaryOp / UnaryOp (tensor/op_kernels.h); ops_*.cc
-// static_asserts the correspondence.
-enum class Binary : int8_t { kAdd, kSub, kMul, kDiv };
-enum class Unary : int8_t {
-  kNeg,
-  kRelu,
-  kSigmoid,
-  kTanh,
-  kExp,
-  kLog,
-  kAddScalar,
-  kSubScalar,
-  kMulScalar,
-  kDivScalar,
-};
+// The elementwise kinds are tandem::BinaryOp / UnaryOp themselves
+// (tensor/elementwise_op.h has no dependencies nvcc cannot compile).
+using Binary = ::tandem::BinaryOp;
+using Unary = ::tandem::UnaryOp;
 
 // Doubles of scratch a reduction needs (its per-block partial sums).
 inline constexpr int64_t kReduceScratch = 256;
