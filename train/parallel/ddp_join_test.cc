@@ -1,11 +1,5 @@
 // DDP's broadcast_buffers and uneven inputs under train::Join, on the
-// simulated cluster. The model is W [2, 1] with loss sum(x W), so each
-// rank's gradient is its input x^T; inputs are small integers, so every
-// expected value is computed here with PyTorch's arithmetic (scale each
-// rank's gradient by 1/d in f32, sum in rank order) and compared exactly.
-// A module buffer "total" adds up the column sums of every training input
-// the rank sees, and "calls" counts them, so each rank's buffers say whose
-// buffers it received at each Forward.
+// simulated cluster, with the model and inputs of ddp_join_scenario.h.
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
@@ -18,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "comm/communicator.h"
@@ -30,6 +25,7 @@
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp.h"
+#include "train/parallel/ddp_join_scenario.h"
 #include "train/parallel/join.h"
 
 namespace tandem::train {
@@ -37,76 +33,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// y = x W; in training mode total += column sums of x, calls += 1 (on the
-// host, as BatchNorm's running statistics change in its forward). Records
-// the buffers it found on entry to each training Forward.
-class BufferModel : public nn::Module {
- public:
-  static absl::StatusOr<std::unique_ptr<BufferModel>> Create(float initial) {
-    auto m = std::unique_ptr<BufferModel>(new BufferModel());
-    TANDEM_ASSIGN_OR_RETURN(Tensor w, Tensor::Zeros({2, 1}));
-    TANDEM_RETURN_IF_ERROR(m->RegisterParameter("w", w));
-    TANDEM_ASSIGN_OR_RETURN(Tensor total,
-                            Tensor::FromVector<float>({initial, initial}));
-    TANDEM_RETURN_IF_ERROR(m->RegisterBuffer("total", total));
-    TANDEM_ASSIGN_OR_RETURN(Tensor calls, Tensor::Zeros({1}, DType::kI64));
-    TANDEM_RETURN_IF_ERROR(m->RegisterBuffer("calls", calls));
-    // A second f32 buffer: the three buffers travel in two collectives.
-    TANDEM_ASSIGN_OR_RETURN(Tensor unused, Tensor::Zeros({3}));
-    TANDEM_RETURN_IF_ERROR(m->RegisterBuffer("unused", unused));
-    return m;
-  }
-  absl::StatusOr<Tensor> Forward(const Tensor& x) override {
-    if (is_training()) {
-      const std::vector<Tensor> b = Buffers();
-      TANDEM_ASSIGN_OR_RETURN(std::vector<float> total, b[0].ToVector<float>());
-      TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> calls,
-                              b[1].ToVector<int64_t>());
-      entry_totals.push_back(total);
-      entry_calls.push_back(calls[0]);
-      TANDEM_ASSIGN_OR_RETURN(std::vector<float> xs, x.ToVector<float>());
-      for (size_t i = 0; i < xs.size(); ++i) total[i % 2] += xs[i];
-      ++calls[0];
-      TANDEM_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(total));
-      TANDEM_RETURN_IF_ERROR(b[0].CopyFrom(t));
-      TANDEM_ASSIGN_OR_RETURN(Tensor c, Tensor::FromVector(calls));
-      TANDEM_RETURN_IF_ERROR(b[1].CopyFrom(c));
-    }
-    const std::vector<Tensor> p = Parameters();
-    return MatMul(x, p[0]);
-  }
-  std::string_view type_name() const override { return "BufferModel"; }
-
-  std::vector<std::vector<float>> entry_totals;
-  std::vector<int64_t> entry_calls;
-
- private:
-  BufferModel() = default;
-};
-
-// Rank r's input at step t: one row [r + t + 1, 2 (r + 1)], times 6.
-float XA(int r, int t) { return 6.f * static_cast<float>(r + t + 1); }
-float XB(int r, int /*t*/) { return 12.f * static_cast<float>(r + 1); }
-
-absl::StatusOr<Tensor> Input(int r, int t) {
-  return Tensor::FromVector<float>({XA(r, t), XB(r, t)}, {1, 2});
-}
-
 std::vector<float> Values(const Tensor& t) {
   absl::StatusOr<std::vector<float>> v = t.ToVector<float>();
   return v.ok() ? *v : std::vector<float>{};
 }
 
-// One DDP step on `batch`: Forward, Backward; the reduced gradient.
-absl::StatusOr<std::vector<float>> Step(DistributedDataParallel& ddp,
-                                        optim::Sgd* sgd, const Tensor& batch) {
-  TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp.Forward(batch));
-  TANDEM_ASSIGN_OR_RETURN(Tensor loss, Sum(y));
-  ddp.module().ZeroGrad();
-  TANDEM_RETURN_IF_ERROR(ddp.Backward(loss));
-  std::vector<float> grad = Values(ddp.module().Parameters()[0].grad());
-  if (sgd != nullptr) TANDEM_RETURN_IF_ERROR(sgd->Step());
-  return grad;
+std::string CaseName(const ::testing::TestParamInfo<JoinCase>& info) {
+  return JoinCaseName(info.param);
 }
 
 // ---- broadcast_buffers.
@@ -213,118 +146,26 @@ TEST(BroadcastBuffersTest, CoalescedAndOnlyAfterASynchronisedForward) {
 
 // ---- Join: uneven inputs.
 
-struct JoinCase {
-  std::vector<int> batches;  // per rank
-  bool divide_by_initial_world_size;
-};
-
-void PrintTo(const JoinCase& c, std::ostream* os) {
-  *os << "batches";
-  for (int b : c.batches) *os << " " << b;
-  *os << (c.divide_by_initial_world_size ? ", initial" : ", remaining");
-}
-
-std::string CaseName(const ::testing::TestParamInfo<JoinCase>& info) {
-  std::string name;
-  for (int b : info.param.batches) absl::StrAppend(&name, b, "_");
-  return absl::StrCat(
-      name, info.param.divide_by_initial_world_size ? "initial" : "remaining");
-}
-
 class JoinTest : public ::testing::TestWithParam<JoinCase> {};
 
 // Every rank trains on its own number of batches inside a Join, then calls
-// Finish: no hang, no error; each step's gradient is PyTorch's (the finished
-// ranks add zeros; the divisor is the initial world size or the number of
-// ranks still training); the buffers come from the highest rank still
-// training; after Finish every rank holds the last finisher's model.
+// Finish: no hang, no error, and what RunUnevenJoin checks
+// (ddp_join_scenario.h).
 TEST_P(JoinTest, UnevenInputsTrainToTheEnd) {
   const JoinCase c = GetParam();
-  const int n = static_cast<int>(c.batches.size());
-  const int most = *std::max_element(c.batches.begin(), c.batches.end());
-  // The highest rank among those with the most batches: the last to finish.
-  int last = 0;
-  for (int r = 0; r < n; ++r) {
-    if (c.batches[r] == most) last = r;
-  }
-  const auto active = [&](int r, int t) { return c.batches[r] > t; };
-  // Step t's reduced gradient, column col, with PyTorch's arithmetic.
-  const auto expected_grad = [&](int t, int col) {
-    int count = 0;
-    for (int r = 0; r < n; ++r) count += active(r, t) ? 1 : 0;
-    const int d = c.divide_by_initial_world_size ? n : count;
-    const float scale = static_cast<float>(1.0 / d);
-    float sum = 0;
-    for (int r = 0; r < n; ++r) {
-      if (active(r, t)) sum += (col == 0 ? XA(r, t) : XB(r, t)) * scale;
-    }
-    return sum;
-  };
-  // The buffer every active rank finds on entry to step t, and the last
-  // finisher's buffer at the end.
-  const auto highest_active = [&](int t) {
-    int h = -1;
-    for (int r = 0; r < n; ++r) {
-      if (active(r, t)) h = r;
-    }
-    return h;
-  };
-  std::vector<float> entry(most + 1, 0.f);  // column 0
-  for (int t = 1; t <= most; ++t) {
-    const int root = t < most ? highest_active(t) : last;
-    entry[t] = entry[t - 1] + XA(root, t - 1);
-  }
-  // The last finisher's parameters: W -= grad each step (lr 1, from 0).
-  std::vector<float> final_w = {0.f, 0.f};
-  for (int t = 0; t < most; ++t) {
-    for (int col = 0; col < 2; ++col) final_w[col] -= expected_grad(t, col);
-  }
-
-  std::vector<int64_t> shadowed(n, -1);
-  sim::RunResult result =
-      sim::Run(n, [&](int r, comm::Communicator& comm) -> absl::Status {
-        TANDEM_ASSIGN_OR_RETURN(auto model,
-                                BufferModel::Create(static_cast<float>(r)));
-        TANDEM_ASSIGN_OR_RETURN(auto ddp,
-                                DistributedDataParallel::Create(*model, comm));
-        TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
-                                optim::Sgd::Create(model->Parameters(), 1.0));
-        TANDEM_ASSIGN_OR_RETURN(
-            auto join,
-            Join::Create({ddp.get()}, {.divide_by_initial_world_size =
-                                           c.divide_by_initial_world_size}));
-        for (int t = 0; t < c.batches[r]; ++t) {
-          TANDEM_ASSIGN_OR_RETURN(Tensor x, Input(r, t));
-          TANDEM_ASSIGN_OR_RETURN(std::vector<float> grad, Step(*ddp, &sgd, x));
-          for (int col = 0; col < 2; ++col) {
-            EXPECT_EQ(grad[col], expected_grad(t, col))
-                << "rank " << r << " step " << t << " column " << col;
-          }
-          EXPECT_EQ(model->entry_totals[t][0], entry[t])
-              << "rank " << r << " step " << t;
-          EXPECT_EQ(model->entry_calls[t], t) << "rank " << r << " step " << t;
-        }
-        TANDEM_RETURN_IF_ERROR(join->Finish());
-        shadowed[r] = join->shadowed_steps();
-        EXPECT_EQ(Values(model->Parameters()[0]), final_w) << "rank " << r;
-        EXPECT_EQ(Values(model->Buffers()[0])[0], entry[most]) << "rank " << r;
-        return absl::OkStatus();
-      });
-  ASSERT_TRUE(result.ok()) << result.status();
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(shadowed[r], most - c.batches[r]) << "rank " << r;
+  const sim::RunResult result =
+      sim::Run(static_cast<int>(c.batches.size()),
+               [&](int rank, comm::Communicator& comm) {
+                 return RunUnevenJoin(c, rank, comm);
+               });
+  for (size_t r = 0; r < result.ranks.size(); ++r) {
+    EXPECT_TRUE(result.ranks[r].ok())
+        << "rank " << r << ": " << result.ranks[r];
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Batches, JoinTest,
-    ::testing::Values(JoinCase{{3, 5, 4}, true}, JoinCase{{3, 5, 4}, false},
-                      // A power-of-two world: kAvg while the divisor is 4.
-                      JoinCase{{2, 3, 1, 3}, true},
-                      JoinCase{{2, 3, 1, 3}, false},
-                      // Even inputs: Finish shadows nothing.
-                      JoinCase{{2, 2, 2}, true}),
-    CaseName);
+INSTANTIATE_TEST_SUITE_P(Batches, JoinTest, ::testing::ValuesIn(JoinCases()),
+                         CaseName);
 
 // The same uneven run without a Join: the ranks still training fail with
 // the communicator's error naming the rank that stopped, whether it returned
