@@ -12,7 +12,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "comm/communicator.h"
