@@ -258,6 +258,25 @@ TEST(JoinTest, ThrowOnEarlyTerminationStopsEveryRank) {
   }
 }
 
+// A DDP destroyed before Finish leaves its Join: Finish fails, saying so,
+// instead of calling into it.
+TEST(JoinTest, AJoinableDestroyedFirstMakesFinishFail) {
+  sim::RunResult result =
+      sim::Run(1, [&](int, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, BufferModel::Create(0));
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
+        TANDEM_ASSIGN_OR_RETURN(auto join, Join::Create({ddp.get()}));
+        ddp.reset();
+        const absl::Status s = join->Finish();
+        EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_THAT(std::string(s.message()),
+                    HasSubstr("was destroyed before Join::Finish"));
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(result.ok()) << result.status();
+}
+
 // What DDP cannot shadow or honour is refused when the Join is made.
 TEST(JoinTest, CreateRefusesWhatDdpCannotShadow) {
   sim::RunResult result =

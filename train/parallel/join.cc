@@ -17,6 +17,10 @@
 
 namespace tandem::train {
 
+Joinable::~Joinable() {
+  if (join_ != nullptr) join_->Forget(this);
+}
+
 const JoinOptions* Joinable::join_options() const {
   return join_ == nullptr ? nullptr : &join_->options();
 }
@@ -91,9 +95,18 @@ absl::StatusOr<std::unique_ptr<Join>> Join::Create(
   return join;
 }
 
+void Join::Forget(Joinable* joinable) {
+  for (Joinable*& j : joinables_) {
+    if (j == joinable) j = nullptr;
+  }
+  lost_joinable_ = true;
+}
+
 Join::~Join() {
+  // Only an enabled Join attached itself (and is told of destroyed ones).
+  if (!options_.enable) return;
   for (Joinable* j : joinables_) {
-    if (j->join_ == this) {
+    if (j != nullptr && j->join_ == this) {
       j->join_ = nullptr;
       j->is_first_ = false;
     }
@@ -127,6 +140,12 @@ absl::Status Join::Finish() {
         ": Finish called twice; call it once, after this rank's last step"));
   }
   finished_ = true;
+  if (lost_joinable_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Join on rank ", comm_->rank(),
+        ": a joinable (DistributedDataParallel) was destroyed before "
+        "Join::Finish; keep the joinables alive until Finish returns"));
+  }
   bool is_last_joiner = true;
   const int64_t terminate = options_.throw_on_early_termination ? 1 : 0;
   while (true) {

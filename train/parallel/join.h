@@ -33,9 +33,11 @@
 //     collectives are the only ones in the training loop: another collective
 //     (a loss all-reduce for logging, a found-inf check) has no shadow, and a
 //     rank that finished cannot answer it.
-//   - Ownership: the joinables must outlive the Join; a joinable belongs to
-//     at most one Join at a time. ~Join detaches them (no communication);
-//     without Finish, a rank that stops early makes the others fail.
+//   - Ownership: the joinables should outlive the Join; one destroyed
+//     first leaves it, and Finish then fails (FailedPrecondition). A
+//     joinable belongs to at most one Join at a time. ~Join detaches them
+//     (no communication); without Finish, a rank that stops early makes the
+//     others fail.
 //   - Blocking: Finish blocks for as many steps as the slowest rank still
 //     has; each collective it issues is bounded by JoinOptions::timeout (and
 //     the joinables' own timeouts), so it cannot hang.
@@ -99,7 +101,9 @@ class Join;
 // What Join needs from a participant (PyTorch's Joinable).
 class Joinable {
  public:
-  virtual ~Joinable() = default;
+  // Leaves its Join, if any: that Join's Finish then fails instead of
+  // calling into a destroyed joinable.
+  virtual ~Joinable();
   // The hook that shadows this joinable; errors when the joinable cannot
   // take part with these options (InvalidArgument naming why).
   virtual absl::StatusOr<std::unique_ptr<JoinHook>> MakeJoinHook(
@@ -156,6 +160,8 @@ class Join {
  private:
   friend class Joinable;
   Join(std::vector<Joinable*> joinables, const JoinOptions& options);
+  // A joinable being destroyed: forget it (its slot becomes null).
+  void Forget(Joinable* joinable);
   // The per-step all-reduce of [active, syncs, broadcasts, terminate].
   absl::StatusOr<JoinStep> ExchangeStep(int64_t active, int64_t syncs,
                                         int64_t broadcasts, int64_t terminate);
@@ -166,6 +172,7 @@ class Join {
   comm::Communicator* comm_ = nullptr;
   Device device_;
   bool finished_ = false;
+  bool lost_joinable_ = false;  // a joinable was destroyed before Finish
   int64_t shadowed_steps_ = 0;
 };
 
