@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "tensor/ops.h"
 #include "train/parallel/ddp_step.h"
 #include "train/parallel/flat_buckets.h"
+#include "train/parallel/join.h"
 #include "train/parallel/model_agreement.h"
 #include "train/parallel/staged_all_gather.h"
 #include "train/parallel/tensor_comm.h"
@@ -53,7 +55,8 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module,
       comm_(&comm),
       options_(options),
       rank_(comm.rank()),
-      world_size_(comm.size()) {}
+      world_size_(comm.size()),
+      divisor_(comm.size()) {}
 
 absl::StatusOr<std::unique_ptr<DistributedDataParallel>>
 DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
@@ -128,22 +131,22 @@ DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
     TANDEM_RETURN_IF_ERROR(
         CheckSameModelOnEveryRank(module, comm, params.front().tensor.device(),
                                   "DistributedDataParallel", options.timeout));
-    TANDEM_RETURN_IF_ERROR(ddp->BroadcastFromRank0(params, "parameter"));
+    TANDEM_RETURN_IF_ERROR(ddp->BroadcastFrom(params, 0, "parameter"));
     TANDEM_RETURN_IF_ERROR(
-        ddp->BroadcastFromRank0(module.NamedBuffers(), "buffer"));
+        ddp->BroadcastFrom(module.NamedBuffers(), 0, "buffer"));
   }
   TANDEM_RETURN_IF_ERROR(ddp->BuildBuckets());
   return ddp;
 }
 
-absl::Status DistributedDataParallel::BroadcastFromRank0(
-    const std::vector<nn::NamedTensor>& tensors, const char* what) {
+absl::Status DistributedDataParallel::BroadcastFrom(
+    const std::vector<nn::NamedTensor>& tensors, int root, const char* what) {
   const absl::Time deadline = absl::Now() + options_.timeout;
   std::vector<std::unique_ptr<comm::Work>> works;
   works.reserve(tensors.size());
   for (const nn::NamedTensor& t : tensors) {
     TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(t.tensor));
-    works.push_back(comm_->Broadcast(view, /*root=*/0));
+    works.push_back(comm_->Broadcast(view, root));
   }
   // Wait for all of them even after an error: the buffers must not be in
   // use when we return.
@@ -153,10 +156,36 @@ absl::Status DistributedDataParallel::BroadcastFromRank0(
     if (first.ok() && !s.ok()) {
       first = Annotate(s, rank_,
                        absl::StrCat("broadcasting ", what, " \"",
-                                    tensors[i].name, "\" from rank 0"));
+                                    tensors[i].name, "\" from rank ", root));
     }
   }
   return first;
+}
+
+absl::Status DistributedDataParallel::BroadcastBuffers(int root) {
+  const std::vector<Tensor> buffers = module_->Buffers();
+  if (!FitsFlatBuckets(buffers, buffer_buckets_)) {
+    // First use, or a buffer was replaced. PyTorch's broadcast_bucket_size
+    // (250 MiB) caps each bucket.
+    TANDEM_ASSIGN_OR_RETURN(
+        buffer_buckets_,
+        MakeFlatBuckets(buffers, {.first_bucket_cap_bytes = int64_t{250} << 20,
+                                  .bucket_cap_bytes = int64_t{250} << 20}));
+  }
+  if (rank_ == root) {
+    TANDEM_RETURN_IF_ERROR(PackIntoFlatBuckets(buffers, buffer_buckets_));
+  }
+  // One Broadcast per bucket (per dtype, short of 250 MiB).
+  std::vector<nn::NamedTensor> flats;
+  for (const FlatBucket& bucket : buffer_buckets_.buckets) {
+    flats.push_back(
+        {absl::StrCat("bucket ", flats.size(), " (", DTypeName(bucket.dtype),
+                      ", ", bucket.members.size(), " buffers)"),
+         bucket.flat});
+  }
+  TANDEM_RETURN_IF_ERROR(BroadcastFrom(flats, root, "the module's buffers in"));
+  if (rank_ == root) return absl::OkStatus();
+  return UnpackFromFlatBuckets(buffer_buckets_, buffers);
 }
 
 absl::Status DistributedDataParallel::BuildBuckets() {
@@ -253,12 +282,25 @@ absl::Status DistributedDataParallel::OpenStep() {
         ": the module was moved (Module::To) after it was wrapped. Move it "
         "first, then create the DistributedDataParallel"));
   }
-  if (options_.broadcast_buffers && world_size_ > 1) {
-    const std::vector<nn::NamedTensor> buffers = module_->NamedBuffers();
-    if (!buffers.empty()) {
-      TANDEM_RETURN_IF_ERROR(BroadcastFromRank0(buffers, "buffer"));
+  const bool syncs = call == DdpStepCall::kForwardSync;
+  const bool broadcasts = options_.broadcast_buffers && world_size_ > 1 &&
+                          require_forward_param_sync_ &&
+                          !module_->Buffers().empty();
+  divisor_ = world_size_;
+  int buffer_root = 0;
+  // Inside a Join: tell the finished ranks what this step does (they shadow
+  // it), and learn how many ranks still train.
+  TANDEM_ASSIGN_OR_RETURN(std::optional<JoinStep> join_step,
+                          NotifyJoinContext(syncs, broadcasts));
+  if (join_step.has_value()) {
+    TANDEM_RETURN_IF_ERROR(CheckJoinStep(*join_step, rank_));
+    if (!divide_by_initial_world_size_) divisor_ = join_step->active_ranks;
+    if (broadcasts) {
+      TANDEM_ASSIGN_OR_RETURN(buffer_root, HighestRankWhere(true));
     }
   }
+  if (broadcasts) TANDEM_RETURN_IF_ERROR(BroadcastBuffers(buffer_root));
+  require_forward_param_sync_ = syncs;
   // A sharded optimizer (ZeRO-2) may have freed the buckets after taking
   // its gradient shards (Storage::Free); backward needs them again, zeroed.
   for (const DdpBucket& bucket : buckets_) {
@@ -346,10 +388,11 @@ absl::Status DistributedDataParallel::MarkReady(int64_t index) {
   p.ready = true;
   if (world_size_ > 1 && !AverageInReduction() &&
       !WireDType(options_.comm_hook).has_value()) {
-    // PyTorch multiplies by 1 / world_size, then sums across ranks (a
-    // compressing hook divides the compressed bucket instead).
+    // PyTorch multiplies by 1 / world_size (inside a Join: 1 / divisor_),
+    // then sums across ranks (a compressing hook divides the compressed
+    // bucket instead).
     TANDEM_RETURN_IF_ERROR(
-        ScaleInPlace(p.view, 1.0 / static_cast<double>(world_size_)));
+        ScaleInPlace(p.view, 1.0 / static_cast<double>(divisor_)));
   }
   if (--bucket_states_[p.bucket].pending == 0 && options_.overlap) {
     LaunchCompleteBuckets();
@@ -363,7 +406,7 @@ absl::Status DistributedDataParallel::MarkReady(int64_t index) {
 // underflow to subnormals), so sum_r(g_r * 2^-k) == (sum_r g_r) * 2^-k in
 // floating point, for the same summation order.
 bool DistributedDataParallel::AverageInReduction() const {
-  return (world_size_ & (world_size_ - 1)) == 0;
+  return divisor_ == world_size_ && (world_size_ & (world_size_ - 1)) == 0;
 }
 
 void DistributedDataParallel::LaunchCompleteBuckets() {

@@ -37,13 +37,17 @@
 //     bucket-view gradients after it is destroyed.
 //   - Blocking: Create blocks on its checks and broadcasts; Forward on the
 //     buffer broadcast (with DdpOptions::broadcast_buffers and buffers to
-//     send); the gradient hooks only launch and poll collectives;
-//     FinishGradientSync waits for every bucket's reduction. Every wait is
-//     bounded by DdpOptions::timeout.
+//     send) and, inside a Join, on its per-step all-reduce; the gradient hooks
+//     only launch and poll collectives; FinishGradientSync waits for every
+//     bucket's reduction. Every wait is bounded by DdpOptions::timeout.
 //   - Thread-safety: a DistributedDataParallel belongs to its rank's thread,
 //     like its module and communicator; the hooks run on that thread inside
 //     backward.
 //   - Errors are absl::Status values naming the rank; nothing here aborts.
+//   - Uneven inputs: DDP is a Joinable (join.h). Inside a train::Join a rank
+//     that ran out of batches answers the others' steps (buffer broadcast,
+//     zero gradients) and the divisor follows
+//     JoinOptions::divide_by_initial_world_size; see docs/ddp.md.
 #ifndef TANDEM_TRAIN_PARALLEL_DDP_H_
 #define TANDEM_TRAIN_PARALLEL_DDP_H_
 
@@ -62,6 +66,8 @@
 #include "tensor/tensor.h"
 #include "train/parallel/comm_hook.h"
 #include "train/parallel/ddp_step.h"
+#include "train/parallel/flat_buckets.h"
+#include "train/parallel/join.h"
 
 namespace tandem::train {
 
@@ -73,7 +79,17 @@ struct DdpOptions {
   // Let a synchronised step leave parameters without a gradient: they
   // contribute zeros (or what NoSync steps accumulated) to the average.
   bool find_unused_parameters = false;
-  // Broadcast the module's buffers from rank 0 at every Forward.
+  // Broadcast the module's buffers (Module::Buffers(): BatchNorm's running
+  // statistics, ...) from rank 0 to every rank before the module runs, in
+  // one collective per dtype (the buffers packed into flat buckets), so
+  // every rank trains and evaluates with rank 0's. PyTorch's rule for when:
+  // at a Forward whose previous DDP Forward (or PrepareForBackward) opened a
+  // synchronised step — grad mode on, outside NoSync() — and at the first
+  // one. So the first evaluation Forward after training broadcasts, later
+  // ones do not; inside NoSync() only the first micro-batch does. Inside a
+  // Join the source is the highest rank still training (PyTorch's
+  // _find_common_rank), since a finished rank's buffers are stale.
+  // False: each rank keeps its own buffers.
   bool broadcast_buffers = true;
   // Launch each bucket's all-reduce from the gradient hooks as soon as the
   // bucket is complete, overlapping communication with the rest of backward
@@ -112,7 +128,7 @@ struct DdpBucket {
   std::vector<int64_t> offsets;
 };
 
-class DistributedDataParallel {
+class DistributedDataParallel : public Joinable {
  public:
   // Wraps `module` for `comm`'s rank; every rank calls it (collective). Both
   // must outlive the result. Errors: bad options; a module without
@@ -126,7 +142,7 @@ class DistributedDataParallel {
 
   // Removes the hooks and waits (bounded) for reductions still in flight.
   // The parameters keep their bucket-view gradients.
-  ~DistributedDataParallel();
+  ~DistributedDataParallel() override;
 
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
@@ -212,7 +228,23 @@ class DistributedDataParallel {
   };
   const SyncStats& last_sync_stats() const { return last_sync_; }
 
+  // Joinable (join.h). The hook shadows a step of the ranks still training
+  // (the buffer broadcast, then every bucket's reduction with zeros) and,
+  // once all have finished, broadcasts the model (parameters, then buffers)
+  // from the highest of the last ranks to finish, whose optimizer stepped
+  // through every step. Errors: JoinOptions that DDP cannot honour
+  // (divide_by_initial_world_size = false with a compressing comm_hook,
+  // which divides by the world size as PyTorch's hooks do), or
+  // reduce_scatter_gradients (ZeRO-2: the sharded optimizer's own
+  // collectives have no shadow).
+  absl::StatusOr<std::unique_ptr<JoinHook>> MakeJoinHook(
+      const JoinOptions& options) override;
+  comm::Communicator& join_comm() const override { return *comm_; }
+  Device join_device() const override;
+
  private:
+  friend class DdpJoinHook;
+
   struct ParamState {
     std::string name;
     Tensor param;
@@ -234,8 +266,21 @@ class DistributedDataParallel {
   DistributedDataParallel(nn::Module& module, comm::Communicator& comm,
                           const DdpOptions& options);
 
-  absl::Status BroadcastFromRank0(const std::vector<nn::NamedTensor>& tensors,
-                                  const char* what);
+  // One Broadcast per tensor from `root`, all waited for.
+  absl::Status BroadcastFrom(const std::vector<nn::NamedTensor>& tensors,
+                             int root, const char* what);
+  // The module's buffers from `root`, packed into buffer_buckets_ (one
+  // Broadcast per bucket).
+  absl::Status BroadcastBuffers(int root);
+  // All-reduce (max) of `rank_` where `candidate`, else -1: the highest
+  // candidate rank. Collective.
+  absl::StatusOr<int> HighestRankWhere(bool candidate);
+  // Join's shadow of one step on a finished rank, and the final model sync.
+  absl::Status ShadowStep(const JoinStep& step);
+  absl::Status SyncFinalModel(bool is_last_joiner);
+  // The per-step all-reduce's sums must say that every active rank makes
+  // the same kind of step; FailedPrecondition naming the difference.
+  static absl::Status CheckJoinStep(const JoinStep& step, int rank);
   absl::Status BuildBuckets();
   void OnGradReady(int64_t index);
   // Forward's part before the module runs: the step-state change and its
@@ -247,6 +292,7 @@ class DistributedDataParallel {
   // Average with ReduceOp::kAvg instead of scaling every gradient first:
   // bit-identical to PyTorch's arithmetic at power-of-two world sizes, and
   // it saves a pass over the gradients (see ddp.cc).
+  // (Only when this step's divisor is the world size: see divisor_.)
   bool AverageInReduction() const;
   void PollInFlight();
   // Waits for every launched bucket before `deadline`; the first error.
@@ -271,6 +317,17 @@ class DistributedDataParallel {
   int64_t first_unfinished_ = 0;  // buckets before it have completed
   absl::Status hook_error_;       // first error found inside a hook
   SyncStats last_sync_;
+
+  // The buffers packed for their broadcast; remade when they change.
+  FlatBucketSet buffer_buckets_;
+  // PyTorch's require_forward_param_sync: the last DDP Forward opened a
+  // synchronised step (true before the first), so this one broadcasts.
+  bool require_forward_param_sync_ = true;
+  // What this step's summed gradients are divided by: the world size, or
+  // inside a Join with divide_by_initial_world_size = false the number of
+  // ranks still training.
+  int64_t divisor_ = 1;
+  bool divide_by_initial_world_size_ = true;  // set by MakeJoinHook
 };
 
 }  // namespace tandem::train

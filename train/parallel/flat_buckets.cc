@@ -126,4 +126,50 @@ absl::Status BindGradsToBuckets(absl::Span<const Tensor> params,
   return absl::OkStatus();
 }
 
+bool FitsFlatBuckets(absl::Span<const Tensor> tensors,
+                     const FlatBucketSet& set) {
+  if (tensors.size() != set.slots.size()) return false;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& view = set.slots[i].view;
+    if (!tensors[i].defined() || tensors[i].shape() != view.shape() ||
+        tensors[i].dtype() != view.dtype() ||
+        tensors[i].device() != view.device()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+absl::Status CheckFits(absl::Span<const Tensor> tensors,
+                       const FlatBucketSet& set, const char* what) {
+  if (FitsFlatBuckets(tensors, set)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": the ", tensors.size(),
+      " tensors do not fit the buckets made from ", set.slots.size(),
+      " tensors (count, shape, dtype or device changed); remake the buckets "
+      "with MakeFlatBuckets"));
+}
+
+}  // namespace
+
+absl::Status PackIntoFlatBuckets(absl::Span<const Tensor> tensors,
+                                 const FlatBucketSet& set) {
+  TANDEM_RETURN_IF_ERROR(CheckFits(tensors, set, "PackIntoFlatBuckets"));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TANDEM_RETURN_IF_ERROR(set.slots[i].view.CopyFrom(tensors[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UnpackFromFlatBuckets(const FlatBucketSet& set,
+                                   absl::Span<const Tensor> tensors) {
+  TANDEM_RETURN_IF_ERROR(CheckFits(tensors, set, "UnpackFromFlatBuckets"));
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TANDEM_RETURN_IF_ERROR(tensors[i].CopyFrom(set.slots[i].view));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace tandem::train

@@ -88,6 +88,21 @@ absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
 absl::Status BindGradsToBuckets(absl::Span<const Tensor> params,
                                 const FlatBucketSet& set);
 
+// Whether `tensors` still fit `set`: as many as it was made from, each with
+// its slot's shape, dtype and device. A caller that keeps a set across steps
+// (DDP's buffer broadcast) remakes it when a module's tensors were replaced.
+bool FitsFlatBuckets(absl::Span<const Tensor> tensors,
+                     const FlatBucketSet& set);
+
+// Copies each tensors[i] into its slot (pack), or each slot into tensors[i]
+// (unpack): one collective per bucket then moves many small tensors (PyTorch's
+// _broadcast_coalesced). `tensors` must fit `set` (InvalidArgument
+// otherwise, before any copy).
+absl::Status PackIntoFlatBuckets(absl::Span<const Tensor> tensors,
+                                 const FlatBucketSet& set);
+absl::Status UnpackFromFlatBuckets(const FlatBucketSet& set,
+                                   absl::Span<const Tensor> tensors);
+
 }  // namespace tandem::train
 
 #endif  // TANDEM_TRAIN_PARALLEL_FLAT_BUCKETS_H_

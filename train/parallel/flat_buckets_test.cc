@@ -1,6 +1,7 @@
 #include "train/parallel/flat_buckets.h"
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -142,6 +143,41 @@ TEST(FlatBucketsTest, BindGradsMakesGradsViewsKeepingExistingValues) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("got 1 parameters but the buckets were "
                                      "made from 2 tensors"));
+}
+
+// Pack copies each tensor into its slot, unpack copies back; a tensor whose
+// shape or dtype changed (or a different count) no longer fits.
+TEST(FlatBucketsTest, PackAndUnpackRoundTripAndFitsChecksTheLayout) {
+  const std::vector<Tensor> src = {Tensor::FromVector<float>({1, 2, 3}).value(),
+                                   Tensor::FromVector<int64_t>({7}).value(),
+                                   Tensor::FromVector<float>({4, 5}).value()};
+  absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(
+      src, {.first_bucket_cap_bytes = 1024, .bucket_cap_bytes = 1024});
+  ASSERT_TRUE(set.ok()) << set.status();
+  ASSERT_EQ(set->buckets.size(), 2u);  // one per dtype
+  ASSERT_TRUE(PackIntoFlatBuckets(src, *set).ok());
+  // Reverse order: the f32 bucket holds {4, 5} then {1, 2, 3}.
+  EXPECT_THAT(set->buckets[0].flat.ToVector<float>().value(),
+              ElementsAre(4, 5, 1, 2, 3));
+  const std::vector<Tensor> dst = {Make({3}), Make({1}, DType::kI64),
+                                   Make({2})};
+  EXPECT_TRUE(FitsFlatBuckets(dst, *set));
+  ASSERT_TRUE(UnpackFromFlatBuckets(*set, dst).ok());
+  EXPECT_THAT(dst[0].ToVector<float>().value(), ElementsAre(1, 2, 3));
+  EXPECT_THAT(dst[1].ToVector<int64_t>().value(), ElementsAre(7));
+  EXPECT_THAT(dst[2].ToVector<float>().value(), ElementsAre(4, 5));
+
+  const std::vector<Tensor> reshaped = {Make({3}), Make({1}, DType::kI64),
+                                        Make({3})};
+  const std::vector<Tensor> retyped = {Make({3}), Make({1}), Make({2})};
+  const std::vector<Tensor> fewer = {Make({3}), Make({1}, DType::kI64)};
+  for (const auto* t : {&reshaped, &retyped, &fewer}) {
+    EXPECT_FALSE(FitsFlatBuckets(*t, *set));
+    const absl::Status s = PackIntoFlatBuckets(*t, *set);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()),
+                HasSubstr("do not fit the buckets made from 3 tensors"));
+  }
 }
 
 }  // namespace
