@@ -18,6 +18,7 @@
 #include "comm/work.h"
 #include "tensor/autograd.h"
 #include "tensor/nn/module.h"
+#include "train/parallel/grad_clip.h"
 #include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
@@ -204,6 +205,28 @@ absl::Status ZeroRedundancyOptimizer::Step() {
     }
   }
   return first;
+}
+
+absl::StatusOr<double> ZeroRedundancyOptimizer::ClipGradNorm(
+    double max_norm, const optim::ClipGradNormOptions& options) {
+  std::vector<Tensor> grads;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (stage_ == 1) {
+      grads.push_back(shards_[i].grad());
+    } else if (bucket_slices_[i].storage()->is_allocated()) {
+      grads.push_back(bucket_slices_[i]);
+    } else {
+      // Still join the collective; every rank fails the same way.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ZeroRedundancyOptimizer::ClipGradNorm on rank ", rank_,
+          ": no gradients since the last Step (DDP's buckets were freed); "
+          "clip after ddp.Backward and before Step"));
+    }
+  }
+  const Device device =
+      flats_.empty() ? Device::CPU() : flats_.front().device();
+  return ClipShardedGradNorm(ddp_->comm(), device, grads, max_norm, options,
+                             options_.timeout);
 }
 
 void ZeroRedundancyOptimizer::ZeroGrad() {

@@ -75,6 +75,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tensor/optim/clip_grad.h"
 #include "tensor/optim/optimizer.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp.h"
@@ -112,6 +113,19 @@ class ZeroRedundancyOptimizer {
 
   // Zeroes every gradient in place (DDP's buckets stay bound).
   void ZeroGrad();
+
+  // Gradient clipping (torch.nn.utils.clip_grad_norm_ over the whole model,
+  // computed on the shards: grad_clip.h, one all-reduce of one value).
+  // Scales the gradients Step will apply (this rank's averaged shard: at
+  // stage 1 its slices of DDP's buckets, at stage 2 the reduce-scattered
+  // slices) by the clip coefficient of the whole model's norm, and returns
+  // that norm before clipping, the same on every rank. Collective; call it
+  // after DDP's Backward and before Step (under AMP: after
+  // GradScaler::Unscale of local_optimizer()). At stage 1 the rest of each
+  // bucket (the other ranks' shards, which this rank does not step) stays
+  // unclipped.
+  absl::StatusOr<double> ClipGradNorm(
+      double max_norm, const optim::ClipGradNormOptions& options = {});
 
   // 1 or 2 (see the header comment).
   int stage() const { return stage_; }
