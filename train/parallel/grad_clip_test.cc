@@ -29,9 +29,11 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/optim/clip_grad.h"
+#include "tensor/optim/grad_scaler.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp.h"
+#include "train/parallel/found_inf.h"
 #include "train/parallel/fsdp.h"
 #include "train/parallel/zero_optimizer.h"
 
@@ -127,8 +129,12 @@ absl::StatusOr<std::unique_ptr<optim::Optimizer>> MakeSgd(
   return std::make_unique<optim::Sgd>(std::move(sgd));
 }
 
-// One step of `mode` on `world` sim ranks: backward, clip, step.
-absl::StatusOr<Result> Distributed(int world, Mode mode, double norm_type) {
+// One step of `mode` on `world` sim ranks: backward, clip, step. With
+// `amp`, the loss is scaled by a GradScaler (2^10) and the order is
+// Backward, Unscale, clip, GradScaler::Step (ZeRO-2 takes its gradient
+// slices before Unscale).
+absl::StatusOr<Result> Distributed(int world, Mode mode, double norm_type,
+                                   bool amp = false) {
   Result out;
   out.norms.resize(world);
   const optim::ClipGradNormOptions clip{.norm_type = norm_type};
@@ -136,16 +142,29 @@ absl::StatusOr<Result> Distributed(int world, Mode mode, double norm_type) {
       sim::Run(world, [&](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
         TANDEM_ASSIGN_OR_RETURN(Tensor x, Batch(rank));
+        TANDEM_ASSIGN_OR_RETURN(
+            optim::GradScaler scaler,
+            optim::GradScaler::Create({.init_scale = 1024.0, .enabled = amp}));
+        scaler.set_found_inf_combiner(FoundInfAcrossRanks(comm, Device::CPU()));
+        // Backward of the (scaled) loss; then `before_clip` (Unscale).
+        auto scaled = [&](const Tensor& y) -> absl::StatusOr<Tensor> {
+          TANDEM_ASSIGN_OR_RETURN(Tensor loss, Loss(y));
+          return scaler.Scale(loss);
+        };
+        auto step = [&](optim::Optimizer& opt) -> absl::Status {
+          return scaler.Step(opt).status();
+        };
         double norm = 0;
         if (mode == Mode::kFsdp) {
           TANDEM_ASSIGN_OR_RETURN(
               auto fsdp, FullyShardedDataParallel::Create(*model, comm));
           TANDEM_ASSIGN_OR_RETURN(auto sgd, MakeSgd(fsdp->ShardParameters()));
           TANDEM_ASSIGN_OR_RETURN(Tensor y, fsdp->Forward(x));
-          TANDEM_ASSIGN_OR_RETURN(Tensor loss, Loss(y));
+          TANDEM_ASSIGN_OR_RETURN(Tensor loss, scaled(y));
           TANDEM_RETURN_IF_ERROR(fsdp->Backward(loss));
+          if (amp) TANDEM_RETURN_IF_ERROR(scaler.Unscale(*sgd));
           TANDEM_ASSIGN_OR_RETURN(norm, fsdp->ClipGradNorm(kMaxNorm, clip));
-          TANDEM_RETURN_IF_ERROR(sgd->Step());
+          TANDEM_RETURN_IF_ERROR(step(*sgd));
           TANDEM_ASSIGN_OR_RETURN(nn::StateDict state, fsdp->FullStateDict());
           if (rank == 0) {
             std::vector<Tensor> params;
@@ -168,18 +187,32 @@ absl::StatusOr<Result> Distributed(int world, Mode mode, double norm_type) {
                 zero, ZeroRedundancyOptimizer::Create(*ddp, MakeSgd));
           }
           TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
-          TANDEM_ASSIGN_OR_RETURN(Tensor loss, Loss(y));
+          TANDEM_ASSIGN_OR_RETURN(Tensor loss, scaled(y));
           TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
           if (zero) {
+            optim::Optimizer& local = *zero->local_optimizer();
+            if (amp) {
+              TANDEM_RETURN_IF_ERROR(zero->TakeShardGradients());
+              TANDEM_RETURN_IF_ERROR(scaler.Unscale(local));
+            }
             TANDEM_ASSIGN_OR_RETURN(norm, zero->ClipGradNorm(kMaxNorm, clip));
-            TANDEM_RETURN_IF_ERROR(zero->Step());
+            // zero->Step() steps the local optimizer itself: skip it when
+            // the (agreed) found_inf says so, as GradScaler::Step would.
+            if (!scaler.found_inf()) TANDEM_RETURN_IF_ERROR(zero->Step());
           } else {
             // DDP: the averaged gradients agree, so the local clip is right.
+            if (amp) TANDEM_RETURN_IF_ERROR(scaler.Unscale(*full));
             TANDEM_ASSIGN_OR_RETURN(
                 norm, optim::ClipGradNorm(model->Parameters(), kMaxNorm, clip));
-            TANDEM_RETURN_IF_ERROR(full->Step());
+            TANDEM_RETURN_IF_ERROR(step(*full));
           }
           if (rank == 0) out.params = Flatten(model->Parameters());
+        }
+        if (amp) {
+          if (scaler.found_inf()) {
+            return absl::InternalError("found_inf on finite gradients");
+          }
+          TANDEM_RETURN_IF_ERROR(scaler.Update());
         }
         out.norms[rank] = norm;
         return absl::OkStatus();
@@ -233,6 +266,26 @@ INSTANTIATE_TEST_SUITE_P(
                           ModeName(std::get<1>(info.param)),
                           std::isinf(std::get<2>(info.param)) ? "_inf" : "_l2");
     });
+
+// Under AMP (f32 gradients of a loss scaled by 2^10): Unscale, then clip,
+// then step. The unscaled gradients are the unscaled run's exactly (a power
+// of two), so the norm and the weights equal the run without AMP.
+class GradClipAmpTest : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(GradClipAmpTest, ClipAfterUnscaleEqualsTheRunWithoutAmp) {
+  constexpr int kWorld = 3;
+  absl::StatusOr<Result> plain = Distributed(kWorld, GetParam(), 2.0);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  absl::StatusOr<Result> amp = Distributed(kWorld, GetParam(), 2.0, true);
+  ASSERT_TRUE(amp.ok()) << amp.status();
+  EXPECT_EQ(amp->norms, plain->norms);
+  EXPECT_EQ(amp->params, plain->params);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, GradClipAmpTest,
+                         ::testing::Values(Mode::kDdp, Mode::kZero1,
+                                           Mode::kZero2, Mode::kFsdp),
+                         [](const auto& info) { return ModeName(info.param); });
 
 // A NaN gradient on one rank's shard makes the total NaN on every rank (as
 // unsharded), also for the max norm; with error_if_nonfinite every rank
