@@ -154,9 +154,6 @@ class Optimizer {
     double lr = 0;
   };
 
-  // One group of every parameter.
-  Optimizer(std::vector<Tensor> params, double lr)
-      : params_(std::move(params)), groups_{{0, params_.size(), lr}} {}
   // `groups` cover `params` in order, without gaps (empty groups allowed).
   Optimizer(std::vector<Tensor> params, std::vector<Group> groups)
       : params_(std::move(params)), groups_(std::move(groups)) {}
