@@ -19,24 +19,85 @@
 
 namespace tandem::optim {
 
+absl::Status AdamW::CheckOptions(const std::string& who,
+                                 const AdamWOptions& o) {
+  TANDEM_RETURN_IF_ERROR(
+      CheckHyperParameter(who, "learning rate", "lr", o.lr, o.lr >= 0, ">= 0"));
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameter(who, "epsilon value", "eps", o.eps,
+                                             o.eps >= 0, ">= 0"));
+  TANDEM_RETURN_IF_ERROR(
+      CheckHyperParameter(who, "beta parameter at index 0", "beta1", o.beta1,
+                          o.beta1 >= 0 && o.beta1 < 1, "in [0, 1)"));
+  TANDEM_RETURN_IF_ERROR(
+      CheckHyperParameter(who, "beta parameter at index 1", "beta2", o.beta2,
+                          o.beta2 >= 0 && o.beta2 < 1, "in [0, 1)"));
+  return CheckHyperParameter(who, "weight_decay value", "weight_decay",
+                             o.weight_decay, o.weight_decay >= 0, ">= 0");
+}
+
 absl::StatusOr<AdamW> AdamW::Create(std::vector<Tensor> params,
                                     AdamWOptions options) {
-  const AdamWOptions& o = options;
-  TANDEM_RETURN_IF_ERROR(CheckHyperParameter("AdamW", "learning rate", "lr",
-                                             o.lr, o.lr >= 0, ">= 0"));
-  TANDEM_RETURN_IF_ERROR(CheckHyperParameter("AdamW", "epsilon value", "eps",
-                                             o.eps, o.eps >= 0, ">= 0"));
-  TANDEM_RETURN_IF_ERROR(
-      CheckHyperParameter("AdamW", "beta parameter at index 0", "beta1",
-                          o.beta1, o.beta1 >= 0 && o.beta1 < 1, "in [0, 1)"));
-  TANDEM_RETURN_IF_ERROR(
-      CheckHyperParameter("AdamW", "beta parameter at index 1", "beta2",
-                          o.beta2, o.beta2 >= 0 && o.beta2 < 1, "in [0, 1)"));
-  TANDEM_RETURN_IF_ERROR(CheckHyperParameter("AdamW", "weight_decay value",
-                                             "weight_decay", o.weight_decay,
-                                             o.weight_decay >= 0, ">= 0"));
+  std::vector<AdamWParamGroup> groups(1);
+  groups[0].params = std::move(params);
+  return Create(std::move(groups), options);
+}
+
+absl::StatusOr<AdamW> AdamW::Create(std::vector<AdamWParamGroup> groups,
+                                    AdamWOptions defaults) {
+  TANDEM_RETURN_IF_ERROR(CheckOptions("AdamW", defaults));
+  if (groups.empty()) {
+    return absl::InvalidArgumentError(
+        "AdamW: got no parameter groups; pass at least one group");
+  }
+  std::vector<Tensor> params;
+  std::vector<Group> ranges;
+  std::vector<AdamWOptions> options;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    AdamWParamGroup& group = groups[g];
+    AdamWOptions o = defaults;
+    o.lr = group.lr.value_or(o.lr);
+    o.beta1 = group.beta1.value_or(o.beta1);
+    o.beta2 = group.beta2.value_or(o.beta2);
+    o.eps = group.eps.value_or(o.eps);
+    o.weight_decay = group.weight_decay.value_or(o.weight_decay);
+    TANDEM_RETURN_IF_ERROR(CheckOptions(
+        groups.size() > 1 ? absl::StrCat("AdamW parameter group ", g)
+                          : std::string("AdamW"),
+        o));
+    ranges.push_back(
+        {params.size(), params.size() + group.params.size(), o.lr});
+    for (Tensor& p : group.params) params.push_back(std::move(p));
+    options.push_back(o);
+  }
   TANDEM_RETURN_IF_ERROR(ValidateParams("AdamW", params));
-  return AdamW(std::move(params), options);
+  return AdamW(std::move(params), std::move(ranges), defaults,
+               std::move(options));
+}
+
+std::map<std::string, double> AdamW::GroupOptions(size_t g) const {
+  const AdamWOptions& o = group_options_.at(g);
+  return {{"beta1", o.beta1},
+          {"beta2", o.beta2},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay}};
+}
+
+absl::Status AdamW::SetGroupOptions(
+    const std::vector<std::map<std::string, double>>& options) {
+  std::vector<AdamWOptions> next = group_options_;
+  for (size_t g = 0; g < next.size(); ++g) {
+    AdamWOptions& o = next[g];
+    TANDEM_RETURN_IF_ERROR(
+        ReadGroupOptions(g, options.at(g),
+                         {{"beta1", &o.beta1},
+                          {"beta2", &o.beta2},
+                          {"eps", &o.eps},
+                          {"weight_decay", &o.weight_decay}}));
+    TANDEM_RETURN_IF_ERROR(
+        CheckOptions(absl::StrCat("AdamW parameter group ", g), o));
+  }
+  group_options_ = std::move(next);
+  return absl::OkStatus();
 }
 
 absl::Status AdamW::Step() {
@@ -46,6 +107,9 @@ absl::Status AdamW::Step() {
     if (!p.has_grad()) continue;
     TANDEM_RETURN_IF_ERROR(CheckStepable("AdamW", i));
     ParamState& st = state_[i];
+    const size_t group = GroupOf(i);
+    const AdamWOptions& o = group_options_[group];
+    const double lr = groups_[group].lr;
     if (st.step == 0) {
       TANDEM_ASSIGN_OR_RETURN(st.exp_avg,
                               Tensor::Zeros(p.shape(), p.dtype(), p.device()));
@@ -59,17 +123,17 @@ absl::Status AdamW::Step() {
     ++st.step;
     const double t = static_cast<double>(st.step);
     internal::AdamWScalars s;
-    s.decay = 1 - lr_ * options_.weight_decay;
-    s.step_size = lr_ / (1 - std::pow(options_.beta1, t));
-    s.bias2_sqrt = std::sqrt(1 - std::pow(options_.beta2, t));
+    s.decay = 1 - lr * o.weight_decay;
+    s.step_size = lr / (1 - std::pow(o.beta1, t));
+    s.bias2_sqrt = std::sqrt(1 - std::pow(o.beta2, t));
     const Tensor g = p.grad();
     if (!p.device().is_cpu()) {
       TANDEM_ASSIGN_OR_RETURN(AdamWStepKernel * step,
                               AdamWStepKernels().For(p.device()));
       AdamWStepArgs args;
-      args.beta1 = options_.beta1;
-      args.beta2 = options_.beta2;
-      args.eps = options_.eps;
+      args.beta1 = o.beta1;
+      args.beta2 = o.beta2;
+      args.eps = o.eps;
       args.decay = s.decay;
       args.step_size = s.step_size;
       args.bias2_sqrt = s.bias2_sqrt;
@@ -84,13 +148,13 @@ absl::Status AdamW::Step() {
           p.data<float>(), g.data<float>(), st.exp_avg.data<float>(),
           st.exp_avg_sq.data<float>(),
           options_.amsgrad ? st.max_exp_avg_sq.data<float>() : nullptr,
-          p.numel(), options_, s);
+          p.numel(), o, s);
     } else {
       internal::AdamWUpdate<double>(
           p.data<double>(), g.data<double>(), st.exp_avg.data<double>(),
           st.exp_avg_sq.data<double>(),
           options_.amsgrad ? st.max_exp_avg_sq.data<double>() : nullptr,
-          p.numel(), options_, s);
+          p.numel(), o, s);
     }
   }
   return absl::OkStatus();

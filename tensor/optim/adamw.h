@@ -19,10 +19,20 @@
 // results are bit-identical to PyTorch 1.13 on x86-64 (see adamw_test.cc).
 // m and v start at zero on a parameter's first step with a gradient; t
 // counts that parameter's own steps.
+//
+// Parameter groups, as torch.optim.AdamW([{'params': decay,
+// 'weight_decay': 0.1}, {'params': no_decay, 'weight_decay': 0.0}],
+// lr=6e-4): each AdamWParamGroup's unset options take the defaults';
+// lr, betas, eps and weight_decay may differ per group, amsgrad and
+// maximize are the optimizer's (the defaults'). WeightDecayGroups
+// (param_groups.h) builds nanoGPT's two groups from a module.
 #ifndef TANDEM_TENSOR_OPTIM_ADAMW_H_
 #define TANDEM_TENSOR_OPTIM_ADAMW_H_
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -42,6 +52,16 @@ struct AdamWOptions {
   bool maximize = false;
 };
 
+// One parameter group: its parameters and the options it overrides.
+struct AdamWParamGroup {
+  std::vector<Tensor> params = {};
+  std::optional<double> lr = std::nullopt;
+  std::optional<double> beta1 = std::nullopt;
+  std::optional<double> beta2 = std::nullopt;
+  std::optional<double> eps = std::nullopt;
+  std::optional<double> weight_decay = std::nullopt;
+};
+
 class AdamW : public Optimizer {
  public:
   // Errors (InvalidArgument, in PyTorch's wording, e.g. "Invalid beta
@@ -49,6 +69,12 @@ class AdamW : public Optimizer {
   // finite; a beta outside [0, 1); a bad parameter list (see Optimizer).
   static absl::StatusOr<AdamW> Create(std::vector<Tensor> params,
                                       AdamWOptions options = {});
+  // Parameter groups (see the header comment): the same checks on every
+  // group's resolved options (the message names the group); parameters are
+  // numbered group after group; a tensor in two groups is refused; empty
+  // groups are allowed but not an empty whole.
+  static absl::StatusOr<AdamW> Create(std::vector<AdamWParamGroup> groups,
+                                      AdamWOptions defaults = {});
 
   absl::Status Step() override;
   // For every parameter that has stepped: "<i>.step" (an i64 scalar; PyTorch
@@ -57,7 +83,14 @@ class AdamW : public Optimizer {
   std::vector<StateEntry> ExportState() const override;
   absl::Status ImportState(const std::vector<StateEntry>& state) override;
 
+  // The defaults (group 0's options without groups); options_.lr is the
+  // initial rate, lr() the current one.
   const AdamWOptions& options() const { return options_; }
+  // Group g's options (its .lr is the group's initial rate; lr(g) is
+  // current).
+  const AdamWOptions& group_options(size_t g) const {
+    return group_options_.at(g);
+  }
   // Steps taken by parameter i (0 before its first).
   int64_t step_count(size_t i) const { return state_.at(i).step; }
   // Parameter i's first and second moment estimates; undefined before its
@@ -73,12 +106,22 @@ class AdamW : public Optimizer {
     Tensor max_exp_avg_sq;  // amsgrad only
   };
 
-  AdamW(std::vector<Tensor> params, AdamWOptions options)
-      : Optimizer(std::move(params), options.lr),
-        options_(options),
+  AdamW(std::vector<Tensor> params, std::vector<Group> groups,
+        AdamWOptions defaults, std::vector<AdamWOptions> group_options)
+      : Optimizer(std::move(params), std::move(groups)),
+        options_(defaults),
+        group_options_(std::move(group_options)),
         state_(params_.size()) {}
 
-  AdamWOptions options_;  // options_.lr is the initial rate; lr() is current
+  // Create's hyper-parameter checks; `who` names the optimizer or group.
+  static absl::Status CheckOptions(const std::string& who,
+                                   const AdamWOptions& o);
+  std::map<std::string, double> GroupOptions(size_t g) const override;
+  absl::Status SetGroupOptions(
+      const std::vector<std::map<std::string, double>>& options) override;
+
+  AdamWOptions options_;                     // the defaults
+  std::vector<AdamWOptions> group_options_;  // one per group
   std::vector<ParamState> state_;
 };
 

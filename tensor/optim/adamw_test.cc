@@ -167,7 +167,7 @@ TEST(AdamWTest, InvalidArgumentsAreRejected) {
                   .status()
                   .message(),
               HasSubstr("weight_decay"));
-  EXPECT_THAT(AdamW::Create({}).status().message(),
+  EXPECT_THAT(AdamW::Create(std::vector<Tensor>{}).status().message(),
               HasSubstr("empty parameter list"));
 }
 

@@ -52,7 +52,111 @@ void Optimizer::ZeroGrad(bool set_to_none) {
 absl::Status Optimizer::set_lr(double lr) {
   TANDEM_RETURN_IF_ERROR(CheckHyperParameter(
       "Optimizer::set_lr", "learning rate", "lr", lr, lr >= 0, ">= 0"));
-  lr_ = lr;
+  for (Group& group : groups_) group.lr = lr;
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::set_lr(size_t g, double lr) {
+  if (g >= groups_.size()) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "Optimizer::set_lr: parameter group ", g,
+        " does not exist; the optimizer has ", groups_.size(), " group(s)"));
+  }
+  TANDEM_RETURN_IF_ERROR(CheckHyperParameter(
+      "Optimizer::set_lr", "learning rate", "lr", lr, lr >= 0, ">= 0"));
+  groups_[g].lr = lr;
+  return absl::OkStatus();
+}
+
+absl::Status Optimizer::ReadGroupOptions(
+    size_t g, const std::map<std::string, double>& options,
+    const std::vector<std::pair<std::string, double*>>& keys) {
+  std::string expected;
+  for (const auto& [key, out] : keys) {
+    absl::StrAppend(&expected, expected.empty() ? "" : ", ", key);
+  }
+  for (const auto& [key, value] : options) {
+    bool known = false;
+    for (const auto& [name, out] : keys) known |= name == key;
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer state's parameter group ", g, " has the unknown key \"",
+          key, "\" (expected lr and ", expected,
+          "); the state must come from an optimizer of the same kind"));
+    }
+  }
+  for (const auto& [key, out] : keys) {
+    auto it = options.find(key);
+    if (it == options.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer state's parameter group ", g, " lacks \"",
+                       key, "\" (expected lr and ", expected, ")"));
+    }
+    *out = it->second;
+  }
+  return absl::OkStatus();
+}
+
+size_t Optimizer::GroupOf(size_t i) const {
+  size_t g = 0;
+  while (g + 1 < groups_.size() && i >= groups_[g].end) ++g;
+  return g;
+}
+
+std::vector<ParamGroupState> Optimizer::ExportParamGroups() const {
+  std::vector<ParamGroupState> out;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    ParamGroupState state;
+    for (size_t i = groups_[g].begin; i < groups_[g].end; ++i) {
+      state.params.push_back(static_cast<int64_t>(i));
+    }
+    state.options = GroupOptions(g);
+    state.options["lr"] = groups_[g].lr;
+    out.push_back(std::move(state));
+  }
+  return out;
+}
+
+absl::Status Optimizer::ImportParamGroups(
+    const std::vector<ParamGroupState>& groups) {
+  if (groups.size() != groups_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer state has ", groups.size(),
+        " parameter group(s) but the optimizer has ", groups_.size(),
+        "; build the optimizer with the same groups as the saved one"));
+  }
+  std::vector<std::map<std::string, double>> options;
+  std::vector<double> lrs;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const Group& mine = groups_[g];
+    const std::vector<int64_t>& saved = groups[g].params;
+    bool same = saved.size() == mine.end - mine.begin;
+    for (size_t k = 0; same && k < saved.size(); ++k) {
+      same = saved[k] == static_cast<int64_t>(mine.begin + k);
+    }
+    if (!same) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer state's parameter group ", g, " holds ", saved.size(),
+          " parameter(s) but this optimizer's group ", g, " holds parameters ",
+          mine.begin, "..", mine.end,
+          " (exclusive); build the optimizer with the same groups in the "
+          "same order as the saved one"));
+    }
+    std::map<std::string, double> o = groups[g].options;
+    auto lr = o.find("lr");
+    if (lr == o.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "optimizer state's parameter group ", g, " has no \"lr\""));
+    }
+    TANDEM_RETURN_IF_ERROR(CheckHyperParameter(
+        absl::StrCat("parameter group ", g), "learning rate", "lr", lr->second,
+        lr->second >= 0, ">= 0"));
+    lrs.push_back(lr->second);
+    o.erase(lr);
+    options.push_back(std::move(o));
+  }
+  TANDEM_RETURN_IF_ERROR(SetGroupOptions(options));
+  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].lr = lrs[g];
   return absl::OkStatus();
 }
 

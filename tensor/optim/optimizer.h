@@ -33,6 +33,7 @@
 #define TANDEM_TENSOR_OPTIM_OPTIMIZER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -51,6 +52,17 @@ namespace tandem::optim {
 struct StateEntry {
   std::string name;
   Tensor tensor;
+};
+
+// One parameter group's hyper-parameters, for checkpoints: PyTorch's
+// optimizer.state_dict()["param_groups"][g]. `params` are indices into
+// Optimizer::params() (the groups' parameters numbered in order, as PyTorch
+// numbers them); `options` holds "lr" and the optimizer's per-group keys
+// (AdamW: "beta1", "beta2", "eps", "weight_decay"; Sgd: "momentum",
+// "dampening", "weight_decay").
+struct ParamGroupState {
+  std::vector<int64_t> params;
+  std::map<std::string, double> options;
 };
 
 class Optimizer {
@@ -87,11 +99,36 @@ class Optimizer {
   // InvalidArgument naming the entry, and the state is left as it was.
   virtual absl::Status ImportState(const std::vector<StateEntry>& state) = 0;
 
+  // Every group's parameters, group after group (PyTorch's numbering of
+  // optimizer state).
   const std::vector<Tensor>& params() const { return params_; }
-  double lr() const { return lr_; }
-  // For learning-rate schedules; takes effect at the next Step(). A negative
-  // or non-finite value is InvalidArgument (see CheckHyperParameter).
+
+  // Parameter groups (torch.optim's param_groups): group g is params()
+  // [group_begin(g), group_end(g)), with a learning rate of its own and the
+  // optimizer's per-group options (see AdamW, Sgd). An optimizer built from
+  // a plain parameter list has one group.
+  size_t num_param_groups() const { return groups_.size(); }
+  size_t group_begin(size_t g) const { return groups_.at(g).begin; }
+  size_t group_end(size_t g) const { return groups_.at(g).end; }
+  // Group 0's learning rate (the only one without groups).
+  double lr() const { return groups_.front().lr; }
+  double lr(size_t g) const { return groups_.at(g).lr; }
+  // For learning-rate schedules; takes effect at the next Step(). set_lr(lr)
+  // sets every group's; set_lr(g, lr) group g's (OutOfRange for a g past the
+  // groups). A negative or non-finite value is InvalidArgument (see
+  // CheckHyperParameter) and changes nothing.
   absl::Status set_lr(double lr);
+  absl::Status set_lr(size_t g, double lr);
+
+  // The groups as PyTorch's state_dict()["param_groups"]: one entry per
+  // group, its parameter indices and hyper-parameters.
+  std::vector<ParamGroupState> ExportParamGroups() const;
+  // Restores the groups' hyper-parameters (lr included) from an
+  // ExportParamGroups() result, as torch's load_state_dict does. All or
+  // nothing: a different number of groups, a group whose parameter indices
+  // differ from this optimizer's, a missing or unknown key, or a value that
+  // Create would refuse is InvalidArgument naming the group and key.
+  absl::Status ImportParamGroups(const std::vector<ParamGroupState>& groups);
 
   // The hyper-parameter check every optimizer's Create runs: OK when `value`
   // is finite and `meets_rule` (the caller evaluates PyTorch's rule, e.g.
@@ -110,8 +147,34 @@ class Optimizer {
                                           std::string_view rule);
 
  protected:
-  Optimizer(std::vector<Tensor> params, double lr)
-      : params_(std::move(params)), lr_(lr) {}
+  // Group g covers params_[begin, end).
+  struct Group {
+    size_t begin = 0;
+    size_t end = 0;
+    double lr = 0;
+  };
+
+  // `groups` cover `params` in order, without gaps (empty groups allowed).
+  Optimizer(std::vector<Tensor> params, std::vector<Group> groups)
+      : params_(std::move(params)), groups_(std::move(groups)) {}
+
+  // The group holding parameter i.
+  size_t GroupOf(size_t i) const;
+
+  // The derived optimizer's per-group keys (not "lr"), for
+  // ExportParamGroups.
+  virtual std::map<std::string, double> GroupOptions(size_t g) const = 0;
+  // Replaces every group's options (one map per group, each with exactly
+  // the keys GroupOptions gives, "lr" already removed). All or nothing;
+  // InvalidArgument naming the group and key otherwise.
+  virtual absl::Status SetGroupOptions(
+      const std::vector<std::map<std::string, double>>& options) = 0;
+  // For SetGroupOptions: reads each of `keys` from group g's `options` into
+  // its double. InvalidArgument naming the group and key when one is missing
+  // or `options` holds a key not in `keys`.
+  static absl::Status ReadGroupOptions(
+      size_t g, const std::map<std::string, double>& options,
+      const std::vector<std::pair<std::string, double*>>& keys);
 
   // Checks what every optimizer needs of its parameter list: non-empty, each
   // defined, a leaf, f32 or f64, no tensor listed twice. `who` prefixes the
@@ -134,7 +197,7 @@ class Optimizer {
                                    size_t i) const;
 
   std::vector<Tensor> params_;
-  double lr_;
+  std::vector<Group> groups_;  // at least one
 };
 
 }  // namespace tandem::optim

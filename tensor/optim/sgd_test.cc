@@ -211,7 +211,7 @@ TEST(SgdTest, InvalidArgumentsAreRejected) {
               HasSubstr("Nesterov"));
   EXPECT_THAT(Sgd::Create({a}, 0.1, Opts(0.9, 0.1, 0, true)).status().message(),
               HasSubstr("zero dampening"));
-  EXPECT_THAT(Sgd::Create({}, 0.1).status().message(),
+  EXPECT_THAT(Sgd::Create(std::vector<Tensor>{}, 0.1).status().message(),
               HasSubstr("empty parameter list"));
   EXPECT_THAT(Sgd::Create({a, a}, 0.1).status().message(),
               HasSubstr("parameter 1 is the same tensor as parameter 0"));

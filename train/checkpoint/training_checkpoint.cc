@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "train/checkpoint/atomic_file.h"
+#include "train/checkpoint/param_groups_metadata.h"
 #include "train/checkpoint/safetensors.h"
 #include "train/launch/config_agreement.h"
 
@@ -165,6 +166,10 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
     meta[kGeneratorPrefix + name] = gen->State();
   }
   for (const auto& [key, value] : state.extra) meta[kExtraPrefix + key] = value;
+  AddParamGroupsMetadata(state.full != nullptr
+                             ? state.full->param_groups
+                             : state.optimizer->ExportParamGroups(),
+                         meta);
   nn::StateDict optimizer_tensors;
   for (const optim::StateEntry& e : state.full != nullptr
                                         ? state.full->optimizer
@@ -272,6 +277,9 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
     }
     generators.emplace_back(gen, restored);
   }
+  TANDEM_ASSIGN_OR_RETURN(
+      const std::optional<std::vector<optim::ParamGroupState>> param_groups,
+      ReadParamGroupsMetadata(state_file.metadata, state_path));
   std::vector<optim::StateEntry> optimizer_state;
   const std::string prefix = kOptimizerPrefix;
   for (nn::NamedTensor& nt : state_file.tensors) {
@@ -288,6 +296,13 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
       return absl::Status(s.code(), absl::StrCat("checkpoint file ", state_path,
                                                  ": ", s.message()));
     }
+    if (param_groups.has_value() && state.load_param_groups) {
+      if (absl::Status s = state.load_param_groups(*param_groups); !s.ok()) {
+        return absl::Status(
+            s.code(),
+            absl::StrCat("checkpoint file ", state_path, ": ", s.message()));
+      }
+    }
     if (absl::Status s = state.load_model(model_file.tensors); !s.ok()) {
       return absl::Status(
           s.code(), absl::StrCat("checkpoint file ", model_path,
@@ -301,14 +316,26 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
       TANDEM_ASSIGN_OR_RETURN(Tensor copy, e.tensor.Clone());
       old_optimizer.push_back({e.name, copy});
     }
+    const std::vector<optim::ParamGroupState> old_groups =
+        state.optimizer->ExportParamGroups();
     if (absl::Status s = state.optimizer->ImportState(optimizer_state);
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("checkpoint file ", state_path,
                                                  ": ", s.message()));
     }
+    if (param_groups.has_value()) {
+      if (absl::Status s = state.optimizer->ImportParamGroups(*param_groups);
+          !s.ok()) {
+        TANDEM_RETURN_IF_ERROR(state.optimizer->ImportState(old_optimizer));
+        return absl::Status(
+            s.code(),
+            absl::StrCat("checkpoint file ", state_path, ": ", s.message()));
+      }
+    }
     if (absl::Status s = state.model->LoadStateDict(model_file.tensors);
         !s.ok()) {
       TANDEM_RETURN_IF_ERROR(state.optimizer->ImportState(old_optimizer));
+      TANDEM_RETURN_IF_ERROR(state.optimizer->ImportParamGroups(old_groups));
       return absl::Status(
           s.code(),
           absl::StrCat(

@@ -19,6 +19,8 @@
 //                               "optimizer.<i>.<key>" (Optimizer::ExportState),
 //                               and as metadata: epoch, step_in_epoch,
 //                               global_step, world_size, the optimizer's lr,
+//                               its parameter groups (PyTorch's
+//                               "param_groups": param_groups_metadata.h),
 //                               each generator's state ("generator.<name>"),
 //                               the caller's extra
 //                               entries (e.g. a GradScaler's scale), and
@@ -96,6 +98,9 @@ struct FullTrainingState {
   nn::StateDict model;                       // Module::StateDict's names
   std::vector<optim::StateEntry> optimizer;  // Optimizer::ExportState's
   double lr = 0;
+  // Optimizer::ExportParamGroups's over the model's parameter indices;
+  // empty saves none.
+  std::vector<optim::ParamGroupState> param_groups;
 };
 
 // What a checkpoint saves and restores. Not owned; each must outlive the
@@ -115,6 +120,13 @@ struct TrainingState {
   std::function<absl::Status(const std::vector<optim::StateEntry>&)>
       load_optimizer;
   std::function<absl::Status(const nn::StateDict&)> load_model;
+  // Sharded loading, optional: given the saved parameter groups when the
+  // file has them (called after load_optimizer). Unsharded loading restores
+  // them into `optimizer` (Optimizer::ImportParamGroups), all or nothing
+  // with its state; a file without groups (written before they were saved)
+  // leaves the optimizer's groups as built.
+  std::function<absl::Status(const std::vector<optim::ParamGroupState>&)>
+      load_param_groups;
   std::vector<std::pair<std::string, Generator*>> generators;
   // Extra metadata saved with the training state and handed back on load
   // (a GradScaler's scale and growth tracker, a learning-rate schedule...).

@@ -15,9 +15,12 @@
 #include "tensor/generator.h"
 #include "tensor/nn/linear.h"
 #include "tensor/nn/sequential.h"
+#include "tensor/optim/adamw.h"
+#include "tensor/optim/param_groups.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/checkpoint/atomic_file.h"
+#include "train/checkpoint/param_groups_metadata.h"
 #include "train/checkpoint/safetensors.h"
 
 namespace tandem::train::checkpoint {
@@ -41,6 +44,19 @@ TrainingProgress Progress(int64_t epoch, int64_t step, int64_t global_step,
   return p;
 }
 
+// `n` steps of `opt`, with gradients drawn from `gen`.
+void StepsWithRandomGrads(nn::Module& model, Generator& gen,
+                          optim::Optimizer& opt, int n) {
+  for (int i = 0; i < n; ++i) {
+    for (const Tensor& p : model.Parameters()) {
+      std::vector<float> g(static_cast<size_t>(p.numel()));
+      gen.Uniform(g.data(), p.numel(), -1.f, 1.f);
+      ASSERT_TRUE(p.set_grad(*Tensor::FromVector<float>(g, p.shape())).ok());
+    }
+    ASSERT_TRUE(opt.Step().ok());
+  }
+}
+
 // A model, an Sgd with momentum and a generator, all from `seed`; `steps`
 // steps taken with gradients drawn from the generator.
 struct Trainer {
@@ -55,16 +71,7 @@ struct Trainer {
     sgd = std::make_unique<optim::Sgd>(
         *optim::Sgd::Create(model->Parameters(), 0.1, o));
   }
-  void Steps(int n) {
-    for (int i = 0; i < n; ++i) {
-      for (const Tensor& p : model->Parameters()) {
-        std::vector<float> g(static_cast<size_t>(p.numel()));
-        gen.Uniform(g.data(), p.numel(), -1.f, 1.f);
-        ASSERT_TRUE(p.set_grad(*Tensor::FromVector<float>(g, p.shape())).ok());
-      }
-      ASSERT_TRUE(sgd->Step().ok());
-    }
-  }
+  void Steps(int n) { StepsWithRandomGrads(*model, gen, *sgd, n); }
   TrainingState State() {
     TrainingState state;
     state.model = model.get();
@@ -116,6 +123,109 @@ TEST(TrainingCheckpointTest, ResumeContinuesBitForBit) {
   resumed.Steps(3);
   EXPECT_EQ(resumed.Weights(), straight.Weights());
   EXPECT_EQ(resumed.gen.Random(), straight.gen.Random());
+}
+
+// Two AdamW groups (nanoGPT's split): the saved param_groups restore every
+// group's lr and options over what the resumed optimizer was built with,
+// and the run continues bit for bit.
+struct GroupedTrainer {
+  std::unique_ptr<nn::Sequential> model = std::make_unique<nn::Sequential>();
+  std::unique_ptr<optim::AdamW> adam;
+  Generator gen;
+
+  GroupedTrainer(uint64_t seed, double decay, double lr) : gen(seed) {
+    EXPECT_TRUE(model->Append(nn::Linear::Create(3, 2, gen)).ok());
+    adam = std::make_unique<optim::AdamW>(*optim::AdamW::Create(
+        optim::WeightDecayGroups(model->NamedParameters(), decay), {.lr = lr}));
+  }
+  void Steps(int n) { StepsWithRandomGrads(*model, gen, *adam, n); }
+  TrainingState State() {
+    TrainingState state;
+    state.model = model.get();
+    state.optimizer = adam.get();
+    state.generators = {{"data", &gen}};
+    return state;
+  }
+};
+
+TEST(TrainingCheckpointTest, ParamGroupsAreSavedAndRestored) {
+  GroupedTrainer straight(7, 0.1, 0.01);
+  ASSERT_TRUE(straight.adam->set_lr(1, 0.003).ok());  // a schedule's work
+  straight.Steps(4);
+
+  const std::string dir = TestDir("groups");
+  GroupedTrainer first(7, 0.1, 0.01);
+  ASSERT_TRUE(first.adam->set_lr(1, 0.003).ok());
+  first.Steps(2);
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, first.State(), {}).ok());
+  SafetensorsContent file =
+      *LoadSafetensors(dir + "/" + std::string(kTrainingStateFile));
+  EXPECT_EQ(file.metadata.at("optimizer.param_groups"), "2");
+  EXPECT_EQ(file.metadata.at("optimizer.param_groups.0.params"), "0");
+  EXPECT_EQ(file.metadata.at("optimizer.param_groups.1.params"), "1");
+  EXPECT_EQ(file.metadata.at("optimizer.param_groups.0.weight_decay"),
+            "0.10000000000000001");
+
+  GroupedTrainer resumed(99, 0.5, 0.2);  // other groups' options
+  TrainingState state = resumed.State();
+  absl::StatusOr<std::optional<TrainingProgress>> r =
+      LoadTrainingCheckpoint(dir, state, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(resumed.adam->lr(0), 0.01);
+  EXPECT_EQ(resumed.adam->lr(1), 0.003);
+  EXPECT_EQ(resumed.adam->group_options(0).weight_decay, 0.1);
+  EXPECT_EQ(resumed.adam->group_options(1).weight_decay, 0.0);
+  resumed.Steps(2);
+  std::vector<Tensor> a = resumed.model->Parameters();
+  std::vector<Tensor> b = straight.model->Parameters();
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(*a[i].ToVector<float>(), *b[i].ToVector<float>());
+  }
+
+  // An AdamW with one group takes the per-parameter state but not the
+  // groups: refused, and its state is put back (all or nothing).
+  GroupedTrainer one_group(5, 0.1, 0.01);
+  one_group.adam = std::make_unique<optim::AdamW>(
+      *optim::AdamW::Create(one_group.model->Parameters(), {.lr = 0.02}));
+  one_group.Steps(1);
+  const std::vector<float> moment =
+      *one_group.adam->exp_avg(0).ToVector<float>();
+  TrainingState other = one_group.State();
+  absl::StatusOr<std::optional<TrainingProgress>> refused =
+      LoadTrainingCheckpoint(dir, other, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("2 parameter group(s) but the optimizer has 1"));
+  EXPECT_EQ(*one_group.adam->exp_avg(0).ToVector<float>(), moment);
+  EXPECT_EQ(one_group.adam->step_count(0), 1);
+  EXPECT_EQ(one_group.adam->lr(), 0.02);
+}
+
+TEST(ParamGroupsMetadataTest, RoundTripIsExactAndOlderFilesHaveNone) {
+  std::vector<optim::ParamGroupState> groups(2);
+  groups[0].params = {0, 2};
+  groups[0].options = {{"lr", 6e-4}, {"weight_decay", 1.0 / 3}};
+  groups[1].options = {{"lr", 0.1}};  // an empty group
+  Metadata meta;
+  AddParamGroupsMetadata(groups, meta);
+  absl::StatusOr<std::optional<std::vector<optim::ParamGroupState>>> back =
+      ReadParamGroupsMetadata(meta, "f");
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_TRUE(back->has_value());
+  ASSERT_EQ((*back)->size(), 2u);
+  EXPECT_EQ((**back)[0].params, groups[0].params);
+  EXPECT_EQ((**back)[0].options, groups[0].options);
+  EXPECT_TRUE((**back)[1].params.empty());
+  EXPECT_EQ((**back)[1].options, groups[1].options);
+
+  EXPECT_FALSE(ReadParamGroupsMetadata({{"epoch", "1"}}, "f")->has_value());
+  meta["optimizer.param_groups.0.params"] = "0,x";
+  EXPECT_THAT(ReadParamGroupsMetadata(meta, "f").status().message(),
+              HasSubstr("parameter indices"));
+  meta.erase("optimizer.param_groups.0.params");
+  meta["optimizer.param_groups.2.lr"] = "0.1";
+  EXPECT_THAT(ReadParamGroupsMetadata(meta, "f").status().message(),
+              HasSubstr("below the count"));
 }
 
 TEST(TrainingCheckpointTest, ModelFileIsAPlainStateDict) {

@@ -17,6 +17,7 @@
 #include "comm/types.h"
 #include "tensor/autograd.h"
 #include "tensor/ops.h"
+#include "train/parallel/grad_clip.h"
 #include "train/parallel/model_agreement.h"
 #include "train/parallel/tensor_comm.h"
 
@@ -533,6 +534,18 @@ absl::Status FullyShardedDataParallel::FinishBackward() {
   step_open_ = false;
   hook_error_ = absl::OkStatus();
   return status;
+}
+
+absl::StatusOr<double> FullyShardedDataParallel::ClipGradNorm(
+    double max_norm, const optim::ClipGradNormOptions& options) {
+  std::vector<Tensor> grads;
+  for (const Unit& u : units_) {
+    if (u.shard_param.has_grad()) grads.push_back(u.shard_param.grad());
+  }
+  const Device device =
+      units_.empty() ? Device::CPU() : units_.front().shard_param.device();
+  return ClipShardedGradNorm(*comm_, device, grads, max_norm, options,
+                             options_.timeout);
 }
 
 }  // namespace tandem::train

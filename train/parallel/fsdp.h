@@ -98,6 +98,7 @@
 #include "tensor/dtype.h"
 #include "tensor/nn/module.h"
 #include "tensor/nn/sequential.h"
+#include "tensor/optim/clip_grad.h"
 #include "tensor/tensor.h"
 #include "train/parallel/sharded_optimizer_state.h"
 
@@ -158,6 +159,15 @@ class FullyShardedDataParallel {
   // This rank's parameter shards, one per unit, in layer order: what the
   // optimizer steps. Their grad() is the gradient shard.
   std::vector<Tensor> ShardParameters() const;
+
+  // FullyShardedDataParallel.clip_grad_norm_: the whole model's gradient
+  // norm from every rank's shards (grad_clip.h: one all-reduce of one
+  // value), each gradient shard scaled by the same clip coefficient.
+  // Returns the norm before clipping, the same on every rank. Collective;
+  // call it after Backward and before the optimizer's step (under AMP:
+  // after GradScaler::Unscale of the shards' optimizer).
+  absl::StatusOr<double> ClipGradNorm(
+      double max_norm, const optim::ClipGradNormOptions& options = {});
 
   // The whole model's parameters (gathered; names as NamedParameters) and
   // buffers, as fresh tensors. Collective.

@@ -48,22 +48,40 @@ absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
   return absl::OkStatus();
 }
 
-absl::Status AllReduceInt64(comm::Communicator& comm, Device device,
-                            absl::Span<int64_t> values, comm::ReduceOp op,
-                            absl::Duration timeout) {
+namespace {
+
+// AllReduceInt64 and AllReduceF64: one body for both element types.
+template <typename T>
+absl::Status AllReduceStaged(comm::Communicator& comm, Device device,
+                             absl::Span<T> values, comm::ReduceOp op,
+                             absl::Duration timeout) {
   const int64_t n = static_cast<int64_t>(values.size());
   if (device.is_cpu()) {
     return comm.AllReduce(comm::HostView(values), op)->Wait(timeout);
   }
-  TANDEM_ASSIGN_OR_RETURN(Tensor host, Tensor::FromVector(std::vector<int64_t>(
+  TANDEM_ASSIGN_OR_RETURN(Tensor host, Tensor::FromVector(std::vector<T>(
                                            values.begin(), values.end())));
   TANDEM_ASSIGN_OR_RETURN(Tensor staged, host.To(device));
   TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(staged));
   TANDEM_RETURN_IF_ERROR(comm.AllReduce(view, op)->Wait(timeout));
   TANDEM_ASSIGN_OR_RETURN(host, staged.To(Device::CPU()));
-  const int64_t* out = host.data<int64_t>();
+  const T* out = host.data<T>();
   std::copy(out, out + n, values.begin());
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AllReduceInt64(comm::Communicator& comm, Device device,
+                            absl::Span<int64_t> values, comm::ReduceOp op,
+                            absl::Duration timeout) {
+  return AllReduceStaged(comm, device, values, op, timeout);
+}
+
+absl::Status AllReduceF64(comm::Communicator& comm, Device device,
+                          absl::Span<double> values, comm::ReduceOp op,
+                          absl::Duration timeout) {
+  return AllReduceStaged(comm, device, values, op, timeout);
 }
 
 absl::StatusOr<bool> SameOnEveryRank(comm::Communicator& comm, Device device,

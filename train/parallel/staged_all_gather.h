@@ -1,6 +1,7 @@
-// tandem::train::AllGatherInt64 and AllReduceInt64 — small collectives of
-// host values that work on every engine, for the checks trainers run
-// between steps (finite_check, config_agreement, DDP's model check).
+// tandem::train::AllGatherInt64, AllReduceInt64 and AllReduceF64 — small
+// collectives of host values that work on every engine, for the checks
+// trainers run between steps (finite_check, config_agreement, DDP's model
+// check) and the sharded gradient norm (grad_clip).
 //
 //   std::vector<int64_t> mine = {...};            // k values
 //   std::vector<int64_t> all(k * comm.size());
@@ -42,6 +43,13 @@ absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
 absl::Status AllReduceInt64(comm::Communicator& comm, Device device,
                             absl::Span<int64_t> values, comm::ReduceOp op,
                             absl::Duration timeout = absl::InfiniteDuration());
+
+// The same for doubles (the sharded gradient norm's parts: grad_clip.h).
+// Sum and Max reduce in rank order on the sim engine, so every rank gets
+// the same bits.
+absl::Status AllReduceF64(comm::Communicator& comm, Device device,
+                          absl::Span<double> values, comm::ReduceOp op,
+                          absl::Duration timeout = absl::InfiniteDuration());
 
 // Whether every rank passed the same `value` (one all-reduce of {v, ~v}
 // with Max: ~max(~v) is the minimum, so max == min means all equal).

@@ -18,6 +18,7 @@
 #include "comm/work.h"
 #include "tensor/autograd.h"
 #include "tensor/nn/module.h"
+#include "train/parallel/grad_clip.h"
 #include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
@@ -148,24 +149,30 @@ absl::Status ZeroRedundancyOptimizer::Build(
   return absl::OkStatus();
 }
 
-absl::Status ZeroRedundancyOptimizer::Step() {
-  if (stage_ == 2) {
-    // Keep this rank's averaged slice, drop the full-size buckets.
-    for (size_t i = 0; i < shards_.size(); ++i) {
-      if (!bucket_slices_[i].storage()->is_allocated()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "ZeroRedundancyOptimizer on rank ", rank_,
-            ": Step called twice without a DDP step in between (the "
-            "gradient buckets were already taken); run ddp.Forward and "
-            "ddp.Backward before each Step"));
-      }
-      TANDEM_RETURN_IF_ERROR(shards_[i].grad().CopyFrom(bucket_slices_[i]));
+absl::Status ZeroRedundancyOptimizer::TakeShardGradients() {
+  if (stage_ != 2 || taken_) return absl::OkStatus();
+  // Keep this rank's averaged slice, drop the full-size buckets.
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    if (!bucket_slices_[i].storage()->is_allocated()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ZeroRedundancyOptimizer on rank ", rank_,
+          ": Step called twice without a DDP step in between (the "
+          "gradient buckets were already taken); run ddp.Forward and "
+          "ddp.Backward before each Step"));
     }
-    for (const Tensor& p : ddp_->module().Parameters()) p.ClearGrad();
-    for (const DdpBucket& bucket : ddp_->buckets()) {
-      bucket.flat.storage()->Free();
-    }
+    TANDEM_RETURN_IF_ERROR(shards_[i].grad().CopyFrom(bucket_slices_[i]));
   }
+  for (const Tensor& p : ddp_->module().Parameters()) p.ClearGrad();
+  for (const DdpBucket& bucket : ddp_->buckets()) {
+    bucket.flat.storage()->Free();
+  }
+  taken_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status ZeroRedundancyOptimizer::Step() {
+  TANDEM_RETURN_IF_ERROR(TakeShardGradients());
+  taken_ = false;  // the next step's gradients come from DDP again
   if (optimizer_ != nullptr) {
     NoGradGuard no_grad;
     absl::Status stepped = optimizer_->Step();
@@ -204,6 +211,19 @@ absl::Status ZeroRedundancyOptimizer::Step() {
     }
   }
   return first;
+}
+
+absl::StatusOr<double> ZeroRedundancyOptimizer::ClipGradNorm(
+    double max_norm, const optim::ClipGradNormOptions& options) {
+  // A failure here is the same on every rank (no DDP step since the last
+  // Step), so no rank is left waiting in the all-reduce.
+  TANDEM_RETURN_IF_ERROR(TakeShardGradients());
+  std::vector<Tensor> grads;
+  for (const Tensor& shard : shards_) grads.push_back(shard.grad());
+  const Device device =
+      flats_.empty() ? Device::CPU() : flats_.front().device();
+  return ClipShardedGradNorm(ddp_->comm(), device, grads, max_norm, options,
+                             options_.timeout);
 }
 
 void ZeroRedundancyOptimizer::ZeroGrad() {

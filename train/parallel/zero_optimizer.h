@@ -75,6 +75,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "tensor/optim/clip_grad.h"
 #include "tensor/optim/optimizer.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp.h"
@@ -113,6 +114,31 @@ class ZeroRedundancyOptimizer {
   // Zeroes every gradient in place (DDP's buckets stay bound).
   void ZeroGrad();
 
+  // Stage 2: copies this rank's averaged gradient slices out of DDP's
+  // buckets into the local optimizer's gradients and frees the buckets (what
+  // Step does first; once per step). Call it before touching
+  // local_optimizer()'s gradients between DDP's Backward and Step, e.g.
+  // GradScaler::Unscale(*local_optimizer()). Stage 1: nothing to do (the
+  // gradients are views of the buckets). FailedPrecondition when the
+  // buckets were already taken without a DDP step since.
+  absl::Status TakeShardGradients();
+
+  // Gradient clipping (torch.nn.utils.clip_grad_norm_ over the whole model,
+  // computed on the shards: grad_clip.h, one all-reduce of one value).
+  // Scales the gradients Step will apply (this rank's averaged shard: at
+  // stage 1 its slices of DDP's buckets; at stage 2 the local optimizer's
+  // own gradients, after TakeShardGradients) by the clip coefficient of
+  // the whole model's norm, and returns that norm before clipping, the
+  // same on every rank. Collective; call it after DDP's Backward and before
+  // Step. Under AMP (with FoundInfAcrossRanks as the scaler's combiner):
+  // TakeShardGradients, scaler.Unscale(*local_optimizer()), ClipGradNorm,
+  // then Step unless scaler.found_inf() (Step runs the local step itself,
+  // so GradScaler::Step does not fit), then scaler.Update(). At stage 1 the
+  // rest of each bucket (the other ranks' shards, which this rank does not
+  // step) stays unclipped.
+  absl::StatusOr<double> ClipGradNorm(
+      double max_norm, const optim::ClipGradNormOptions& options = {});
+
   // 1 or 2 (see the header comment).
   int stage() const { return stage_; }
   // This rank's optimizer, for set_lr and state inspection; null when this
@@ -144,6 +170,8 @@ class ZeroRedundancyOptimizer {
   // Stage 2: per entry of shards_, its bucket's slice (the shard's own
   // gradient is a separate buffer).
   std::vector<Tensor> bucket_slices_;
+  // Stage 2: this step's slices were taken (TakeShardGradients).
+  bool taken_ = false;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::vector<FlatShard> layout_;
   int64_t shard_numel_ = 0;
