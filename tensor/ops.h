@@ -135,6 +135,33 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& labels);
 // mean((prediction - target)^2); same shape and dtype. Both get gradients.
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target);
 
+// ---- GPT ops (Embedding, Dropout, CrossEntropy options; tensor/ops_embedding.cc,
+// tensor/ops_dropout.cc, tensor/ops_loss.cc).
+//
+// PyTorch's nn.functional.embedding(indices, weight): indices of dtype i64
+// or i32, any shape (0-d too), values in [0, V); weight [V, D] (f32/f64;
+// f16/bf16 gathered through f32, exact) -> indices.shape + [D], row
+// indices[...] of weight. The gradient of weight is dense ([V, D]): the rows
+// of the output's gradient added into the rows they came from, in the order
+// of the indices (deterministic on every device). indices get no gradient.
+// An index outside [0, V) is InvalidArgument naming its value, its position
+// and V ("index out of range in self", as PyTorch says); the indices are
+// read on the host for that check (a copy when they live on a device).
+absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& weight);
+
+class Generator;
+// PyTorch's nn.functional.dropout(x, p, training): in training, each
+// element is kept with probability 1 - p and scaled by 1 / (1 - p), else
+// zeroed; the backward multiplies by the same mask. The mask is drawn from
+// `gen` on the host exactly as PyTorch 1.13's CPU build without MKL draws
+// bernoulli_(1 - p) (one Random64 per element, in order: kept when
+// (v & (2^53 - 1)) / 2^53 < 1 - p), so a torch.manual_seed(s) script and
+// Generator(s) give the same mask on every device. p == 0 or !training
+// returns x itself and draws nothing; p == 1 gives zeros (draws nothing,
+// as PyTorch). p outside [0, 1] (or NaN) is InvalidArgument.
+absl::StatusOr<Tensor> Dropout(const Tensor& x, double p, bool training,
+                               Generator& gen);
+
 // ---- In place, never recorded by autograd (optimizers, DDP, zero_grad).
 // Same dtype and element count (any shapes); CPU; f32/f64 except Fill
 // (AddInPlace also f16/bf16: the sum in float, rounded once).

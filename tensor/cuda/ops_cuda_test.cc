@@ -355,6 +355,30 @@ TEST_P(OpsCudaTest, InPlaceOpsMatchTheCpu) {
                      Tensor::Zeros({0}, dt()).value(), "Zeros of nothing");
 }
 
+// ---- GPT ops (helper gptops): Embedding, Dropout, CrossEntropy options.
+TEST_P(OpsCudaTest, Embedding) {
+  // Repeated rows: the backward adds several rows of g into one row.
+  CheckOp("Embedding i64", dt(), {Labels({3, 0, 3, 5, 1, 3}), F({6, 5}, 160)},
+          [](auto& in) { return Embedding(in[0], in[1]); });
+  CheckOp("Embedding i32 [2, 3]", dt(),
+          {{Tensor::FromVector(std::vector<int32_t>{4, 4, 0, 2, 1, 4}, {2, 3})
+                .value(),
+            false},
+           F({5, 7}, 161)},
+          [](auto& in) { return Embedding(in[0], in[1]); });
+}
+
+TEST(CudaGptOpsTest, EmbeddingIndexOutOfRangeNamedLikeTheCpu) {
+  TANDEM_REQUIRE_CUDA();
+  Tensor w = Tensor::Zeros({4, 2}, DType::kF32, kGpu).value();
+  absl::StatusOr<Tensor> r = Embedding(
+      ToCuda(Tensor::FromVector(std::vector<int64_t>{1, 9}).value()), w);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("indices[1] = 9 is not in [0, 4)"));
+}
+// ---- end GPT ops.
+
 INSTANTIATE_TEST_SUITE_P(AllFloats, OpsCudaTest,
                          ::testing::Values(DType::kF32, DType::kF64,
                                            DType::kF16, DType::kBF16),
