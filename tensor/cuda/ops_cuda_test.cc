@@ -14,6 +14,7 @@
 
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/test_util.h"
+#include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -366,6 +367,15 @@ TEST_P(OpsCudaTest, Embedding) {
             false},
            F({5, 7}, 161)},
           [](auto& in) { return Embedding(in[0], in[1]); });
+}
+
+// The mask is drawn on the host from the generator: a fresh Generator(7)
+// on each side gives the same mask, so CUDA equals the CPU.
+TEST_P(OpsCudaTest, Dropout) {
+  CheckOp("Dropout", dt(), {F({6, 9}, 162)}, [](auto& in) {
+    Generator gen(7);
+    return Dropout(in[0], 0.35, true, gen);
+  });
 }
 
 TEST(CudaGptOpsTest, EmbeddingIndexOutOfRangeNamedLikeTheCpu) {

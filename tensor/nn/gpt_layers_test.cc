@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tensor/generator.h"
+#include "tensor/nn/dropout.h"
 #include "tensor/nn/embedding.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -109,6 +110,28 @@ TEST(EmbeddingModuleTest, RefusesBadSizes) {
                         "-1 and 4"));
   EXPECT_THAT(Embedding::Create(2, 2, gen, DType::kI64).status().message(),
               HasSubstr("dtype must be f32 or f64, got i64"));
+}
+
+TEST(DropoutModuleTest, TrainsWithTheGivenGeneratorAndIsOffInEval) {
+  Generator gen(3), same(3);
+  auto drop = Dropout::Create(0.3, gen).value();
+  EXPECT_EQ(drop->ExtraRepr(), "p=0.3, inplace=False");
+  Tensor x = Tensor::Ones({64}, DType::kF64).value();
+  Tensor y = drop->Forward(x).value();
+  // The op's mask from the same stream.
+  EXPECT_EQ(
+      y.ToVector<double>().value(),
+      ::tandem::Dropout(x, 0.3, true, same).value().ToVector<double>().value());
+  drop->Eval();
+  Tensor e = drop->Forward(x).value();
+  EXPECT_EQ(e.raw_data(), x.raw_data());
+  EXPECT_EQ(gen.Random(), same.Random());  // eval drew nothing
+}
+
+TEST(DropoutModuleTest, RefusesPOutsideZeroOne) {
+  Generator gen(1);
+  EXPECT_THAT(Dropout::Create(-0.5, gen).status().message(),
+              HasSubstr("p must be in [0, 1], got -0.5"));
 }
 
 }  // namespace
