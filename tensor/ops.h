@@ -127,16 +127,27 @@ struct MaxPool2dOptions {
 absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
                                  const MaxPool2dOptions& options = {});
 
-// ---- Losses (mean reduction, 0-d result).
-// logits [N, C] (f32/f64), labels [N] of dtype i64 with values in [0, C).
-// Errors name the offending label's index and value. No ignore_index.
-// N == 0 gives NaN, as PyTorch does.
+// ---- Losses (0-d result).
+// PyTorch's F.cross_entropy(logits, labels, ignore_index=-100,
+// reduction='mean'): logits [N, C] (f32/f64), labels [N] of dtype i64 with
+// values in [0, C) or equal to options.ignore_index. Ignored rows add
+// nothing and get a zero gradient; kMean divides by the number of rows not
+// ignored (none: NaN, as PyTorch; N == 0 likewise), kSum does not divide.
+// Errors name the offending label's index and value. The two-argument form
+// uses the defaults (ignore_index -100, mean), as PyTorch's does.
+enum class LossReduction : int8_t { kMean, kSum };
+struct CrossEntropyOptions {
+  int64_t ignore_index = -100;
+  LossReduction reduction = LossReduction::kMean;
+};
 absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& labels);
+absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& labels,
+                                    const CrossEntropyOptions& options);
 // mean((prediction - target)^2); same shape and dtype. Both get gradients.
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target);
 
-// ---- GPT ops (Embedding, Dropout, CrossEntropy options; tensor/ops_embedding.cc,
-// tensor/ops_dropout.cc, tensor/ops_loss.cc).
+// ---- GPT ops (Embedding, Dropout, CrossEntropy options;
+// tensor/ops_embedding.cc, tensor/ops_dropout.cc, tensor/ops_loss.cc).
 //
 // PyTorch's nn.functional.embedding(indices, weight): indices of dtype i64
 // or i32, any shape (0-d too), values in [0, V); weight [V, D] (f32/f64;

@@ -378,6 +378,29 @@ TEST_P(OpsCudaTest, Dropout) {
   });
 }
 
+TEST_P(OpsCudaTest, CrossEntropyIgnoreIndexAndSum) {
+  CheckOp("CrossEntropy ignore -100", dt(),
+          {F({6, 5}, 163, -3, 3), Labels({1, -100, 4, 0, -100, 2})},
+          [](auto& in) { return CrossEntropy(in[0], in[1]); });
+  CheckOp("CrossEntropy ignore 3, sum", dt(),
+          {F({6, 5}, 164, -3, 3), Labels({3, 0, 3, 4, 1, 3})}, [](auto& in) {
+            return CrossEntropy(in[0], in[1], {3, LossReduction::kSum});
+          });
+}
+
+TEST(CudaGptOpsTest, CrossEntropyAllIgnoredIsNan) {
+  TANDEM_REQUIRE_CUDA();
+  Tensor logits = Tensor::Zeros({3, 4}, DType::kF32, kGpu).value();
+  ASSERT_TRUE(logits.set_requires_grad(true).ok());
+  Tensor labels = ToCuda(Tensor::Full({3}, -100, DType::kI64).value());
+  Tensor loss = CrossEntropy(logits, labels).value();
+  EXPECT_TRUE(std::isnan(ToHost(loss).ToVector<float>().value()[0]));
+  ASSERT_TRUE(loss.Backward().ok());
+  for (float v : ToHost(logits.grad()).ToVector<float>().value()) {
+    EXPECT_EQ(v, 0.0f);
+  }
+}
+
 TEST(CudaGptOpsTest, EmbeddingIndexOutOfRangeNamedLikeTheCpu) {
   TANDEM_REQUIRE_CUDA();
   Tensor w = Tensor::Zeros({4, 2}, DType::kF32, kGpu).value();
