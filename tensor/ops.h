@@ -173,6 +173,22 @@ class Generator;
 absl::StatusOr<Tensor> Dropout(const Tensor& x, double p, bool training,
                                Generator& gen);
 
+// The core of causal self-attention, as PyTorch's math (nanoGPT's
+// non-flash path): q, k, v [B, H, T, hd] (one float dtype, one device) ->
+// [B, H, T, hd]:
+//   att = (q @ k^T) * (1 / sqrt(hd)); att[i, j] = -inf for j > i when
+//   causal; att = softmax(att, -1); att = dropout(att, dropout_p); att @ v.
+// The dropout mask is drawn from *gen as Dropout draws it over a
+// [B, H, T, T] tensor (in that order); dropout_p == 0 or gen == nullptr
+// draws nothing and drops nothing. q, k and v all get gradients. Memory:
+// the [B, H, T, T] probabilities (and the mask when dropping) are kept for
+// backward; nothing else of that size. f16/bf16 compute in f32.
+// InvalidArgument for shapes that differ or are not 4-d, dropout_p outside
+// [0, 1), or dropout_p > 0 without a generator.
+absl::StatusOr<Tensor> ScaledDotProductAttention(
+    const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true,
+    double dropout_p = 0, Generator* gen = nullptr);
+
 // ---- In place, never recorded by autograd (optimizers, DDP, zero_grad).
 // Same dtype and element count (any shapes); CPU; f32/f64 except Fill
 // (AddInPlace also f16/bf16: the sum in float, rounded once).

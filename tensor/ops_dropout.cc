@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "tensor/dropout_mask.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
@@ -36,6 +37,30 @@ void FillMask(T* mask, int64_t n, double q, T keep, Generator& gen) {
 
 }  // namespace
 
+namespace internal {
+
+absl::StatusOr<Tensor> DropoutMask(const Shape& shape, DType dtype, double p,
+                                   Generator& gen) {
+  // 1 / (1 - p) becomes the tensor's type as PyTorch's noise.div_(1 - p)
+  // rounds it (f16/bf16: computed in float, then rounded by To).
+  const double q = 1 - p;
+  Tensor mask;
+  if (dtype == DType::kF64) {
+    TANDEM_ASSIGN_OR_RETURN(mask, Tensor::Empty(shape, DType::kF64));
+    FillMask(mask.data<double>(), mask.numel(), q, 1.0 / q, gen);
+    return mask;
+  }
+  TANDEM_ASSIGN_OR_RETURN(mask, Tensor::Empty(shape, DType::kF32));
+  FillMask(mask.data<float>(), mask.numel(), q, 1.0f / static_cast<float>(q),
+           gen);
+  if (dtype != DType::kF32) {
+    TANDEM_ASSIGN_OR_RETURN(mask, mask.To(dtype));
+  }
+  return mask;
+}
+
+}  // namespace internal
+
 absl::StatusOr<Tensor> Dropout(const Tensor& x, double p, bool training,
                                Generator& gen) {
   // The one argument check, for every device.
@@ -51,22 +76,8 @@ absl::StatusOr<Tensor> Dropout(const Tensor& x, double p, bool training,
   // As PyTorch: identity without drawing, or zeros without drawing.
   if (p == 0 || !training || x.numel() == 0) return x;
   if (p == 1) return Mul(x, 0.0);
-  // The mask in x's dtype, holding 1 / (1 - p) rounded as PyTorch's
-  // noise.div_(1 - p) rounds it: the scalar becomes the tensor's type
-  // (f16/bf16: computed in float, then rounded by To).
-  const double q = 1 - p;
-  const int64_t n = x.numel();
-  Tensor mask;
-  if (x.dtype() == DType::kF64) {
-    TANDEM_ASSIGN_OR_RETURN(mask, Tensor::Empty(x.shape(), DType::kF64));
-    FillMask(mask.data<double>(), n, q, 1.0 / q, gen);
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(mask, Tensor::Empty(x.shape(), DType::kF32));
-    FillMask(mask.data<float>(), n, q, 1.0f / static_cast<float>(q), gen);
-    if (x.dtype() != DType::kF32) {
-      TANDEM_ASSIGN_OR_RETURN(mask, mask.To(x.dtype()));
-    }
-  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor mask,
+                          internal::DropoutMask(x.shape(), x.dtype(), p, gen));
   if (!device.is_cpu()) {
     TANDEM_ASSIGN_OR_RETURN(mask, mask.To(device));
   }

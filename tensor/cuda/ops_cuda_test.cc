@@ -401,6 +401,25 @@ TEST(CudaGptOpsTest, CrossEntropyAllIgnoredIsNan) {
   }
 }
 
+// Causal and full, with and without attention dropout (the mask is drawn
+// on the host from a fresh Generator(11) on each side).
+TEST_P(OpsCudaTest, ScaledDotProductAttention) {
+  for (bool causal : {true, false}) {
+    for (double p : {0.0, 0.2}) {
+      CheckOp(
+          std::string("ScaledDotProductAttention causal ") +
+              (causal ? "1" : "0") + " p " + std::to_string(p),
+          dt(),
+          {F({2, 3, 7, 4}, 165), F({2, 3, 7, 4}, 166), F({2, 3, 7, 4}, 167)},
+          [causal, p](auto& in) {
+            Generator gen(11);
+            return ScaledDotProductAttention(in[0], in[1], in[2], causal, p,
+                                             &gen);
+          });
+    }
+  }
+}
+
 TEST(CudaGptOpsTest, EmbeddingIndexOutOfRangeNamedLikeTheCpu) {
   TANDEM_REQUIRE_CUDA();
   Tensor w = Tensor::Zeros({4, 2}, DType::kF32, kGpu).value();
