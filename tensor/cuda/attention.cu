@@ -63,8 +63,8 @@ __global__ void AttentionForwardKernel(const T* q, const T* k, const T* v,
 
 // dP[i, j] = (gy_i . v_j) * mask[i, j].
 template <typename T>
-__device__ double AttentionDp(const T* gyi, const T* vj, const T* m,
-                              int64_t j, int64_t hd) {
+__device__ double AttentionDp(const T* gyi, const T* vj, const T* m, int64_t j,
+                              int64_t hd) {
   double da = 0;
   for (int64_t d = 0; d < hd; ++d) {
     da += static_cast<double>(gyi[d]) * static_cast<double>(vj[d]);
@@ -74,12 +74,11 @@ __device__ double AttentionDp(const T* gyi, const T* vj, const T* m,
 
 // Thread (h, i): r[h, i] = sum_j P dP, then gq[h, i, :].
 template <typename T>
-__global__ void AttentionBackwardRowsKernel(const T* gy, const T* k,
-                                            const T* v, const T* probs,
-                                            const T* mask, int64_t bh,
-                                            int64_t t, int64_t hd, bool causal,
-                                            double scale, double* r,
-                                            double* acc, T* gq) {
+__global__ void AttentionBackwardRowsKernel(const T* gy, const T* k, const T* v,
+                                            const T* probs, const T* mask,
+                                            int64_t bh, int64_t t, int64_t hd,
+                                            bool causal, double scale,
+                                            double* r, double* acc, T* gq) {
   TANDEM_CUDA_LOOP(row, bh * t) {
     const int64_t h = row / t, i = row % t;
     const int64_t jn = causal ? i + 1 : t;
@@ -172,12 +171,12 @@ cudaError_t AttentionBackward(DType dtype, const void* gy, const void* q,
   double* acc_b = acc_a + bh * t * hd;
   return DispatchF32F64(dtype, [&](auto z) {
     using T = decltype(z);
-    cudaError_t e = Launch(
-        bh * t, stream, AttentionBackwardRowsKernel<T>,
-        static_cast<const T*>(gy), static_cast<const T*>(k),
-        static_cast<const T*>(v), static_cast<const T*>(probs),
-        static_cast<const T*>(mask), bh, t, hd, causal, scale, r, acc_a,
-        static_cast<T*>(gq));
+    cudaError_t e =
+        Launch(bh * t, stream, AttentionBackwardRowsKernel<T>,
+               static_cast<const T*>(gy), static_cast<const T*>(k),
+               static_cast<const T*>(v), static_cast<const T*>(probs),
+               static_cast<const T*>(mask), bh, t, hd, causal, scale, r, acc_a,
+               static_cast<T*>(gq));
     if (e != cudaSuccess) return e;
     // acc_a is free again once the rows kernel is done (stream order).
     return Launch(bh * t, stream, AttentionBackwardColumnsKernel<T>,
