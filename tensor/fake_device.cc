@@ -70,7 +70,8 @@ absl::StatusOr<Tensor> FakeConv2d(const Tensor&, const Tensor&, const Tensor&,
 absl::StatusOr<Tensor> FakeMaxPool2d(const Tensor&, const MaxPool2dOptions&) {
   return Fake("MaxPool2d");
 }
-absl::StatusOr<Tensor> FakeCrossEntropy(const Tensor&, const Tensor&) {
+absl::StatusOr<Tensor> FakeCrossEntropy(const Tensor&, const Tensor&,
+                                        const CrossEntropyOptions&) {
   return Fake("CrossEntropy");
 }
 absl::StatusOr<Tensor> FakeMse(const Tensor&, const Tensor&) {

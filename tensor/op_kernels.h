@@ -86,8 +86,11 @@ using Conv2dKernel = absl::StatusOr<Tensor>(const Tensor& x,
 // options.stride is resolved (never {0, 0}).
 using MaxPool2dKernel = absl::StatusOr<Tensor>(const Tensor& x,
                                                const MaxPool2dOptions& options);
-using CrossEntropyKernel = absl::StatusOr<Tensor>(const Tensor& logits,
-                                                  const Tensor& labels);
+// Labels equal to options.ignore_index are skipped; the others are checked
+// against [0, C) by the kernel, where they are read.
+using CrossEntropyKernel =
+    absl::StatusOr<Tensor>(const Tensor& logits, const Tensor& labels,
+                           const CrossEntropyOptions& options);
 using MseKernel = absl::StatusOr<Tensor>(const Tensor& prediction,
                                          const Tensor& target);
 // In place, never recorded.

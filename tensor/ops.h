@@ -127,13 +127,67 @@ struct MaxPool2dOptions {
 absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
                                  const MaxPool2dOptions& options = {});
 
-// ---- Losses (mean reduction, 0-d result).
-// logits [N, C] (f32/f64), labels [N] of dtype i64 with values in [0, C).
-// Errors name the offending label's index and value. No ignore_index.
-// N == 0 gives NaN, as PyTorch does.
+// ---- Losses (0-d result).
+// PyTorch's F.cross_entropy(logits, labels, ignore_index=-100,
+// reduction='mean'): logits [N, C] (f32/f64), labels [N] of dtype i64 with
+// values in [0, C) or equal to options.ignore_index. Ignored rows add
+// nothing and get a zero gradient; kMean divides by the number of rows not
+// ignored (none: NaN, as PyTorch; N == 0 likewise), kSum does not divide.
+// Errors name the offending label's index and value. The two-argument form
+// uses the defaults (ignore_index -100, mean), as PyTorch's does.
+enum class LossReduction : int8_t { kMean, kSum };
+struct CrossEntropyOptions {
+  int64_t ignore_index = -100;
+  LossReduction reduction = LossReduction::kMean;
+};
 absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& labels);
+absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& labels,
+                                    const CrossEntropyOptions& options);
 // mean((prediction - target)^2); same shape and dtype. Both get gradients.
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target);
+
+// ---- GPT ops (Embedding, Dropout, CrossEntropy options;
+// tensor/ops_embedding.cc, tensor/ops_dropout.cc, tensor/ops_loss.cc).
+//
+// PyTorch's nn.functional.embedding(indices, weight): indices of dtype i64
+// or i32, any shape (0-d too), values in [0, V); weight [V, D] (f32/f64;
+// f16/bf16 gathered through f32, exact) -> indices.shape + [D], row
+// indices[...] of weight. The gradient of weight is dense ([V, D]): the rows
+// of the output's gradient added into the rows they came from, in the order
+// of the indices (deterministic on every device). indices get no gradient.
+// An index outside [0, V) is InvalidArgument naming its value, its position
+// and V ("index out of range in self", as PyTorch says); the indices are
+// read on the host for that check (a copy when they live on a device).
+absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& weight);
+
+class Generator;
+// PyTorch's nn.functional.dropout(x, p, training): in training, each
+// element is kept with probability 1 - p and scaled by 1 / (1 - p), else
+// zeroed; the backward multiplies by the same mask. The mask is drawn from
+// `gen` on the host exactly as PyTorch 1.13's CPU build without MKL draws
+// bernoulli_(1 - p) (one Random64 per element, in order: kept when
+// (v & (2^53 - 1)) / 2^53 < 1 - p), so a torch.manual_seed(s) script and
+// Generator(s) give the same mask on every device. p == 0 or !training
+// returns x itself and draws nothing; p == 1 gives zeros (draws nothing,
+// as PyTorch). p outside [0, 1] (or NaN) is InvalidArgument.
+absl::StatusOr<Tensor> Dropout(const Tensor& x, double p, bool training,
+                               Generator& gen);
+
+// The core of causal self-attention, as PyTorch's math (nanoGPT's
+// non-flash path): q, k, v [B, H, T, hd] (one float dtype, one device) ->
+// [B, H, T, hd]:
+//   att = (q @ k^T) * (1 / sqrt(hd)); att[i, j] = -inf for j > i when
+//   causal; att = softmax(att, -1); att = dropout(att, dropout_p); att @ v.
+// The dropout mask is drawn from *gen as Dropout draws it over a
+// [B, H, T, T] tensor (in that order); dropout_p == 0 or gen == nullptr
+// draws nothing and drops nothing. q, k and v all get gradients. Memory:
+// the [B, H, T, T] probabilities (and the mask when dropping) are kept for
+// backward; nothing else of that size. f16/bf16 compute in f32.
+// InvalidArgument for shapes that differ or are not 4-d, dropout_p outside
+// [0, 1), or dropout_p > 0 without a generator.
+absl::StatusOr<Tensor> ScaledDotProductAttention(
+    const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true,
+    double dropout_p = 0, Generator* gen = nullptr);
 
 // ---- In place, never recorded by autograd (optimizers, DDP, zero_grad).
 // Same dtype and element count (any shapes); CPU; f32/f64 except Fill

@@ -162,10 +162,11 @@ void LogSoftmaxBackwardRows(const float* g, const float* y, int64_t rows,
   }
 }
 
-float NllLossMean(const float* logp, const int64_t* labels, int64_t rows,
-                  int64_t cols) {
+float NllLoss(const float* logp, const int64_t* labels, int64_t rows,
+              int64_t cols, int64_t ignore_index, bool mean) {
   // Eight levels; level 0 moves up after every element whose index is a
-  // multiple of 2^p (p >= 4), level j after multiples of 2^((j+1)p).
+  // multiple of 2^p (p >= 4), level j after multiples of 2^((j+1)p). An
+  // ignored row is skipped before that step (PyTorch's `continue`).
   constexpr int kLevels = 8;
   int64_t ceil_log2 = 1;
   if (rows > 2) {
@@ -177,7 +178,12 @@ float NllLossMean(const float* logp, const int64_t* labels, int64_t rows,
   const int64_t power = std::max<int64_t>(4, ceil_log2 / kLevels);
   const int64_t mask = (int64_t{1} << power) - 1;
   float partial[kLevels] = {};
+  int64_t ignored = 0;
   for (int64_t b = 0; b < rows; ++b) {
+    if (labels[b] == ignore_index) {
+      ++ignored;
+      continue;
+    }
     partial[0] -= logp[b * cols + labels[b]];
     for (int j = 0; j + 1 < kLevels; ++j) {
       if ((b & (mask << (j * power))) != 0) break;
@@ -187,7 +193,7 @@ float NllLossMean(const float* logp, const int64_t* labels, int64_t rows,
   }
   float total = 0.0f;
   for (float p : partial) total += p;
-  return total / static_cast<float>(rows);
+  return mean ? total / static_cast<float>(rows - ignored) : total;
 }
 
 }  // namespace tandem::internal

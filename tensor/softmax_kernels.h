@@ -28,10 +28,11 @@ void SoftmaxBackwardRows(const float* g, const float* y, int64_t rows,
 void LogSoftmaxBackwardRows(const float* g, const float* y, int64_t rows,
                             int64_t cols, float* gx);
 
-// mean over rows of -logp[r, labels[r]] (labels in [0, cols); callers
-// check), summed in PyTorch's cascade.
-float NllLossMean(const float* logp, const int64_t* labels, int64_t rows,
-                  int64_t cols);
+// The sum over rows r with labels[r] != ignore_index of -logp[r, labels[r]]
+// (those labels in [0, cols); callers check), in PyTorch's cascade, divided
+// by the number of such rows when `mean` (none: NaN), as nll_loss does.
+float NllLoss(const float* logp, const int64_t* labels, int64_t rows,
+              int64_t cols, int64_t ignore_index, bool mean);
 
 }  // namespace tandem::internal
 

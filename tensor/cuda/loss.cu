@@ -13,11 +13,19 @@ namespace {
 template <typename T>
 __global__ void CrossEntropyForwardKernel(const T* logits,
                                           const int64_t* labels, int64_t n,
-                                          int64_t c, T* probs, double* row_loss,
+                                          int64_t c, int64_t ignore_index,
+                                          T* probs, double* row_loss,
+                                          double* counted,
                                           unsigned long long* first_bad) {
   using A = Acc<T>;
   TANDEM_CUDA_LOOP(r, n) {
     const int64_t label = labels[r];
+    counted[r] = label == ignore_index ? 0.0 : 1.0;
+    if (label == ignore_index) {
+      // Adds nothing; its probabilities are never read.
+      row_loss[r] = 0;
+      continue;
+    }
     if (label < 0 || label >= c) {
       // Reported by the caller; never read out of bounds.
       atomicMin(first_bad, static_cast<unsigned long long>(r));
@@ -44,15 +52,16 @@ __global__ void CrossEntropyForwardKernel(const T* logits,
 }
 
 template <typename T>
-__global__ void CrossEntropyBackwardKernel(const T* probs,
-                                           const int64_t* labels, const T* g,
-                                           int64_t n, int64_t c, T* out,
-                                           bool accumulate) {
+__global__ void CrossEntropyBackwardKernel(
+    const T* probs, const int64_t* labels, const T* g, int64_t n, int64_t c,
+    int64_t ignore_index, bool mean, double counted, T* out, bool accumulate) {
   using A = Acc<T>;
-  const A scale = Ld(g[0]) / static_cast<A>(n);
+  const A scale = mean ? Ld(g[0]) / static_cast<A>(counted) : Ld(g[0]);
   TANDEM_CUDA_LOOP(j, n * c) {
     const int64_t r = j / c, k = j % c;
-    const A v = scale * (Ld(probs[j]) - (k == labels[r] ? A(1) : A(0)));
+    const A v = labels[r] == ignore_index
+                    ? A(0)
+                    : scale * (Ld(probs[j]) - (k == labels[r] ? A(1) : A(0)));
     out[j] = St<T>(accumulate ? Ld(out[j]) + v : v);
   }
 }
@@ -84,29 +93,31 @@ __global__ void MseBackwardKernel(const T* p, const T* t, const T* g, int64_t n,
 
 cudaError_t CrossEntropyForward(DType dtype, const void* logits,
                                 const int64_t* labels, int64_t n, int64_t c,
-                                void* probs, double* row_loss,
+                                int64_t ignore_index, void* probs,
+                                double* row_loss, double* counted,
                                 int64_t* first_bad, cudaStream_t stream) {
   static_assert(sizeof(unsigned long long) == sizeof(int64_t));
   return DispatchFloat(dtype, [&](auto z) {
     using T = decltype(z);
     // Indices are >= 0, so the unsigned minimum is the signed one.
     return Launch(n, stream, CrossEntropyForwardKernel<T>,
-                  static_cast<const T*>(logits), labels, n, c,
-                  static_cast<T*>(probs), row_loss,
+                  static_cast<const T*>(logits), labels, n, c, ignore_index,
+                  static_cast<T*>(probs), row_loss, counted,
                   reinterpret_cast<unsigned long long*>(first_bad));
   });
 }
 
 cudaError_t CrossEntropyBackward(DType dtype, const void* probs,
                                  const int64_t* labels, const void* g,
-                                 int64_t n, int64_t c, void* out,
+                                 int64_t n, int64_t c, int64_t ignore_index,
+                                 bool mean, double counted, void* out,
                                  bool accumulate, cudaStream_t stream) {
   return DispatchFloat(dtype, [&](auto z) {
     using T = decltype(z);
     return Launch(n * c, stream, CrossEntropyBackwardKernel<T>,
                   static_cast<const T*>(probs), labels,
-                  static_cast<const T*>(g), n, c, static_cast<T*>(out),
-                  accumulate);
+                  static_cast<const T*>(g), n, c, ignore_index, mean, counted,
+                  static_cast<T*>(out), accumulate);
   });
 }
 

@@ -14,6 +14,7 @@
 
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/test_util.h"
+#include "tensor/generator.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
@@ -354,6 +355,81 @@ TEST_P(OpsCudaTest, InPlaceOpsMatchTheCpu) {
   ExpectBitwiseEqual(Tensor::Zeros({0}, dt(), kGpu).value(),
                      Tensor::Zeros({0}, dt()).value(), "Zeros of nothing");
 }
+
+// ---- GPT ops (helper gptops): Embedding, Dropout, CrossEntropy options.
+TEST_P(OpsCudaTest, Embedding) {
+  // Repeated rows: the backward adds several rows of g into one row.
+  CheckOp("Embedding i64", dt(), {Labels({3, 0, 3, 5, 1, 3}), F({6, 5}, 160)},
+          [](auto& in) { return Embedding(in[0], in[1]); });
+  CheckOp("Embedding i32 [2, 3]", dt(),
+          {{Tensor::FromVector(std::vector<int32_t>{4, 4, 0, 2, 1, 4}, {2, 3})
+                .value(),
+            false},
+           F({5, 7}, 161)},
+          [](auto& in) { return Embedding(in[0], in[1]); });
+}
+
+// The mask is drawn on the host from the generator: a fresh Generator(7)
+// on each side gives the same mask, so CUDA equals the CPU.
+TEST_P(OpsCudaTest, Dropout) {
+  CheckOp("Dropout", dt(), {F({6, 9}, 162)}, [](auto& in) {
+    Generator gen(7);
+    return Dropout(in[0], 0.35, true, gen);
+  });
+}
+
+TEST_P(OpsCudaTest, CrossEntropyIgnoreIndexAndSum) {
+  CheckOp("CrossEntropy ignore -100", dt(),
+          {F({6, 5}, 163, -3, 3), Labels({1, -100, 4, 0, -100, 2})},
+          [](auto& in) { return CrossEntropy(in[0], in[1]); });
+  CheckOp("CrossEntropy ignore 3, sum", dt(),
+          {F({6, 5}, 164, -3, 3), Labels({3, 0, 3, 4, 1, 3})}, [](auto& in) {
+            return CrossEntropy(in[0], in[1], {3, LossReduction::kSum});
+          });
+}
+
+TEST(CudaGptOpsTest, CrossEntropyAllIgnoredIsNan) {
+  TANDEM_REQUIRE_CUDA();
+  Tensor logits = Tensor::Zeros({3, 4}, DType::kF32, kGpu).value();
+  ASSERT_TRUE(logits.set_requires_grad(true).ok());
+  Tensor labels = ToCuda(Tensor::Full({3}, -100, DType::kI64).value());
+  Tensor loss = CrossEntropy(logits, labels).value();
+  EXPECT_TRUE(std::isnan(ToHost(loss).ToVector<float>().value()[0]));
+  ASSERT_TRUE(loss.Backward().ok());
+  for (float v : ToHost(logits.grad()).ToVector<float>().value()) {
+    EXPECT_EQ(v, 0.0f);
+  }
+}
+
+// Causal and full, with and without attention dropout (the mask is drawn
+// on the host from a fresh Generator(11) on each side).
+TEST_P(OpsCudaTest, ScaledDotProductAttention) {
+  for (bool causal : {true, false}) {
+    for (double p : {0.0, 0.2}) {
+      CheckOp(
+          std::string("ScaledDotProductAttention causal ") +
+              (causal ? "1" : "0") + " p " + std::to_string(p),
+          dt(),
+          {F({2, 3, 7, 4}, 165), F({2, 3, 7, 4}, 166), F({2, 3, 7, 4}, 167)},
+          [causal, p](auto& in) {
+            Generator gen(11);
+            return ScaledDotProductAttention(in[0], in[1], in[2], causal, p,
+                                             &gen);
+          });
+    }
+  }
+}
+
+TEST(CudaGptOpsTest, EmbeddingIndexOutOfRangeNamedLikeTheCpu) {
+  TANDEM_REQUIRE_CUDA();
+  Tensor w = Tensor::Zeros({4, 2}, DType::kF32, kGpu).value();
+  absl::StatusOr<Tensor> r = Embedding(
+      ToCuda(Tensor::FromVector(std::vector<int64_t>{1, 9}).value()), w);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("indices[1] = 9 is not in [0, 4)"));
+}
+// ---- end GPT ops.
 
 INSTANTIATE_TEST_SUITE_P(AllFloats, OpsCudaTest,
                          ::testing::Values(DType::kF32, DType::kF64,

@@ -29,31 +29,43 @@ absl::StatusOr<int64_t> LabelAt(const Tensor& labels, int64_t index) {
 }
 
 // The kernels of tensor/op_kernels.h, on arguments their ops checked.
+// CrossEntropy (ignore_index and reduction: GPT ops, helper gptops): rows
+// whose label is options.ignore_index add nothing and get a zero gradient;
+// the count of the others is summed on the device and read back with the
+// label check (kMean divides by it; 0 gives NaN, as PyTorch).
 absl::StatusOr<Tensor> CudaCrossEntropy(const Tensor& logits,
-                                        const Tensor& labels) {
+                                        const Tensor& labels,
+                                        const CrossEntropyOptions& options) {
   const Device device = logits.device();
   const int64_t n = logits.dim(0), c = logits.dim(1);
   const DType dtype = logits.dtype();
+  const int64_t ignore = options.ignore_index;
+  const bool mean = options.reduction == LossReduction::kMean;
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
   TANDEM_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({}, dtype, device));
-  // softmax(logits) - onehot(labels), divided by N, is the gradient; the
-  // probabilities are kept for backward.
+  // softmax(logits) - onehot(labels), times g / count (or g), is the
+  // gradient of a counted row; the probabilities are kept for backward.
   TANDEM_ASSIGN_OR_RETURN(Tensor probs,
                           Tensor::Empty(logits.shape(), dtype, device));
   TANDEM_ASSIGN_OR_RETURN(Tensor row_loss,
                           Tensor::Empty({n}, DType::kF64, device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor row_counted,
+                          Tensor::Empty({n}, DType::kF64, device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor counted_dev,
+                          Tensor::Empty({}, DType::kF64, device));
   TANDEM_ASSIGN_OR_RETURN(Tensor first_bad,
                           Tensor::Empty({1}, DType::kI64, device));
   TANDEM_ASSIGN_OR_RETURN(Tensor scratch, ReduceScratch(device));
   TANDEM_CUDA_RETURN_IF_ERROR(kernels::Fill(first_bad.raw_data(), 1, 8,
                                             static_cast<uint64_t>(n), stream));
   TANDEM_CUDA_RETURN_IF_ERROR(kernels::CrossEntropyForward(
-      dtype, logits.raw_data(), labels.data<int64_t>(), n, c, probs.raw_data(),
-      row_loss.data<double>(), first_bad.data<int64_t>(), stream));
-  // loss = (sum of row losses in double) / N; N == 0 gives NaN.
-  TANDEM_CUDA_RETURN_IF_ERROR(kernels::SumAll(
-      DType::kF64, row_loss.raw_data(), n, static_cast<double>(n), dtype,
-      loss.raw_data(), /*accumulate=*/false, scratch.data<double>(), stream));
+      dtype, logits.raw_data(), labels.data<int64_t>(), n, c, ignore,
+      probs.raw_data(), row_loss.data<double>(), row_counted.data<double>(),
+      first_bad.data<int64_t>(), stream));
+  TANDEM_CUDA_RETURN_IF_ERROR(
+      kernels::SumAll(DType::kF64, row_counted.raw_data(), n, 1.0, DType::kF64,
+                      counted_dev.raw_data(), /*accumulate=*/false,
+                      scratch.data<double>(), stream));
   // The label check: one int64 back to the host (waits for the kernels).
   TANDEM_ASSIGN_OR_RETURN(Tensor bad_host, first_bad.To(Device::CPU()));
   const int64_t bad = bad_host.data<int64_t>()[0];
@@ -61,18 +73,25 @@ absl::StatusOr<Tensor> CudaCrossEntropy(const Tensor& logits,
     TANDEM_ASSIGN_OR_RETURN(int64_t label, LabelAt(labels, bad));
     return ::tandem::internal::LabelOutOfRange(logits, bad, label);
   }
-  RecordOp(
-      "CrossEntropy", loss, {logits, labels},
-      [probs, labels = labels.Detach(), n, c, device](
-          const Tensor& g, GradSink& sink) -> absl::Status {
-        TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "CrossEntropy"));
-        TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-        TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-        TANDEM_CUDA_RETURN_IF_ERROR(kernels::CrossEntropyBackward(
-            g.dtype(), probs.raw_data(), labels.data<int64_t>(), g.raw_data(),
-            n, c, buf.tensor.raw_data(), buf.accumulate, stream));
-        return absl::OkStatus();
-      });
+  TANDEM_ASSIGN_OR_RETURN(Tensor counted_host, counted_dev.To(Device::CPU()));
+  const double counted = counted_host.data<double>()[0];
+  // loss = (sum of row losses in double) / count (mean) or / 1 (sum).
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::SumAll(
+      DType::kF64, row_loss.raw_data(), n, mean ? counted : 1.0, dtype,
+      loss.raw_data(), /*accumulate=*/false, scratch.data<double>(), stream));
+  RecordOp("CrossEntropy", loss, {logits, labels},
+           [probs, labels = labels.Detach(), n, c, device, ignore, mean,
+            counted](const Tensor& g, GradSink& sink) -> absl::Status {
+             TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "CrossEntropy"));
+             TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream,
+                                     Enter(device.index()));
+             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
+             TANDEM_CUDA_RETURN_IF_ERROR(kernels::CrossEntropyBackward(
+                 g.dtype(), probs.raw_data(), labels.data<int64_t>(),
+                 g.raw_data(), n, c, ignore, mean, counted,
+                 buf.tensor.raw_data(), buf.accumulate, stream));
+             return absl::OkStatus();
+           });
   return loss;
 }
 

@@ -139,8 +139,9 @@ absl::StatusOr<Tensor> SimMaxPool2d(const Tensor& x,
   return Back(::tandem::MaxPool2d(Host(x), options), x.device());
 }
 absl::StatusOr<Tensor> SimCrossEntropy(const Tensor& logits,
-                                       const Tensor& labels) {
-  return Back(::tandem::CrossEntropy(Host(logits), Host(labels)),
+                                       const Tensor& labels,
+                                       const CrossEntropyOptions& options) {
+  return Back(::tandem::CrossEntropy(Host(logits), Host(labels), options),
               logits.device());
 }
 absl::StatusOr<Tensor> SimMse(const Tensor& prediction, const Tensor& target) {

@@ -127,14 +127,19 @@ cudaError_t SoftmaxBackward(DType dtype, bool log, const void* y, const void* g,
 // probs [n, c] = softmax(logits); row_loss[i] = logsumexp - logits[i,
 // label]. A label outside [0, c) makes row_loss[i] NaN and lowers
 // *first_bad (which the caller initialises to n) to i.
+// Rows whose label is ignore_index: row_loss 0, counted 0, probs unset;
+// the others counted 1.
 cudaError_t CrossEntropyForward(DType dtype, const void* logits,
                                 const int64_t* labels, int64_t n, int64_t c,
-                                void* probs, double* row_loss,
+                                int64_t ignore_index, void* probs,
+                                double* row_loss, double* counted,
                                 int64_t* first_bad, cudaStream_t stream);
-// out (+)= (g[0] / n) * (probs - onehot(labels)).
+// out (+)= s * (probs - onehot(labels)), s = g[0] / counted (mean) or g[0]
+// (sum); 0 on rows whose label is ignore_index.
 cudaError_t CrossEntropyBackward(DType dtype, const void* probs,
                                  const int64_t* labels, const void* g,
-                                 int64_t n, int64_t c, void* out,
+                                 int64_t n, int64_t c, int64_t ignore_index,
+                                 bool mean, double counted, void* out,
                                  bool accumulate, cudaStream_t stream);
 // sq[i] = (double(p[i]) - double(t[i]))^2.
 cudaError_t SquaredDiff(DType dtype, const void* p, const void* t, int64_t n,
