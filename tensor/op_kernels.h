@@ -175,6 +175,28 @@ using BatchNormBackwardElemtKernel =
 // invstd from running_var, as PyTorch computes it).
 // ---- End of BatchNorm's signatures.
 
+// ---- LayerNorm's kernels (tensor/ops_layer_norm.cc defines the op; the
+// CUDA kernels are in tensor/cuda/ops_layer_norm.cc). x is walked as
+// [rows, cols] (cols >= 1: the normalised trailing dims' size; rows may be
+// 0); mean and rstd are
+// [rows], weight, bias, dweight and dbias [cols] (flattened); every tensor
+// has x's dtype (f32 or f64). Sums are accumulated in double.
+//
+// y = (x - mean) * rstd * weight + bias per row, rstd = 1 / sqrt(biased
+// var + eps); weight and bias may be undefined (1 and 0).
+using LayerNormKernel = absl::Status(const Tensor& x, const Tensor& weight,
+                                     const Tensor& bias, int64_t cols,
+                                     double eps, const Tensor& y,
+                                     const Tensor& mean, const Tensor& rstd);
+// The gradients of the forward above: each of dx, dweight, dbias is
+// written when defined (overwritten, not accumulated). weight may be
+// undefined (1).
+using LayerNormBackwardKernel =
+    absl::Status(const Tensor& dy, const Tensor& x, const Tensor& mean,
+                 const Tensor& rstd, const Tensor& weight, int64_t cols,
+                 const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
+// ---- End of LayerNorm's signatures.
+
 // ---- Rows: one accessor per op (a function-local static, so static
 // initialisers of any library may register into it).
 #define TANDEM_OP_ROW(accessor, Fn, name)          \
@@ -212,6 +234,11 @@ TANDEM_OP_ROW(BatchNormBackwardElemtKernels, BatchNormBackwardElemtKernel,
               "BatchNormBackwardElemt")
 TANDEM_OP_ROW(BatchNormInvstdKernels, PointwiseKernel, "BatchNormInvstd")
 // ---- End of BatchNorm's rows.
+// ---- LayerNorm's rows.
+TANDEM_OP_ROW(LayerNormKernels, LayerNormKernel, "LayerNorm")
+TANDEM_OP_ROW(LayerNormBackwardKernels, LayerNormBackwardKernel,
+              "LayerNormBackward")
+// ---- End of LayerNorm's rows.
 #undef TANDEM_OP_ROW
 
 }  // namespace tandem

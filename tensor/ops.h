@@ -127,7 +127,7 @@ struct MaxPool2dOptions {
 absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
                                  const MaxPool2dOptions& options = {});
 
-// ---- Normalisation (tensor/ops_batch_norm.cc).
+// ---- Normalisation (tensor/ops_batch_norm.cc, tensor/ops_layer_norm.cc).
 // PyTorch's torch.nn.functional.batch_norm(x, running_mean, running_var,
 // weight, bias, training, momentum, eps), arguments in tandem's order.
 // x is [N, C, *] ([N, C], [N, C, L], [N, C, H, W], ...), f32 or f64, or
@@ -150,6 +150,16 @@ absl::StatusOr<Tensor> BatchNorm(const Tensor& x, const Tensor& weight,
                                  const Tensor& bias, const Tensor& running_mean,
                                  const Tensor& running_var, bool training,
                                  double momentum, double eps);
+// PyTorch's torch.nn.functional.layer_norm: x [*, normalized_shape] (the
+// trailing dims equal normalized_shape, which is not empty) normalised over
+// those dims, per leading index: y = (x - mean) / sqrt(var + eps) * weight
+// + bias with the biased variance; weight and bias have normalized_shape
+// (or are undefined: no affine). f32 or f64; f16/bf16 operands are
+// computed in f32 and the output has x's dtype. Gradients for x, weight
+// and bias.
+absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Shape& normalized_shape,
+                                 const Tensor& weight, const Tensor& bias,
+                                 double eps = 1e-5);
 // ---- End of normalisation.
 
 // ---- Losses (mean reduction, 0-d result).

@@ -14,29 +14,6 @@
 namespace tandem::cuda::kernels {
 namespace {
 
-// f32 or f64 (checked by the op's definition).
-template <typename F>
-cudaError_t DispatchF32F64(DType dtype, F&& f) {
-  if (dtype == DType::kF64) return f(double{});
-  if (dtype == DType::kF32) return f(float{});
-  return cudaErrorInvalidValue;
-}
-
-// The block's fixed-tree sum of each thread's `v` (all threads get it).
-__device__ double BlockSum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = kThreads / 2; s > 0; s >>= 1) {
-    if (static_cast<int>(threadIdx.x) < s) {
-      shared[threadIdx.x] += shared[threadIdx.x + s];
-    }
-    __syncthreads();
-  }
-  const double total = shared[0];
-  __syncthreads();
-  return total;
-}
-
 // Element j of channel c's values (n * inner + i).
 __device__ inline int64_t At(int64_t c, int64_t j, int64_t channels,
                              int64_t inner) {

@@ -276,6 +276,23 @@ TEST(CudaBatchNormTest, RunningStatisticsAndPiecesMatchTheCpu) {
 }
 // ---- End of BatchNorm.
 
+// ---- LayerNorm (norm): affine over one and two trailing dims, without
+// affine, forward and gradients of x, weight and bias against the CPU
+// (f16/bf16 parameters are computed in f32 too).
+TEST_P(OpsCudaTest, LayerNorm) {
+  CheckOp("LayerNorm affine", dt(),
+          {F({6, 33}, 150), F({33}, 151, 0.5, 2), F({33}, 152)},
+          [](auto& in) { return LayerNorm(in[0], {33}, in[1], in[2]); });
+  CheckOp("LayerNorm two dims", dt(),
+          {F({2, 3, 4, 5}, 153), F({4, 5}, 154, 0.5, 2), F({4, 5}, 155)},
+          [](auto& in) {
+            return LayerNorm(in[0], {4, 5}, in[1], in[2]);
+          });
+  CheckOp("LayerNorm no affine, wide row", dt(), {F({3, 700}, 156, -3, 5)},
+          [](auto& in) { return LayerNorm(in[0], {700}, Tensor(), Tensor()); });
+}
+// ---- End of LayerNorm.
+
 TEST_P(OpsCudaTest, SoftmaxAlongAnyDim) {
   uint32_t seed = 60;
   for (bool log : {false, true}) {

@@ -208,6 +208,35 @@ TEST_F(SimDeviceTest, BatchNormMatchesTheCpuExactly) {
   EXPECT_EQ(results[0], results[1]);
 }
 
+// LayerNorm (norm) on a simulated device: the CPU's values, bit for bit.
+TEST_F(SimDeviceTest, LayerNormMatchesTheCpuExactly) {
+  std::vector<float> xv(24), wv(4);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * ((i * 7) % 11) - 0.3f;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = 0.5f + 0.25f * i;
+  std::vector<std::vector<float>> results[2];
+  for (int i = 0; i < 2; ++i) {
+    const Device d = i == 0 ? Device::CPU() : Device::Sim(0);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x, Tensor::FromVector(xv, {2, 3, 4}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor w, Tensor::FromVector(wv, {4}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(x, x.To(d));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(w, w.To(d));
+    TANDEM_NN_ASSERT_OK(x.set_requires_grad(true));
+    TANDEM_NN_ASSERT_OK(w.set_requires_grad(true));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y, LayerNorm(x, {4}, w, w));
+    EXPECT_EQ(y.device(), d);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y2, Mul(y, y));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Sum(y2));
+    TANDEM_NN_ASSERT_OK(loss.Backward());
+    for (const Tensor& t : {y, x.grad(), w.grad()}) {
+      EXPECT_EQ(t.device(), d);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor h, t.To(Device::CPU()));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> v, h.ToVector<float>());
+      results[i].push_back(v);
+    }
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
 TEST_F(SimDeviceTest, MemoryIsAccountedPerDevice) {
   const int64_t before = SimMemoryAllocated(2);
   ResetSimPeakMemory();

@@ -279,6 +279,10 @@ absl::Status RegisterSimKernels() {
                kSim, &ViaCpu<&BatchNormBackwardElemtKernels>),
            BatchNormInvstdKernels().Register(kSim,
                                              &ViaCpu<&BatchNormInvstdKernels>),
+           // LayerNorm (norm).
+           LayerNormKernels().Register(kSim, &ViaCpu<&LayerNormKernels>),
+           LayerNormBackwardKernels().Register(
+               kSim, &ViaCpu<&LayerNormBackwardKernels>),
        }) {
     if (!s.ok()) return s;
   }
