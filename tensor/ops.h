@@ -127,6 +127,41 @@ struct MaxPool2dOptions {
 absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
                                  const MaxPool2dOptions& options = {});
 
+// ---- Normalisation (tensor/ops_batch_norm.cc, tensor/ops_layer_norm.cc).
+// PyTorch's torch.nn.functional.batch_norm(x, running_mean, running_var,
+// weight, bias, training, momentum, eps), arguments in tandem's order.
+// x is [N, C, *] ([N, C], [N, C, L], [N, C, H, W], ...), f32 or f64, or
+// f16/bf16 with f32 parameters (computed in f32, output in x's dtype, as
+// PyTorch's mixed-type CPU kernel); weight, bias, running_mean and
+// running_var are [C] of x's dtype (f32 for f16/bf16 x), weight and bias
+// may be undefined (no affine), the running statistics both or neither.
+//   training: each channel normalised with the batch's mean and biased
+//     variance over every dim but 1; the running statistics, when defined,
+//     are updated in place (never recorded): r = (1 - momentum) r +
+//     momentum * s, with the unbiased variance. A batch with one value per
+//     channel is an error (PyTorch's "Expected more than 1 value per
+//     channel when training"); an empty batch gives an empty output and
+//     leaves the statistics alone.
+//   not training: normalised with running_mean and running_var (required).
+// y = (x - mean) / sqrt(var + eps) * weight + bias. Gradients for x, weight
+// and bias (PyTorch's formulas). The per-channel pieces, for SyncBatchNorm,
+// are in tensor/ops_batch_norm.h.
+absl::StatusOr<Tensor> BatchNorm(const Tensor& x, const Tensor& weight,
+                                 const Tensor& bias, const Tensor& running_mean,
+                                 const Tensor& running_var, bool training,
+                                 double momentum, double eps);
+// PyTorch's torch.nn.functional.layer_norm: x [*, normalized_shape] (the
+// trailing dims equal normalized_shape, which is not empty) normalised over
+// those dims, per leading index: y = (x - mean) / sqrt(var + eps) * weight
+// + bias with the biased variance; weight and bias have normalized_shape
+// (or are undefined: no affine). f32 or f64; f16/bf16 operands are
+// computed in f32 and the output has x's dtype. Gradients for x, weight
+// and bias.
+absl::StatusOr<Tensor> LayerNorm(const Tensor& x, const Shape& normalized_shape,
+                                 const Tensor& weight, const Tensor& bias,
+                                 double eps = 1e-5);
+// ---- End of normalisation.
+
 // ---- Losses (0-d result).
 // PyTorch's F.cross_entropy(logits, labels, ignore_index=-100,
 // reduction='mean'): logits [N, C] (f32/f64), labels [N] of dtype i64 with

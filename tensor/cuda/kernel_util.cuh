@@ -161,6 +161,14 @@ cudaError_t DispatchFloat(DType dtype, F&& f) {
   }
 }
 
+// f32 and f64 only (kernels whose op computes f16/bf16 in f32).
+template <typename F>
+cudaError_t DispatchF32F64(DType dtype, F&& f) {
+  if (dtype == DType::kF64) return f(double{});
+  if (dtype == DType::kF32) return f(float{});
+  return cudaErrorInvalidValue;
+}
+
 template <typename F>
 cudaError_t DispatchAll(DType dtype, F&& f) {
   switch (dtype) {
@@ -248,6 +256,23 @@ cudaError_t ReduceSum(int64_t n, Load load, Store store, double* scratch,
   ReduceFinishKernel<<<1, kThreads, 0, stream>>>(
       scratch, static_cast<int>(blocks), store);
   return cudaGetLastError();
+}
+
+// The fixed-tree sum of every thread's `v` over a block of kThreads
+// threads (`shared` holds kThreads doubles); every thread gets the total.
+// All threads of the block must call it (it synchronises).
+__device__ inline double BlockSum(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s >>= 1) {
+    if (static_cast<int>(threadIdx.x) < s) {
+      shared[threadIdx.x] += shared[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();
+  return total;
 }
 
 // store(total): dst[0] = (accumulate ? dst[0] : 0) + total / divisor.

@@ -58,18 +58,6 @@ __global__ void AdamWKernel(T* p, const T* g, T* m, T* v, T* v_max, int64_t n,
   }
 }
 
-template <typename F>
-cudaError_t DispatchF32F64(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      return f(float{});
-    case DType::kF64:
-      return f(double{});
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-
 }  // namespace
 
 cudaError_t SgdStep(DType dtype, void* p, const void* g, void* buf, int64_t n,

@@ -221,24 +221,39 @@ absl::Status SimAdamWStep(const Tensor& param, const Tensor& grad,
   return absl::OkStatus();
 }
 
-// Any pointwise row (op_table.h's PointwiseKernel): the CPU kernel of the
-// row named kName, on host views of the output and the inputs. The op's
-// definition allocated `out` on the simulated device and records autograd
-// itself (its backward is another op), so nothing is recorded here. A new
-// pointwise op gets its sim kernel with one line in RegisterSimKernels.
-template <const char* kName>
-absl::Status SimPointwise(const Tensor& out, absl::Span<const Tensor> inputs,
-                          double attr) {
-  static const OpKernels<PointwiseKernel> row(kName);
-  TANDEM_ASSIGN_OR_RETURN(PointwiseKernel * cpu, row.For(Device::CPU()));
-  std::vector<Tensor> host;
-  host.reserve(inputs.size());
-  for (const Tensor& t : inputs) host.push_back(Raw(t));
-  return cpu(Raw(out), host, attr);
+// ---- Kernels of the structured ops (norm): the same row's CPU kernel on
+// host views of every tensor (outputs included: the CPU kernel writes the
+// simulated device's memory). Such kernels record no autograd (their op's
+// definition does), so no Move is needed. Add a row with one line below.
+Tensor OnHost(const Tensor& t) { return Raw(t); }
+std::vector<Tensor> OnHost(absl::Span<const Tensor> ts) {
+  std::vector<Tensor> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(Raw(t));
+  return out;
+}
+template <typename T>
+T OnHost(T value) {
+  return value;
 }
 
-constexpr char kGelu[] = "Gelu";
-constexpr char kGeluBackward[] = "GeluBackward";
+template <auto Row, typename... Args>
+absl::Status ViaCpu(Args... args) {
+  auto cpu = Row().For(Device::CPU());
+  if (!cpu.ok()) return cpu.status();
+  return (*cpu)(OnHost(args)...);
+}
+// ---- End of the structured ops' kernels.
+
+// The Gelu rows, found by name (their definitions keep them private).
+const OpKernels<PointwiseKernel>& GeluRow() {
+  static const OpKernels<PointwiseKernel> row("Gelu");
+  return row;
+}
+const OpKernels<PointwiseKernel>& GeluBackwardRow() {
+  static const OpKernels<PointwiseKernel> row("GeluBackward");
+  return row;
+}
 
 }  // namespace
 
@@ -263,10 +278,26 @@ absl::Status RegisterSimKernels() {
            ConvertKernels().Register(kSim, SimConvert),
            SgdStepKernels().Register(kSim, SimSgdStep),
            AdamWStepKernels().Register(kSim, SimAdamWStep),
-           OpKernels<PointwiseKernel>(kGelu).Register(kSim,
-                                                      SimPointwise<kGelu>),
-           OpKernels<PointwiseKernel>(kGeluBackward)
-               .Register(kSim, SimPointwise<kGeluBackward>),
+           // Gelu.
+           GeluRow().Register(kSim, &ViaCpu<&GeluRow>),
+           GeluBackwardRow().Register(kSim, &ViaCpu<&GeluBackwardRow>),
+           // BatchNorm (norm).
+           BatchNormStatsKernels().Register(kSim,
+                                            &ViaCpu<&BatchNormStatsKernels>),
+           BatchNormGatherStatsKernels().Register(
+               kSim, &ViaCpu<&BatchNormGatherStatsKernels>),
+           BatchNormElemtKernels().Register(kSim,
+                                            &ViaCpu<&BatchNormElemtKernels>),
+           BatchNormBackwardReduceKernels().Register(
+               kSim, &ViaCpu<&BatchNormBackwardReduceKernels>),
+           BatchNormBackwardElemtKernels().Register(
+               kSim, &ViaCpu<&BatchNormBackwardElemtKernels>),
+           BatchNormInvstdKernels().Register(kSim,
+                                             &ViaCpu<&BatchNormInvstdKernels>),
+           // LayerNorm (norm).
+           LayerNormKernels().Register(kSim, &ViaCpu<&LayerNormKernels>),
+           LayerNormBackwardKernels().Register(
+               kSim, &ViaCpu<&LayerNormBackwardKernels>),
        }) {
     if (!s.ok()) return s;
   }
