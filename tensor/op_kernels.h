@@ -145,6 +145,55 @@ using AdamWStepKernel = absl::Status(const Tensor& param, const Tensor& grad,
                                      const Tensor& max_exp_avg_sq,
                                      const AdamWStepArgs& args);
 
+// ---- BatchNorm's kernels (tensor/ops_batch_norm.cc defines the op and
+// its pieces, tensor/ops_batch_norm.h; the CUDA kernels are in
+// tensor/cuda/ops_batch_norm.cc). Each is one of PyTorch's SyncBatchNorm
+// pieces (batch_norm_stats, batch_norm_gather_stats_with_counts,
+// batch_norm_elemt, batch_norm_backward_reduce, batch_norm_backward_elemt).
+// x and dy are [N, C, *] (contiguous, at least 2-d); the per-channel
+// tensors are [C]; every floating tensor has x's dtype (f32 or f64), and
+// sums are accumulated in double. Outputs are allocated by the caller.
+//
+// mean, var <- the batch mean and biased variance of each channel (count
+// N * prod(*) >= 1).
+using BatchNormStatsKernel = absl::Status(const Tensor& x, const Tensor& mean,
+                                          const Tensor& var);
+// Combines G groups' statistics (means, vars [G, C], biased; counts [G],
+// each >= 1, total >= 2) into mean and invstd = 1 / sqrt(var + eps) of the
+// union, and, when running_mean / running_var are defined, updates them in
+// place: r = (1 - momentum) r + momentum * s, with the unbiased variance.
+using BatchNormGatherStatsKernel = absl::Status(
+    const Tensor& means, const Tensor& vars, const Tensor& counts,
+    const Tensor& running_mean, const Tensor& running_var, double momentum,
+    double eps, const Tensor& mean, const Tensor& invstd);
+// out = (x - mean) * invstd * weight + bias, computed as x * a + b with
+// a = invstd * weight, b = bias - mean * a per channel (PyTorch's CPU
+// form); weight and bias may be undefined (1 and 0).
+using BatchNormElemtKernel = absl::Status(const Tensor& out, const Tensor& x,
+                                          const Tensor& weight,
+                                          const Tensor& bias,
+                                          const Tensor& mean,
+                                          const Tensor& invstd);
+// sum_dy <- sum of dy, sum_dy_xmu <- sum of dy * (x - mean), per channel.
+using BatchNormBackwardReduceKernel = absl::Status(const Tensor& dy,
+                                                   const Tensor& x,
+                                                   const Tensor& mean,
+                                                   const Tensor& sum_dy,
+                                                   const Tensor& sum_dy_xmu);
+// dx = (dy - sum_dy / count - (x - mean) * invstd^2 * sum_dy_xmu / count)
+//      * invstd * weight
+// (batch statistics), or dx = dy * invstd * weight when sum_dy and
+// sum_dy_xmu are undefined (running statistics: eval mode). weight may be
+// undefined (1).
+using BatchNormBackwardElemtKernel =
+    absl::Status(const Tensor& dx, const Tensor& dy, const Tensor& x,
+                 const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                 const Tensor& sum_dy, const Tensor& sum_dy_xmu, double count);
+// BatchNormInvstd is a PointwiseKernel (tensor/op_table.h): out = 1 /
+// sqrt(in[0] + attr), attr = eps, in the tensor's dtype (eval mode's
+// invstd from running_var, as PyTorch computes it).
+// ---- End of BatchNorm's signatures.
+
 // ---- Rows: one accessor per op (a function-local static, so static
 // initialisers of any library may register into it).
 #define TANDEM_OP_ROW(accessor, Fn, name)          \
@@ -172,6 +221,17 @@ TANDEM_OP_ROW(FillInPlaceKernels, FillInPlaceKernel, "FillInPlace")
 TANDEM_OP_ROW(ConvertKernels, ConvertKernel, "Convert")
 TANDEM_OP_ROW(SgdStepKernels, SgdStepKernel, "SgdStep")
 TANDEM_OP_ROW(AdamWStepKernels, AdamWStepKernel, "AdamWStep")
+// ---- BatchNorm's rows.
+TANDEM_OP_ROW(BatchNormStatsKernels, BatchNormStatsKernel, "BatchNormStats")
+TANDEM_OP_ROW(BatchNormGatherStatsKernels, BatchNormGatherStatsKernel,
+              "BatchNormGatherStats")
+TANDEM_OP_ROW(BatchNormElemtKernels, BatchNormElemtKernel, "BatchNormElemt")
+TANDEM_OP_ROW(BatchNormBackwardReduceKernels, BatchNormBackwardReduceKernel,
+              "BatchNormBackwardReduce")
+TANDEM_OP_ROW(BatchNormBackwardElemtKernels, BatchNormBackwardElemtKernel,
+              "BatchNormBackwardElemt")
+TANDEM_OP_ROW(BatchNormInvstdKernels, PointwiseKernel, "BatchNormInvstd")
+// ---- End of BatchNorm's rows.
 #undef TANDEM_OP_ROW
 
 }  // namespace tandem

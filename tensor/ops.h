@@ -155,6 +155,31 @@ absl::StatusOr<Tensor> AvgPool2d(const Tensor& x,
 absl::StatusOr<Tensor> AdaptiveAvgPool2d(const Tensor& x,
                                          std::array<int64_t, 2> output_size);
 
+// ---- Normalisation (tensor/ops_batch_norm.cc).
+// PyTorch's torch.nn.functional.batch_norm(x, running_mean, running_var,
+// weight, bias, training, momentum, eps), arguments in tandem's order.
+// x is [N, C, *] ([N, C], [N, C, L], [N, C, H, W], ...), f32 or f64, or
+// f16/bf16 with f32 parameters (computed in f32, output in x's dtype, as
+// PyTorch's mixed-type CPU kernel); weight, bias, running_mean and
+// running_var are [C] of x's dtype (f32 for f16/bf16 x), weight and bias
+// may be undefined (no affine), the running statistics both or neither.
+//   training: each channel normalised with the batch's mean and biased
+//     variance over every dim but 1; the running statistics, when defined,
+//     are updated in place (never recorded): r = (1 - momentum) r +
+//     momentum * s, with the unbiased variance. A batch with one value per
+//     channel is an error (PyTorch's "Expected more than 1 value per
+//     channel when training"); an empty batch gives an empty output and
+//     leaves the statistics alone.
+//   not training: normalised with running_mean and running_var (required).
+// y = (x - mean) / sqrt(var + eps) * weight + bias. Gradients for x, weight
+// and bias (PyTorch's formulas). The per-channel pieces, for SyncBatchNorm,
+// are in tensor/ops_batch_norm.h.
+absl::StatusOr<Tensor> BatchNorm(const Tensor& x, const Tensor& weight,
+                                 const Tensor& bias, const Tensor& running_mean,
+                                 const Tensor& running_var, bool training,
+                                 double momentum, double eps);
+// ---- End of normalisation.
+
 // ---- Losses (mean reduction, 0-d result).
 // logits [N, C] (f32/f64), labels [N] of dtype i64 with values in [0, C).
 // Errors name the offending label's index and value. No ignore_index.

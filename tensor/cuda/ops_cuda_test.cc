@@ -15,6 +15,7 @@
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/test_util.h"
 #include "tensor/ops.h"
+#include "tensor/ops_batch_norm.h"
 #include "tensor/tensor.h"
 
 namespace tandem {
@@ -201,6 +202,79 @@ TEST_P(OpsCudaTest, Gelu) {
   CheckOp("Gelu tanh", dt(), {F({5, 7}, 121, -4, 4)},
           [](auto& in) { return Gelu(in[0], GeluApproximation::kTanh); });
 }
+
+// ---- BatchNorm (norm): training and eval, [N, C, H, W] and [N, C],
+// forward and gradients of x, weight and bias against the CPU; f16/bf16
+// inputs take f32 parameters (no affine here, as CheckOp rounds every
+// floating argument to the dtype).
+TEST_P(OpsCudaTest, BatchNorm) {
+  const bool low = dt() == DType::kF16 || dt() == DType::kBF16;
+  const DType param = low ? DType::kF32 : dt();
+  for (bool training : {true, false}) {
+    OpFn op = [training, param](const std::vector<Tensor>& in) {
+      const Device d = in[0].device();
+      Tensor rm = Tensor::Full({in[0].dim(1)}, 0.25, param, d).value();
+      Tensor rv = Tensor::Full({in[0].dim(1)}, 1.5, param, d).value();
+      return BatchNorm(in[0], in.size() > 1 ? in[1] : Tensor(),
+                       in.size() > 2 ? in[2] : Tensor(), rm, rv, training, 0.1,
+                       1e-5);
+    };
+    const std::string what = training ? "BatchNorm train" : "BatchNorm eval";
+    if (low) {
+      CheckOp(what, dt(), {F({4, 3, 5, 5}, 130)}, op);
+    } else {
+      CheckOp(what, dt(),
+              {F({4, 3, 5, 5}, 130), F({3}, 131, 0.5, 2), F({3}, 132)}, op);
+    }
+    CheckOp(what + " [N, C]", dt(), {F({6, 3}, 133)}, op);
+  }
+}
+
+// The running statistics and SyncBatchNorm's pieces (statistics of two
+// groups gathered) against the CPU.
+TEST(CudaBatchNormTest, RunningStatisticsAndPiecesMatchTheCpu) {
+  TANDEM_REQUIRE_CUDA();
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Tensor x = Random({5, 4, 3, 3}, dtype, 140);
+    Tensor rm = Tensor::Zeros({4}, dtype).value();
+    Tensor rv = Tensor::Ones({4}, dtype).value();
+    Tensor rm_d = ToCuda(rm), rv_d = ToCuda(rv);
+    for (int step = 0; step < 2; ++step) {
+      ASSERT_TRUE(
+          BatchNorm(x, Tensor(), Tensor(), rm, rv, true, 0.1, 1e-5).ok());
+      ASSERT_TRUE(
+          BatchNorm(ToCuda(x), Tensor(), Tensor(), rm_d, rv_d, true, 0.1, 1e-5)
+              .ok());
+    }
+    ExpectClose(rm_d, rm, Rtol(dtype), "running_mean");
+    ExpectClose(rv_d, rv, Rtol(dtype), "running_var");
+    BatchNormStats s = BatchNormStatsOf(x).value();
+    BatchNormStats s_d = BatchNormStatsOf(ToCuda(x)).value();
+    ExpectClose(s_d.mean, s.mean, Rtol(dtype), "stats mean");
+    ExpectClose(s_d.var, s.var, Rtol(dtype), "stats var");
+    // Two groups: this batch's statistics twice, counts 45 and 45.
+    Tensor means = Random({2, 4}, dtype, 141);
+    Tensor vars = Random({2, 4}, dtype, 142, 0.5, 2);
+    Tensor counts = Tensor::Full({2}, 45, dtype).value();
+    BatchNormSaved g =
+        BatchNormGatherStats(means, vars, counts, rm, rv, 0.1, 1e-5).value();
+    BatchNormSaved g_d =
+        BatchNormGatherStats(ToCuda(means), ToCuda(vars), ToCuda(counts), rm_d,
+                             rv_d, 0.1, 1e-5)
+            .value();
+    ExpectClose(g_d.mean, g.mean, Rtol(dtype), "gathered mean");
+    ExpectClose(g_d.invstd, g.invstd, Rtol(dtype), "gathered invstd");
+    ExpectClose(rv_d, rv, Rtol(dtype), "running_var after gather");
+    Tensor dy = Random({5, 4, 3, 3}, dtype, 143);
+    BatchNormGradSums r = BatchNormBackwardReduce(dy, x, g.mean).value();
+    BatchNormGradSums r_d =
+        BatchNormBackwardReduce(ToCuda(dy), ToCuda(x), g_d.mean).value();
+    ExpectClose(r_d.sum_dy, r.sum_dy, Rtol(dtype), "sum_dy");
+    ExpectClose(r_d.sum_dy_xmu, r.sum_dy_xmu, Rtol(dtype), "sum_dy_xmu");
+  }
+}
+// ---- End of BatchNorm.
 
 TEST_P(OpsCudaTest, SoftmaxAlongAnyDim) {
   uint32_t seed = 60;

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
+#include "tensor/nn/batch_norm.h"
 #include "tensor/nn/linear.h"
 #include "tensor/nn/sequential.h"
 #include "tensor/nn/test_util.h"
@@ -165,6 +166,46 @@ TEST_F(SimDeviceTest, TrainingMatchesTheCpuExactly) {
     TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> b, s.ToVector<float>());
     EXPECT_EQ(a, b) << "parameter " << i;
   }
+}
+
+// BatchNorm2d (norm) on a simulated device: the CPU kernels on host
+// views, so outputs, gradients and running statistics are the CPU's, bit
+// for bit, in training and in eval.
+TEST_F(SimDeviceTest, BatchNormMatchesTheCpuExactly) {
+  std::vector<std::unique_ptr<nn::BatchNorm2d>> bns;
+  for (int i = 0; i < 2; ++i) {
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(auto bn, nn::BatchNorm2d::Create(3));
+    bns.push_back(std::move(bn));
+  }
+  TANDEM_NN_ASSERT_OK(bns[1]->To(Device::Sim(1)));
+  std::vector<float> xv(36);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * ((i * 7) % 11) - 0.3f;
+  std::vector<std::vector<float>> results[2];
+  for (int i = 0; i < 2; ++i) {
+    const Device d = i == 0 ? Device::CPU() : Device::Sim(1);
+    for (bool training : {true, true, false}) {
+      bns[i]->Train(training);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x,
+                                     Tensor::FromVector(xv, {3, 3, 2, 2}));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(x, x.To(d));
+      TANDEM_NN_ASSERT_OK(x.set_requires_grad(true));
+      bns[i]->ZeroGrad();
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y, bns[i]->Forward(x));
+      EXPECT_EQ(y.device(), d);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y2, Mul(y, y));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Sum(y2));
+      TANDEM_NN_ASSERT_OK(loss.Backward());
+      for (const Tensor& t : {y, x.grad(), bns[i]->weight().grad(),
+                              bns[i]->running_mean(), bns[i]->running_var()}) {
+        EXPECT_EQ(t.device(), d);
+        TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor h, t.To(Device::CPU()));
+        TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> v,
+                                       h.ToVector<float>());
+        results[i].push_back(v);
+      }
+    }
+  }
+  EXPECT_EQ(results[0], results[1]);
 }
 
 TEST_F(SimDeviceTest, MemoryIsAccountedPerDevice) {

@@ -6,10 +6,12 @@
 // way, so gradients of simulated tensors are simulated tensors and every
 // value is bit for bit the CPU's.
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/convert.h"
@@ -227,6 +229,30 @@ absl::Status SimAdamWStep(const Tensor& param, const Tensor& grad,
   return absl::OkStatus();
 }
 
+// ---- Kernels of the structured ops (norm): the same row's CPU kernel on
+// host views of every tensor (outputs included: the CPU kernel writes the
+// simulated device's memory). Such kernels record no autograd (their op's
+// definition does), so no Move is needed. Add a row with one line below.
+Tensor OnHost(const Tensor& t) { return Raw(t); }
+std::vector<Tensor> OnHost(absl::Span<const Tensor> ts) {
+  std::vector<Tensor> out;
+  out.reserve(ts.size());
+  for (const Tensor& t : ts) out.push_back(Raw(t));
+  return out;
+}
+template <typename T>
+T OnHost(T value) {
+  return value;
+}
+
+template <auto Row, typename... Args>
+absl::Status ViaCpu(Args... args) {
+  auto cpu = Row().For(Device::CPU());
+  if (!cpu.ok()) return cpu.status();
+  return (*cpu)(OnHost(args)...);
+}
+// ---- End of the structured ops' kernels.
+
 }  // namespace
 
 absl::Status RegisterSimKernels() {
@@ -251,6 +277,19 @@ absl::Status RegisterSimKernels() {
            ConvertKernels().Register(kSim, SimConvert),
            SgdStepKernels().Register(kSim, SimSgdStep),
            AdamWStepKernels().Register(kSim, SimAdamWStep),
+           // BatchNorm (norm).
+           BatchNormStatsKernels().Register(kSim,
+                                            &ViaCpu<&BatchNormStatsKernels>),
+           BatchNormGatherStatsKernels().Register(
+               kSim, &ViaCpu<&BatchNormGatherStatsKernels>),
+           BatchNormElemtKernels().Register(kSim,
+                                            &ViaCpu<&BatchNormElemtKernels>),
+           BatchNormBackwardReduceKernels().Register(
+               kSim, &ViaCpu<&BatchNormBackwardReduceKernels>),
+           BatchNormBackwardElemtKernels().Register(
+               kSim, &ViaCpu<&BatchNormBackwardElemtKernels>),
+           BatchNormInvstdKernels().Register(kSim,
+                                             &ViaCpu<&BatchNormInvstdKernels>),
        }) {
     if (!s.ok()) return s;
   }
