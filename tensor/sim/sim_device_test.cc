@@ -208,6 +208,41 @@ TEST_F(SimDeviceTest, BatchNormMatchesTheCpuExactly) {
   EXPECT_EQ(results[0], results[1]);
 }
 
+// Pooling (pool): the three pools and their backward on a simulated device
+// give the CPU's values and gradients, on the device.
+TEST_F(SimDeviceTest, PoolingMatchesTheCpuExactly) {
+  std::vector<float> xv(2 * 2 * 5 * 6);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * ((i * 7) % 11) - 0.3f;
+  std::vector<std::vector<float>> results[2];
+  for (int i = 0; i < 2; ++i) {
+    const Device d = i == 0 ? Device::CPU() : Device::Sim(1);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x,
+                                   Tensor::FromVector(xv, {2, 2, 5, 6}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(x, x.To(d));
+    TANDEM_NN_ASSERT_OK(x.set_requires_grad(true));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+        Tensor a,
+        MaxPool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor b, AvgPool2d(x, {.kernel = {3, 3},
+                                                           .stride = {2, 2},
+                                                           .padding = {1, 1},
+                                                           .ceil_mode = true}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor c, AdaptiveAvgPool2d(x, {3, 4}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor sa, Sum(Mul(a, a).value()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor sb, Sum(Mul(b, b).value()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor sc, Sum(Mul(c, c).value()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Add(Add(sa, sb).value(), sc));
+    TANDEM_NN_ASSERT_OK(loss.Backward());
+    for (const Tensor& t : {a, b, c, x.grad()}) {
+      EXPECT_EQ(t.device(), d);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor h, t.To(Device::CPU()));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> v, h.ToVector<float>());
+      results[i].push_back(v);
+    }
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
 TEST_F(SimDeviceTest, MemoryIsAccountedPerDevice) {
   const int64_t before = SimMemoryAllocated(2);
   ResetSimPeakMemory();

@@ -133,20 +133,6 @@ absl::StatusOr<Tensor> SimConv2d(const Tensor& x, const Tensor& weight,
   return Back(::tandem::Conv2d(Host(x), Host(weight), Host(bias), options),
               x.device());
 }
-// Pooling: the definition allocated the outputs on the simulated device
-// and records autograd itself; the CPU kernels compute on host views.
-absl::Status SimPool2d(const Tensor& x, const Tensor& y, const Tensor& argmax,
-                       const Pool2dArgs& args) {
-  TANDEM_ASSIGN_OR_RETURN(Pool2dKernel * cpu,
-                          Pool2dKernels().For(Device::CPU()));
-  return cpu(Raw(x), Raw(y), Raw(argmax), args);
-}
-absl::Status SimPool2dBackward(const Tensor& g, const Tensor& argmax,
-                               const Tensor& gx, const Pool2dArgs& args) {
-  TANDEM_ASSIGN_OR_RETURN(Pool2dBackwardKernel * cpu,
-                          Pool2dBackwardKernels().For(Device::CPU()));
-  return cpu(Raw(g), Raw(argmax), Raw(gx), args);
-}
 absl::StatusOr<Tensor> SimCrossEntropy(const Tensor& logits,
                                        const Tensor& labels) {
   return Back(::tandem::CrossEntropy(Host(logits), Host(labels)),
@@ -267,8 +253,6 @@ absl::Status RegisterSimKernels() {
            SumDimKernels().Register(kSim, SimSumDim),
            ArgmaxKernels().Register(kSim, SimArgmax),
            Conv2dKernels().Register(kSim, SimConv2d),
-           Pool2dKernels().Register(kSim, SimPool2d),
-           Pool2dBackwardKernels().Register(kSim, SimPool2dBackward),
            CrossEntropyKernels().Register(kSim, SimCrossEntropy),
            MseKernels().Register(kSim, SimMse),
            AddInPlaceKernels().Register(kSim, SimAddInPlace),
@@ -290,6 +274,10 @@ absl::Status RegisterSimKernels() {
                kSim, &ViaCpu<&BatchNormBackwardElemtKernels>),
            BatchNormInvstdKernels().Register(kSim,
                                              &ViaCpu<&BatchNormInvstdKernels>),
+           // Pooling (pool).
+           Pool2dKernels().Register(kSim, &ViaCpu<&Pool2dKernels>),
+           Pool2dBackwardKernels().Register(kSim,
+                                            &ViaCpu<&Pool2dBackwardKernels>),
        }) {
     if (!s.ok()) return s;
   }
