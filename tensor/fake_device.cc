@@ -67,8 +67,9 @@ absl::StatusOr<Tensor> FakeConv2d(const Tensor&, const Tensor&, const Tensor&,
                                   const Conv2dOptions&) {
   return Fake("Conv2d");
 }
-absl::StatusOr<Tensor> FakeMaxPool2d(const Tensor&, const MaxPool2dOptions&) {
-  return Fake("MaxPool2d");
+absl::Status FakePool2d(const Tensor&, const Tensor&, const Tensor&,
+                        const Pool2dArgs&) {
+  return Fake("Pool2d");
 }
 absl::StatusOr<Tensor> FakeCrossEntropy(const Tensor&, const Tensor&,
                                         const CrossEntropyOptions&) {
@@ -120,7 +121,7 @@ absl::Status RegisterFakes() {
            SumDimKernels().Register(kType, FakeSumDim),
            ArgmaxKernels().Register(kType, FakeArgmax),
            Conv2dKernels().Register(kType, FakeConv2d),
-           MaxPool2dKernels().Register(kType, FakeMaxPool2d),
+           Pool2dKernels().Register(kType, FakePool2d),
            CrossEntropyKernels().Register(kType, FakeCrossEntropy),
            MseKernels().Register(kType, FakeMse),
            AddInPlaceKernels().Register(kType, FakeAddInPlace),

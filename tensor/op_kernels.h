@@ -83,9 +83,28 @@ using Conv2dKernel = absl::StatusOr<Tensor>(const Tensor& x,
                                             const Tensor& weight,
                                             const Tensor& bias,
                                             const Conv2dOptions& options);
-// options.stride is resolved (never {0, 0}).
-using MaxPool2dKernel = absl::StatusOr<Tensor>(const Tensor& x,
-                                               const MaxPool2dOptions& options);
+// ---- Pooling (tensor/ops_pool.cc). One geometry for the three pools;
+// the op's definition resolved defaults and output sizes.
+enum class PoolMode : int8_t { kMax, kAvg, kAdaptiveAvg };
+struct Pool2dArgs {
+  PoolMode mode = PoolMode::kMax;
+  // kMax and kAvg: window (oh * stride - pad) + [0, kernel), clipped to
+  // the input (kAvg's divisor: clipped to the padded input when
+  // count_include_pad). kAdaptiveAvg uses none of these.
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_h = 0, pad_w = 0;
+  bool count_include_pad = true;
+};
+// x [N, C, H, W] -> y [N, C, oh, ow], both allocated by the definition;
+// argmax (i64, y's shape: index in the H*W plane) is defined for kMax only.
+using Pool2dKernel = absl::Status(const Tensor& x, const Tensor& y,
+                                  const Tensor& argmax, const Pool2dArgs& args);
+// gx [N, C, H, W] = the gradient of y given g (y's shape); gx is allocated
+// and every element is written. argmax as the forward's (kMax only).
+using Pool2dBackwardKernel = absl::Status(const Tensor& g, const Tensor& argmax,
+                                          const Tensor& gx,
+                                          const Pool2dArgs& args);
 // Labels equal to options.ignore_index are skipped; the others are checked
 // against [0, C) by the kernel, where they are read.
 using CrossEntropyKernel =
@@ -201,7 +220,8 @@ TANDEM_OP_ROW(SumAllKernels, SumAllKernel, "SumAll")
 TANDEM_OP_ROW(SumDimKernels, SumDimKernel, "SumDim")
 TANDEM_OP_ROW(ArgmaxKernels, ArgmaxKernel, "Argmax")
 TANDEM_OP_ROW(Conv2dKernels, Conv2dKernel, "Conv2d")
-TANDEM_OP_ROW(MaxPool2dKernels, MaxPool2dKernel, "MaxPool2d")
+TANDEM_OP_ROW(Pool2dKernels, Pool2dKernel, "Pool2d")
+TANDEM_OP_ROW(Pool2dBackwardKernels, Pool2dBackwardKernel, "Pool2dBackward")
 TANDEM_OP_ROW(CrossEntropyKernels, CrossEntropyKernel, "CrossEntropy")
 TANDEM_OP_ROW(MseKernels, MseKernel, "Mse")
 TANDEM_OP_ROW(AddInPlaceKernels, AddInPlaceKernel, "AddInPlace")

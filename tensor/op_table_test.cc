@@ -168,7 +168,13 @@ TEST(DispatchTest, EveryOpDispatchesOnTheDevice) {
   ExpectDispatch([&] { return Mean(m, 0, true).status(); }, "SumDim");
   ExpectDispatch([&] { return Argmax(m).status(); }, "Argmax");
   ExpectDispatch([&] { return Conv2d(img, w, Tensor()).status(); }, "Conv2d");
-  ExpectDispatch([&] { return MaxPool2d(img).status(); }, "MaxPool2d");
+  ExpectDispatch([&] { return MaxPool2d(img).status(); }, "Pool2d");
+  ExpectDispatch([&] { return AvgPool2d(img).status(); }, "Pool2d");
+  ExpectDispatch(
+      [&] {
+        return AdaptiveAvgPool2d(img, {1, 1}).status();
+      },
+      "Pool2d");
   ExpectDispatch([&] { return CrossEntropy(m, labels).status(); },
                  "CrossEntropy");
   ExpectDispatch([&] { return Mse(m, m).status(); }, "Mse");

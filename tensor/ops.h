@@ -117,15 +117,43 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
                               const Tensor& bias,
                               const Conv2dOptions& options = {});
 
+// ---- Pooling (NCHW; tensor/ops_pool.cc), PyTorch's max_pool2d,
+// avg_pool2d and adaptive_avg_pool2d (dilation 1). Each output element is
+// computed by one device kernel; the backward is one op too.
 struct MaxPool2dOptions {
   std::array<int64_t, 2> kernel = {2, 2};  // (h, w), >= 1
   // (h, w); {0, 0} means "same as kernel", PyTorch's default.
   std::array<int64_t, 2> stride = {0, 0};
+  // (h, w), implicit -inf on each side; at most half the kernel (PyTorch's
+  // "pad should be at most half of kernel size").
+  std::array<int64_t, 2> padding = {0, 0};
 };
-// x [N, C, H, W] -> [N, C, (H - kh) / sh + 1, (W - kw) / sw + 1] (floor).
-// The gradient goes to the first maximum of each window.
+// x [N, C, H, W] -> [N, C, (H + 2ph - kh) / sh + 1, (W + 2pw - kw) / sw + 1]
+// (floor). The gradient goes to the first maximum of each window (the
+// first NaN, if any).
 absl::StatusOr<Tensor> MaxPool2d(const Tensor& x,
                                  const MaxPool2dOptions& options = {});
+
+struct AvgPool2dOptions {
+  std::array<int64_t, 2> kernel = {2, 2};   // (h, w), >= 1
+  std::array<int64_t, 2> stride = {0, 0};   // {0, 0}: same as kernel
+  std::array<int64_t, 2> padding = {0, 0};  // zeros, at most half the kernel
+  // Padded positions count in the divisor (PyTorch's default).
+  bool count_include_pad = true;
+  // Output size rounded up, as long as the last window starts inside the
+  // input or its left padding (PyTorch's rule).
+  bool ceil_mode = false;
+};
+// x [N, C, H, W] -> window means [N, C, oh, ow]; oh = (H + 2ph - kh) / sh + 1
+// (floor, or ceil with ceil_mode). A window's divisor is its size clipped to
+// the padded input (count_include_pad) or to the input.
+absl::StatusOr<Tensor> AvgPool2d(const Tensor& x,
+                                 const AvgPool2dOptions& options = {});
+// x [N, C, H, W] -> [N, C, oh, ow]: output (i, j) is the mean of rows
+// [floor(i H / oh), ceil((i + 1) H / oh)) and the columns likewise.
+// output_size (oh, ow) >= 0; H and W >= 1. (1, 1) is a global average.
+absl::StatusOr<Tensor> AdaptiveAvgPool2d(const Tensor& x,
+                                         std::array<int64_t, 2> output_size);
 
 // ---- Normalisation (tensor/ops_batch_norm.cc, tensor/ops_layer_norm.cc).
 // PyTorch's torch.nn.functional.batch_norm(x, running_mean, running_var,

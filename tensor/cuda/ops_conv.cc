@@ -1,5 +1,5 @@
 // CUDA ops: Conv2d (im2col + cuBLAS; a 1x1, stride-1, unpadded convolution
-// uses the image itself as the column matrix) and MaxPool2d, NCHW.
+// uses the image itself as the column matrix), NCHW.
 //
 // Images are processed in chunks whose column matrices fit a fixed scratch
 // budget: one im2col kernel and one strided-batched GEMM per chunk for the
@@ -191,48 +191,6 @@ absl::StatusOr<Tensor> CudaConv2d(const Tensor& x, const Tensor& weight,
 }
 
 TANDEM_REGISTER_KERNEL(Conv2dKernels(), DeviceType::kCUDA, CudaConv2d);
-
-// options.stride is resolved.
-absl::StatusOr<Tensor> CudaMaxPool2d(const Tensor& x,
-                                     const MaxPool2dOptions& options) {
-  const Device device = x.device();
-  const auto [kh, kw] = options.kernel;
-  const auto [sh, sw] = options.stride;
-  const int64_t h = x.dim(2), w = x.dim(3);
-  kernels::PoolGeometry geo;
-  geo.planes = x.dim(0) * x.dim(1);
-  geo.height = h;
-  geo.width = w;
-  geo.kernel_h = kh;
-  geo.kernel_w = kw;
-  geo.stride_h = sh;
-  geo.stride_w = sw;
-  geo.out_h = (h - kh) / sh + 1;
-  geo.out_w = (w - kw) / sw + 1;
-  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-  const Shape out_shape{x.dim(0), x.dim(1), geo.out_h, geo.out_w};
-  TANDEM_ASSIGN_OR_RETURN(Tensor y,
-                          Tensor::Empty(out_shape, x.dtype(), device));
-  // Index within its H*W plane of each output's maximum.
-  TANDEM_ASSIGN_OR_RETURN(Tensor argmax,
-                          Tensor::Empty(out_shape, DType::kI64, device));
-  TANDEM_CUDA_RETURN_IF_ERROR(
-      kernels::MaxPoolForward(x.dtype(), geo, x.raw_data(), y.raw_data(),
-                              argmax.data<int64_t>(), stream));
-  RecordOp(
-      "MaxPool2d", y, {x},
-      [geo, argmax, device](const Tensor& g, GradSink& sink) -> absl::Status {
-        TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "MaxPool2d"));
-        TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-        TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-        TANDEM_CUDA_RETURN_IF_ERROR(kernels::MaxPoolBackward(
-            g.dtype(), geo, g.raw_data(), argmax.data<int64_t>(),
-            buf.tensor.raw_data(), buf.accumulate, stream));
-        return absl::OkStatus();
-      });
-  return y;
-}
-TANDEM_REGISTER_KERNEL(MaxPool2dKernels(), DeviceType::kCUDA, CudaMaxPool2d);
 
 }  // namespace
 }  // namespace tandem::cuda::internal

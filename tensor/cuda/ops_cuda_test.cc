@@ -380,6 +380,37 @@ TEST_P(OpsCudaTest, MaxPool2d) {
           });
 }
 
+// Pooling with padding, averages and adaptive windows (tensor/ops_pool.cc):
+// the CUDA kernels against the CPU's, forward and backward.
+TEST_P(OpsCudaTest, PoolingPaddedAverageAdaptive) {
+  CheckOp("MaxPool2d 3x3 stride 2 padding 1", dt(), {F({2, 3, 9, 8}, 93)},
+          [](auto& in) {
+            return MaxPool2d(
+                in[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+          });
+  CheckOp("AvgPool2d 3x3 stride 2 padding 1", dt(), {F({2, 3, 9, 8}, 94)},
+          [](auto& in) {
+            return AvgPool2d(
+                in[0], {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}});
+          });
+  CheckOp("AvgPool2d 3x2 ceil, padding excluded", dt(), {F({1, 2, 7, 6}, 95)},
+          [](auto& in) {
+            return AvgPool2d(in[0], {.kernel = {3, 2},
+                                     .stride = {2, 3},
+                                     .padding = {1, 1},
+                                     .count_include_pad = false,
+                                     .ceil_mode = true});
+          });
+  CheckOp("AdaptiveAvgPool2d (1, 1)", dt(), {F({4, 5, 7, 7}, 96)},
+          [](auto& in) {
+            return AdaptiveAvgPool2d(in[0], {1, 1});
+          });
+  CheckOp("AdaptiveAvgPool2d (3, 4) overlapping", dt(), {F({2, 2, 5, 7}, 97)},
+          [](auto& in) {
+            return AdaptiveAvgPool2d(in[0], {3, 4});
+          });
+}
+
 TEST_P(OpsCudaTest, Losses) {
   CheckOp("CrossEntropy", dt(),
           {F({5, 4}, 100, -3, 3), Labels({0, 3, 1, 2, 3})},

@@ -60,16 +60,29 @@ absl::Status Normal(const Tensor& t, double mean, double std, Generator& gen) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> FanIn(const Tensor& weight) {
+namespace {
+
+// size(dim) times the receptive field (the product of dims 2..).
+absl::StatusOr<int64_t> Fan(const Tensor& weight, int dim, const char* fn) {
   if (!weight.defined() || weight.ndim() < 2) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "nn::init::FanIn: expected a weight with at least 2 dims, got ",
+        "nn::init::", fn, ": expected a weight with at least 2 dims, got ",
         weight.defined() ? ShapeToString(weight.shape())
                          : "an undefined tensor"));
   }
-  int64_t fan_in = weight.dim(1);
-  for (int64_t i = 2; i < weight.ndim(); ++i) fan_in *= weight.dim(i);
-  return fan_in;
+  int64_t fan = weight.dim(dim);
+  for (int64_t i = 2; i < weight.ndim(); ++i) fan *= weight.dim(i);
+  return fan;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> FanIn(const Tensor& weight) {
+  return Fan(weight, 1, "FanIn");
+}
+
+absl::StatusOr<int64_t> FanOut(const Tensor& weight) {
+  return Fan(weight, 0, "FanOut");
 }
 
 double KaimingUniformBound(int64_t fan_in, double a) {
@@ -88,6 +101,20 @@ absl::Status KaimingUniform(const Tensor& t, double a, Generator& gen) {
   }
   const double bound = KaimingUniformBound(*fan_in, a);
   return Uniform(t, -bound, bound, gen);
+}
+
+absl::Status KaimingNormal(const Tensor& t, double a, FanMode mode,
+                           Generator& gen) {
+  absl::StatusOr<int64_t> fan = mode == FanMode::kFanIn ? FanIn(t) : FanOut(t);
+  if (!fan.ok()) return fan.status();
+  if (*fan == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "nn::init::KaimingNormal: the fan is 0 for a weight of shape ",
+        ShapeToString(t.shape()), "; the std would be infinite"));
+  }
+  const double gain = std::sqrt(2.0 / (1 + a * a));
+  const double std_dev = gain / std::sqrt(static_cast<double>(*fan));
+  return Normal(t, 0.0, std_dev, gen);
 }
 
 }  // namespace tandem::nn::init

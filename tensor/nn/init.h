@@ -50,6 +50,20 @@ double KaimingUniformBound(int64_t fan_in, double a);
 // error (PyTorch warns and does nothing).
 absl::Status KaimingUniform(const Tensor& t, double a, Generator& gen);
 
+// PyTorch's fan_out: size(0) * (product of dims 2..), e.g. out_channels *
+// kh * kw for a Conv2d weight. InvalidArgument for fewer than 2 dims.
+absl::StatusOr<int64_t> FanOut(const Tensor& weight);
+
+enum class FanMode { kFanIn, kFanOut };
+// nn.init.kaiming_normal_(t, a=a, mode=..., nonlinearity='leaky_relu'):
+// Normal(t, 0, std) with, in PyTorch's order of double operations,
+//   gain = sqrt(2 / (1 + a^2)); std = gain / sqrt(fan).
+// a = 0 is nonlinearity='relu' too (the same gain, sqrt(2)): torchvision's
+// ResNet uses kaiming_normal_(w, mode='fan_out', nonlinearity='relu'). A zero
+// fan is an error (PyTorch warns and does nothing).
+absl::Status KaimingNormal(const Tensor& t, double a, FanMode mode,
+                           Generator& gen);
+
 }  // namespace tandem::nn::init
 
 #endif  // TANDEM_TENSOR_NN_INIT_H_

@@ -1,6 +1,8 @@
 #include "tensor/nn/init.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -33,6 +35,38 @@ TEST(InitTest, KaimingBoundWithSqrt5IsOneOverSqrtFanIn) {
               1e-15);
   // a = 0 (ReLU gain sqrt(2)): bound = sqrt(6 / fan_in).
   EXPECT_NEAR(KaimingUniformBound(10, 0.0), std::sqrt(0.6), 1e-15);
+}
+
+// Numbers from /usr/bin/python3 (torch 1.13):
+//   torch.manual_seed(5); w = torch.empty(4, 3, 3, 3)
+//   torch.nn.init.kaiming_normal_(w, mode='fan_out', nonlinearity='relu')
+//   # bits of w.flatten()[:4], w.flatten()[-1]
+//   torch.manual_seed(5); w = torch.empty(5, 2, dtype=torch.float64)
+//   torch.nn.init.kaiming_normal_(w, mode='fan_in')  # w.flatten()[:3]
+TEST(InitTest, KaimingNormalMatchesPyTorch) {
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor conv_w, Tensor::Empty({4, 3, 3, 3}));
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(int64_t fan, FanOut(conv_w));
+  EXPECT_EQ(fan, 36);
+  Generator gen(5);
+  TANDEM_NN_ASSERT_OK(KaimingNormal(conv_w, 0.0, FanMode::kFanOut, gen));
+  const float* w = conv_w.data<float>();
+  const uint32_t expected[] = {0x3ede54e1, 0x3dfa79ee, 0xbece980a, 0xbecd525b};
+  for (int i = 0; i < 4; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &w[i], 4);
+    EXPECT_EQ(bits, expected[i]) << i;
+  }
+  EXPECT_EQ(w[107], 0.42644068598747253f);
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor lin_w,
+                                 Tensor::Empty({5, 2}, DType::kF64));
+  gen.ManualSeed(5);
+  TANDEM_NN_ASSERT_OK(KaimingNormal(lin_w, 0.0, FanMode::kFanIn, gen));
+  EXPECT_EQ(lin_w.data<double>()[0], -0.48678075071242677);
+  EXPECT_EQ(lin_w.data<double>()[1], -0.6038215878840039);
+  EXPECT_EQ(lin_w.data<double>()[2], -0.5580962308236769);
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor empty, Tensor::Empty({0, 3}));
+  EXPECT_THAT(KaimingNormal(empty, 0.0, FanMode::kFanOut, gen).message(),
+              HasSubstr("the fan is 0"));
 }
 
 TEST(InitTest, UniformMatchesPyTorch) {

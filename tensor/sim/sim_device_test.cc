@@ -169,7 +169,7 @@ TEST_F(SimDeviceTest, TrainingMatchesTheCpuExactly) {
 }
 
 // A pointwise op written on the kernel table (Gelu, its backward another
-// op) runs on a simulated device through the generic pointwise adapter:
+// op) runs on a simulated device through the one adapter (ViaCpu):
 // values and gradients bit for bit the CPU's, on the simulated device.
 TEST_F(SimDeviceTest, PointwiseTableOpsMatchTheCpuExactly) {
   std::vector<float> xv(37);
@@ -194,69 +194,37 @@ TEST_F(SimDeviceTest, PointwiseTableOpsMatchTheCpuExactly) {
     EXPECT_EQ(values[0], values[1]);
     EXPECT_EQ(grads[0], grads[1]);
   }
+}
 
-  // BatchNorm2d (norm) on a simulated device: the CPU kernels on host
-  // views, so outputs, gradients and running statistics are the CPU's, bit
-  // for bit, in training and in eval.
-  TEST_F(SimDeviceTest, BatchNormMatchesTheCpuExactly) {
-    std::vector<std::unique_ptr<nn::BatchNorm2d>> bns;
-    for (int i = 0; i < 2; ++i) {
-      TANDEM_NN_ASSERT_OK_AND_ASSIGN(auto bn, nn::BatchNorm2d::Create(3));
-      bns.push_back(std::move(bn));
-    }
-    TANDEM_NN_ASSERT_OK(bns[1]->To(Device::Sim(1)));
-    std::vector<float> xv(36);
-    for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * ((i * 7) % 11) - 0.3f;
-    std::vector<std::vector<float>> results[2];
-    for (int i = 0; i < 2; ++i) {
-      const Device d = i == 0 ? Device::CPU() : Device::Sim(1);
-      for (bool training : {true, true, false}) {
-        bns[i]->Train(training);
-        TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x,
-                                       Tensor::FromVector(xv, {3, 3, 2, 2}));
-        TANDEM_NN_ASSERT_OK_AND_ASSIGN(x, x.To(d));
-        TANDEM_NN_ASSERT_OK(x.set_requires_grad(true));
-        bns[i]->ZeroGrad();
-        TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y, bns[i]->Forward(x));
-        EXPECT_EQ(y.device(), d);
-        TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y2, Mul(y, y));
-        TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Sum(y2));
-        TANDEM_NN_ASSERT_OK(loss.Backward());
-        for (const Tensor& t :
-             {y, x.grad(), bns[i]->weight().grad(), bns[i]->running_mean(),
-              bns[i]->running_var()}) {
-          EXPECT_EQ(t.device(), d);
-          TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor h, t.To(Device::CPU()));
-          TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> v,
-                                         h.ToVector<float>());
-          results[i].push_back(v);
-        }
-      }
-    }
-    EXPECT_EQ(results[0], results[1]);
+// BatchNorm2d (norm) on a simulated device: the CPU kernels on host
+// views, so outputs, gradients and running statistics are the CPU's, bit
+// for bit, in training and in eval.
+TEST_F(SimDeviceTest, BatchNormMatchesTheCpuExactly) {
+  std::vector<std::unique_ptr<nn::BatchNorm2d>> bns;
+  for (int i = 0; i < 2; ++i) {
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(auto bn, nn::BatchNorm2d::Create(3));
+    bns.push_back(std::move(bn));
   }
-
-  // LayerNorm (norm) on a simulated device: the CPU's values, bit for bit.
-  TEST_F(SimDeviceTest, LayerNormMatchesTheCpuExactly) {
-    std::vector<float> xv(24), wv(4);
-    for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * ((i * 7) % 11) - 0.3f;
-    for (size_t i = 0; i < wv.size(); ++i) wv[i] = 0.5f + 0.25f * i;
-    std::vector<std::vector<float>> results[2];
-    for (int i = 0; i < 2; ++i) {
-      const Device d = i == 0 ? Device::CPU() : Device::Sim(0);
+  TANDEM_NN_ASSERT_OK(bns[1]->To(Device::Sim(1)));
+  std::vector<float> xv(36);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * ((i * 7) % 11) - 0.3f;
+  std::vector<std::vector<float>> results[2];
+  for (int i = 0; i < 2; ++i) {
+    const Device d = i == 0 ? Device::CPU() : Device::Sim(1);
+    for (bool training : {true, true, false}) {
+      bns[i]->Train(training);
       TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x,
-                                     Tensor::FromVector(xv, {2, 3, 4}));
-      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor w, Tensor::FromVector(wv, {4}));
+                                     Tensor::FromVector(xv, {3, 3, 2, 2}));
       TANDEM_NN_ASSERT_OK_AND_ASSIGN(x, x.To(d));
-      TANDEM_NN_ASSERT_OK_AND_ASSIGN(w, w.To(d));
       TANDEM_NN_ASSERT_OK(x.set_requires_grad(true));
-      TANDEM_NN_ASSERT_OK(w.set_requires_grad(true));
-      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y, LayerNorm(x, {4}, w, w));
+      bns[i]->ZeroGrad();
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y, bns[i]->Forward(x));
       EXPECT_EQ(y.device(), d);
       TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y2, Mul(y, y));
       TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Sum(y2));
       TANDEM_NN_ASSERT_OK(loss.Backward());
-      for (const Tensor& t : {y, x.grad(), w.grad()}) {
+      for (const Tensor& t : {y, x.grad(), bns[i]->weight().grad(),
+                              bns[i]->running_mean(), bns[i]->running_var()}) {
         EXPECT_EQ(t.device(), d);
         TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor h, t.To(Device::CPU()));
         TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> v,
@@ -264,28 +232,93 @@ TEST_F(SimDeviceTest, PointwiseTableOpsMatchTheCpuExactly) {
         results[i].push_back(v);
       }
     }
-    EXPECT_EQ(results[0], results[1]);
   }
+  EXPECT_EQ(results[0], results[1]);
+}
 
-  TEST_F(SimDeviceTest, MemoryIsAccountedPerDevice) {
-    const int64_t before = SimMemoryAllocated(2);
-    ResetSimPeakMemory();
-    {
-      TANDEM_NN_ASSERT_OK_AND_ASSIGN(
-          Tensor a, Tensor::Ones({1000}, DType::kF32, Device::Sim(2)));
-      EXPECT_EQ(SimMemoryAllocated(2), before + 4000);
-      // A kernel's result counts on the device it is labelled with, once.
-      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor b, Mul(a, 2.0));
-      EXPECT_EQ(b.device(), Device::Sim(2));
-      EXPECT_EQ(SimMemoryAllocated(2), before + 8000);
-      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor c, Add(b, b));
-      EXPECT_EQ(SimMemoryAllocated(2), before + 12000);
+// LayerNorm (norm) on a simulated device: the CPU's values, bit for bit.
+TEST_F(SimDeviceTest, LayerNormMatchesTheCpuExactly) {
+  std::vector<float> xv(24), wv(4);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * ((i * 7) % 11) - 0.3f;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = 0.5f + 0.25f * i;
+  std::vector<std::vector<float>> results[2];
+  for (int i = 0; i < 2; ++i) {
+    const Device d = i == 0 ? Device::CPU() : Device::Sim(0);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x, Tensor::FromVector(xv, {2, 3, 4}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor w, Tensor::FromVector(wv, {4}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(x, x.To(d));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(w, w.To(d));
+    TANDEM_NN_ASSERT_OK(x.set_requires_grad(true));
+    TANDEM_NN_ASSERT_OK(w.set_requires_grad(true));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y, LayerNorm(x, {4}, w, w));
+    EXPECT_EQ(y.device(), d);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y2, Mul(y, y));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Sum(y2));
+    TANDEM_NN_ASSERT_OK(loss.Backward());
+    for (const Tensor& t : {y, x.grad(), w.grad()}) {
+      EXPECT_EQ(t.device(), d);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor h, t.To(Device::CPU()));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> v, h.ToVector<float>());
+      results[i].push_back(v);
     }
-    EXPECT_EQ(SimMemoryAllocated(2), before);
-    EXPECT_EQ(SimMaxMemoryAllocated(2), before + 12000);
-    ResetSimPeakMemory();
-    EXPECT_EQ(SimMaxMemoryAllocated(2), before);
   }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+// Pooling (pool): the three pools and their backward on a simulated device
+// give the CPU's values and gradients, on the device.
+TEST_F(SimDeviceTest, PoolingMatchesTheCpuExactly) {
+  std::vector<float> xv(2 * 2 * 5 * 6);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * ((i * 7) % 11) - 0.3f;
+  std::vector<std::vector<float>> results[2];
+  for (int i = 0; i < 2; ++i) {
+    const Device d = i == 0 ? Device::CPU() : Device::Sim(1);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x,
+                                   Tensor::FromVector(xv, {2, 2, 5, 6}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(x, x.To(d));
+    TANDEM_NN_ASSERT_OK(x.set_requires_grad(true));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+        Tensor a,
+        MaxPool2d(x, {.kernel = {3, 3}, .stride = {2, 2}, .padding = {1, 1}}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor b, AvgPool2d(x, {.kernel = {3, 3},
+                                                           .stride = {2, 2},
+                                                           .padding = {1, 1},
+                                                           .ceil_mode = true}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor c, AdaptiveAvgPool2d(x, {3, 4}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor sa, Sum(Mul(a, a).value()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor sb, Sum(Mul(b, b).value()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor sc, Sum(Mul(c, c).value()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Add(Add(sa, sb).value(), sc));
+    TANDEM_NN_ASSERT_OK(loss.Backward());
+    for (const Tensor& t : {a, b, c, x.grad()}) {
+      EXPECT_EQ(t.device(), d);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor h, t.To(Device::CPU()));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> v, h.ToVector<float>());
+      results[i].push_back(v);
+    }
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
+TEST_F(SimDeviceTest, MemoryIsAccountedPerDevice) {
+  const int64_t before = SimMemoryAllocated(2);
+  ResetSimPeakMemory();
+  {
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+        Tensor a, Tensor::Ones({1000}, DType::kF32, Device::Sim(2)));
+    EXPECT_EQ(SimMemoryAllocated(2), before + 4000);
+    // A kernel's result counts on the device it is labelled with, once.
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor b, Mul(a, 2.0));
+    EXPECT_EQ(b.device(), Device::Sim(2));
+    EXPECT_EQ(SimMemoryAllocated(2), before + 8000);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor c, Add(b, b));
+    EXPECT_EQ(SimMemoryAllocated(2), before + 12000);
+  }
+  EXPECT_EQ(SimMemoryAllocated(2), before);
+  EXPECT_EQ(SimMaxMemoryAllocated(2), before + 12000);
+  ResetSimPeakMemory();
+  EXPECT_EQ(SimMaxMemoryAllocated(2), before);
+}
 
 }  // namespace
 }  // namespace tandem

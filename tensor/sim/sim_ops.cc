@@ -134,10 +134,6 @@ absl::StatusOr<Tensor> SimConv2d(const Tensor& x, const Tensor& weight,
   return Back(::tandem::Conv2d(Host(x), Host(weight), Host(bias), options),
               x.device());
 }
-absl::StatusOr<Tensor> SimMaxPool2d(const Tensor& x,
-                                    const MaxPool2dOptions& options) {
-  return Back(::tandem::MaxPool2d(Host(x), options), x.device());
-}
 absl::StatusOr<Tensor> SimCrossEntropy(const Tensor& logits,
                                        const Tensor& labels,
                                        const CrossEntropyOptions& options) {
@@ -269,7 +265,6 @@ absl::Status RegisterSimKernels() {
            SumDimKernels().Register(kSim, SimSumDim),
            ArgmaxKernels().Register(kSim, SimArgmax),
            Conv2dKernels().Register(kSim, SimConv2d),
-           MaxPool2dKernels().Register(kSim, SimMaxPool2d),
            CrossEntropyKernels().Register(kSim, SimCrossEntropy),
            MseKernels().Register(kSim, SimMse),
            AddInPlaceKernels().Register(kSim, SimAddInPlace),
@@ -298,6 +293,10 @@ absl::Status RegisterSimKernels() {
            LayerNormKernels().Register(kSim, &ViaCpu<&LayerNormKernels>),
            LayerNormBackwardKernels().Register(
                kSim, &ViaCpu<&LayerNormBackwardKernels>),
+           // Pooling (pool).
+           Pool2dKernels().Register(kSim, &ViaCpu<&Pool2dKernels>),
+           Pool2dBackwardKernels().Register(kSim,
+                                            &ViaCpu<&Pool2dBackwardKernels>),
        }) {
     if (!s.ok()) return s;
   }

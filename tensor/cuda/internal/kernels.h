@@ -165,19 +165,23 @@ cudaError_t Im2Col(DType dtype, const ConvGeometry& geo, const void* x,
 cudaError_t Col2Im(DType dtype, const ConvGeometry& geo, const void* col,
                    int64_t images, void* dx, bool accumulate,
                    cudaStream_t stream);
+// Pooling (pool.cu; tensor/op_kernels.h's Pool2dArgs for the device):
+// mode 0 max, 1 average, 2 adaptive average.
 struct PoolGeometry {
-  int64_t planes = 0, height = 0, width = 0;
+  int mode = 0;
+  int64_t planes = 0, height = 0, width = 0, out_h = 0, out_w = 0;
   int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1;
-  int64_t out_h = 0, out_w = 0;
+  int64_t pad_h = 0, pad_w = 0;
+  bool count_include_pad = true;
 };
-// y = window maxima (first maximum; NaN propagates); argmax = its index in
-// the H*W plane.
-cudaError_t MaxPoolForward(DType dtype, const PoolGeometry& geo, const void* x,
-                           void* y, int64_t* argmax, cudaStream_t stream);
-// dx (+)= g routed to each window's argmax (a gather per input position).
-cudaError_t MaxPoolBackward(DType dtype, const PoolGeometry& geo, const void* g,
-                            const int64_t* argmax, void* dx, bool accumulate,
-                            cudaStream_t stream);
+// y = each window's maximum or mean; for max, argmax = the maximum's index
+// in the H*W plane (first maximum; the first NaN).
+cudaError_t PoolForward(DType dtype, const PoolGeometry& geo, const void* x,
+                        void* y, int64_t* argmax, cudaStream_t stream);
+// dx = the gradient of y (a gather per input position, in the CPU's order;
+// every element written). argmax is used by max only.
+cudaError_t PoolBackward(DType dtype, const PoolGeometry& geo, const void* g,
+                         const int64_t* argmax, void* dx, cudaStream_t stream);
 
 // ---- Optimizer updates (tensor/optim/sgd.h, adamw.h), f32 and f64.
 struct SgdArgs {
