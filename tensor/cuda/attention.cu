@@ -137,13 +137,6 @@ __global__ void AttentionBackwardColumnsKernel(
   }
 }
 
-template <typename F>
-cudaError_t DispatchF32F64(DType dtype, F&& f) {
-  if (dtype == DType::kF32) return f(float{});
-  if (dtype == DType::kF64) return f(double{});
-  return cudaErrorInvalidValue;
-}
-
 }  // namespace
 
 cudaError_t AttentionForward(DType dtype, const void* q, const void* k,
