@@ -318,6 +318,25 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
     }
     const std::vector<optim::ParamGroupState> old_groups =
         state.optimizer->ExportParamGroups();
+    // Groups over another number of parameters mean another model: say so
+    // (as the model check below would) before touching anything.
+    if (param_groups.has_value()) {
+      auto count = [](const std::vector<optim::ParamGroupState>& groups) {
+        int64_t n = 0;
+        for (const optim::ParamGroupState& g : groups) n += g.params.size();
+        return n;
+      };
+      if (count(*param_groups) != count(old_groups)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "checkpoint file ", state_path,
+            " does not fit the model (nothing was loaded): its optimizer "
+            "covers ",
+            count(*param_groups), " parameter(s) and this model has ",
+            count(old_groups),
+            "; resume with the model that wrote it, or start from a fresh "
+            "--checkpoint_dir"));
+      }
+    }
     if (absl::Status s = state.optimizer->ImportState(optimizer_state);
         !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("checkpoint file ", state_path,

@@ -525,6 +525,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
         TANDEM_ASSIGN_OR_RETURN(full.model, trainer->FullModelState());
         TANDEM_ASSIGN_OR_RETURN(full.optimizer, trainer->FullOptimizerState());
         full.lr = trainer->lr();
+        full.param_groups = trainer->FullParamGroups();
         state.full = &full;
       }
       TANDEM_RETURN_IF_ERROR(

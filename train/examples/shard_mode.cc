@@ -109,6 +109,18 @@ double ShardedTrainer::lr() const {
   return o == nullptr ? 0.0 : o->lr();
 }
 
+std::vector<optim::ParamGroupState> ShardedTrainer::FullParamGroups() const {
+  const optim::Optimizer* o = local_optimizer();
+  if (o == nullptr) return {};
+  const std::vector<optim::ParamGroupState> local = o->ExportParamGroups();
+  if (local.empty()) return {};
+  optim::ParamGroupState whole;
+  whole.options = local.front().options;
+  const int64_t n = static_cast<int64_t>(model_->Parameters().size());
+  for (int64_t i = 0; i < n; ++i) whole.params.push_back(i);
+  return {whole};
+}
+
 absl::StatusOr<nn::StateDict> ShardedTrainer::FullModelState() {
   if (fsdp_ != nullptr) return fsdp_->FullStateDict();
   nn::StateDict out;

@@ -107,6 +107,11 @@ class ShardedTrainer {
   // The optimizer's learning rate (0 on a zero1/zero2 rank that holds no
   // element; rank 0 always holds some).
   double lr() const;
+  // The parameter groups an unsharded optimizer of the whole model would
+  // export (Optimizer::ExportParamGroups): one group over every parameter
+  // with the local optimizer's options (the sharded optimizers hold one
+  // group over flat shards). Empty on a rank without a local optimizer.
+  std::vector<optim::ParamGroupState> FullParamGroups() const;
 
  private:
   ShardedTrainer(nn::Sequential& model, comm::Communicator& comm)
