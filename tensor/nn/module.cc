@@ -151,6 +151,30 @@ absl::StatusOr<Module*> Module::RegisterModule(std::string name,
   return raw;
 }
 
+absl::StatusOr<std::unique_ptr<Module>> Module::ReplaceChild(
+    const std::string& name, std::unique_ptr<Module> replacement) {
+  if (!CanReplaceChildren()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        std::string(type_name()), ": cannot replace child \"", name,
+        "\" (this module type does not support ReplaceChild; it may keep its "
+        "own pointers to its children)"));
+  }
+  if (replacement == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(type_name()), ": replacement for \"", name, "\" is null"));
+  }
+  for (auto& [child_name, child] : children_) {
+    if (child_name != name) continue;
+    replacement->Train(training_);
+    std::unique_ptr<Module> old = std::move(child);
+    child = std::move(replacement);
+    ChildReplaced(old.get(), child.get());
+    return old;
+  }
+  return absl::NotFoundError(absl::StrCat(
+      std::string(type_name()), ": no child named \"", name, "\" to replace"));
+}
+
 void Module::CollectParameters(const std::string& prefix,
                                std::vector<NamedTensor>& out) const {
   for (const NamedTensor& p : parameters_) {

@@ -167,7 +167,29 @@ class Module {
   // first, then wrap it in DDP and step the optimizer, as in PyTorch.
   absl::Status To(Device device);
 
+  // ---- Replacing a child (e.g. ConvertSyncBatchNorm, train/parallel).
+  // Swaps the direct child `name` for `replacement` (which takes its place,
+  // name and position, so state-dict names stay) and returns the old child,
+  // now owned by the caller. `replacement` gets this module's training mode.
+  // Only modules that say CanReplaceChildren() accept it: a module that
+  // keeps its own pointers to its children (Sequential's layer list, a
+  // block's typed members) must update them in ChildReplaced, or its
+  // Forward would still call the old child. Errors: no child `name`
+  // (NotFound), null replacement (InvalidArgument), this module does not
+  // support it (FailedPrecondition naming its type); nothing changes then.
+  absl::StatusOr<std::unique_ptr<Module>> ReplaceChild(
+      const std::string& name, std::unique_ptr<Module> replacement);
+  // Whether ReplaceChild works on this module. False by default.
+  virtual bool CanReplaceChildren() const { return false; }
+
  protected:
+  // Called by ReplaceChild after the swap: point any cached pointer from
+  // `old_child` to `replacement`. Overridden with CanReplaceChildren().
+  virtual void ChildReplaced(Module* old_child, Module* replacement) {
+    (void)old_child;
+    (void)replacement;
+  }
+
   // Registers a trainable parameter under `name` and makes it a leaf that
   // requires grad (the Tensor handle is shared, not copied). Errors: empty
   // name, a '.' in it, a duplicate name (among parameters, buffers and

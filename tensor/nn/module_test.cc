@@ -146,6 +146,33 @@ TEST(ModuleTest, TrainEvalRecurse) {
   EXPECT_TRUE(head->at(1)->is_training());
 }
 
+TEST(ModuleTest, ReplaceChildSwapsInPlaceWhereSupported) {
+  Generator gen(0);
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Net> net, Net::Create(gen));
+  auto* head = dynamic_cast<Sequential*>(net->NamedChildren()[1].second);
+  ASSERT_NE(head, nullptr);
+  head->Eval();
+  Module* old_linear = head->at(1);
+  auto relu = std::make_unique<ReLU>();
+  Module* new_relu = relu.get();
+  absl::StatusOr<std::unique_ptr<Module>> old =
+      head->ReplaceChild("1", std::move(relu));
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->get(), old_linear);  // handed back to the caller
+  EXPECT_EQ(head->at(1), new_relu);   // Sequential's list follows
+  EXPECT_EQ(head->NamedChildren()[1].first, "1");
+  EXPECT_EQ(head->NamedChildren()[1].second, new_relu);
+  EXPECT_FALSE(new_relu->is_training());  // the parent's mode
+  EXPECT_EQ(head->ReplaceChild("9", std::make_unique<ReLU>()).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(head->ReplaceChild("1", nullptr).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  // Net keeps its own pointer (fc_) and does not support replacing.
+  EXPECT_EQ(net->ReplaceChild("fc", std::make_unique<ReLU>()).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(head->at(1), new_relu);
+}
+
 TEST(ModuleTest, RegistrationErrors) {
   Generator gen(0);
   TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Net> net, Net::Create(gen));

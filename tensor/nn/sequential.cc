@@ -54,4 +54,10 @@ Module* Sequential::at(int64_t i) const {
   return layers_[static_cast<size_t>(i)];
 }
 
+void Sequential::ChildReplaced(Module* old_child, Module* replacement) {
+  for (Module*& layer : layers_) {
+    if (layer == old_child) layer = replacement;
+  }
+}
+
 }  // namespace tandem::nn

@@ -52,6 +52,12 @@ class Sequential : public Module {
   // Layer i (negative counts from the end); nullptr when out of range.
   Module* at(int64_t i) const;
 
+  // ReplaceChild is supported (the layer list follows).
+  bool CanReplaceChildren() const override { return true; }
+
+ protected:
+  void ChildReplaced(Module* old_child, Module* replacement) override;
+
  private:
   std::vector<Module*> layers_;  // owned by the Module base (children)
 };
