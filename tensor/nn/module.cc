@@ -153,11 +153,11 @@ absl::StatusOr<Module*> Module::RegisterModule(std::string name,
 
 absl::StatusOr<std::unique_ptr<Module>> Module::ReplaceChild(
     const std::string& name, std::unique_ptr<Module> replacement) {
-  if (!CanReplaceChildren()) {
+  if (!CanReplaceChild(name)) {
     return absl::FailedPreconditionError(absl::StrCat(
         std::string(type_name()), ": cannot replace child \"", name,
-        "\" (this module type does not support ReplaceChild; it may keep its "
-        "own pointers to its children)"));
+        "\" (this module type does not support ReplaceChild for it; it may "
+        "keep its own pointer to that child)"));
   }
   if (replacement == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -171,7 +171,7 @@ class Module {
   // Swaps the direct child `name` for `replacement` (which takes its place,
   // name and position, so state-dict names stay) and returns the old child,
   // now owned by the caller. `replacement` gets this module's training mode.
-  // Only modules that say CanReplaceChildren() accept it: a module that
+  // Only children for which CanReplaceChild(name) is true: a module that
   // keeps its own pointers to its children (Sequential's layer list, a
   // block's typed members) must update them in ChildReplaced, or its
   // Forward would still call the old child. Errors: no child `name`
@@ -179,12 +179,15 @@ class Module {
   // support it (FailedPrecondition naming its type); nothing changes then.
   absl::StatusOr<std::unique_ptr<Module>> ReplaceChild(
       const std::string& name, std::unique_ptr<Module> replacement);
-  // Whether ReplaceChild works on this module. False by default.
-  virtual bool CanReplaceChildren() const { return false; }
+  // Whether ReplaceChild(name, ...) works on this module. False by default.
+  virtual bool CanReplaceChild(const std::string& name) const {
+    (void)name;
+    return false;
+  }
 
  protected:
   // Called by ReplaceChild after the swap: point any cached pointer from
-  // `old_child` to `replacement`. Overridden with CanReplaceChildren().
+  // `old_child` to `replacement`. Overridden with CanReplaceChild().
   virtual void ChildReplaced(Module* old_child, Module* replacement) {
     (void)old_child;
     (void)replacement;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -53,7 +54,7 @@ class Sequential : public Module {
   Module* at(int64_t i) const;
 
   // ReplaceChild is supported (the layer list follows).
-  bool CanReplaceChildren() const override { return true; }
+  bool CanReplaceChild(const std::string&) const override { return true; }
 
  protected:
   void ChildReplaced(Module* old_child, Module* replacement) override;

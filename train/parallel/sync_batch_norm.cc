@@ -254,7 +254,7 @@ absl::StatusOr<int64_t> ConvertSyncBatchNorm(nn::Module& root,
         stack.emplace_back(child_path, child);
         continue;
       }
-      if (!module->CanReplaceChildren()) {
+      if (!module->CanReplaceChild(name)) {
         return absl::FailedPreconditionError(absl::StrCat(
             "ConvertSyncBatchNorm: the BatchNorm2d \"", child_path,
             "\" sits in a ", std::string(module->type_name()), " (\"", path,

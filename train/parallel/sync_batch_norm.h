@@ -63,7 +63,7 @@ namespace tandem::train {
 // itself) with a SyncBatchNorm over `comm` that takes over its tensors, so
 // the state-dict names, values and tensor identities stay. Returns how many
 // were replaced. All or nothing: when a BatchNorm2d's parent does not
-// support ReplaceChild (nn::Module::CanReplaceChildren) FailedPrecondition
+// support ReplaceChild (nn::Module::CanReplaceChild) FailedPrecondition
 // names that parent's path and type and nothing is replaced; `root` being a
 // BatchNorm2d is InvalidArgument (wrap it: SyncBatchNorm::FromBatchNorm).
 absl::StatusOr<int64_t> ConvertSyncBatchNorm(

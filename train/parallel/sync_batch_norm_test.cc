@@ -21,6 +21,7 @@
 #include "sim/sim.h"
 #include "tensor/generator.h"
 #include "tensor/nn/batch_norm.h"
+#include "tensor/nn/models/resnet.h"
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -272,6 +273,55 @@ TEST(SyncBatchNormTest, ConvertReplacesNestedBatchNormsKeepingState) {
         TANDEM_ASSIGN_OR_RETURN(double tracked,
                                 model.at(1)->NamedBuffers()[2].tensor.Item());
         EXPECT_EQ(tracked, 1);
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(run.ok()) << run.status();
+}
+
+// ResNet-18 (f64) converted at 2 ranks with one 16x16 image each gives the
+// logits the unconverted model gives both images at one rank. Twenty layers
+// of normalisation deep; 1e-9 bounds the rounding differences of the
+// statistics' combination through them (values O(1)), and a layer left
+// unconverted would differ by O(1).
+TEST(SyncBatchNormTest, ConvertedResnet18AtTwoRanksEqualsOneRank) {
+  const int64_t per = 3 * 16 * 16;
+  const std::vector<double> images = Draw(2 * per, 7);
+  Generator gen0(0);
+  auto ref = nn::Resnet18(5, gen0, {.dtype = DType::kF64});
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  auto both = Tensor::FromVector(images, {2, 3, 16, 16});
+  ASSERT_TRUE(both.ok());
+  auto want = (*ref)->Forward(*both);
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto want_v = want->ToVector<double>();
+  ASSERT_TRUE(want_v.ok());
+  const nn::StateDict ref_state = (*ref)->StateDict();
+
+  sim::RunResult run =
+      sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        Generator gen(0);
+        TANDEM_ASSIGN_OR_RETURN(auto model,
+                                nn::Resnet18(5, gen, {.dtype = DType::kF64}));
+        TANDEM_ASSIGN_OR_RETURN(int64_t n, ConvertSyncBatchNorm(*model, comm));
+        EXPECT_EQ(n, 20);  // stem, 2 per block x 8, 3 downsamples
+        const nn::StateDict state = model->StateDict();
+        EXPECT_EQ(state.size(), ref_state.size());
+        for (size_t i = 0; i < state.size() && i < ref_state.size(); ++i) {
+          EXPECT_EQ(state[i].name, ref_state[i].name);
+        }
+        TANDEM_ASSIGN_OR_RETURN(
+            Tensor mine,
+            Tensor::FromVector(
+                std::vector<double>(images.begin() + rank * per,
+                                    images.begin() + (rank + 1) * per),
+                {1, 3, 16, 16}));
+        TANDEM_ASSIGN_OR_RETURN(Tensor y, model->Forward(mine));
+        TANDEM_ASSIGN_OR_RETURN(auto v, y.ToVector<double>());
+        EXPECT_EQ(v.size(), 5u);
+        for (size_t i = 0; i < v.size(); ++i) {
+          EXPECT_NEAR(v[i], (*want_v)[rank * 5 + i], 1e-9)
+              << "rank " << rank << " logit " << i;
+        }
         return absl::OkStatus();
       });
   EXPECT_TRUE(run.ok()) << run.status();

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -267,6 +268,37 @@ absl::StatusOr<std::unique_ptr<ResNet>> Resnet50(int64_t num_classes,
                                                  const ResNetOptions& options) {
   return ResNet::Create(ResNet::BlockKind::kBottleneck, {3, 4, 6, 3},
                         num_classes, gen, options);
+}
+
+namespace {
+// Points whichever of `slots` held `old_child` at `replacement`.
+void Repoint(std::initializer_list<Module**> slots, Module* old_child,
+             Module* replacement) {
+  for (Module** slot : slots) {
+    if (*slot == old_child) *slot = replacement;
+  }
+}
+}  // namespace
+
+bool BasicBlock::CanReplaceChild(const std::string& name) const {
+  return name == "bn1" || name == "bn2";
+}
+void BasicBlock::ChildReplaced(Module* old_child, Module* replacement) {
+  Repoint({&bn1_, &bn2_}, old_child, replacement);
+}
+
+bool Bottleneck::CanReplaceChild(const std::string& name) const {
+  return name == "bn1" || name == "bn2" || name == "bn3";
+}
+void Bottleneck::ChildReplaced(Module* old_child, Module* replacement) {
+  Repoint({&bn1_, &bn2_, &bn3_}, old_child, replacement);
+}
+
+bool ResNet::CanReplaceChild(const std::string& name) const {
+  return name == "bn1";
+}
+void ResNet::ChildReplaced(Module* old_child, Module* replacement) {
+  Repoint({&bn1_}, old_child, replacement);
 }
 
 }  // namespace tandem::nn

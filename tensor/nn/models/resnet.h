@@ -34,6 +34,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -70,14 +71,21 @@ class BasicBlock : public Module {
   absl::StatusOr<Tensor> Forward(const Tensor& input) override;
   std::string_view type_name() const override { return "BasicBlock"; }
 
+  // ReplaceChild works for the norms ("bn1", "bn2"), e.g.
+  // train::ConvertSyncBatchNorm.
+  bool CanReplaceChild(const std::string& name) const override;
+
+ protected:
+  void ChildReplaced(Module* old_child, Module* replacement) override;
+
  private:
   BasicBlock() = default;
   // Owned by the Module base.
   Conv2d* conv1_ = nullptr;
-  BatchNorm2d* bn1_ = nullptr;
+  Module* bn1_ = nullptr;  // a BatchNorm2d, or what replaced it
   ReLU* relu_ = nullptr;
   Conv2d* conv2_ = nullptr;
-  BatchNorm2d* bn2_ = nullptr;
+  Module* bn2_ = nullptr;
   Module* downsample_ = nullptr;  // may be null
 };
 
@@ -94,14 +102,21 @@ class Bottleneck : public Module {
   absl::StatusOr<Tensor> Forward(const Tensor& input) override;
   std::string_view type_name() const override { return "Bottleneck"; }
 
+  // ReplaceChild works for the norms ("bn1", "bn2", "bn3"), e.g.
+  // train::ConvertSyncBatchNorm.
+  bool CanReplaceChild(const std::string& name) const override;
+
+ protected:
+  void ChildReplaced(Module* old_child, Module* replacement) override;
+
  private:
   Bottleneck() = default;
   Conv2d* conv1_ = nullptr;
-  BatchNorm2d* bn1_ = nullptr;
+  Module* bn1_ = nullptr;  // a BatchNorm2d, or what replaced it
   Conv2d* conv2_ = nullptr;
-  BatchNorm2d* bn2_ = nullptr;
+  Module* bn2_ = nullptr;
   Conv2d* conv3_ = nullptr;
-  BatchNorm2d* bn3_ = nullptr;
+  Module* bn3_ = nullptr;
   ReLU* relu_ = nullptr;
   Module* downsample_ = nullptr;  // may be null
 };
@@ -119,11 +134,18 @@ class ResNet : public Module {
   std::string_view type_name() const override { return "ResNet"; }
   int64_t num_classes() const { return num_classes_; }
 
+  // ReplaceChild works for the norm "bn1" (the blocks' norms are their
+  // own children), e.g. train::ConvertSyncBatchNorm.
+  bool CanReplaceChild(const std::string& name) const override;
+
+ protected:
+  void ChildReplaced(Module* old_child, Module* replacement) override;
+
  private:
   ResNet() = default;
   int64_t num_classes_ = 0;
   Conv2d* conv1_ = nullptr;
-  BatchNorm2d* bn1_ = nullptr;
+  Module* bn1_ = nullptr;  // a BatchNorm2d, or what replaced it
   ReLU* relu_ = nullptr;
   MaxPool2d* maxpool_ = nullptr;
   std::array<Sequential*, 4> layers_{};
