@@ -27,9 +27,9 @@
 // dx uses the global sums and the global count.
 //
 // Eval mode, and a world of one rank, run exactly nn::BatchNorm2d (no
-// collective). Without track_running_stats the batch statistics are
-// global in both modes only in training; in eval they are the local
-// batch's, as BatchNorm2d (PyTorch does the same).
+// collective). Without track_running_stats, eval normalises with the
+// LOCAL batch's statistics (as BatchNorm2d, and as PyTorch, which syncs
+// only when self.training).
 //
 // State: the same parameters and buffers, under the same names, as the
 // nn::BatchNorm2d it wraps (the very same tensors: an optimizer or DDP
