@@ -66,33 +66,39 @@ absl::StatusOr<Tensor> BatchNorm2d::Forward(const Tensor& x) {
             : "an undefined tensor"));
   }
   const bool tracking = options_.track_running_stats;
-  // PyTorch's exponential_average_factor; the batch is counted only once
-  // the op has succeeded.
-  double factor = options_.momentum.value_or(0.0);
-  int64_t batches = 0;
+  // The batch is counted only once the op has succeeded.
   const bool update = is_training() && tracking;
+  RunningUpdate next;
   if (update) {
-    TANDEM_ASSIGN_OR_RETURN(const double tracked, num_batches_tracked_.Item());
-    batches = static_cast<int64_t>(tracked) + 1;
-    if (!options_.momentum.has_value()) {
-      factor = 1.0 / static_cast<double>(batches);
-    }
+    TANDEM_ASSIGN_OR_RETURN(next, NextRunningUpdate());
   }
   // Batch statistics in training, and always without running statistics.
   const bool batch_stats = is_training() || !tracking;
   absl::StatusOr<Tensor> y =
       tandem::BatchNorm(x, weight_, bias_, running_mean_, running_var_,
-                        batch_stats, factor, options_.eps);
+                        batch_stats, next.factor, options_.eps);
   if (!y.ok()) {
     return absl::Status(y.status().code(),
                         absl::StrCat("nn::BatchNorm2d(", ExtraRepr(),
                                      "): ", y.status().message()));
   }
-  if (update) {
-    TANDEM_RETURN_IF_ERROR(
-        FillInPlace(num_batches_tracked_, static_cast<double>(batches)));
-  }
+  if (update) TANDEM_RETURN_IF_ERROR(CountBatch(next));
   return y;
+}
+
+absl::StatusOr<BatchNorm2d::RunningUpdate> BatchNorm2d::NextRunningUpdate()
+    const {
+  TANDEM_ASSIGN_OR_RETURN(const double tracked, num_batches_tracked_.Item());
+  RunningUpdate next;
+  next.batches = static_cast<int64_t>(tracked) + 1;
+  next.factor = options_.momentum.has_value()
+                    ? *options_.momentum
+                    : 1.0 / static_cast<double>(next.batches);
+  return next;
+}
+
+absl::Status BatchNorm2d::CountBatch(const RunningUpdate& update) {
+  return FillInPlace(num_batches_tracked_, static_cast<double>(update.batches));
 }
 
 std::string BatchNorm2d::ExtraRepr() const {

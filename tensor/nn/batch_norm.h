@@ -76,6 +76,19 @@ class BatchNorm2d : public Module {
   const Tensor& running_var() const { return running_var_; }
   const Tensor& num_batches_tracked() const { return num_batches_tracked_; }
 
+  // The running-statistics update of one training batch, shared with
+  // SyncBatchNorm: PyTorch's exponential_average_factor (momentum, or
+  // 1 / batches when momentum is None) and the count the batch makes.
+  struct RunningUpdate {
+    double factor = 0;
+    int64_t batches = 0;
+  };
+  // Reads num_batches_tracked (a host read). Only with track_running_stats.
+  absl::StatusOr<RunningUpdate> NextRunningUpdate() const;
+  // Counts the batch; call once the statistics were updated, so that a
+  // failed batch is not counted.
+  absl::Status CountBatch(const RunningUpdate& update);
+
  private:
   BatchNorm2d(int64_t num_features, const Options& options)
       : num_features_(num_features), options_(options) {}

@@ -157,27 +157,17 @@ absl::StatusOr<Tensor> SyncBatchNorm::SyncForward(const Tensor& x) {
   TANDEM_ASSIGN_OR_RETURN(Tensor host_counts, Tensor::FromVector(counts));
   TANDEM_ASSIGN_OR_RETURN(Tensor count_t, host_counts.To(x.dtype()));
   TANDEM_ASSIGN_OR_RETURN(count_t, count_t.To(device));
-  // PyTorch's exponential_average_factor; the batch is counted only once
-  // the statistics are known.
+  // The batch is counted only once the statistics are known.
   const bool update = opt.track_running_stats;
-  double factor = opt.momentum.value_or(0.0);
-  int64_t batches = 0;
+  nn::BatchNorm2d::RunningUpdate next;
   if (update) {
-    TANDEM_ASSIGN_OR_RETURN(const double tracked,
-                            bn_->num_batches_tracked().Item());
-    batches = static_cast<int64_t>(tracked) + 1;
-    if (!opt.momentum.has_value()) {
-      factor = 1.0 / static_cast<double>(batches);
-    }
+    TANDEM_ASSIGN_OR_RETURN(next, bn_->NextRunningUpdate());
   }
   TANDEM_ASSIGN_OR_RETURN(
       BatchNormSaved saved,
       BatchNormGatherStats(means, vars, count_t, bn_->running_mean(),
-                           bn_->running_var(), factor, opt.eps));
-  if (update) {
-    TANDEM_RETURN_IF_ERROR(
-        FillInPlace(bn_->num_batches_tracked(), static_cast<double>(batches)));
-  }
+                           bn_->running_var(), next.factor, opt.eps));
+  if (update) TANDEM_RETURN_IF_ERROR(bn_->CountBatch(next));
   // 3. Normalise with the global statistics.
   const Tensor& weight = bn_->weight();
   const Tensor& bias = bn_->bias();
