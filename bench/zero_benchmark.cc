@@ -58,7 +58,7 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/optim/adamw.h"
-#include "train/examples/shard_mode.h"
+#include "train/parallel/strategy.h"
 
 ABSL_FLAG(std::string, world_sizes, "4,8",
           "Comma-separated world sizes of the memory and traffic table.");
@@ -106,7 +106,7 @@ absl::StatusOr<CaseResult> RunCase(bench::RankMemory& memory, ShardMode mode,
         TANDEM_ASSIGN_OR_RETURN(auto model, LargeMlp());
         TANDEM_ASSIGN_OR_RETURN(
             auto trainer,
-            train::ShardedTrainer::Create(
+            train::Strategy::Create(
                 mode, *model, comm,
                 [](std::vector<Tensor> params)
                     -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
@@ -158,6 +158,7 @@ absl::StatusOr<CaseResult> RunCase(bench::RankMemory& memory, ShardMode mode,
 double FormulaBytesPerParameter(ShardMode mode, int n) {
   switch (mode) {
     case ShardMode::kNone:
+    case ShardMode::kLocal:  // not offered by --modes; no sharding
       return 16;
     case ShardMode::kZero1:
       return 8 + 8.0 / n;

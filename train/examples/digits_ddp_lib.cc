@@ -40,10 +40,10 @@
 #include "train/data/shared_load.h"
 #include "train/examples/broadcast_dataset.h"
 #include "train/examples/run_monitor.h"
-#include "train/examples/shard_mode.h"
 #include "train/launch/config_agreement.h"
 #include "train/parallel/finite_check.h"
 #include "train/parallel/staged_all_gather.h"
+#include "train/parallel/strategy.h"
 #include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
@@ -393,8 +393,8 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                           BuildModel(config));
   TANDEM_RETURN_IF_ERROR(model->To(device));
   TANDEM_ASSIGN_OR_RETURN(
-      std::unique_ptr<ShardedTrainer> trainer,
-      ShardedTrainer::Create(
+      std::unique_ptr<Strategy> trainer,
+      Strategy::Create(
           shard, *model, comm,
           [&config](std::vector<Tensor> params)
               -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {

@@ -55,7 +55,7 @@ struct DigitsConfig {
   // with the same weights, bit for bit.
   checkpoint::CheckpointOptions checkpoint;
   // How the ranks hold model, gradients and optimizer state:
-  // none (DDP), zero1, zero2, fsdp (train/examples/shard_mode.h). The same
+  // none (DDP), zero1, zero2, fsdp (train/parallel/strategy.h). The same
   // weights, loss and accuracy in every mode.
   std::string shard = "none";
   // Mixed precision: forward passes and losses run under autocast in this

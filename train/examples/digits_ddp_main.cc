@@ -16,7 +16,7 @@
 #include "tensor/optim/sgd.h"
 #include "train/examples/digits_ddp_lib.h"
 #include "train/examples/example_main.h"
-#include "train/examples/shard_mode.h"
+#include "train/parallel/strategy.h"
 
 ABSL_FLAG(std::string, data, "train/data/digits.csv.gz",
           "The digits CSV (64 pixel columns 0..16, then the label).");

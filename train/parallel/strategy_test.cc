@@ -1,4 +1,4 @@
-// ShardedTrainer's full state (checkpoints): saved in one shard mode and
+// Strategy's full state (checkpoints): saved in one shard mode and
 // world size, loaded in any other. On simulated ranks, Sgd with momentum and
 // AdamW:
 //   - the full optimizer state of zero1, zero2 and fsdp equals what DDP's
@@ -12,8 +12,11 @@
 //     larger share of the same global batch, so the gradient's rounding
 //     differs (the sum is reassociated), a few ulps per step;
 //   - a state that does not fit the model is an InvalidArgument naming the
-//     entry and the parameter.
-#include "train/examples/shard_mode.h"
+//     entry and the parameter;
+//   - local (no communication) trains DDP's one-rank weights and optimizer
+//     state bit for bit, and refuses a world of two; fsdp refuses a model
+//     that is not an nn::Sequential.
+#include "train/parallel/strategy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -86,7 +89,7 @@ absl::StatusOr<Tensor> Batch(int step, int rank, int world) {
   return Tensor::FromVector(mine, {rows, 5});
 }
 
-absl::Status TrainSteps(ShardedTrainer& t, int first, int count, int rank,
+absl::Status TrainSteps(Strategy& t, int first, int count, int rank,
                         int world) {
   for (int step = first; step < first + count; ++step) {
     t.ZeroGrad();
@@ -117,7 +120,7 @@ absl::StatusOr<std::vector<double>> Values(const Tensor& t) {
   return std::vector<double>(v.begin(), v.end());
 }
 
-absl::StatusOr<Saved> Capture(ShardedTrainer& t) {
+absl::StatusOr<Saved> Capture(Strategy& t) {
   Saved s;
   TANDEM_ASSIGN_OR_RETURN(s.model_tensors, t.FullModelState());
   TANDEM_ASSIGN_OR_RETURN(s.optimizer_tensors, t.FullOptimizerState());
@@ -142,7 +145,7 @@ absl::StatusOr<Saved> RunMode(ShardMode mode, int world, Opt opt,
       sim::Run(world, [&](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
         TANDEM_ASSIGN_OR_RETURN(
-            auto t, ShardedTrainer::Create(mode, *model, comm, Factory(opt)));
+            auto t, Strategy::Create(mode, *model, comm, Factory(opt)));
         if (from != nullptr) {
           TANDEM_RETURN_IF_ERROR(
               t->LoadFullOptimizerState(from->optimizer_tensors));
@@ -238,7 +241,7 @@ TEST(FullStateTest, AStateOfAnotherModelIsAClearError) {
           TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
           TANDEM_ASSIGN_OR_RETURN(
               auto t,
-              ShardedTrainer::Create(mode, *model, comm, Factory(Opt::kAdamW)));
+              Strategy::Create(mode, *model, comm, Factory(Opt::kAdamW)));
           std::vector<optim::StateEntry> state = saved->optimizer_tensors;
           // "2.exp_avg" (parameter 2 is "2.weight", 3 x 7) made 7 x 3.
           for (optim::StateEntry& e : state) {
@@ -267,6 +270,73 @@ TEST(FullStateTest, AStateOfAnotherModelIsAClearError) {
           return absl::OkStatus();
         });
     EXPECT_TRUE(r.status().ok()) << r.status();
+  }
+}
+
+TEST_P(FullStateTest, LocalIsOneRankDdpBitForBit) {
+  absl::StatusOr<Saved> ddp =
+      RunMode(ShardMode::kNone, 1, GetParam(), nullptr, 0, 3);
+  ASSERT_TRUE(ddp.ok()) << ddp.status();
+  absl::StatusOr<Saved> local =
+      RunMode(ShardMode::kLocal, 1, GetParam(), nullptr, 0, 3);
+  ASSERT_TRUE(local.ok()) << local.status();
+  ASSERT_FALSE(local->optimizer.empty());
+  EXPECT_EQ(local->model, ddp->model);
+  EXPECT_EQ(local->optimizer, ddp->optimizer);
+  // Loaded from a state saved under DDP and trained on: DDP's weights.
+  absl::StatusOr<Saved> saved =
+      RunMode(ShardMode::kNone, 1, GetParam(), nullptr, 0, 2);
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  absl::StatusOr<Saved> resumed =
+      RunMode(ShardMode::kLocal, 1, GetParam(), &*saved, 2, 1);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->model, ddp->model);
+  EXPECT_EQ(resumed->optimizer, ddp->optimizer);
+}
+
+TEST(StrategyTest, LocalNeedsOneRank) {
+  sim::RunResult r =
+      sim::Run(2, [&](int, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
+        absl::StatusOr<std::unique_ptr<Strategy>> t = Strategy::Create(
+            ShardMode::kLocal, *model, comm, Factory(Opt::kSgd));
+        EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_THAT(t.status().message(),
+                    HasSubstr("needs a world of one rank; found 2 ranks"));
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(r.status().ok()) << r.status();
+}
+
+// A module that holds its layers instead of being an nn::Sequential.
+class Wrapped : public nn::Module {
+ public:
+  absl::StatusOr<Tensor> Forward(const Tensor& input) override { return input; }
+  std::string_view type_name() const override { return "Wrapped"; }
+};
+
+TEST(StrategyTest, FsdpNeedsASequential) {
+  sim::RunResult r =
+      sim::Run(2, [&](int, comm::Communicator& comm) -> absl::Status {
+        Wrapped model;
+        absl::StatusOr<std::unique_ptr<Strategy>> t =
+            Strategy::Create(ShardMode::kFsdp, model, comm, Factory(Opt::kSgd));
+        EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_THAT(t.status().message(),
+                    HasSubstr("nn::Sequential; the model is a Wrapped"));
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(r.status().ok()) << r.status();
+}
+
+TEST(StrategyTest, ModeNames) {
+  EXPECT_EQ(ShardModeName(ShardMode::kLocal), "local");
+  // local is chosen by code, not by --shard.
+  EXPECT_FALSE(ParseShardMode("local").ok());
+  for (ShardMode mode : kModes) {
+    absl::StatusOr<ShardMode> back = ParseShardMode(ShardModeName(mode));
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, mode);
   }
 }
 

@@ -1,4 +1,4 @@
-#include "train/examples/shard_mode.h"
+#include "train/parallel/strategy.h"
 
 #include <memory>
 #include <string>
@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
+#include "tensor/nn/sequential.h"
 
 namespace tandem::train {
 
@@ -35,6 +36,8 @@ std::string ShardModeName(ShardMode mode) {
       return "zero2";
     case ShardMode::kFsdp:
       return "fsdp";
+    case ShardMode::kLocal:
+      return "local";
   }
   return "unknown";
 }
@@ -49,16 +52,35 @@ absl::Status CheckShardAmp(ShardMode mode, std::optional<DType> amp) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<ShardedTrainer>> ShardedTrainer::Create(
-    ShardMode mode, nn::Sequential& model, comm::Communicator& comm,
+absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
+    ShardMode mode, nn::Module& model, comm::Communicator& comm,
     const ShardOptimizerFactory& make_optimizer,
     std::optional<DType> fsdp_param_dtype) {
-  std::unique_ptr<ShardedTrainer> t(new ShardedTrainer(model, comm));
+  std::unique_ptr<Strategy> t(new Strategy(model, comm));
+  if (mode == ShardMode::kLocal) {
+    if (comm.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the local strategy trains without communication, so it needs a "
+          "world of one rank; found ",
+          comm.size(), " ranks (rank ", comm.rank(),
+          "): use none (DDP), zero1, zero2 or fsdp"));
+    }
+    TANDEM_ASSIGN_OR_RETURN(t->optimizer_, make_optimizer(model.Parameters()));
+    return t;
+  }
   if (mode == ShardMode::kFsdp) {
+    auto* layers = dynamic_cast<nn::Sequential*>(&model);
+    if (layers == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fsdp shards one unit per layer of an nn::Sequential; the model is "
+          "a ",
+          std::string(model.type_name()),
+          ": give fsdp its Sequential or use none (DDP), zero1 or zero2"));
+    }
     FsdpOptions options;
     options.param_dtype = fsdp_param_dtype;
     TANDEM_ASSIGN_OR_RETURN(
-        t->fsdp_, FullyShardedDataParallel::Create(model, comm, options));
+        t->fsdp_, FullyShardedDataParallel::Create(*layers, comm, options));
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_,
                             make_optimizer(t->fsdp_->ShardParameters()));
     return t;
@@ -76,21 +98,23 @@ absl::StatusOr<std::unique_ptr<ShardedTrainer>> ShardedTrainer::Create(
   return t;
 }
 
-absl::StatusOr<Tensor> ShardedTrainer::Forward(const Tensor& input) {
+absl::StatusOr<Tensor> Strategy::Forward(const Tensor& input) {
   if (fsdp_ != nullptr) return fsdp_->Forward(input);
-  if (!IsGradEnabled()) return model_->Forward(input);
+  if (ddp_ == nullptr || !IsGradEnabled()) return model_->Forward(input);
   return ddp_->Forward(input);
 }
 
-absl::Status ShardedTrainer::Backward(const Tensor& loss) {
-  return fsdp_ != nullptr ? fsdp_->Backward(loss) : ddp_->Backward(loss);
+absl::Status Strategy::Backward(const Tensor& loss) {
+  if (fsdp_ != nullptr) return fsdp_->Backward(loss);
+  if (ddp_ != nullptr) return ddp_->Backward(loss);
+  return loss.Backward();  // local
 }
 
-absl::Status ShardedTrainer::Step() {
+absl::Status Strategy::Step() {
   return zero_ != nullptr ? zero_->Step() : optimizer_->Step();
 }
 
-void ShardedTrainer::ZeroGrad() {
+void Strategy::ZeroGrad() {
   if (zero_ != nullptr) {
     zero_->ZeroGrad();
   } else if (fsdp_ != nullptr) {
@@ -100,16 +124,16 @@ void ShardedTrainer::ZeroGrad() {
   }
 }
 
-optim::Optimizer* ShardedTrainer::local_optimizer() const {
+optim::Optimizer* Strategy::local_optimizer() const {
   return zero_ != nullptr ? zero_->local_optimizer() : optimizer_.get();
 }
 
-double ShardedTrainer::lr() const {
+double Strategy::lr() const {
   const optim::Optimizer* o = local_optimizer();
   return o == nullptr ? 0.0 : o->lr();
 }
 
-std::vector<optim::ParamGroupState> ShardedTrainer::FullParamGroups() const {
+std::vector<optim::ParamGroupState> Strategy::FullParamGroups() const {
   const optim::Optimizer* o = local_optimizer();
   if (o == nullptr) return {};
   const std::vector<optim::ParamGroupState> local = o->ExportParamGroups();
@@ -121,7 +145,7 @@ std::vector<optim::ParamGroupState> ShardedTrainer::FullParamGroups() const {
   return {whole};
 }
 
-absl::StatusOr<nn::StateDict> ShardedTrainer::FullModelState() {
+absl::StatusOr<nn::StateDict> Strategy::FullModelState() {
   if (fsdp_ != nullptr) return fsdp_->FullStateDict();
   nn::StateDict out;
   for (const nn::NamedTensor& e : model_->StateDict()) {
@@ -131,8 +155,7 @@ absl::StatusOr<nn::StateDict> ShardedTrainer::FullModelState() {
   return out;
 }
 
-absl::StatusOr<std::vector<optim::StateEntry>>
-ShardedTrainer::FullOptimizerState() {
+absl::StatusOr<std::vector<optim::StateEntry>> Strategy::FullOptimizerState() {
   if (zero_ != nullptr) {
     return GatherFullOptimizerState(*comm_, zero_->shard_layout(),
                                     zero_->local_optimizer());
@@ -149,14 +172,14 @@ ShardedTrainer::FullOptimizerState() {
   return out;
 }
 
-absl::Status ShardedTrainer::LoadFullModelState(const nn::StateDict& state) {
+absl::Status Strategy::LoadFullModelState(const nn::StateDict& state) {
   if (fsdp_ != nullptr) return fsdp_->LoadFullStateDict(state);
   // ZeRO: the parameters are views of the flat buffers; LoadStateDict
   // copies in place, so the buffers follow.
   return model_->LoadStateDict(state);
 }
 
-absl::Status ShardedTrainer::LoadFullOptimizerState(
+absl::Status Strategy::LoadFullOptimizerState(
     const std::vector<optim::StateEntry>& state) {
   if (zero_ != nullptr) {
     return train::LoadFullOptimizerState(

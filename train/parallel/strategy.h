@@ -1,0 +1,138 @@
+// Strategy: the one interface to how a data-parallel run keeps its model,
+// gradients and optimizer state across ranks (the examples' --shard flag,
+// bench's zero_benchmark, train/loop's TrainingLoop):
+//
+//   local  the model and its optimizer, no communication (a world of one;
+//          not a --shard value: chosen by code)
+//   none   DistributedDataParallel + the optimizer on every rank
+//   zero1  DDP + ZeroRedundancyOptimizer: optimizer state sharded
+//   zero2  DDP reduce-scattering its buckets + ZeroRedundancyOptimizer
+//   fsdp   FullyShardedDataParallel (one unit per layer), optimizer on the
+//          parameter shards
+//
+// All of them give the same weights bit for bit (train/parallel's tests), so
+// an example reaches the same loss and accuracy whatever the mode.
+//
+//   TANDEM_ASSIGN_OR_RETURN(ShardMode mode, ParseShardMode(flag));
+//   TANDEM_ASSIGN_OR_RETURN(auto trainer,
+//                           Strategy::Create(mode, *model, comm, make));
+//   trainer->ZeroGrad();
+//   TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(x));
+//   ... loss ...
+//   TANDEM_RETURN_IF_ERROR(trainer->Backward(loss));
+//   TANDEM_RETURN_IF_ERROR(trainer->Step());
+//
+// Collective like the wrappers it holds; belongs to the rank's thread; the
+// model and communicator outlive it.
+#ifndef TANDEM_TRAIN_PARALLEL_STRATEGY_H_
+#define TANDEM_TRAIN_PARALLEL_STRATEGY_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "comm/communicator.h"
+#include "tensor/dtype.h"
+#include "tensor/nn/module.h"
+#include "tensor/optim/optimizer.h"
+#include "tensor/tensor.h"
+#include "train/parallel/ddp.h"
+#include "train/parallel/fsdp.h"
+#include "train/parallel/sharded_optimizer_state.h"
+#include "train/parallel/zero_optimizer.h"
+
+namespace tandem::train {
+
+enum class ShardMode { kNone, kZero1, kZero2, kFsdp, kLocal };
+
+// "none", "zero1", "zero2", "fsdp" (the --shard values; kLocal is not one);
+// InvalidArgument naming the choices.
+absl::StatusOr<ShardMode> ParseShardMode(std::string_view text);
+std::string ShardModeName(ShardMode mode);
+
+// Whether `amp` (an example's --amp) works with `mode`: fsdp gathers the
+// parameters in --amp's dtype, and f16 parameters need loss scaling (a
+// GradScaler), which the examples that take --shard do not run.
+// InvalidArgument saying so for fsdp with f16; OK otherwise.
+absl::Status CheckShardAmp(ShardMode mode, std::optional<DType> amp);
+
+class Strategy {
+ public:
+  // `make_optimizer` builds the optimizer of the tensors it is given: the
+  // model's parameters (local, none), the rank's shards (zero1, zero2,
+  // fsdp). fsdp needs an nn::Sequential (one unit per layer) and local a
+  // communicator of one rank: InvalidArgument saying so otherwise.
+  // `fsdp_param_dtype` (the examples' --amp): under fsdp the units are
+  // gathered and computed in it and reduced in it (FsdpOptions::param_dtype;
+  // the masters stay f32); the other modes keep f32 parameters and leave
+  // low precision to autocast.
+  static absl::StatusOr<std::unique_ptr<Strategy>> Create(
+      ShardMode mode, nn::Module& model, comm::Communicator& comm,
+      const ShardOptimizerFactory& make_optimizer,
+      std::optional<DType> fsdp_param_dtype = std::nullopt);
+
+  // In grad mode a training step's forward; under NoGradGuard evaluation
+  // (FSDP gathers and frees each unit; the others run the model).
+  absl::StatusOr<Tensor> Forward(const Tensor& input);
+  absl::Status Backward(const Tensor& loss);
+  absl::Status Step();
+  void ZeroGrad();
+  // Whether the model's parameters hold their values between steps (false
+  // under fsdp: read them through fsdp()->FullStateDict()).
+  bool parameters_resident() const { return fsdp_ == nullptr; }
+  FullyShardedDataParallel* fsdp() const { return fsdp_.get(); }
+  // DDP under none, zero1 and zero2 (its last_sync_stats feed the progress
+  // line); nullptr under local and fsdp.
+  const DistributedDataParallel* ddp() const { return ddp_.get(); }
+  // The optimizer of the whole model under local and none; nullptr where it
+  // holds only this rank's shards.
+  optim::Optimizer* full_optimizer() const {
+    return zero_ == nullptr && fsdp_ == nullptr ? optimizer_.get() : nullptr;
+  }
+
+  // Checkpoints: the full state, the same in every mode and at every world
+  // size (what --shard=none on one rank would hold), so a checkpoint saved
+  // in one mode and world size loads in any other.
+  // The model's state dict (parameters in their own dtype, then buffers).
+  // Collective under fsdp (gathers every unit); a copy in every mode.
+  absl::StatusOr<nn::StateDict> FullModelState();
+  // What an unsharded optimizer of the whole model would export
+  // (Optimizer::ExportState). Collective under zero1, zero2 and fsdp
+  // (sharded_optimizer_state.h); the tensors are fresh copies.
+  absl::StatusOr<std::vector<optim::StateEntry>> FullOptimizerState();
+  // Local: each rank takes its part of a full state. Model: all or nothing
+  // (InvalidArgument naming the key). Optimizer: all or nothing
+  // (InvalidArgument naming the entry and the parameter it does not fit).
+  absl::Status LoadFullModelState(const nn::StateDict& state);
+  absl::Status LoadFullOptimizerState(
+      const std::vector<optim::StateEntry>& state);
+  // The optimizer's learning rate (0 on a zero1/zero2 rank that holds no
+  // element; rank 0 always holds some).
+  double lr() const;
+  // The parameter groups an unsharded optimizer of the whole model would
+  // export (Optimizer::ExportParamGroups): one group over every parameter
+  // with the local optimizer's options (the sharded optimizers hold one
+  // group over flat shards). Empty on a rank without a local optimizer.
+  std::vector<optim::ParamGroupState> FullParamGroups() const;
+
+ private:
+  Strategy(nn::Module& model, comm::Communicator& comm)
+      : model_(&model), comm_(&comm) {}
+  // The optimizer this rank steps (null on a zero rank without elements).
+  optim::Optimizer* local_optimizer() const;
+
+  nn::Module* model_;
+  comm::Communicator* comm_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<ZeroRedundancyOptimizer> zero_;
+  std::unique_ptr<FullyShardedDataParallel> fsdp_;
+  std::unique_ptr<optim::Optimizer> optimizer_;  // local, none and fsdp
+};
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_PARALLEL_STRATEGY_H_
