@@ -1,14 +1,10 @@
 #include "train/examples/toy_ddp_lib.h"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -18,24 +14,20 @@
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
-#include "tensor/autograd.h"
 #include "tensor/device.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/linear.h"
+#include "tensor/nn/py_repr.h"
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
-#include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
-#include "train/checkpoint/run_checkpointer.h"
-#include "train/checkpoint/training_checkpoint.h"
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
-#include "train/data/distributed_sampler.h"
-#include "train/examples/run_monitor.h"
 #include "train/launch/config_agreement.h"
-#include "train/parallel/ddp.h"
-#include "train/parallel/finite_check.h"
+#include "train/loop/evaluate.h"
+#include "train/loop/training_loop.h"
+#include "train/parallel/strategy.h"
 
 namespace tandem::train {
 namespace {
@@ -48,48 +40,22 @@ absl::StatusOr<TensorDataset> MakeDataset(const std::vector<float>& xy,
   return TensorDataset::Create(features, y);
 }
 
-// `batch` with its features and labels on `device` (unchanged on the CPU).
-absl::StatusOr<Batch> OnDevice(Batch batch, Device device) {
-  if (device.is_cpu()) return batch;
-  TANDEM_ASSIGN_OR_RETURN(batch.features, batch.features.To(device));
-  TANDEM_ASSIGN_OR_RETURN(batch.labels, batch.labels.To(device));
-  return batch;
-}
-
 // The tutorial's compute_accuracy: correct predictions over the loader's
-// batches, through the DDP model in eval mode without grad. PyTorch
+// batches, through the model in eval mode without grad. PyTorch
 // accumulates `correct` in a float32 tensor and divides it by the int count
 // in float32; .item() widens that to a Python float. Same here.
-absl::StatusOr<float> ComputeAccuracy(DistributedDataParallel& model,
-                                      const DataLoader& loader,
+absl::StatusOr<float> ComputeAccuracy(Strategy& model, const DataLoader& loader,
                                       const char* which, int rank,
                                       Device device) {
-  model.module().Eval();
   float correct = 0.f;
   int64_t total_examples = 0;
   for (int64_t b = 0; b < loader.num_batches(); ++b) {
     TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
-    Tensor features = batch.features;
-    if (!device.is_cpu()) {
-      TANDEM_ASSIGN_OR_RETURN(features, features.To(device));
-    }
-    Tensor logits;
-    {
-      NoGradGuard no_grad;
-      TANDEM_ASSIGN_OR_RETURN(logits, model.Forward(features));
-    }
-    TANDEM_ASSIGN_OR_RETURN(Tensor predictions, Argmax(logits, 1));
-    if (!device.is_cpu()) {
-      TANDEM_ASSIGN_OR_RETURN(predictions, predictions.To(Device::CPU()));
-    }
-    TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> p,
-                            predictions.ToVector<int64_t>());
-    TANDEM_ASSIGN_OR_RETURN(std::vector<int64_t> y,
-                            batch.labels.ToVector<int64_t>());
-    int64_t hits = 0;
-    for (size_t i = 0; i < p.size(); ++i) hits += p[i] == y[i] ? 1 : 0;
+    TANDEM_ASSIGN_OR_RETURN(Tensor logits,
+                            EvalForward(model, batch.features, device));
+    TANDEM_ASSIGN_OR_RETURN(int64_t hits, CountCorrect(logits, batch.labels));
     correct += static_cast<float>(hits);
-    total_examples += static_cast<int64_t>(p.size());
+    total_examples += batch.labels.dim(0);
   }
   if (total_examples == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -164,7 +130,6 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                      config.epochs, ", batch_size = ", config.batch_size,
                      ", loss_precision = ", config.loss_precision));
   }
-  const int rank = comm.rank();
   const comm::RankPrinter printer(comm);
   auto log = [&](const std::string& text) {
     if (config.log_all_ranks) {
@@ -181,140 +146,57 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                                       {0, 0, 0, 1, 1}));
   TANDEM_ASSIGN_OR_RETURN(TensorDataset test_ds,
                           MakeDataset({-0.8f, 2.8f, 2.6f, -1.6f}, {0, 1}));
-  DistributedSamplerOptions sampler_options;
-  sampler_options.num_replicas = comm.size();
-  sampler_options.rank = rank;  // shuffle = true, seed = 0: the defaults
   TANDEM_ASSIGN_OR_RETURN(
-      DistributedSampler sampler,
-      DistributedSampler::Create(train_ds.size(), sampler_options));
+      SampledBatches train_data,
+      SampledBatches::Create(train_ds, comm, config.batch_size,
+                             /*drop_last=*/true));
   TANDEM_ASSIGN_OR_RETURN(
       DataLoader test_loader,
       DataLoader::Sequential(test_ds, config.batch_size, /*drop_last=*/false));
 
-  // torch.manual_seed(seed); model = NeuralNetwork(2, 2)
+  // torch.manual_seed(seed); model = NeuralNetwork(2, 2); model.to(rank)
   Generator gen(config.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Module> model,
                           BuildToyModel(gen));
-  TANDEM_RETURN_IF_ERROR(model->To(device));  // model.to(rank)
-  TANDEM_ASSIGN_OR_RETURN(optim::Sgd optimizer,
-                          optim::Sgd::Create(model->Parameters(), config.lr));
-  // Resume (every rank) before DDP broadcasts rank 0's parameters.
-  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
-                                           "toy_ddp");
-  checkpoint::TrainingState state;
-  state.model = model.get();
-  state.optimizer = &optimizer;
-  TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
-                          checkpointer.Resume(state));
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
-                          DistributedDataParallel::Create(*model, comm));
-
-  auto train_loader = [&]() {
-    return DataLoader::Create(train_ds, sampler.Indices(), config.batch_size,
-                              /*drop_last=*/true);
+  TANDEM_RETURN_IF_ERROR(model->To(device));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<Strategy> ddp,
+      Strategy::Create(ShardMode::kNone, *model, comm, SgdFactory(config.lr)));
+  TrainingLoop loop(comm, *model, *ddp,
+                    {.who = "toy_ddp",
+                     .epochs = config.epochs,
+                     .device = device,
+                     .checkpoint = config.checkpoint});
+  LoopHooks hooks;
+  hooks.after_step = [&](const StepView& s) {
+    log(absl::StrFormat(
+        "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f", s.epoch + 1,
+        config.epochs, s.batch->labels.dim(0), config.loss_precision, s.loss));
+    return absl::OkStatus();
   };
-  RunMonitor* const monitor = rank == 0 ? ActiveRunMonitor() : nullptr;
-  for (int64_t epoch = start.epoch; epoch < config.epochs; ++epoch) {
-    sampler.SetEpoch(epoch);
-    model->Train();
-    TANDEM_ASSIGN_OR_RETURN(DataLoader loader, train_loader());
-    for (int64_t b = epoch == start.epoch ? start.step_in_epoch : 0;
-         b < loader.num_batches(); ++b) {
-      TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
-      TANDEM_ASSIGN_OR_RETURN(batch, OnDevice(std::move(batch), device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(batch.features));
-      TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(logits, batch.labels));
-      optimizer.ZeroGrad();
-      TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
-      TANDEM_RETURN_IF_ERROR(optimizer.Step());
-      TANDEM_ASSIGN_OR_RETURN(double loss_value, loss.Item());
-      log(absl::StrFormat(
-          "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f", epoch + 1,
-          config.epochs, batch.labels.dim(0), config.loss_precision,
-          loss_value));
-      if (monitor != nullptr) {
-        ReportStep(*monitor, *ddp,
-                   {.epoch = epoch,
-                    .epochs = config.epochs,
-                    .step = b,
-                    .steps_per_epoch = loader.num_batches(),
-                    .samples = batch.labels.dim(0) * comm.size(),
-                    .loss = loss_value});
-      }
-      // Every rank stops together on a non-finite loss (every step) or
-      // parameter (scanned every kParameterCheckInterval steps and at the
-      // end of the epoch).
-      TANDEM_RETURN_IF_ERROR(
-          CheckStepFinite(
-              comm, *model,
-              {.epoch = epoch,
-               .step = b,
-               .loss = loss_value,
-               .check_parameters = ParameterCheckDue(b, loader.num_batches())})
-              .status());
-      TANDEM_RETURN_IF_ERROR(
-          checkpointer.AfterStep(state, epoch, b, loader.num_batches()));
-    }
-    if (monitor != nullptr) {
-      monitor->Epoch(
-          {.epoch = epoch,
-           .epochs = config.epochs,
-           .samples = loader.num_batches() * config.batch_size * comm.size()});
-    }
-  }
+  hooks.end_epoch = [&](int64_t, int64_t steps) -> absl::StatusOr<EpochEnd> {
+    return EpochEnd{
+        .report = {.samples = steps * config.batch_size * comm.size()}};
+  };
+  TANDEM_RETURN_IF_ERROR(loop.Run(train_data, CrossEntropyLoss(), hooks));
 
   model->Eval();
   // The train loader iterates the last epoch's order (set here too for a run
   // resumed after its last epoch, whose loop did not run).
-  sampler.SetEpoch(std::max<int64_t>(config.epochs - 1, 0));
-  TANDEM_ASSIGN_OR_RETURN(DataLoader loader, train_loader());
+  TANDEM_RETURN_IF_ERROR(
+      train_data.BeginEpoch(std::max<int64_t>(config.epochs - 1, 0)).status());
+  TANDEM_ASSIGN_OR_RETURN(const DataLoader* loader, train_data.loader());
   TANDEM_ASSIGN_OR_RETURN(
-      float train_acc, ComputeAccuracy(*ddp, loader, "training", rank, device));
+      float train_acc,
+      ComputeAccuracy(*ddp, *loader, "training", comm.rank(), device));
   log(absl::StrCat("Training accuracy ", PythonFloatStr(train_acc)));
   TANDEM_ASSIGN_OR_RETURN(
-      float test_acc, ComputeAccuracy(*ddp, test_loader, "test", rank, device));
+      float test_acc,
+      ComputeAccuracy(*ddp, test_loader, "test", comm.rank(), device));
   log(absl::StrCat("Test accuracy ", PythonFloatStr(test_acc)));
   return absl::OkStatus();
 }
 
-std::string PythonFloatStr(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value < 0 ? "-inf" : "inf";
-  // Shortest round-trip digits, as d.ddde[+-]x.
-  char buf[64];
-  const std::to_chars_result r = std::to_chars(buf, buf + sizeof(buf), value,
-                                               std::chars_format::scientific);
-  if (r.ec != std::errc()) return "nan";  // cannot happen with 64 bytes
-  const std::string sci(buf, r.ptr);
-  const size_t e_pos = sci.find('e');
-  std::string mantissa = sci.substr(0, e_pos);
-  const int exponent = std::atoi(sci.c_str() + e_pos + 1);
-  std::string sign;
-  if (mantissa[0] == '-') {
-    sign = "-";
-    mantissa.erase(0, 1);
-  }
-  std::string digits;  // significant digits without the point
-  for (char c : mantissa) {
-    if (c != '.') digits.push_back(c);
-  }
-
-  if (exponent < -4 || exponent >= 16) {
-    std::string out = sign + digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    return absl::StrFormat("%se%c%02d", out, exponent < 0 ? '-' : '+',
-                           std::abs(exponent));
-  }
-  // Fixed notation: the point goes after digit `exponent` (0-based).
-  std::string out;
-  if (exponent < 0) {
-    out = "0." + std::string(-exponent - 1, '0') + digits;
-  } else if (static_cast<size_t>(exponent) + 1 >= digits.size()) {
-    out = digits + std::string(exponent + 1 - digits.size(), '0') + ".0";
-  } else {
-    out = digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
-  }
-  return sign + out;
-}
+std::string PythonFloatStr(double value) { return nn::PyFloatRepr(value); }
 
 }  // namespace tandem::train

@@ -11,6 +11,7 @@
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
 #include "tensor/nn/sequential.h"
+#include "tensor/optim/clip_grad.h"
 
 namespace tandem::train {
 
@@ -50,6 +51,15 @@ absl::Status CheckShardAmp(ShardMode mode, std::optional<DType> amp) {
         "this example does not run; use --amp=bf16 (same range as f32)");
   }
   return absl::OkStatus();
+}
+
+ShardOptimizerFactory SgdFactory(double lr, optim::SgdOptions options) {
+  return [lr, options](std::vector<Tensor> params)
+             -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+    TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
+                            optim::Sgd::Create(std::move(params), lr, options));
+    return std::make_unique<optim::Sgd>(std::move(sgd));
+  };
 }
 
 absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
@@ -122,6 +132,12 @@ void Strategy::ZeroGrad() {
   } else {
     model_->ZeroGrad();
   }
+}
+
+absl::StatusOr<double> Strategy::ClipGradNorm(double max_norm) {
+  if (zero_ != nullptr) return zero_->ClipGradNorm(max_norm);
+  if (fsdp_ != nullptr) return fsdp_->ClipGradNorm(max_norm);
+  return optim::ClipGradNorm(model_->Parameters(), max_norm);
 }
 
 optim::Optimizer* Strategy::local_optimizer() const {

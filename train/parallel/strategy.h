@@ -39,6 +39,7 @@
 #include "tensor/dtype.h"
 #include "tensor/nn/module.h"
 #include "tensor/optim/optimizer.h"
+#include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp.h"
 #include "train/parallel/fsdp.h"
@@ -59,6 +60,10 @@ std::string ShardModeName(ShardMode mode);
 // GradScaler), which the examples that take --shard do not run.
 // InvalidArgument saying so for fsdp with f16; OK otherwise.
 absl::Status CheckShardAmp(ShardMode mode, std::optional<DType> amp);
+
+// The factory of an optim::Sgd(lr, options) over the tensors it is given
+// (Sgd::Create's checks: lr and options finite, PyTorch's rules).
+ShardOptimizerFactory SgdFactory(double lr, optim::SgdOptions options = {});
 
 class Strategy {
  public:
@@ -81,6 +86,13 @@ class Strategy {
   absl::Status Backward(const Tensor& loss);
   absl::Status Step();
   void ZeroGrad();
+  // torch.nn.utils.clip_grad_norm_ over the whole model, between Backward
+  // and Step: local and none clip the model's (all-reduced) gradients
+  // (optim::ClipGradNorm, no communication); zero1, zero2 and fsdp compute
+  // the norm from the shards (grad_clip.h: one all-reduce of one value) and
+  // scale the gradients their Step applies. Returns the norm before
+  // clipping, the same on every rank. Collective under zero1, zero2, fsdp.
+  absl::StatusOr<double> ClipGradNorm(double max_norm);
   // Whether the model's parameters hold their values between steps (false
   // under fsdp: read them through fsdp()->FullStateDict()).
   bool parameters_resident() const { return fsdp_ == nullptr; }
