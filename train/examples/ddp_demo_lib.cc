@@ -19,18 +19,12 @@
 #include "tensor/nn/linear.h"
 #include "tensor/nn/module.h"
 #include "tensor/ops.h"
-#include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
-#include "train/checkpoint/run_checkpointer.h"
-#include "train/checkpoint/training_checkpoint.h"
-#include "train/data/data_loader.h"
 #include "train/data/dataset.h"
-#include "train/data/distributed_sampler.h"
-#include "train/examples/run_monitor.h"
 #include "train/examples/toy_ddp_lib.h"
 #include "train/launch/config_agreement.h"
-#include "train/parallel/ddp.h"
-#include "train/parallel/finite_check.h"
+#include "train/loop/training_loop.h"
+#include "train/parallel/strategy.h"
 
 namespace tandem::train {
 namespace {
@@ -133,77 +127,29 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DemoModel> model,
                           DemoModel::Create(config.num_classes, gen));
   TANDEM_RETURN_IF_ERROR(model->To(device));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> ddp,
+                          Strategy::Create(ShardMode::kNone, *model, comm,
+                                           SgdFactory(0.1, {.momentum = 0.9})));
   TANDEM_ASSIGN_OR_RETURN(
-      optim::Sgd sgd,
-      optim::Sgd::Create(model->Parameters(), 0.1, {.momentum = 0.9}));
-  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
-                                           "ddp_demo");
-  checkpoint::TrainingState state;
-  state.model = model.get();
-  state.optimizer = &sgd;
-  TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
-                          checkpointer.Resume(state));
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DistributedDataParallel> ddp,
-                          DistributedDataParallel::Create(*model, comm));
-  TANDEM_ASSIGN_OR_RETURN(
-      DistributedSampler sampler,
-      DistributedSampler::Create(
-          dataset.size(), {.num_replicas = comm.size(), .rank = comm.rank()}));
-
-  model->Train();
-  RunMonitor* const monitor = comm.rank() == 0 ? ActiveRunMonitor() : nullptr;
-  for (int64_t epoch = start.epoch; epoch < config.epochs; ++epoch) {
-    sampler.SetEpoch(epoch);
-    TANDEM_ASSIGN_OR_RETURN(
-        DataLoader loader,
-        DataLoader::Create(dataset, sampler.Indices(), config.batch_size,
-                           /*drop_last=*/false));
-    for (int64_t step = epoch == start.epoch ? start.step_in_epoch : 0;
-         step < loader.num_batches(); ++step) {
-      TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(step));
-      if (!device.is_cpu()) {
-        TANDEM_ASSIGN_OR_RETURN(batch.features, batch.features.To(device));
-        TANDEM_ASSIGN_OR_RETURN(batch.labels, batch.labels.To(device));
-      }
-      TANDEM_ASSIGN_OR_RETURN(Tensor prediction, ddp->Forward(batch.features));
-      TANDEM_ASSIGN_OR_RETURN(Tensor loss,
-                              CrossEntropy(prediction, batch.labels));
-      sgd.ZeroGrad();
-      TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
-      TANDEM_RETURN_IF_ERROR(sgd.Step());
-      TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
-      out.PrintOnRank0(
-          absl::StrCat("Step: ", step, ", Loss: ", PythonFloatStr(value)));
-      if (monitor != nullptr) {
-        // The sampler pads every rank to the same number of samples, but
-        // the last batch may be short (drop_last=False).
-        ReportStep(*monitor, *ddp,
-                   {.epoch = epoch,
-                    .epochs = config.epochs,
-                    .step = step,
-                    .steps_per_epoch = loader.num_batches(),
-                    .samples = batch.labels.dim(0) * comm.size(),
-                    .loss = value});
-      }
-      TANDEM_RETURN_IF_ERROR(
-          CheckStepFinite(comm, *model,
-                          {.epoch = epoch,
-                           .step = step,
-                           .loss = value,
-                           .check_parameters =
-                               ParameterCheckDue(step, loader.num_batches())})
-              .status());
-      TANDEM_RETURN_IF_ERROR(
-          checkpointer.AfterStep(state, epoch, step, loader.num_batches()));
-    }
-    if (monitor != nullptr) {
-      monitor->Epoch({.epoch = epoch,
-                      .epochs = config.epochs,
-                      .samples = sampler.total_size()});
-    }
-    out.PrintOnRank0(absl::StrCat("Epoch ", epoch, " Finished !"));
-  }
-  return absl::OkStatus();
+      SampledBatches data,
+      SampledBatches::Create(dataset, comm, config.batch_size,
+                             /*drop_last=*/false));
+  TrainingLoop loop(comm, *model, *ddp,
+                    {.who = "ddp_demo",
+                     .epochs = config.epochs,
+                     .device = device,
+                     .checkpoint = config.checkpoint});
+  LoopHooks hooks;
+  hooks.after_step = [&](const StepView& s) {
+    out.PrintOnRank0(
+        absl::StrCat("Step: ", s.step, ", Loss: ", PythonFloatStr(s.loss)));
+    return absl::OkStatus();
+  };
+  hooks.end_epoch = [&](int64_t epoch, int64_t) -> absl::StatusOr<EpochEnd> {
+    return EpochEnd{.report = {.samples = data.total_size()},
+                    .rank0_line = absl::StrCat("Epoch ", epoch, " Finished !")};
+  };
+  return loop.Run(data, CrossEntropyLoss(), hooks);
 }
 
 }  // namespace tandem::train

@@ -6,8 +6,8 @@
 //   });
 //
 // The ranks of one process (the simulated cluster's threads) share one
-// read-only copy of the file, loaded once; every process loads it and makes
-// the same fixed split (a permutation
+// read-only copy of the file, loaded once (digits_data.h); every process
+// loads it and makes the same fixed split (a permutation
 // from `split_seed`; the first `test_fraction` of it is held out), scales the
 // pixels from 0..16 to 0..1, builds an MLP 64 -> hidden -> 10 with ReLU from
 // `seed`, and trains with SGD (momentum) under DDP, each rank on its
@@ -17,7 +17,8 @@
 // samples); at the end rank 0 prints the GLOBAL test accuracy: each rank
 // evaluates its own disjoint slice of the test set (no padding, so no sample
 // counts twice) and the correct/total counts are all-reduced. Same seed and
-// world size: bitwise identical results on any backend.
+// world size: bitwise identical results on any backend. The epochs run on
+// train/loop's TrainingLoop (checkpoints, metrics, finite checks, --amp).
 #ifndef TANDEM_TRAIN_EXAMPLES_DIGITS_DDP_LIB_H_
 #define TANDEM_TRAIN_EXAMPLES_DIGITS_DDP_LIB_H_
 
