@@ -178,10 +178,10 @@ absl::Status DistributedDataParallel::BroadcastBuffers(int root) {
   // One Broadcast per bucket (per dtype, short of 250 MiB).
   std::vector<nn::NamedTensor> flats;
   for (const FlatBucket& bucket : buffer_buckets_.buckets) {
-    flats.push_back(
-        {absl::StrCat("bucket ", flats.size(), " (", DTypeName(bucket.dtype),
-                      ", ", bucket.members.size(), " buffers)"),
-         bucket.flat});
+    flats.push_back({absl::StrCat("bucket ", flats.size(), " (",
+                                  DTypeName(bucket.group.dtype()), ", ",
+                                  bucket.members.size(), " buffers)"),
+                     bucket.flat});
   }
   TANDEM_RETURN_IF_ERROR(BroadcastFrom(flats, root, "the module's buffers in"));
   if (rank_ == root) return absl::OkStatus();
@@ -202,9 +202,11 @@ absl::Status DistributedDataParallel::BuildBuckets() {
   TANDEM_RETURN_IF_ERROR(BindGradsToBuckets(params, set));
   for (const FlatBucket& flat : set.buckets) {
     DdpBucket bucket;
-    bucket.dtype = flat.dtype;
+    bucket.dtype = flat.group.dtype();
     bucket.flat = flat.flat;
-    bucket.offsets = flat.offsets;
+    for (const FlatParamMember& m : flat.group.members()) {
+      bucket.offsets.push_back(m.offset);
+    }
     for (int64_t i : flat.members) {
       bucket.parameter_names.push_back(params_[i].name);
     }
