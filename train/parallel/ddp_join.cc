@@ -38,7 +38,7 @@ class DdpJoinHook : public JoinHook {
 
 absl::StatusOr<std::unique_ptr<JoinHook>> DistributedDataParallel::MakeJoinHook(
     const JoinOptions& options) {
-  if (options_.reduce_scatter_gradients) {
+  if (reduce_scatter_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DistributedDataParallel on rank ", rank_,
         ": Join does not support reduce_scatter_gradients (ZeRO-2): the "

@@ -115,9 +115,12 @@ absl::Status FullyShardedDataParallel::Build() {
         "FullyShardedDataParallel", options_.timeout));
   }
   unit_of_layer_.assign(model_->size(), -1);
+  // The model's NamedParameters() are the layers' in layer order.
+  int64_t model_index = 0;
   for (int64_t i = 0; i < model_->size(); ++i) {
     const std::vector<nn::NamedTensor> params =
         model_->at(i)->NamedParameters();
+    model_index += static_cast<int64_t>(params.size());
     if (params.empty()) continue;
     Unit u;
     u.layer = i;
@@ -148,6 +151,15 @@ absl::Status FullyShardedDataParallel::Build() {
     }
     u.shard = (u.numel + n - 1) / n;
     const Tensor& first = u.params.front().tensor;
+    std::vector<FlatParamGroup::Entry> entries;
+    for (size_t k = 0; k < u.params.size(); ++k) {
+      entries.push_back({u.params[k].name,
+                         model_index - static_cast<int64_t>(params.size() - k),
+                         u.params[k].tensor});
+    }
+    TANDEM_ASSIGN_OR_RETURN(
+        u.group, FlatParamGroup::Create(first.dtype(), first.device(),
+                                        std::move(entries)));
     u.master_dtype = first.dtype();
     u.compute_dtype = options_.param_dtype.value_or(u.master_dtype);
     u.reduce_dtype = options_.reduce_dtype.value_or(u.compute_dtype);

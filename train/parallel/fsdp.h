@@ -100,6 +100,7 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/optim/clip_grad.h"
 #include "tensor/tensor.h"
+#include "train/parallel/flat_param.h"
 #include "train/parallel/sharded_optimizer_state.h"
 
 namespace tandem::train {
@@ -190,6 +191,9 @@ class FullyShardedDataParallel {
  private:
   struct Unit {
     int64_t layer = 0;
+    // The unit's layout (flat_param.h): members with their index in the
+    // whole model's NamedParameters(), in the master dtype.
+    FlatParamGroup group;
     std::vector<nn::NamedTensor> params;  // names as in the whole model
     std::vector<int64_t> offsets;         // in `full`, elements
     int64_t numel = 0;

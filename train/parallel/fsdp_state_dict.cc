@@ -25,23 +25,12 @@ std::vector<Tensor> FullyShardedDataParallel::ShardParameters() const {
 }
 
 std::vector<FlatShard> FullyShardedDataParallel::ShardLayout() const {
-  std::map<std::string, int64_t> index_of;
-  for (const nn::NamedTensor& p : model_->NamedParameters()) {
-    index_of.emplace(p.name, static_cast<int64_t>(index_of.size()));
-  }
   std::vector<FlatShard> out;
   for (size_t i = 0; i < units_.size(); ++i) {
     const Unit& u = units_[i];
     FlatShard flat;
-    flat.dtype = u.master_dtype;
-    flat.device = u.shard_param.device();
+    flat.group = u.group;
     flat.shard = u.shard;
-    for (size_t k = 0; k < u.params.size(); ++k) {
-      flat.members.push_back({.param_index = index_of[u.params[k].name],
-                              .name = u.params[k].name,
-                              .offset = u.offsets[k],
-                              .shape = u.params[k].tensor.shape()});
-    }
     flat.local_begin = rank_ * u.shard;
     flat.local_end = (rank_ + 1) * u.shard;
     flat.local_index = static_cast<int64_t>(i);

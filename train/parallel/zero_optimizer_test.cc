@@ -92,7 +92,6 @@ absl::StatusOr<RunOutput> Train(int world, Mode mode, Opt opt,
         DdpOptions options;
         options.first_bucket_cap_bytes = 64;  // two buckets: 3 + 63 elements
         options.bucket_cap_bytes = 256;
-        options.reduce_scatter_gradients = mode == Mode::kZero2;
         TANDEM_ASSIGN_OR_RETURN(
             auto ddp, DistributedDataParallel::Create(*model, comm, options));
         std::unique_ptr<optim::Optimizer> full;
@@ -103,9 +102,11 @@ absl::StatusOr<RunOutput> Train(int world, Mode mode, Opt opt,
         } else {
           TANDEM_ASSIGN_OR_RETURN(
               zero, ZeroRedundancyOptimizer::Create(
-                        *ddp, [opt](std::vector<Tensor> shards) {
+                        *ddp,
+                        [opt](std::vector<Tensor> shards) {
                           return MakeOptimizer(opt, std::move(shards));
-                        }));
+                        },
+                        {.reduce_scatter_gradients = mode == Mode::kZero2}));
           out.shard_numel[rank] = zero->shard_numel();
         }
         for (int step = 0; step < kSteps; ++step) {
@@ -215,15 +216,16 @@ TEST(ZeroRedundancyOptimizerTest, StageTwoKeepsOnlyGradientShardsBetweenSteps) {
   sim::RunResult result =
       sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(5, 7, 3));
-        TANDEM_ASSIGN_OR_RETURN(
-            auto ddp, DistributedDataParallel::Create(
-                          *model, comm, {.reduce_scatter_gradients = true}));
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
         TANDEM_ASSIGN_OR_RETURN(auto zero,
                                 ZeroRedundancyOptimizer::Create(
-                                    *ddp, [](std::vector<Tensor> shards) {
+                                    *ddp,
+                                    [](std::vector<Tensor> shards) {
                                       return MakeOptimizer(Opt::kAdamW,
                                                            std::move(shards));
-                                    }));
+                                    },
+                                    {.reduce_scatter_gradients = true}));
         EXPECT_EQ(zero->stage(), 2);
         for (int step = 0; step < 2; ++step) {
           zero->ZeroGrad();
