@@ -77,11 +77,12 @@ absl::Status ZeroRedundancyOptimizer::CheckModuleUnchanged() const {
       }
       return absl::FailedPreconditionError(absl::StrCat(
           "ZeroRedundancyOptimizer on rank ", rank_, ": DDP's bucket holds \"",
-          m.name, "\" as parameter ", m.index,
-          " of the module, but the module ",
+          m.name, "\" as parameter ", m.index, " of the module, but ",
           m.index < static_cast<int64_t>(params.size())
-              ? absl::StrCat("now has \"", params[m.index].name, "\" there")
-              : absl::StrCat("has only ", params.size(), " parameters"),
+              ? absl::StrCat("the module's parameter ", m.index, " (\"",
+                             params[m.index].name, "\") is another tensor")
+              : absl::StrCat("the module has only ", params.size(),
+                             " parameters"),
           ": the module changed after DDP wrapped it. Build the model "
           "completely, then wrap it in DDP, then create the optimizer"));
     }
