@@ -68,15 +68,6 @@ DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
         options.first_bucket_cap_bytes,
         " and bucket_cap_bytes = ", options.bucket_cap_bytes));
   }
-  if (options.reduce_scatter_gradients &&
-      WireDType(options.comm_hook).has_value()) {
-    // The compression hooks all-reduce a narrowed copy of the whole bucket;
-    // a reduce-scattered bucket would need its own compressed shard path.
-    return absl::InvalidArgumentError(
-        "DistributedDataParallel: reduce_scatter_gradients (ZeRO-2) does not "
-        "combine with a compressing comm_hook (fp16/bf16); use "
-        "DdpCommHook::kAllReduce with it");
-  }
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("DistributedDataParallel: timeout must be positive; got ",
@@ -91,7 +82,8 @@ DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
       new DistributedDataParallel(module, comm, options));
 
   const std::vector<nn::NamedTensor> params = module.NamedParameters();
-  for (const nn::NamedTensor& p : params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const nn::NamedTensor& p = params[i];
     if (p.tensor.device() != params.front().tensor.device()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "DistributedDataParallel on rank ", ddp->rank_, ": parameter \"",
@@ -103,6 +95,7 @@ DistributedDataParallel::Create(nn::Module& module, comm::Communicator& comm,
     if (p.tensor.requires_grad()) {
       ParamState state;
       state.name = p.name;
+      state.index = static_cast<int64_t>(i);
       state.param = p.tensor;
       ddp->params_.push_back(std::move(state));
     }
@@ -178,10 +171,10 @@ absl::Status DistributedDataParallel::BroadcastBuffers(int root) {
   // One Broadcast per bucket (per dtype, short of 250 MiB).
   std::vector<nn::NamedTensor> flats;
   for (const FlatBucket& bucket : buffer_buckets_.buckets) {
-    flats.push_back(
-        {absl::StrCat("bucket ", flats.size(), " (", DTypeName(bucket.dtype),
-                      ", ", bucket.members.size(), " buffers)"),
-         bucket.flat});
+    flats.push_back({absl::StrCat("bucket ", flats.size(), " (",
+                                  DTypeName(bucket.group.dtype()), ", ",
+                                  bucket.members.size(), " buffers)"),
+                     bucket.flat});
   }
   TANDEM_RETURN_IF_ERROR(BroadcastFrom(flats, root, "the module's buffers in"));
   if (rank_ == root) return absl::OkStatus();
@@ -189,34 +182,30 @@ absl::Status DistributedDataParallel::BroadcastBuffers(int root) {
 }
 
 absl::Status DistributedDataParallel::BuildBuckets() {
+  std::vector<FlatParamGroup::Entry> entries;
   std::vector<Tensor> params;
+  entries.reserve(params_.size());
   params.reserve(params_.size());
-  for (const ParamState& p : params_) params.push_back(p.param);
+  for (const ParamState& p : params_) {
+    entries.push_back({p.name, p.index, p.param});
+    params.push_back(p.param);
+  }
   TANDEM_ASSIGN_OR_RETURN(
       FlatBucketSet set,
       MakeFlatBuckets(
-          params, {.first_bucket_cap_bytes = options_.first_bucket_cap_bytes,
-                   .bucket_cap_bytes = options_.bucket_cap_bytes,
-                   .pad_to_multiple =
-                       options_.reduce_scatter_gradients ? world_size_ : 1}));
+          entries, {.first_bucket_cap_bytes = options_.first_bucket_cap_bytes,
+                    .bucket_cap_bytes = options_.bucket_cap_bytes}));
   TANDEM_RETURN_IF_ERROR(BindGradsToBuckets(params, set));
-  for (const FlatBucket& flat : set.buckets) {
-    DdpBucket bucket;
-    bucket.dtype = flat.dtype;
-    bucket.flat = flat.flat;
-    bucket.offsets = flat.offsets;
-    for (int64_t i : flat.members) {
-      bucket.parameter_names.push_back(params_[i].name);
-    }
-    buckets_.push_back(std::move(bucket));
+  for (FlatBucket& flat : set.buckets) {
     BucketState state;
     state.pending = static_cast<int64_t>(flat.members.size());
     state.members = flat.members;
     bucket_states_.push_back(std::move(state));
+    buckets_.push_back({std::move(flat.group), flat.flat});
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     params_[i].bucket = set.slots[i].bucket;
-    params_[i].offset = set.slots[i].offset;
+    params_[i].member = set.slots[i].member;
     params_[i].view = set.slots[i].view;
   }
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -226,6 +215,40 @@ absl::Status DistributedDataParallel::BuildBuckets() {
                              [this, index](Tensor&) { OnGradReady(index); }));
     params_[i].hooked = true;
   }
+  return absl::OkStatus();
+}
+
+absl::Status DistributedDataParallel::ReduceScatterGradients() {
+  if (WireDType(options_.comm_hook).has_value()) {
+    // The compression hooks all-reduce a narrowed copy of the whole bucket;
+    // a reduce-scattered bucket would need its own compressed shard path.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedDataParallel on rank ", rank_,
+        ": reduce_scatter_gradients (ZeRO-2) does not combine with a "
+        "compressing comm_hook (fp16/bf16); use DdpCommHook::kAllReduce "
+        "with it"));
+  }
+  if (step_ != DdpStepState::kIdle) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "DistributedDataParallel on rank ", rank_,
+        ": ReduceScatterGradients during a step (state ",
+        DdpStepStateName(step_),
+        "); switch to reduce-scatter (create the ZeroRedundancyOptimizer) "
+        "between steps"));
+  }
+  if (reduce_scatter_) return absl::OkStatus();
+  for (DdpBucket& bucket : buckets_) {
+    // Padded to a multiple of the world size, so the reduce-scatter splits
+    // it into equal shards; the gradients move over.
+    TANDEM_ASSIGN_OR_RETURN(Tensor flat, bucket.group.NewBuffer(world_size_));
+    TANDEM_RETURN_IF_ERROR(bucket.group.BindGrads(flat));
+    bucket.flat = std::move(flat);
+  }
+  for (ParamState& p : params_) {
+    TANDEM_ASSIGN_OR_RETURN(p.view, buckets_[p.bucket].group.View(
+                                        buckets_[p.bucket].flat, p.member));
+  }
+  reduce_scatter_ = true;
   return absl::OkStatus();
 }
 
@@ -434,11 +457,11 @@ void DistributedDataParallel::LaunchCompleteBuckets() {
         state.work = wire_view.ok()
                          ? comm_->AllReduce(*wire_view, comm::ReduceOp::kSum)
                          : comm::MakeCompletedWork(wire_view.status());
-      } else if (options_.reduce_scatter_gradients) {
+      } else if (reduce_scatter_) {
         // In place: this rank's shard is its slice of the padded bucket.
-        const Tensor& flat = buckets_[next_launch_].flat;
-        const int64_t s = flat.numel() / world_size_;
-        absl::StatusOr<Tensor> mine = flat.View(rank_ * s, {s});
+        const DdpBucket& bucket = buckets_[next_launch_];
+        const int64_t s = bucket.group.ShardNumel(world_size_);
+        absl::StatusOr<Tensor> mine = bucket.flat.View(rank_ * s, {s});
         absl::StatusOr<comm::BufferView> shard =
             mine.ok() ? ToBufferView(*mine) : mine.status();
         state.work = shard.ok() ? comm_->ReduceScatter(*view, *shard, op)
@@ -580,11 +603,10 @@ absl::Status DistributedDataParallel::WaitLaunched(absl::Time deadline) {
       bucket_states_[b].wire = Tensor();
     }
     if (!s.ok() && first.ok()) {
-      first = Annotate(
-          s, rank_,
-          absl::StrCat(options_.reduce_scatter_gradients ? "reduce-scatter of "
-                                                         : "all-reduce of ",
-                       BucketDescription(b)));
+      first = Annotate(s, rank_,
+                       absl::StrCat(reduce_scatter_ ? "reduce-scatter of "
+                                                    : "all-reduce of ",
+                                    BucketDescription(b)));
     }
   }
   return first;
@@ -609,9 +631,13 @@ void DistributedDataParallel::ResetIteration() {
 
 std::string DistributedDataParallel::BucketDescription(int64_t b) const {
   const DdpBucket& bucket = buckets_[b];
-  return absl::StrCat("gradient bucket ", b, " (", DTypeName(bucket.dtype), "[",
-                      bucket.flat.numel(),
-                      "]: ", absl::StrJoin(bucket.parameter_names, ", "), ")");
+  std::vector<std::string> names;
+  for (const FlatParamMember& m : bucket.group.members()) {
+    names.push_back(m.name);
+  }
+  return absl::StrCat("gradient bucket ", b, " (",
+                      DTypeName(bucket.group.dtype()), "[", bucket.flat.numel(),
+                      "]: ", absl::StrJoin(names, ", "), ")");
 }
 
 // ---- NoSync.

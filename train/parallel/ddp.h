@@ -67,6 +67,7 @@
 #include "train/parallel/comm_hook.h"
 #include "train/parallel/ddp_step.h"
 #include "train/parallel/flat_buckets.h"
+#include "train/parallel/flat_param.h"
 #include "train/parallel/join.h"
 
 namespace tandem::train {
@@ -98,17 +99,6 @@ struct DdpOptions {
   // what overlap buys (bench/ddp_benchmark's ddp_nooverlap) or for backends
   // where concurrent communication slows compute down.
   bool overlap = true;
-  // ZeRO stage 2 (train/parallel/zero_optimizer.h): reduce-scatter each
-  // bucket instead of all-reducing it. Buckets are padded with zeros to a
-  // multiple of the world size; after FinishGradientSync rank r's slice
-  // [r * s, (r + 1) * s) of each bucket (s = flat.numel() / world size)
-  // holds the averaged gradient, and the rest of the bucket holds partial
-  // sums that mean nothing. So only an optimizer that reads its own slice
-  // (ZeroRedundancyOptimizer) may step after it. Same averaging arithmetic
-  // as the all-reduce, same overlap with backward. That optimizer frees the
-  // buckets after taking its shard (Storage::Free, parameters' gradients
-  // cleared); Forward reallocates and zeroes freed buckets.
-  bool reduce_scatter_gradients = false;
   // Bound of every wait on a collective (Create's checks and broadcasts, the
   // buffer broadcast, FinishGradientSync). Must be positive.
   absl::Duration timeout = absl::Minutes(30);
@@ -117,15 +107,16 @@ struct DdpOptions {
   DdpCommHook comm_hook = DdpCommHook::kAllReduce;
 };
 
-// One gradient bucket, for introspection and tests.
+// One gradient bucket: a FlatParamGroup (flat_param.h) of parameters and the
+// gradient buffer their grad() views. ZeRO shards the same groups.
 struct DdpBucket {
-  DType dtype = DType::kF32;
-  // The flat storage every member's grad() views.
-  Tensor flat;
   // Members in layout order (reverse registration order): names as in
-  // Module::NamedParameters(), and each one's element offset in `flat`.
-  std::vector<std::string> parameter_names;
-  std::vector<int64_t> offsets;
+  // Module::NamedParameters(), index = the place in that list, offsets in
+  // `flat`.
+  FlatParamGroup group;
+  // The flat storage every member's grad() views: group.NewBuffer(1), or
+  // group.NewBuffer(world size) after ReduceScatterGradients.
+  Tensor flat;
 };
 
 class DistributedDataParallel : public Joinable {
@@ -202,6 +193,23 @@ class DistributedDataParallel : public Joinable {
   // False inside NoSync().
   bool require_gradient_sync() const { return require_sync_; }
 
+  // ZeRO stage 2 (zero_optimizer.h; ZeroRedundancyOptimizer::Create calls it
+  // for ZeroOptions::reduce_scatter_gradients): from now on reduce-scatter
+  // each bucket instead of all-reducing it. Each bucket's buffer is remade
+  // padded with zeros to a multiple of the world size (its group's
+  // NewBuffer(world size); gradients already there are kept); after
+  // FinishGradientSync rank r's shard (its group's Shard(r, world size)) of
+  // each bucket holds the averaged gradient, and the rest of the bucket
+  // holds partial sums that mean nothing. So only an optimizer that reads
+  // its own shard (ZeroRedundancyOptimizer) may step after it. Same averaging
+  // arithmetic as the all-reduce, same overlap with backward. That optimizer
+  // frees the buckets after taking its shard (Storage::Free, parameters'
+  // gradients cleared); Forward reallocates and zeroes freed buckets. Local;
+  // call it between steps (FailedPrecondition otherwise). InvalidArgument
+  // with a compressing comm_hook. Calling it again changes nothing.
+  absl::Status ReduceScatterGradients();
+  bool reduce_scatter_gradients() const { return reduce_scatter_; }
+
   nn::Module& module() const { return *module_; }
   comm::Communicator& comm() const { return *comm_; }
   int rank() const { return rank_; }
@@ -235,7 +243,7 @@ class DistributedDataParallel : public Joinable {
   // through every step. Errors: JoinOptions that DDP cannot honour
   // (divide_by_initial_world_size = false with a compressing comm_hook,
   // which divides by the world size as PyTorch's hooks do), or
-  // reduce_scatter_gradients (ZeRO-2: the sharded optimizer's own
+  // ReduceScatterGradients (ZeRO-2: the sharded optimizer's own
   // collectives have no shadow).
   absl::StatusOr<std::unique_ptr<JoinHook>> MakeJoinHook(
       const JoinOptions& options) override;
@@ -247,9 +255,10 @@ class DistributedDataParallel : public Joinable {
 
   struct ParamState {
     std::string name;
+    int64_t index = 0;  // in the module's NamedParameters()
     Tensor param;
     int64_t bucket = 0;
-    int64_t offset = 0;  // in the bucket's flat tensor, elements
+    int64_t member = 0;  // in the bucket's group
     Tensor view;         // the grad view into the bucket
     HookHandle hook = 0;
     bool hooked = false;          // `hook` is registered
@@ -303,6 +312,7 @@ class DistributedDataParallel : public Joinable {
   nn::Module* module_;
   comm::Communicator* comm_;
   DdpOptions options_;
+  bool reduce_scatter_ = false;  // ZeRO-2: ReduceScatterGradients was called
   int rank_;
   int world_size_;
 

@@ -38,10 +38,11 @@ class DdpJoinHook : public JoinHook {
 
 absl::StatusOr<std::unique_ptr<JoinHook>> DistributedDataParallel::MakeJoinHook(
     const JoinOptions& options) {
-  if (options_.reduce_scatter_gradients) {
+  if (reduce_scatter_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DistributedDataParallel on rank ", rank_,
-        ": Join does not support reduce_scatter_gradients (ZeRO-2): the "
+        ": Join does not support ZeroOptions::reduce_scatter_gradients "
+        "(ZeRO-2): the "
         "sharded optimizer's own collectives (its parameter all-gather) have "
         "no shadow on a rank that finished; give every rank the same number "
         "of batches"));

@@ -26,6 +26,7 @@
 #include "train/parallel/ddp.h"
 #include "train/parallel/ddp_join_scenario.h"
 #include "train/parallel/join.h"
+#include "train/parallel/zero_optimizer.h"
 
 namespace tandem::train {
 namespace {
@@ -284,9 +285,19 @@ TEST(JoinTest, CreateRefusesWhatDdpCannotShadow) {
         TANDEM_ASSIGN_OR_RETURN(auto model, BufferModel::Create(0));
         {
           TANDEM_ASSIGN_OR_RETURN(
-              auto zero2,
-              DistributedDataParallel::Create(
-                  *model, comm, {.reduce_scatter_gradients = true}));
+              auto zero2, DistributedDataParallel::Create(*model, comm));
+          TANDEM_ASSIGN_OR_RETURN(
+              auto zero,
+              ZeroRedundancyOptimizer::Create(
+                  *zero2,
+                  [](std::vector<Tensor> shards)
+                      -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+                    TANDEM_ASSIGN_OR_RETURN(
+                        optim::Sgd sgd,
+                        optim::Sgd::Create(std::move(shards), 0.1));
+                    return std::make_unique<optim::Sgd>(std::move(sgd));
+                  },
+                  {.reduce_scatter_gradients = true}));
           absl::StatusOr<std::unique_ptr<Join>> join =
               Join::Create({zero2.get()});
           EXPECT_EQ(join.status().code(), absl::StatusCode::kInvalidArgument);

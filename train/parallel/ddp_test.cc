@@ -151,6 +151,22 @@ class PartlyUsed : public nn::Module {
 
 // ---- Bucketing.
 
+// A bucket's parameter names and offsets, in layout order.
+std::vector<std::string> Names(const DdpBucket& bucket) {
+  std::vector<std::string> out;
+  for (const FlatParamMember& m : bucket.group.members()) {
+    out.push_back(m.name);
+  }
+  return out;
+}
+std::vector<int64_t> Offsets(const DdpBucket& bucket) {
+  std::vector<int64_t> out;
+  for (const FlatParamMember& m : bucket.group.members()) {
+    out.push_back(m.offset);
+  }
+  return out;
+}
+
 TEST(DdpBucketsTest, ReverseOrderCapsAndOversizeParameters) {
   // Parameters: 0.weight [8, 4] (128 B), 0.bias [8] (32 B),
   //             2.weight [3, 8] (96 B),  2.bias [3] (12 B).
@@ -165,23 +181,23 @@ TEST(DdpBucketsTest, ReverseOrderCapsAndOversizeParameters) {
   ASSERT_OK(ddp.status());
   const std::vector<DdpBucket>& buckets = (*ddp)->buckets();
   ASSERT_EQ(buckets.size(), 3u);
-  EXPECT_THAT(buckets[0].parameter_names, ElementsAre("2.bias", "2.weight"));
-  EXPECT_THAT(buckets[0].offsets, ElementsAre(0, 3));
+  EXPECT_THAT(Names(buckets[0]), ElementsAre("2.bias", "2.weight"));
+  EXPECT_THAT(Offsets(buckets[0]), ElementsAre(0, 3));
   EXPECT_EQ(buckets[0].flat.numel(), 27);
-  EXPECT_THAT(buckets[1].parameter_names, ElementsAre("0.bias"));
-  EXPECT_THAT(buckets[2].parameter_names, ElementsAre("0.weight"));
+  EXPECT_THAT(Names(buckets[1]), ElementsAre("0.bias"));
+  EXPECT_THAT(Names(buckets[2]), ElementsAre("0.weight"));
   EXPECT_EQ(buckets[2].flat.numel(), 32);
 
   // Every grad is a view into its bucket, at its offset.
   for (const nn::NamedTensor& p : (*model)->NamedParameters()) {
     bool found = false;
     for (const DdpBucket& b : buckets) {
-      for (size_t k = 0; k < b.parameter_names.size(); ++k) {
-        if (b.parameter_names[k] != p.name) continue;
+      for (const FlatParamMember& m : b.group.members()) {
+        if (m.name != p.name) continue;
         found = true;
         EXPECT_TRUE(p.tensor.grad().SharesStorageWith(b.flat)) << p.name;
         EXPECT_EQ(p.tensor.grad().storage_offset(),
-                  b.flat.storage_offset() + b.offsets[k])
+                  b.flat.storage_offset() + m.offset)
             << p.name;
       }
     }
@@ -198,7 +214,7 @@ TEST(DdpBucketsTest, DefaultCapsGiveOneBucket) {
       DistributedDataParallel::Create(**model, comm);
   ASSERT_OK(ddp.status());
   ASSERT_EQ((*ddp)->buckets().size(), 1u);
-  EXPECT_THAT((*ddp)->buckets()[0].parameter_names,
+  EXPECT_THAT(Names((*ddp)->buckets()[0]),
               ElementsAre("2.bias", "2.weight", "0.bias", "0.weight"));
 }
 
@@ -216,10 +232,10 @@ TEST(DdpBucketsTest, DtypesNeverShareABucket) {
   ASSERT_OK(ddp.status());
   const std::vector<DdpBucket>& buckets = (*ddp)->buckets();
   ASSERT_EQ(buckets.size(), 2u);
-  EXPECT_EQ(buckets[0].dtype, DType::kF32);
-  EXPECT_THAT(buckets[0].parameter_names, ElementsAre("1.bias", "1.weight"));
-  EXPECT_EQ(buckets[1].dtype, DType::kF64);
-  EXPECT_THAT(buckets[1].parameter_names, ElementsAre("0.bias", "0.weight"));
+  EXPECT_EQ(buckets[0].group.dtype(), DType::kF32);
+  EXPECT_THAT(Names(buckets[0]), ElementsAre("1.bias", "1.weight"));
+  EXPECT_EQ(buckets[1].group.dtype(), DType::kF64);
+  EXPECT_THAT(Names(buckets[1]), ElementsAre("0.bias", "0.weight"));
 }
 
 TEST(DdpBucketsTest, ExistingGradientsAreCopiedIntoTheBucket) {

@@ -38,8 +38,9 @@ struct OpenBucket {
 
 }  // namespace
 
-absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
-                                              const FlatBucketCaps& caps) {
+absl::StatusOr<FlatBucketSet> MakeFlatBuckets(
+    absl::Span<const FlatParamGroup::Entry> entries,
+    const FlatBucketCaps& caps) {
   if (caps.first_bucket_cap_bytes <= 0 || caps.bucket_cap_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("MakeFlatBuckets: bucket caps must be positive; got "
@@ -54,13 +55,13 @@ absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
                      caps.pad_to_multiple));
   }
   FlatBucketSet set;
-  set.slots.resize(tensors.size());
+  set.slots.resize(entries.size());
   std::map<BucketKey, OpenBucket> open;
-  for (int64_t i = static_cast<int64_t>(tensors.size()) - 1; i >= 0; --i) {
-    const Tensor& t = tensors[i];
+  for (int64_t i = static_cast<int64_t>(entries.size()) - 1; i >= 0; --i) {
+    const Tensor& t = entries[i].tensor;
     if (!t.defined()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "MakeFlatBuckets: tensor ", i, " of ", tensors.size(),
+          "MakeFlatBuckets: tensor ", i, " of ", entries.size(),
           " is undefined; expected every tensor to have a dtype, device and "
           "shape"));
     }
@@ -74,35 +75,44 @@ absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
       const int64_t opened = it == open.end() ? 1 : it->second.opened + 1;
       open[key] =
           OpenBucket{static_cast<int64_t>(set.buckets.size()), 0, opened};
-      FlatBucket bucket;
-      bucket.dtype = t.dtype();
-      bucket.device = t.device();
-      set.buckets.push_back(std::move(bucket));
+      set.buckets.emplace_back();
     }
     OpenBucket& o = open[key];
     o.bytes += t.nbytes();
-    set.buckets[o.bucket].members.push_back(i);
+    std::vector<int64_t>& members = set.buckets[o.bucket].members;
     set.slots[i].bucket = o.bucket;
+    set.slots[i].member = static_cast<int64_t>(members.size());
+    members.push_back(i);
   }
 
   for (FlatBucket& bucket : set.buckets) {
-    int64_t numel = 0;
-    for (int64_t i : bucket.members) {
-      set.slots[i].offset = numel;
-      bucket.offsets.push_back(numel);
-      numel += tensors[i].numel();
-    }
-    const int64_t padded = (numel + caps.pad_to_multiple - 1) /
-                           caps.pad_to_multiple * caps.pad_to_multiple;
+    std::vector<FlatParamGroup::Entry> laid_out;
+    laid_out.reserve(bucket.members.size());
+    for (int64_t i : bucket.members) laid_out.push_back(entries[i]);
+    const Tensor first = laid_out.front().tensor;
     TANDEM_ASSIGN_OR_RETURN(
-        bucket.flat, Tensor::Zeros({padded}, bucket.dtype, bucket.device));
+        bucket.group, FlatParamGroup::Create(first.dtype(), first.device(),
+                                             std::move(laid_out)));
+    TANDEM_ASSIGN_OR_RETURN(bucket.flat,
+                            bucket.group.NewBuffer(caps.pad_to_multiple));
     for (int64_t i : bucket.members) {
-      TANDEM_ASSIGN_OR_RETURN(
-          set.slots[i].view,
-          bucket.flat.View(set.slots[i].offset, tensors[i].shape()));
+      FlatSlot& slot = set.slots[i];
+      slot.offset = bucket.group.members()[slot.member].offset;
+      TANDEM_ASSIGN_OR_RETURN(slot.view,
+                              bucket.group.View(bucket.flat, slot.member));
     }
   }
   return set;
+}
+
+absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
+                                              const FlatBucketCaps& caps) {
+  std::vector<FlatParamGroup::Entry> entries;
+  entries.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    entries.push_back({"", static_cast<int64_t>(i), tensors[i]});
+  }
+  return MakeFlatBuckets(entries, caps);
 }
 
 absl::Status BindGradsToBuckets(absl::Span<const Tensor> params,
@@ -115,13 +125,7 @@ absl::Status BindGradsToBuckets(absl::Span<const Tensor> params,
   }
   // Bucket by bucket, members in layout order (the order DDP always used).
   for (const FlatBucket& bucket : set.buckets) {
-    for (int64_t i : bucket.members) {
-      Tensor param = params[i];
-      const Tensor& view = set.slots[i].view;
-      const Tensor existing = param.grad();
-      if (existing.defined()) TANDEM_RETURN_IF_ERROR(view.CopyFrom(existing));
-      TANDEM_RETURN_IF_ERROR(param.set_grad(view));
-    }
+    TANDEM_RETURN_IF_ERROR(bucket.group.BindGrads(bucket.flat));
   }
   return absl::OkStatus();
 }

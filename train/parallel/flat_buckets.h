@@ -1,11 +1,12 @@
 // Flat buckets: many tensors packed into a few flat buffers, one buffer per
 // run of same-dtype, same-device tensors up to a byte cap, so that one
-// collective moves a whole bucket. DDP packs its gradients this way (one
-// all-reduce per bucket); a sharded wrapper (FSDP) packs parameters the same
-// way before it shards them.
+// collective moves a whole bucket. Each bucket is a FlatParamGroup
+// (flat_param.h: the layout, views, the shard rule) plus its buffer. DDP packs
+// its gradients this way (one all-reduce per bucket), and ZeRO shards the
+// same groups; DDP also packs its buffers for their broadcast.
 //
-// Contract of MakeFlatBuckets(tensors, caps):
-//   - Assignment walks `tensors` in reverse order (the order backward
+// Contract of MakeFlatBuckets(entries, caps):
+//   - Assignment walks `entries` in reverse order (the order backward
 //     produces gradients in) and keeps one open bucket per (dtype, device).
 //     A tensor joins its open bucket when the bucket's bytes plus its own
 //     stay within the cap, and opens a new bucket otherwise; the cap is
@@ -13,16 +14,18 @@
 //     (dtype, device) and caps.bucket_cap_bytes for the later ones. A tensor
 //     larger than the cap gets a bucket of its own. Buckets are numbered in
 //     the order they are opened, members listed in the order they joined.
-//   - Each bucket's `flat` is a new zero-filled 1-d tensor of the bucket's
-//     dtype on its device, members laid out back to back; `slots[i]` says
-//     where tensors[i] lives and holds a view of that slice shaped like
-//     tensors[i] (the slice aliases `flat`: writes through either show in
-//     both). With caps.pad_to_multiple = k, `flat` ends in zero padding up
-//     to the next multiple of k elements.
+//   - Each bucket's `group` lays its members out back to back (member k of
+//     the group is input members[k]; its name and index are the entry's) and
+//     its `flat` is a new zero-filled 1-d tensor of the bucket's dtype on its
+//     device; `slots[i]` says where input i lives and holds a view of that
+//     slice shaped like it (the slice aliases `flat`: writes through either
+//     show in both). With caps.pad_to_multiple = k, `flat` ends in zero
+//     padding up to the next multiple of k elements (the group's
+//     NewBuffer(k)).
 //   - Only dtype, device, shape and size of the inputs are read; their data
-//     is neither read nor aliased. Errors: a cap <= 0, pad_to_multiple < 1, an
-//     undefined tensor (InvalidArgument, naming its index), an allocation
-//     failure.
+//     is neither read nor aliased (the groups keep handles to them). Errors:
+//     a cap <= 0, pad_to_multiple < 1, an undefined tensor (InvalidArgument,
+//     naming its index), an allocation failure.
 // BindGradsToBuckets(params, set) then makes every params[i].grad() the
 // view slots[i].view, copying a gradient it already had into the bucket.
 //
@@ -47,6 +50,7 @@
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
+#include "train/parallel/flat_param.h"
 
 namespace tandem::train {
 
@@ -60,16 +64,15 @@ struct FlatBucketCaps {
 };
 
 struct FlatBucket {
-  DType dtype = DType::kF32;
-  Device device;
-  Tensor flat;                   // 1-d, numel = sum of the members' numel
-  std::vector<int64_t> members;  // indices into the input, layout order
-  std::vector<int64_t> offsets;  // each member's first element in `flat`
+  FlatParamGroup group;          // the layout: dtype, device, members
+  Tensor flat;                   // 1-d: the members, then any padding
+  std::vector<int64_t> members;  // member k of `group` is input members[k]
 };
 
 // Where one input tensor lives.
 struct FlatSlot {
   int64_t bucket = 0;  // index into FlatBucketSet::buckets
+  int64_t member = 0;  // its member index in that bucket's group
   int64_t offset = 0;  // first element in that bucket's `flat`
   Tensor view;         // the slice, shaped like the input tensor
 };
@@ -79,6 +82,10 @@ struct FlatBucketSet {
   std::vector<FlatSlot> slots;  // one per input tensor, input order
 };
 
+absl::StatusOr<FlatBucketSet> MakeFlatBuckets(
+    absl::Span<const FlatParamGroup::Entry> entries,
+    const FlatBucketCaps& caps);
+// The same for plain tensors: entry i is named "" with index i.
 absl::StatusOr<FlatBucketSet> MakeFlatBuckets(absl::Span<const Tensor> tensors,
                                               const FlatBucketCaps& caps);
 

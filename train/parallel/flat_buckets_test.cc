@@ -19,6 +19,15 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// Each member's offset in its bucket's flat buffer, in layout order.
+std::vector<int64_t> Offsets(const FlatBucket& bucket) {
+  std::vector<int64_t> out;
+  for (const FlatParamMember& m : bucket.group.members()) {
+    out.push_back(m.offset);
+  }
+  return out;
+}
+
 Tensor Make(Shape shape, DType dtype = DType::kF32,
             Device device = Device::CPU()) {
   return Tensor::Full(shape, 1.5, dtype, device).value();
@@ -36,7 +45,7 @@ TEST(FlatBucketsTest, ReverseOrderFirstCapThenCap) {
   EXPECT_THAT(set->buckets[0].members, ElementsAre(3));
   EXPECT_THAT(set->buckets[1].members, ElementsAre(2));
   EXPECT_THAT(set->buckets[2].members, ElementsAre(1, 0));
-  EXPECT_THAT(set->buckets[2].offsets, ElementsAre(0, 4));
+  EXPECT_THAT(Offsets(set->buckets[2]), ElementsAre(0, 4));
   EXPECT_EQ(set->buckets[2].flat.numel(), 8);
   EXPECT_EQ(set->slots[0].bucket, 2);
   EXPECT_EQ(set->slots[0].offset, 4);
@@ -64,7 +73,7 @@ TEST(FlatBucketsTest, PaddingRoundsEachFlatUpWithZerosNoSlotViews) {
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_EQ(set->buckets.size(), 1u);
   EXPECT_EQ(set->buckets[0].flat.numel(), 12);
-  EXPECT_THAT(set->buckets[0].offsets, ElementsAre(0, 3));
+  EXPECT_THAT(Offsets(set->buckets[0]), ElementsAre(0, 3));
   EXPECT_THAT(*set->buckets[0].flat.View(10, {2})->ToVector<float>(),
               ElementsAre(0, 0));
   set = MakeFlatBuckets(t, {.pad_to_multiple = 0});
@@ -78,9 +87,9 @@ TEST(FlatBucketsTest, OneOpenBucketPerDtypeNumberedInOpeningOrder) {
   absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(t, {});
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_EQ(set->buckets.size(), 2u);
-  EXPECT_EQ(set->buckets[0].dtype, DType::kF32);  // t[3] opens it
+  EXPECT_EQ(set->buckets[0].group.dtype(), DType::kF32);  // t[3] opens it
   EXPECT_THAT(set->buckets[0].members, ElementsAre(3, 1));
-  EXPECT_EQ(set->buckets[1].dtype, DType::kF64);
+  EXPECT_EQ(set->buckets[1].group.dtype(), DType::kF64);
   EXPECT_THAT(set->buckets[1].members, ElementsAre(2, 0));
   EXPECT_EQ(set->buckets[1].flat.dtype(), DType::kF64);
 }
@@ -93,7 +102,7 @@ TEST(FlatBucketsTest, OneOpenBucketPerDeviceAndFlatsLiveThere) {
   absl::StatusOr<FlatBucketSet> set = MakeFlatBuckets(t, {});
   ASSERT_TRUE(set.ok()) << set.status();
   ASSERT_EQ(set->buckets.size(), 2u);
-  EXPECT_EQ(set->buckets[0].device, Device::CUDA(0));
+  EXPECT_EQ(set->buckets[0].group.device(), Device::CUDA(0));
   EXPECT_EQ(set->buckets[0].flat.device(), Device::CUDA(0));
   EXPECT_THAT(set->buckets[0].members, ElementsAre(2, 0));
   EXPECT_EQ(set->buckets[1].flat.device(), Device::CPU());

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,6 +49,11 @@ absl::Status CheckFloatingOption(const char* name,
       ", not a floating dtype; parameters and gradients can only be "
       "gathered and reduced in bf16, f16, f32 or f64 (bf16 is the usual "
       "mixed-precision choice)"));
+}
+
+// Drops the unit's parameters' gradients (views of its full_grad).
+void ClearGrads(const FlatParamGroup& group) {
+  for (const FlatParamMember& m : group.members()) m.tensor.ClearGrad();
 }
 
 std::string TensorDesc(const Tensor& t) {
@@ -115,12 +120,17 @@ absl::Status FullyShardedDataParallel::Build() {
         "FullyShardedDataParallel", options_.timeout));
   }
   unit_of_layer_.assign(model_->size(), -1);
+  // The model's NamedParameters() are the layers' in layer order.
+  int64_t model_index = 0;
   for (int64_t i = 0; i < model_->size(); ++i) {
     const std::vector<nn::NamedTensor> params =
         model_->at(i)->NamedParameters();
+    model_index += static_cast<int64_t>(params.size());
     if (params.empty()) continue;
     Unit u;
     u.layer = i;
+    std::vector<FlatParamGroup::Entry> entries;
+    const Tensor& first = params.front().tensor;
     for (const nn::NamedTensor& p : params) {
       const std::string name = absl::StrCat(i, ".", p.name);
       if (!p.tensor.storage()->is_allocated()) {
@@ -131,7 +141,6 @@ absl::Status FullyShardedDataParallel::Build() {
             "a model once; to re-wrap, load a FullStateDict into a fresh "
             "model"));
       }
-      const Tensor& first = params.front().tensor;
       if (p.tensor.dtype() != first.dtype() ||
           p.tensor.device() != first.device()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -142,74 +151,67 @@ absl::Status FullyShardedDataParallel::Build() {
             "share one dtype and one device; convert the layer (Module::To) "
             "before wrapping"));
       }
-      u.offsets.push_back(u.numel);
-      u.numel += p.tensor.numel();
-      u.params.push_back({name, p.tensor});
+      const int64_t index = model_index - static_cast<int64_t>(params.size()) +
+                            static_cast<int64_t>(entries.size());
+      entries.push_back({name, index, p.tensor});
     }
-    u.shard = (u.numel + n - 1) / n;
-    const Tensor& first = u.params.front().tensor;
+    TANDEM_ASSIGN_OR_RETURN(
+        u.group, FlatParamGroup::Create(first.dtype(), first.device(),
+                                        std::move(entries)));
+    u.shard = u.group.ShardNumel(n);
     u.master_dtype = first.dtype();
     u.compute_dtype = options_.param_dtype.value_or(u.master_dtype);
     u.reduce_dtype = options_.reduce_dtype.value_or(u.compute_dtype);
     if (u.compute_dtype != u.master_dtype || u.reduce_dtype != u.master_dtype) {
       mixed_ = true;
     }
-    TANDEM_ASSIGN_OR_RETURN(
-        u.full, Tensor::Zeros({u.shard * n}, first.dtype(), first.device()));
-    for (size_t k = 0; k < u.params.size(); ++k) {
-      const Tensor& p = u.params[k].tensor;
-      TANDEM_ASSIGN_OR_RETURN(Tensor slot,
-                              u.full.View(u.offsets[k], p.shape()));
-      TANDEM_RETURN_IF_ERROR(slot.CopyFrom(p));
-    }
+    TANDEM_ASSIGN_OR_RETURN(u.full, u.group.NewBuffer(n));
+    TANDEM_RETURN_IF_ERROR(u.group.Pack(u.full));
     if (world_size_ > 1) {
       TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(u.full));
       TANDEM_RETURN_IF_ERROR(
           Annotate(comm_->Broadcast(view, /*root=*/0)->Wait(options_.timeout),
                    absl::StrCat("broadcasting unit ", i, " from rank 0")));
     }
+    // This rank's shard (padding included) becomes a leaf of its own.
+    TANDEM_ASSIGN_OR_RETURN(const FlatShardRange range,
+                            u.group.Shard(rank_, n));
     TANDEM_ASSIGN_OR_RETURN(Tensor mine,
-                            u.full.View(rank_ * u.shard, {u.shard}));
+                            u.full.View(range.begin, {range.numel()}));
     TANDEM_ASSIGN_OR_RETURN(u.shard_param, mine.Clone());
-    u.shard_param = u.shard_param.Detach();  // a leaf of its own storage
+    u.shard_param = u.shard_param.Detach();
     if (u.compute_dtype != u.master_dtype) {
       // The unit is gathered in the compute dtype: the parameters take it.
       TANDEM_ASSIGN_OR_RETURN(
-          u.full,
-          Tensor::Empty({u.shard * n}, u.compute_dtype, first.device()));
+          u.full, u.group.NewBuffer(n, u.compute_dtype, /*zeroed=*/false));
     }
-    for (size_t k = 0; k < u.params.size(); ++k) {
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor slot, u.full.View(u.offsets[k], u.params[k].tensor.shape()));
-      u.params[k].tensor.ClearGrad();
-      TANDEM_RETURN_IF_ERROR(u.params[k].tensor.SetDataWithDtype(slot));
-    }
+    ClearGrads(u.group);
+    TANDEM_RETURN_IF_ERROR(u.group.BindParams(u.full));
     TANDEM_RETURN_IF_ERROR(u.shard_param.set_requires_grad(true));
     TANDEM_ASSIGN_OR_RETURN(
         u.shard_grad, Tensor::Zeros({u.shard}, u.master_dtype, first.device()));
     TANDEM_RETURN_IF_ERROR(u.shard_param.set_grad(u.shard_grad));
     TANDEM_ASSIGN_OR_RETURN(
-        u.full_grad,
-        Tensor::Empty({u.shard * n}, u.compute_dtype, first.device()));
+        u.full_grad, u.group.NewBuffer(n, u.compute_dtype, /*zeroed=*/false));
     u.full_grad.storage()->Free();
     u.full.storage()->Free();
 
     const int64_t index = static_cast<int64_t>(units_.size());
-    for (size_t k = 0; k < u.params.size(); ++k) {
-      const int64_t member = static_cast<int64_t>(k);
-      TANDEM_ASSIGN_OR_RETURN(HookHandle h,
-                              u.params[k].tensor.AddPostAccumulateGradHook(
-                                  [this, index, member](Tensor& param) {
-                                    OnGradAccumulated(index, param, member);
-                                  }));
+    for (int64_t member = 0; member < u.group.size(); ++member) {
+      TANDEM_ASSIGN_OR_RETURN(
+          HookHandle h,
+          u.group.members()[member].tensor.AddPostAccumulateGradHook(
+              [this, index, member](Tensor& param) {
+                OnGradAccumulated(index, param, member);
+              }));
       u.hooks.push_back(h);
     }
     FsdpUnitInfo info;
     info.layer = i;
-    for (const nn::NamedTensor& p : u.params) {
-      info.parameter_names.push_back(p.name);
+    for (const FlatParamMember& m : u.group.members()) {
+      info.parameter_names.push_back(m.name);
     }
-    info.numel = u.numel;
+    info.numel = u.group.numel();
     info.shard_numel = u.shard;
     info.master_dtype = u.master_dtype;
     info.compute_dtype = u.compute_dtype;
@@ -230,7 +232,7 @@ absl::Status FullyShardedDataParallel::Build() {
 FullyShardedDataParallel::~FullyShardedDataParallel() {
   for (Unit& u : units_) {
     for (size_t k = 0; k < u.hooks.size(); ++k) {
-      u.params[k].tensor.RemovePostAccumulateGradHook(u.hooks[k]);
+      u.group.members()[k].tensor.RemovePostAccumulateGradHook(u.hooks[k]);
     }
     if (u.gather) u.gather->Wait(options_.timeout).IgnoreError();
     if (u.reduce) u.reduce->Wait(options_.timeout).IgnoreError();
@@ -238,43 +240,38 @@ FullyShardedDataParallel::~FullyShardedDataParallel() {
 }
 
 absl::Status FullyShardedDataParallel::CheckUnchanged() const {
+  // The units' members, in unit order, were the model's parameters in order
+  // (each member's index is its place there).
   const std::vector<nn::NamedTensor> now = model_->NamedParameters();
-  size_t expected = 0;
-  for (const Unit& u : units_) expected += u.params.size();
-  std::map<std::string, const nn::NamedTensor*> by_name;
+  std::vector<const FlatParamMember*> wrapped;
   for (const Unit& u : units_) {
-    for (const nn::NamedTensor& p : u.params) by_name[p.name] = &p;
+    for (const FlatParamMember& m : u.group.members()) wrapped.push_back(&m);
   }
-  for (const nn::NamedTensor& p : now) {
-    auto it = by_name.find(p.name);
-    const bool known =
-        it != by_name.end() && it->second->tensor.impl() == p.tensor.impl();
-    if (!known) {
+  for (size_t j = 0; j < now.size(); ++j) {
+    if (j >= wrapped.size() ||
+        wrapped[j]->tensor.impl() != now[j].tensor.impl()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "FullyShardedDataParallel on rank ", rank_, ": parameter \"", p.name,
+          "FullyShardedDataParallel on rank ", rank_, ": parameter \"",
+          now[j].name,
           "\" was added or replaced after the model was wrapped. FSDP "
           "shards the parameters it found at Create; build the model "
           "completely, then wrap it"));
     }
   }
-  if (now.size() != expected) {
+  if (now.size() != wrapped.size()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "FullyShardedDataParallel on rank ", rank_, ": the model has ",
-        now.size(), " parameters but had ", expected,
+        now.size(), " parameters but had ", wrapped.size(),
         " when it was wrapped; build the model completely, then wrap it"));
   }
   for (const Unit& u : units_) {
-    for (size_t k = 0; k < u.params.size(); ++k) {
-      const Tensor& p = u.params[k].tensor;
-      if (p.storage() != u.full.storage() ||
-          p.storage_offset() != u.full.storage_offset() + u.offsets[k]) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "FullyShardedDataParallel on rank ", rank_, ": parameter \"",
-            u.params[k].name,
-            "\" no longer views its unit's flat buffer: it was moved "
-            "(Module::To) or given new memory after wrapping, so updates "
-            "would be lost. Move or change the model before wrapping it"));
-      }
+    if (const std::optional<int64_t> k = u.group.FirstUnbound(u.full)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "FullyShardedDataParallel on rank ", rank_, ": parameter \"",
+          u.group.members()[*k].name,
+          "\" no longer views its unit's flat buffer: it was moved "
+          "(Module::To) or given new memory after wrapping, so updates "
+          "would be lost. Move or change the model before wrapping it"));
     }
   }
   return absl::OkStatus();
@@ -357,7 +354,7 @@ absl::StatusOr<Tensor> FullyShardedDataParallel::Forward(const Tensor& input) {
   }
   if (grad) {
     step_open_ = true;
-    for (Unit& u : units_) u.pending = static_cast<int64_t>(u.params.size());
+    for (Unit& u : units_) u.pending = u.group.size();
   }
   return x;
 }
@@ -386,12 +383,8 @@ absl::Status FullyShardedDataParallel::PreBackward(int64_t unit) {
   }
   TANDEM_RETURN_IF_ERROR(u.full_grad.storage()->Reallocate());
   TANDEM_RETURN_IF_ERROR(FillInPlace(u.full_grad, 0.0));
-  for (size_t k = 0; k < u.params.size(); ++k) {
-    TANDEM_ASSIGN_OR_RETURN(
-        Tensor view,
-        u.full_grad.View(u.offsets[k], u.params[k].tensor.shape()));
-    TANDEM_RETURN_IF_ERROR(u.params[k].tensor.set_grad(view));
-  }
+  // The parameters have no gradient here (cleared after every reduction).
+  TANDEM_RETURN_IF_ERROR(u.group.BindGrads(u.full_grad));
   return absl::OkStatus();
 }
 
@@ -406,8 +399,7 @@ void FullyShardedDataParallel::OnGradAccumulated(int64_t unit,
   if (!u.full_grad.storage()->is_allocated()) {
     s = absl::InternalError("gradient arrived before the unit's pre-backward");
   } else if (grad.storage() != u.full_grad.storage()) {
-    absl::StatusOr<Tensor> view =
-        u.full_grad.View(u.offsets[index], param.shape());
+    absl::StatusOr<Tensor> view = u.group.View(u.full_grad, index);
     s = view.ok() ? view->CopyFrom(grad) : view.status();
     if (s.ok()) s = param.set_grad(*view);
   }
@@ -444,7 +436,7 @@ absl::Status FullyShardedDataParallel::LaunchReduce(Unit& u) {
     if (u.reduce_dtype != u.compute_dtype) {
       NoGradGuard no_grad;
       TANDEM_ASSIGN_OR_RETURN(u.reduce_buf, u.full_grad.To(u.reduce_dtype));
-      for (nn::NamedTensor& p : u.params) p.tensor.ClearGrad();
+      ClearGrads(u.group);
       u.full_grad.storage()->Free();
     }
     TANDEM_RETURN_IF_ERROR(DivideInPlace(
@@ -478,7 +470,7 @@ absl::Status FullyShardedDataParallel::FinishReduce(Unit& u) {
   }
   // Accumulate like any gradient: the shard's grad is zeroed by the user.
   TANDEM_RETURN_IF_ERROR(AddInPlace(u.shard_grad, mine));
-  for (nn::NamedTensor& p : u.params) p.tensor.ClearGrad();
+  ClearGrads(u.group);
   u.full_grad.storage()->Free();
   u.reduce_buf = Tensor();
   return absl::OkStatus();
@@ -507,7 +499,7 @@ absl::Status FullyShardedDataParallel::FinishBackward() {
     if (status.ok() && u.pending != 0) {
       status = absl::FailedPreconditionError(absl::StrCat(
           "FullyShardedDataParallel on rank ", rank_, ": unit ", u.layer,
-          " received ", u.params.size() - u.pending, " of ", u.params.size(),
+          " received ", u.group.size() - u.pending, " of ", u.group.size(),
           " parameter gradients in this backward; FSDP reduces every unit "
           "in every step, so make the loss depend on every parameter"));
     }
@@ -526,7 +518,7 @@ absl::Status FullyShardedDataParallel::FinishBackward() {
     }
     Release(u);
     if (u.full_grad.storage()->is_allocated()) {
-      for (nn::NamedTensor& p : u.params) p.tensor.ClearGrad();
+      ClearGrads(u.group);
       u.full_grad.storage()->Free();
     }
     u.reduce_buf = Tensor();

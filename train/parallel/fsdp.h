@@ -1,7 +1,8 @@
 // FullyShardedDataParallel (ZeRO stage 3), after PyTorch's FSDP with one
 // unit per layer of a Sequential. Each layer that has parameters is a unit:
-// its parameters are flattened into one buffer of N * s elements (padded,
-// s = ceil(numel / N)), and each rank keeps only its slice of s elements
+// a FlatParamGroup (flat_param.h) whose parameters are flattened into one
+// buffer of N * s elements (padded, s = ceil(numel / N)), and each rank keeps
+// only its shard of s elements
 // (the shard: a leaf tensor the optimizer steps) plus a gradient shard of
 // the same size. The full parameters exist only around the unit's use:
 //
@@ -100,6 +101,7 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/optim/clip_grad.h"
 #include "tensor/tensor.h"
+#include "train/parallel/flat_param.h"
 #include "train/parallel/sharded_optimizer_state.h"
 
 namespace tandem::train {
@@ -190,10 +192,12 @@ class FullyShardedDataParallel {
  private:
   struct Unit {
     int64_t layer = 0;
-    std::vector<nn::NamedTensor> params;  // names as in the whole model
-    std::vector<int64_t> offsets;         // in `full`, elements
-    int64_t numel = 0;
-    int64_t shard = 0;
+    // The unit's layout (flat_param.h), in the master dtype: its parameters
+    // (names as in the whole model, index = place in its
+    // NamedParameters()), their offsets in `full` and `full_grad`, the
+    // shard rule. Member k is the parameter whose gradient hook says k.
+    FlatParamGroup group;
+    int64_t shard = 0;  // group.ShardNumel(N)
     DType master_dtype = DType::kF32;
     DType compute_dtype = DType::kF32;
     DType reduce_dtype = DType::kF32;

@@ -2,7 +2,9 @@
 // shards an optimizer steps, their layout (for sharded optimizer
 // checkpoints), and the full, unsharded state dict gathered for saving or
 // sliced on loading. The step itself is in fsdp.cc.
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,23 +27,12 @@ std::vector<Tensor> FullyShardedDataParallel::ShardParameters() const {
 }
 
 std::vector<FlatShard> FullyShardedDataParallel::ShardLayout() const {
-  std::map<std::string, int64_t> index_of;
-  for (const nn::NamedTensor& p : model_->NamedParameters()) {
-    index_of.emplace(p.name, static_cast<int64_t>(index_of.size()));
-  }
   std::vector<FlatShard> out;
   for (size_t i = 0; i < units_.size(); ++i) {
     const Unit& u = units_[i];
     FlatShard flat;
-    flat.dtype = u.master_dtype;
-    flat.device = u.shard_param.device();
+    flat.group = u.group;
     flat.shard = u.shard;
-    for (size_t k = 0; k < u.params.size(); ++k) {
-      flat.members.push_back({.param_index = index_of[u.params[k].name],
-                              .name = u.params[k].name,
-                              .offset = u.offsets[k],
-                              .shape = u.params[k].tensor.shape()});
-    }
     flat.local_begin = rank_ * u.shard;
     flat.local_end = (rank_ + 1) * u.shard;
     flat.local_index = static_cast<int64_t>(i);
@@ -52,8 +43,8 @@ std::vector<FlatShard> FullyShardedDataParallel::ShardLayout() const {
 
 absl::StatusOr<Tensor> FullyShardedDataParallel::GatherMaster(Unit& u) {
   TANDEM_ASSIGN_OR_RETURN(Tensor full,
-                          Tensor::Empty({u.shard * world_size_}, u.master_dtype,
-                                        u.shard_param.device()));
+                          u.group.NewBuffer(world_size_, std::nullopt,
+                                            /*zeroed=*/false));
   if (world_size_ == 1) {
     TANDEM_RETURN_IF_ERROR(full.CopyFrom(u.shard_param.Detach()));
     return full;
@@ -76,20 +67,22 @@ absl::StatusOr<nn::StateDict> FullyShardedDataParallel::FullStateDict() {
   // Gathered from the master shards (not the compute-dtype unit buffers),
   // so the state is in the parameters' own dtype with or without mixed
   // precision.
-  std::map<std::string, Tensor> by_name;
+  const std::vector<nn::NamedTensor> params = model_->NamedParameters();
+  std::vector<Tensor> by_index(params.size());
   NoGradGuard no_grad;
   for (Unit& u : units_) {
     TANDEM_ASSIGN_OR_RETURN(Tensor full, GatherMaster(u));
-    for (size_t k = 0; k < u.params.size(); ++k) {
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor view, full.View(u.offsets[k], u.params[k].tensor.shape()));
-      TANDEM_ASSIGN_OR_RETURN(by_name[u.params[k].name], view.Clone());
+    TANDEM_ASSIGN_OR_RETURN(std::vector<Tensor> views, u.group.Views(full));
+    for (int64_t k = 0; k < u.group.size(); ++k) {
+      const int64_t index = u.group.members()[k].index;
+      if (index >= static_cast<int64_t>(by_index.size())) continue;
+      TANDEM_ASSIGN_OR_RETURN(by_index[index], views[k].Clone());
     }
   }
   // Registration order, as Module::StateDict would list the parameters.
   nn::StateDict ordered;
-  for (const nn::NamedTensor& p : model_->NamedParameters()) {
-    ordered.push_back({p.name, by_name[p.name]});
+  for (size_t j = 0; j < params.size(); ++j) {
+    ordered.push_back({params[j].name, by_index[j]});
   }
   for (const nn::NamedTensor& b : model_->NamedBuffers()) {
     TANDEM_ASSIGN_OR_RETURN(Tensor copy, b.tensor.Clone());
@@ -109,7 +102,7 @@ absl::Status FullyShardedDataParallel::LoadFullStateDict(
           "FullyShardedDataParallel on rank ", rank_,
           ": LoadFullStateDict during a step; call it between steps"));
     }
-    for (const nn::NamedTensor& p : u.params) {
+    for (const FlatParamMember& p : u.group.members()) {
       auto it = by_name.find(p.name);
       if (it == by_name.end()) {
         return absl::InvalidArgumentError(absl::StrCat(
@@ -118,28 +111,29 @@ absl::Status FullyShardedDataParallel::LoadFullStateDict(
             "\"; pass a full state (FullStateDict, or an unwrapped model's "
             "StateDict)"));
       }
-      if (it->second.shape() != p.tensor.shape() ||
+      if (it->second.shape() != p.shape ||
           it->second.dtype() != u.master_dtype) {
         return absl::InvalidArgumentError(absl::StrCat(
             "FullyShardedDataParallel on rank ", rank_,
             ": LoadFullStateDict: \"", p.name, "\" is ",
             DTypeName(it->second.dtype()), ShapeToString(it->second.shape()),
             " in the state but ", DTypeName(u.master_dtype),
-            ShapeToString(p.tensor.shape()), " in the model"));
+            ShapeToString(p.shape), " in the model"));
       }
     }
   }
   NoGradGuard no_grad;
   for (Unit& u : units_) {
-    TANDEM_ASSIGN_OR_RETURN(
-        Tensor full, Tensor::Zeros({u.shard * world_size_}, u.master_dtype,
-                                   u.shard_param.device()));
-    for (size_t k = 0; k < u.params.size(); ++k) {
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor slot, full.View(u.offsets[k], u.params[k].tensor.shape()));
-      TANDEM_RETURN_IF_ERROR(slot.CopyFrom(by_name[u.params[k].name]));
+    TANDEM_ASSIGN_OR_RETURN(Tensor full, u.group.NewBuffer(world_size_));
+    TANDEM_ASSIGN_OR_RETURN(std::vector<Tensor> slots, u.group.Views(full));
+    for (int64_t k = 0; k < u.group.size(); ++k) {
+      TANDEM_RETURN_IF_ERROR(
+          slots[k].CopyFrom(by_name[u.group.members()[k].name]));
     }
-    TANDEM_ASSIGN_OR_RETURN(Tensor mine, full.View(rank_ * u.shard, {u.shard}));
+    TANDEM_ASSIGN_OR_RETURN(const FlatShardRange range,
+                            u.group.Shard(rank_, world_size_));
+    TANDEM_ASSIGN_OR_RETURN(Tensor mine,
+                            full.View(range.begin, {range.numel()}));
     TANDEM_RETURN_IF_ERROR(u.shard_param.CopyFrom(mine));
   }
   for (const nn::NamedTensor& b : model_->NamedBuffers()) {

@@ -175,7 +175,6 @@ absl::StatusOr<Result> Distributed(int world, Mode mode, double norm_type,
           DdpOptions options;
           options.first_bucket_cap_bytes = 64;  // buckets of 3 and 63
           options.bucket_cap_bytes = 256;
-          options.reduce_scatter_gradients = mode == Mode::kZero2;
           TANDEM_ASSIGN_OR_RETURN(
               auto ddp, DistributedDataParallel::Create(*model, comm, options));
           std::unique_ptr<optim::Optimizer> full;
@@ -184,7 +183,9 @@ absl::StatusOr<Result> Distributed(int world, Mode mode, double norm_type,
             TANDEM_ASSIGN_OR_RETURN(full, MakeSgd(model->Parameters()));
           } else {
             TANDEM_ASSIGN_OR_RETURN(
-                zero, ZeroRedundancyOptimizer::Create(*ddp, MakeSgd));
+                zero, ZeroRedundancyOptimizer::Create(
+                          *ddp, MakeSgd,
+                          {.reduce_scatter_gradients = mode == Mode::kZero2}));
           }
           TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
           TANDEM_ASSIGN_OR_RETURN(Tensor loss, scaled(y));

@@ -107,7 +107,8 @@ absl::StatusOr<std::vector<optim::StateEntry>> GatherFullOptimizerState(
   const int rank = comm.rank();
   const int n = comm.size();
   TANDEM_ASSIGN_OR_RETURN(LocalState mine, ReadLocal(local, rank));
-  const Device device = layout.empty() ? Device::CPU() : layout[0].device;
+  const Device device =
+      layout.empty() ? Device::CPU() : layout[0].group.device();
   std::vector<int64_t> all(2 * n);
   TANDEM_RETURN_IF_ERROR(AllGatherInt64(comm, device, {mine.mask, mine.step},
                                         absl::MakeSpan(all), timeout));
@@ -131,8 +132,8 @@ absl::StatusOr<std::vector<optim::StateEntry>> GatherFullOptimizerState(
     for (int k = 0; k < kStepKey; ++k) {
       if ((mask & (int64_t{1} << k)) == 0) continue;
       TANDEM_ASSIGN_OR_RETURN(
-          Tensor buffer,
-          Tensor::Zeros({flat.shard * n}, flat.dtype, flat.device));
+          Tensor buffer, Tensor::Zeros({flat.shard * n}, flat.group.dtype(),
+                                       flat.group.device()));
       if (flat.local_index >= 0) {
         auto it = mine.by_index.find(flat.local_index);
         if (it == mine.by_index.end() || !it->second.count(k)) {
@@ -159,14 +160,14 @@ absl::StatusOr<std::vector<optim::StateEntry>> GatherFullOptimizerState(
                            kKeys[k], "\": ", s.message()));
         }
       }
-      for (const FlatShard::Member& m : flat.members) {
+      for (const FlatParamMember& m : flat.group.members()) {
         TANDEM_ASSIGN_OR_RETURN(Tensor view, buffer.View(m.offset, m.shape));
-        TANDEM_ASSIGN_OR_RETURN(full[m.param_index][k], view.Clone());
+        TANDEM_ASSIGN_OR_RETURN(full[m.index][k], view.Clone());
       }
     }
     if ((mask & (int64_t{1} << kStepKey)) != 0) {
-      for (const FlatShard::Member& m : flat.members) {
-        TANDEM_ASSIGN_OR_RETURN(full[m.param_index][kStepKey],
+      for (const FlatParamMember& m : flat.group.members()) {
+        TANDEM_ASSIGN_OR_RETURN(full[m.index][kStepKey],
                                 Tensor::FromVector<int64_t>({step}, Shape{}));
       }
     }
@@ -183,11 +184,11 @@ absl::StatusOr<std::vector<optim::StateEntry>> GatherFullOptimizerState(
 absl::Status LoadFullOptimizerState(const std::vector<FlatShard>& layout,
                                     const std::vector<optim::StateEntry>& full,
                                     optim::Optimizer* local, int rank) {
-  std::map<int64_t, std::pair<const FlatShard*, const FlatShard::Member*>>
+  std::map<int64_t, std::pair<const FlatShard*, const FlatParamMember*>>
       by_param;
   for (const FlatShard& flat : layout) {
-    for (const FlatShard::Member& m : flat.members) {
-      by_param[m.param_index] = {&flat, &m};
+    for (const FlatParamMember& m : flat.group.members()) {
+      by_param[m.index] = {&flat, &m};
     }
   }
   const auto bad = [rank](const std::string& what) {
@@ -211,7 +212,7 @@ absl::Status LoadFullOptimizerState(const std::vector<FlatShard>& layout,
                               "model"));
     }
     const FlatShard& flat = *it->second.first;
-    const FlatShard::Member& m = *it->second.second;
+    const FlatParamMember& m = *it->second.second;
     const int k = KeyIndex(key);
     if (k < 0) {
       return bad(absl::StrCat("entry \"", e.name, "\" has the key \"", key,
@@ -226,13 +227,13 @@ absl::Status LoadFullOptimizerState(const std::vector<FlatShard>& layout,
                                 "\" must be an i64 scalar (the step)"));
       }
     } else if (!e.tensor.defined() || e.tensor.shape() != m.shape ||
-               e.tensor.dtype() != flat.dtype) {
+               e.tensor.dtype() != flat.group.dtype()) {
       return bad(absl::StrCat("entry \"", e.name, "\" is ",
                               e.tensor.defined()
                                   ? Desc(e.tensor.dtype(), e.tensor.shape())
                                   : std::string("undefined"),
                               " but parameter ", index, " (\"", m.name,
-                              "\") is ", Desc(flat.dtype, m.shape),
+                              "\") is ", Desc(flat.group.dtype(), m.shape),
                               ": the checkpoint does not match the model"));
     }
     state[index][k] = e.tensor;
@@ -242,14 +243,14 @@ absl::Status LoadFullOptimizerState(const std::vector<FlatShard>& layout,
   std::vector<optim::StateEntry> entries;
   NoGradGuard no_grad;
   for (const FlatShard& flat : layout) {
-    const FlatShard::Member& first = flat.members.front();
+    const FlatParamMember& first = flat.group.members().front();
     const std::map<int, Tensor> none;
-    const auto keys_of = [&](const FlatShard::Member& m) -> const auto& {
-      auto it = state.find(m.param_index);
+    const auto keys_of = [&](const FlatParamMember& m) -> const auto& {
+      auto it = state.find(m.index);
       return it == state.end() ? none : it->second;
     };
     const std::map<int, Tensor>& first_keys = keys_of(first);
-    for (const FlatShard::Member& m : flat.members) {
+    for (const FlatParamMember& m : flat.group.members()) {
       const std::map<int, Tensor>& keys = keys_of(m);
       bool same = keys.size() == first_keys.size();
       for (const auto& [k, t] : keys) {
@@ -260,8 +261,8 @@ absl::Status LoadFullOptimizerState(const std::vector<FlatShard>& layout,
       }
       if (!same) {
         return bad(absl::StrCat(
-            "of parameters ", first.param_index, " (\"", first.name, "\") and ",
-            m.param_index, " (\"", m.name,
+            "of parameters ", first.index, " (\"", first.name, "\") and ",
+            m.index, " (\"", m.name,
             "\") differ in keys or step, but they share one shard of the "
             "sharded optimizer; such a state (some parameters stepped more "
             "often than others) cannot be sharded"));
@@ -275,16 +276,16 @@ absl::Status LoadFullOptimizerState(const std::vector<FlatShard>& layout,
       }
       // Only [local_begin, local_end) is needed: copy the overlap of each
       // member with it.
-      TANDEM_ASSIGN_OR_RETURN(Tensor piece,
-                              Tensor::Zeros({flat.local_end - flat.local_begin},
-                                            flat.dtype, flat.device));
-      for (const FlatShard::Member& m : flat.members) {
-        const int64_t numel = state[m.param_index][k].numel();
+      TANDEM_ASSIGN_OR_RETURN(
+          Tensor piece, Tensor::Zeros({flat.local_end - flat.local_begin},
+                                      flat.group.dtype(), flat.group.device()));
+      for (const FlatParamMember& m : flat.group.members()) {
+        const int64_t numel = state[m.index][k].numel();
         const int64_t lo = std::max(m.offset, flat.local_begin);
         const int64_t hi = std::min(m.offset + numel, flat.local_end);
         if (hi <= lo) continue;
         TANDEM_ASSIGN_OR_RETURN(Tensor flat_src,
-                                state[m.param_index][k].Reshape({numel}));
+                                state[m.index][k].Reshape({numel}));
         TANDEM_ASSIGN_OR_RETURN(Tensor src,
                                 flat_src.View(lo - m.offset, {hi - lo}));
         TANDEM_ASSIGN_OR_RETURN(Tensor dst,

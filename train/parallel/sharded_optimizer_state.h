@@ -42,21 +42,17 @@
 #include "tensor/dtype.h"
 #include "tensor/optim/optimizer.h"
 #include "tensor/tensor.h"
+#include "train/parallel/flat_param.h"
 
 namespace tandem::train {
 
 // One flat buffer of N * shard elements split N ways, and this rank's part.
 struct FlatShard {
-  DType dtype = DType::kF32;
-  Device device = Device::CPU();
+  // The buffer's layout (flat_param.h): dtype, device, and each member's
+  // index in the model's parameter list, name (for messages), offset and
+  // shape.
+  FlatParamGroup group;
   int64_t shard = 0;  // s: elements per rank (the buffer has N * s)
-  struct Member {
-    int64_t param_index = 0;  // in the model's parameter list
-    std::string name;         // the parameter's name, for messages
-    int64_t offset = 0;       // in the flat buffer, elements
-    Shape shape;
-  };
-  std::vector<Member> members;
   // The local optimizer's tensor for this buffer covers elements
   // [local_begin, local_end) of it, inside [rank * s, (rank + 1) * s);
   // local_index is its index in the optimizer's parameters, -1 for none.

@@ -95,15 +95,15 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
                             make_optimizer(t->fsdp_->ShardParameters()));
     return t;
   }
-  DdpOptions options;
-  options.reduce_scatter_gradients = mode == ShardMode::kZero2;
-  TANDEM_ASSIGN_OR_RETURN(
-      t->ddp_, DistributedDataParallel::Create(model, comm, options));
+  TANDEM_ASSIGN_OR_RETURN(t->ddp_,
+                          DistributedDataParallel::Create(model, comm));
   if (mode == ShardMode::kNone) {
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_, make_optimizer(model.Parameters()));
   } else {
     TANDEM_ASSIGN_OR_RETURN(
-        t->zero_, ZeroRedundancyOptimizer::Create(*t->ddp_, make_optimizer));
+        t->zero_, ZeroRedundancyOptimizer::Create(
+                      *t->ddp_, make_optimizer,
+                      {.reduce_scatter_gradients = mode == ShardMode::kZero2}));
   }
   return t;
 }

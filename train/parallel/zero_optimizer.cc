@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,7 +39,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(DistributedDataParallel& ddp,
       options_(options),
       rank_(ddp.rank()),
       world_size_(ddp.world_size()),
-      stage_(ddp.options().reduce_scatter_gradients ? 2 : 1) {}
+      stage_(options.reduce_scatter_gradients ? 2 : 1) {}
 
 absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>>
 ZeroRedundancyOptimizer::Create(DistributedDataParallel& ddp,
@@ -60,60 +59,54 @@ ZeroRedundancyOptimizer::Create(DistributedDataParallel& ddp,
   }
   std::unique_ptr<ZeroRedundancyOptimizer> zero(
       new ZeroRedundancyOptimizer(ddp, options));
+  TANDEM_RETURN_IF_ERROR(zero->CheckModuleUnchanged());
+  if (options.reduce_scatter_gradients) {
+    TANDEM_RETURN_IF_ERROR(ddp.ReduceScatterGradients());
+  }
   TANDEM_RETURN_IF_ERROR(zero->Build(make_optimizer));
   return zero;
 }
 
+absl::Status ZeroRedundancyOptimizer::CheckModuleUnchanged() const {
+  const std::vector<nn::NamedTensor> params = ddp_->module().NamedParameters();
+  for (const DdpBucket& bucket : ddp_->buckets()) {
+    for (const FlatParamMember& m : bucket.group.members()) {
+      if (m.index < static_cast<int64_t>(params.size()) &&
+          params[m.index].tensor.impl() == m.tensor.impl()) {
+        continue;
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "ZeroRedundancyOptimizer on rank ", rank_, ": DDP's bucket holds \"",
+          m.name, "\" as parameter ", m.index, " of the module, but ",
+          m.index < static_cast<int64_t>(params.size())
+              ? absl::StrCat("the module's parameter ", m.index, " (\"",
+                             params[m.index].name, "\") is another tensor")
+              : absl::StrCat("the module has only ", params.size(),
+                             " parameters"),
+          ": the module changed after DDP wrapped it. Build the model "
+          "completely, then wrap it in DDP, then create the optimizer"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ZeroRedundancyOptimizer::Build(
     const ShardOptimizerFactory& make_optimizer) {
-  std::map<std::string, Tensor> by_name;
-  std::map<std::string, int64_t> index_of;
-  for (const nn::NamedTensor& p : ddp_->module().NamedParameters()) {
-    index_of.emplace(p.name, static_cast<int64_t>(by_name.size()));
-    by_name.emplace(p.name, p.tensor);
-  }
   const int64_t n = world_size_;
   for (const DdpBucket& bucket : ddp_->buckets()) {
-    // The bucket's gradient layout, without the padding a reduce-scattering
-    // DDP adds: the members' elements.
-    int64_t used = 0;
-    for (size_t k = 0; k < bucket.parameter_names.size(); ++k) {
-      auto it = by_name.find(bucket.parameter_names[k]);
-      if (it == by_name.end()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "ZeroRedundancyOptimizer on rank ", rank_,
-            ": DDP's bucket holds \"", bucket.parameter_names[k],
-            "\" but the module has no such parameter any more: the module "
-            "changed after DDP wrapped it. Build the model completely, then "
-            "wrap it in DDP, then create the optimizer"));
-      }
-      used = std::max(used, bucket.offsets[k] + it->second.numel());
-    }
-    const int64_t shard = (used + n - 1) / n;
-    TANDEM_ASSIGN_OR_RETURN(
-        Tensor flat,
-        Tensor::Zeros({shard * n}, bucket.dtype, bucket.flat.device()));
-    for (size_t k = 0; k < bucket.parameter_names.size(); ++k) {
-      const Tensor& param = by_name[bucket.parameter_names[k]];
-      TANDEM_ASSIGN_OR_RETURN(Tensor slot,
-                              flat.View(bucket.offsets[k], param.shape()));
-      TANDEM_RETURN_IF_ERROR(slot.CopyFrom(param));
-      TANDEM_RETURN_IF_ERROR(
-          Annotate(param.SetData(slot), rank_, bucket.parameter_names[k]));
-    }
-    const int64_t lo = std::min(used, rank_ * shard);
-    const int64_t hi = std::min(used, lo + shard);
+    // The parameters move into a buffer of the bucket's layout, padded to
+    // N * s; rank r steps the members' elements of its shard.
+    const FlatParamGroup& group = bucket.group;
+    TANDEM_ASSIGN_OR_RETURN(Tensor flat, group.NewBuffer(n));
+    TANDEM_RETURN_IF_ERROR(group.Pack(flat));
+    TANDEM_RETURN_IF_ERROR(
+        Annotate(group.BindParams(flat), rank_, "making the parameters views"));
+    TANDEM_ASSIGN_OR_RETURN(FlatShardRange range, group.Shard(rank_, n));
+    const int64_t lo = std::min(group.numel(), range.begin);
+    const int64_t hi = std::min(group.numel(), range.data_end);
     FlatShard layout;
-    layout.dtype = bucket.dtype;
-    layout.device = bucket.flat.device();
-    layout.shard = shard;
-    for (size_t k = 0; k < bucket.parameter_names.size(); ++k) {
-      const std::string& name = bucket.parameter_names[k];
-      layout.members.push_back({.param_index = index_of[name],
-                                .name = name,
-                                .offset = bucket.offsets[k],
-                                .shape = by_name[name].shape()});
-    }
+    layout.group = group;
+    layout.shard = range.numel();
     layout.local_begin = lo;
     layout.local_end = hi;
     if (hi > lo) layout.local_index = static_cast<int64_t>(shards_.size());
@@ -124,14 +117,14 @@ absl::Status ZeroRedundancyOptimizer::Build(
       if (stage_ == 2) {
         bucket_slices_.push_back(grad);
         TANDEM_ASSIGN_OR_RETURN(
-            grad, Tensor::Zeros({hi - lo}, bucket.dtype, bucket.flat.device()));
+            grad, Tensor::Zeros({hi - lo}, group.dtype(), group.device()));
       }
       TANDEM_RETURN_IF_ERROR(piece.set_grad(grad));
       shards_.push_back(piece);
       shard_numel_ += hi - lo;
     }
     flats_.push_back(std::move(flat));
-    shard_sizes_.push_back(shard);
+    shard_sizes_.push_back(range.numel());
   }
   if (!shards_.empty()) {
     absl::StatusOr<std::unique_ptr<optim::Optimizer>> made =

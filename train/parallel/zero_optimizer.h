@@ -26,10 +26,11 @@
 //   }
 //
 // Partition: a flat, equal split of each of DDP's gradient buckets (not
-// PyTorch's greedy assignment of whole parameters). Bucket b of n_b elements
-// is padded to N * s_b with s_b = ceil(n_b / N), and rank r owns elements
-// [r * s_b, (r + 1) * s_b). Why: every rank holds the same state to within
-// one element per bucket whatever the parameter shapes (the greedy split
+// PyTorch's greedy assignment of whole parameters): each bucket is a
+// FlatParamGroup (flat_param.h) and rank r owns its Shard(r, N). Bucket b of
+// n_b elements is padded to N * s_b with s_b = ceil(n_b / N), and rank r owns
+// elements [r * s_b, (r + 1) * s_b). Why: every rank holds the same state to
+// within one element per bucket whatever the parameter shapes (the greedy split
 // leaves a rank with a whole large matrix), which is what the ZeRO memory
 // formulas assume; one all-gather per bucket brings the parameters back; and
 // the same shards are what a reduce-scatter of the bucket delivers (stage 2).
@@ -38,9 +39,11 @@
 // (norms per parameter) must not be used with this split.
 //
 // Stage: 1 when DDP all-reduces gradients (every rank holds every averaged
-// gradient, and reads only its shard); 2 when DDP was created with
-// DdpOptions::reduce_scatter_gradients (each rank receives only its shard's
-// average). The stage is DDP's choice, read at Create. At stage 2 the shards
+// gradient, and reads only its shard); 2 with
+// ZeroOptions::reduce_scatter_gradients (Create switches DDP to
+// reduce-scattering its buckets: DistributedDataParallel::
+// ReduceScatterGradients; each rank receives only its shard's average).
+// At stage 2 the shards
 // have gradient buffers of their own: Step copies this rank's slice of each
 // bucket into them, then frees DDP's full-size buckets (Storage::Free) and
 // clears the module parameters' gradients, so between steps a rank holds
@@ -51,8 +54,8 @@
 //   - Collective: Create (none at world size 1) and Step issue the same
 //     collectives on every rank; every rank calls them in the same order.
 //   - Create makes each parameter of the module a view of one flat, padded
-//     parameter buffer per bucket (Tensor::SetData, values copied), so the
-//     all-gather lands in the parameters themselves: no second copy of the
+//     parameter buffer per bucket (the bucket's group: Pack, BindParams), so
+//     the all-gather lands in the parameters themselves: no second copy of the
 //     model. The module must not be moved (Module::To) while wrapped.
 //   - The local optimizer (`make_optimizer` builds it) sees only this
 //     rank's shard tensors: views of the flat buffer whose gradients are
@@ -91,14 +94,19 @@ using ShardOptimizerFactory =
 struct ZeroOptions {
   // Bound of Step's wait on the all-gathers. Must be positive.
   absl::Duration timeout = absl::Minutes(30);
+  // ZeRO stage 2: DDP reduce-scatters each bucket instead of all-reducing
+  // it (see the header comment and DistributedDataParallel::
+  // ReduceScatterGradients). Not with a compressing DDP comm_hook
+  // (InvalidArgument at Create). False: stage 1.
+  bool reduce_scatter_gradients = false;
 };
 
 class ZeroRedundancyOptimizer {
  public:
   // Errors: a null factory or bad options (InvalidArgument), a factory
-  // error (returned with the rank), parameters that are not views of DDP's
-  // buckets any more (FailedPrecondition: the module changed after DDP
-  // wrapped it).
+  // error (returned with the rank), a module whose parameters are no longer
+  // the ones DDP bucketed (FailedPrecondition: the module changed after DDP
+  // wrapped it), DDP in a step (FailedPrecondition, stage 2).
   static absl::StatusOr<std::unique_ptr<ZeroRedundancyOptimizer>> Create(
       DistributedDataParallel& ddp, const ShardOptimizerFactory& make_optimizer,
       const ZeroOptions& options = {});
@@ -157,6 +165,9 @@ class ZeroRedundancyOptimizer {
  private:
   ZeroRedundancyOptimizer(DistributedDataParallel& ddp,
                           const ZeroOptions& options);
+  // FailedPrecondition when a bucket member is no longer the module's
+  // parameter at its index.
+  absl::Status CheckModuleUnchanged() const;
   absl::Status Build(const ShardOptimizerFactory& make_optimizer);
 
   DistributedDataParallel* ddp_;

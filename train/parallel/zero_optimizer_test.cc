@@ -92,7 +92,6 @@ absl::StatusOr<RunOutput> Train(int world, Mode mode, Opt opt,
         DdpOptions options;
         options.first_bucket_cap_bytes = 64;  // two buckets: 3 + 63 elements
         options.bucket_cap_bytes = 256;
-        options.reduce_scatter_gradients = mode == Mode::kZero2;
         TANDEM_ASSIGN_OR_RETURN(
             auto ddp, DistributedDataParallel::Create(*model, comm, options));
         std::unique_ptr<optim::Optimizer> full;
@@ -103,9 +102,11 @@ absl::StatusOr<RunOutput> Train(int world, Mode mode, Opt opt,
         } else {
           TANDEM_ASSIGN_OR_RETURN(
               zero, ZeroRedundancyOptimizer::Create(
-                        *ddp, [opt](std::vector<Tensor> shards) {
+                        *ddp,
+                        [opt](std::vector<Tensor> shards) {
                           return MakeOptimizer(opt, std::move(shards));
-                        }));
+                        },
+                        {.reduce_scatter_gradients = mode == Mode::kZero2}));
           out.shard_numel[rank] = zero->shard_numel();
         }
         for (int step = 0; step < kSteps; ++step) {
@@ -170,7 +171,9 @@ TEST(ZeroRedundancyOptimizerTest, StateIsOneNthPerRankAndEmptyRanksStillJoin) {
   constexpr int kWorld = 8;
   std::vector<int64_t> state(kWorld, -1);
   std::vector<int64_t> shard(kWorld, -1);
-  std::vector<bool> has_optimizer(kWorld, false);
+  // char, not bool: ranks write their own element from their own thread
+  // (std::vector<bool> packs bits, a data race under TSan).
+  std::vector<char> has_optimizer(kWorld, 0);
   sim::RunResult result =
       sim::Run(kWorld, [&](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(5, 1, 3));
@@ -207,7 +210,7 @@ TEST(ZeroRedundancyOptimizerTest, StateIsOneNthPerRankAndEmptyRanksStillJoin) {
   for (int r = 0; r < kWorld; ++r) {
     EXPECT_EQ(shard[r], expected[r]) << "rank " << r;
     EXPECT_EQ(state[r], expected[r]) << "rank " << r;  // momentum: 1/N only
-    EXPECT_EQ(has_optimizer[r], expected[r] > 0) << "rank " << r;
+    EXPECT_EQ(has_optimizer[r] != 0, expected[r] > 0) << "rank " << r;
   }
 }
 
@@ -215,15 +218,16 @@ TEST(ZeroRedundancyOptimizerTest, StageTwoKeepsOnlyGradientShardsBetweenSteps) {
   sim::RunResult result =
       sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(5, 7, 3));
-        TANDEM_ASSIGN_OR_RETURN(
-            auto ddp, DistributedDataParallel::Create(
-                          *model, comm, {.reduce_scatter_gradients = true}));
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
         TANDEM_ASSIGN_OR_RETURN(auto zero,
                                 ZeroRedundancyOptimizer::Create(
-                                    *ddp, [](std::vector<Tensor> shards) {
+                                    *ddp,
+                                    [](std::vector<Tensor> shards) {
                                       return MakeOptimizer(Opt::kAdamW,
                                                            std::move(shards));
-                                    }));
+                                    },
+                                    {.reduce_scatter_gradients = true}));
         EXPECT_EQ(zero->stage(), 2);
         for (int step = 0; step < 2; ++step) {
           zero->ZeroGrad();
@@ -297,6 +301,86 @@ TEST(ZeroRedundancyOptimizerTest, BadArgumentsAreErrors) {
             });
         EXPECT_THAT(failing.status().message(),
                     HasSubstr("building the shard optimizer: no thanks"));
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(result.status().ok()) << result.status();
+}
+
+// ZeRO-2's switch is ZeroOptions::reduce_scatter_gradients: Create re-lays
+// DDP's buckets padded to the world size (its groups' NewBuffer(N)), keeping
+// every gradient a view of its bucket; DDP refuses it with a compressing
+// hook or during a step, and a second call changes nothing.
+TEST(ZeroRedundancyOptimizerTest, StageTwoSwitchRelaysDdpsBucketsPadded) {
+  const auto adamw = [](std::vector<Tensor> shards) {
+    return MakeOptimizer(Opt::kAdamW, std::move(shards));
+  };
+  sim::RunResult result =
+      sim::Run(4, [&](int, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(5, 7, 3));  // 66 elements
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
+        EXPECT_FALSE(ddp->reduce_scatter_gradients());
+        EXPECT_EQ(ddp->buckets()[0].flat.numel(), 66);
+        TANDEM_ASSIGN_OR_RETURN(
+            auto zero, ZeroRedundancyOptimizer::Create(
+                           *ddp, adamw, {.reduce_scatter_gradients = true}));
+        EXPECT_EQ(zero->stage(), 2);
+        EXPECT_TRUE(ddp->reduce_scatter_gradients());
+        const Tensor flat = ddp->buckets()[0].flat;
+        EXPECT_EQ(flat.numel(), 68);  // 4 * ceil(66 / 4)
+        for (const Tensor& p : model->Parameters()) {
+          EXPECT_TRUE(p.grad().SharesStorageWith(flat));
+        }
+        TANDEM_RETURN_IF_ERROR(ddp->ReduceScatterGradients());
+        EXPECT_EQ(ddp->buckets()[0].flat.storage(), flat.storage());
+
+        // Not during a step.
+        TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(2, 5, 3));
+        TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
+        absl::Status busy = ddp->ReduceScatterGradients();
+        EXPECT_EQ(busy.code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_THAT(busy.message(), HasSubstr("during a step"));
+        TANDEM_ASSIGN_OR_RETURN(Tensor loss, Mean(y));
+        TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+
+        // Not with a compressing hook.
+        TANDEM_ASSIGN_OR_RETURN(auto other, Mlp(5, 7, 3));
+        TANDEM_ASSIGN_OR_RETURN(
+            auto fp16,
+            DistributedDataParallel::Create(
+                *other, comm, {.comm_hook = DdpCommHook::kF16Compress}));
+        auto refused = ZeroRedundancyOptimizer::Create(
+            *fp16, adamw, {.reduce_scatter_gradients = true});
+        EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_THAT(refused.status().message(),
+                    HasSubstr("does not combine with a compressing"));
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(result.status().ok()) << result.status();
+}
+
+// ZeRO finds DDP's parameters through the bucket groups (no names): a
+// module whose parameter was replaced after DDP wrapped it is refused.
+TEST(ZeroRedundancyOptimizerTest, AModuleChangedAfterDdpWrappedItIsRefused) {
+  sim::RunResult result =
+      sim::Run(1, [&](int, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(5, 7, 3));
+        TANDEM_ASSIGN_OR_RETURN(auto ddp,
+                                DistributedDataParallel::Create(*model, comm));
+        Generator gen(9);
+        TANDEM_ASSIGN_OR_RETURN(
+            auto replaced,
+            model->ReplaceChild("2", nn::Linear::Create(7, 3, gen).value()));
+        auto zero = ZeroRedundancyOptimizer::Create(
+            *ddp, [](std::vector<Tensor> shards) {
+              return MakeOptimizer(Opt::kAdamW, std::move(shards));
+            });
+        EXPECT_EQ(zero.status().code(), absl::StatusCode::kFailedPrecondition);
+        EXPECT_THAT(zero.status().message(),
+                    HasSubstr("DDP's bucket holds \"2.bias\" as parameter 3"));
+        EXPECT_THAT(zero.status().message(),
+                    HasSubstr("parameter 3 (\"2.bias\") is another tensor: "
+                              "the module changed after DDP wrapped it"));
         return absl::OkStatus();
       });
   ASSERT_TRUE(result.status().ok()) << result.status();
