@@ -9,8 +9,8 @@ Not bit for bit: the losses of step 0 (the same weights on the same images)
 already differ in their last bit or two, somewhere in the float64 forward
 (tandem's kPyTorch kernel choice covers float32 convolutions and GEMMs
 only, and in float32 training a ResNet at these sizes is too ill-conditioned
-to compare: docs/models.md). So each loss is
-compared with a relative tolerance that grows with the step:
+to compare: docs/models.md). So each loss is compared with a relative
+tolerance that grows with the step:
     |tandem - torch| <= TOL0 * GROWTH**step * |torch|
 Step 0 runs the same weights on the same images, so it must agree to
 rounding (TOL0 = 1e-12; seen: 4e-16). Each SGD step then amplifies the
@@ -18,9 +18,10 @@ rounding differences: BatchNorm over 4 values per channel in the last stage
 is badly conditioned, and the measured differences grow about 5 to 8 times
 per step (2 ranks, lr 1e-3: 4e-16 at step 0, 2e-14 at step 1, 3e-7 at step
 9), so GROWTH = 10; the largest difference seen was 0.022 of its bound (1
-rank), 0.008 (2 ranks). A wrong update shows at step 1 already, far
-outside its bound of 1e-11: the peer without weight decay
-(--weight_decay=0) moves step 1's loss by 2.2e-7 relative (1 rank).
+rank), 0.008 (2 ranks), 0.007 (4 ranks). At 16x16 images the growth is
+faster still (step 9 differs by 0.19), hence 32x32. A wrong update shows
+at step 1 already, far outside its bound of 1e-11: the peer without weight
+decay (--weight_decay=0) moves step 1's loss by 2.2e-7 relative (1 rank).
 
     ./bazelw build //train:resnet_ddp
     bench/peers/compare_resnet_ddp.py --tandem=bazel-bin/train/examples/resnet_ddp \\

@@ -19,6 +19,8 @@ as resnet_ddp --print_step_losses does (bench/peers/compare_resnet_ddp.py
 compares the two).
 
     bench/peers/resnet_ddp.py --init=init.safetensors --world_size=2 --steps=10
+    bench/peers/resnet_ddp.py --dtype=f32 --batch_size=32 --synthetic_size=512 \
+        --time_epochs=3                      # images/s per epoch (bench/compare)
 """
 import argparse
 import json
@@ -26,6 +28,7 @@ import os
 import socket
 import struct
 import sys
+import time
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -83,9 +86,11 @@ def main(rank, world_size, args):
     torch.set_num_threads(1)
     dist.init_process_group(backend="gloo", rank=rank, world_size=world_size)
     dtype = torch.float64 if args.dtype == "f64" else torch.float32
+    torch.manual_seed(args.seed)
     model = torchvision.models.resnet18(num_classes=args.num_classes)
     model = model.to(dtype)
-    model.load_state_dict(read_safetensors(args.init))
+    if args.init:
+        model.load_state_dict(read_safetensors(args.init))
     model = DDP(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9,
                                 weight_decay=args.weight_decay)
@@ -96,6 +101,26 @@ def main(rank, world_size, args):
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
                         drop_last=True)
     model.train()
+    if args.time_epochs:
+        # Throughput, as resnet_ddp prints it: per epoch the images of every
+        # rank over rank 0's wall time for the epoch's steps.
+        for epoch in range(args.time_epochs):
+            sampler.set_epoch(epoch)
+            start = time.perf_counter()
+            images = 0
+            for x, y in loader:
+                loss = F.cross_entropy(model(x.to(dtype)), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                images += y.numel() * world_size
+            seconds = time.perf_counter() - start
+            if rank == 0:
+                sys.stdout.write(f"epoch {epoch + 1} {images / seconds:.1f} "
+                                 "images/s\n")
+                sys.stdout.flush()
+        dist.destroy_process_group()
+        return
     step = 0
     epoch = 0
     while step < args.steps:
@@ -125,7 +150,9 @@ def free_port():
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--init", required=True)
+    # Without --init: torchvision's initialisation after manual_seed(seed),
+    # which is what resnet_ddp draws too (docs/models.md).
+    parser.add_argument("--init", default="")
     parser.add_argument("--world_size", type=int, default=2)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--batch_size", type=int, default=4)
@@ -137,6 +164,8 @@ if __name__ == "__main__":
     parser.add_argument("--dtype", choices=["f32", "f64"], default="f64")
     # resnet_ddp's is 5e-4; other values show what a wrong update changes.
     parser.add_argument("--weight_decay", type=float, default=5e-4)
+    # Time this many epochs instead of printing losses (bench/compare).
+    parser.add_argument("--time_epochs", type=int, default=0)
     args = parser.parse_args()
     os.environ["MASTER_ADDR"] = "localhost"
     os.environ["MASTER_PORT"] = str(free_port())
