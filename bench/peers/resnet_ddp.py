@@ -101,6 +101,27 @@ def main(rank, world_size, args):
     loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler,
                         drop_last=True)
     model.train()
+    if args.profile_steps:
+        # Where a step's time goes (bench/PERFORMANCE.md): rank 0's CPU time
+        # per op over that many steps after one warm-up step.
+        batches = iter(loader)
+
+        def one_step():
+            x, y = next(batches)
+            loss = F.cross_entropy(model(x.to(dtype)), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+        one_step()
+        with torch.profiler.profile() as prof:
+            for _ in range(args.profile_steps):
+                one_step()
+        if rank == 0:
+            sys.stdout.write(prof.key_averages().table(
+                sort_by="self_cpu_time_total", row_limit=25) + "\n")
+        dist.destroy_process_group()
+        return
     if args.time_epochs:
         # Throughput, as resnet_ddp prints it: per epoch the images of every
         # rank over rank 0's wall time for the epoch's steps.
@@ -166,6 +187,8 @@ if __name__ == "__main__":
     parser.add_argument("--weight_decay", type=float, default=5e-4)
     # Time this many epochs instead of printing losses (bench/compare).
     parser.add_argument("--time_epochs", type=int, default=0)
+    # Profile this many steps (after one warm-up) and print rank 0's ops.
+    parser.add_argument("--profile_steps", type=int, default=0)
     args = parser.parse_args()
     os.environ["MASTER_ADDR"] = "localhost"
     os.environ["MASTER_PORT"] = str(free_port())

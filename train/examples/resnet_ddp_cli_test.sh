@@ -26,7 +26,7 @@ rm -f init.st
 
 # --max_steps stops inside the first epoch; its line still comes. With
 # --sync_bn, then --amp=bf16, then f64 with the cosine schedule.
-for extra in "--sync_bn" "--amp=bf16" "--dtype=f64 --lr_schedule=cosine"; do
+for extra in "--sync_bn --kernels=pytorch" "--amp=bf16" "--dtype=f64 --lr_schedule=cosine"; do
   # shellcheck disable=SC2086
   out=$("$bin" "${tiny[@]}" --epochs=3 --max_steps=1 --print_step_losses \
     $extra) || fail "$extra exited $?"
@@ -50,6 +50,7 @@ expect_usage "expected step or cosine" --lr_schedule=linear
 expect_usage "expected off or bf16" --amp=fp8
 expect_usage "f16 needs a GradScaler" --amp=f16
 expect_usage "expected f32 or f64" --dtype=f16
+expect_usage "expected fastest or pytorch" --kernels=mkl
 expect_usage "autocast lowers f32 models only" --amp=bf16 --dtype=f64
 expect_usage "need 1 <= batch_size" --batch_size=0
 expect_usage "need 1 <= image_size" --image_size=0

@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "tensor/cpu/blas.h"
 #include "train/examples/example_main.h"
 #include "train/examples/resnet_ddp_lib.h"
 
@@ -59,6 +60,10 @@ ABSL_FLAG(uint64_t, seed, 0,
           "shuffle and the synthetic images.");
 ABSL_FLAG(bool, print_step_losses, false,
           "Every rank prints its loss after every step (17 digits).");
+ABSL_FLAG(std::string, kernels, "fastest",
+          "CPU kernels: fastest (tandem's default) or pytorch (the GEMM and "
+          "oneDNN convolution calls PyTorch 1.13 makes: "
+          "cpu::KernelChoice::kPyTorch).");
 ABSL_FLAG(std::string, save_init, "",
           "FILE: rank 0 writes the initial weights there (safetensors, "
           "PyTorch's state-dict names).");
@@ -111,6 +116,15 @@ int main(int argc, char** argv) {
           return absl::InvalidArgumentError(
               absl::StrCat("--amp=", amp, "; expected off or bf16"));
         }
+        const std::string kernels = absl::GetFlag(FLAGS_kernels);
+        if (kernels != "fastest" && kernels != "pytorch") {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--kernels=", kernels, "; expected fastest or pytorch"));
+        }
+        // Process-wide, before any rank starts: every rank the same.
+        tandem::cpu::SetKernelChoice(kernels == "pytorch"
+                                         ? tandem::cpu::KernelChoice::kPyTorch
+                                         : tandem::cpu::KernelChoice::kFastest);
         absl::StatusOr<tandem::train::checkpoint::CheckpointOptions>
             checkpoint = tandem::train::ExampleCheckpointOptions();
         if (!checkpoint.ok()) return checkpoint.status();
