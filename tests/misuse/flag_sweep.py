@@ -3,6 +3,7 @@
 0, -1, its type's maximum, inf and nan (sampler, comm_benchmark,
 comm_benchmark_mpi, mpi_allreduce_peer, ddp_benchmark, tensor_benchmark with
 Google Benchmark's numeric flags, toy_ddp, digits_ddp, ddp_demo, amp_ddp,
+resnet_ddp,
 pipeline_demo, zero_benchmark, pipeline_benchmark, predict,
 data_parallel_demo, pipe_demo).
 
@@ -93,6 +94,15 @@ BINARIES = {
     "AMP_DDP": (["--backend=sim", "--world_size=2", "--steps=2"], {
         "world_size": "int", "steps": "int64", "batch_size": "int64",
         "lr": "double", "seed": "uint64"}),
+    # ResNet-18 on 8x8 synthetic images, two steps (about 10 s under load):
+    # the flags whose values size the run.
+    "RESNET_DDP": (["--backend=sim", "--world_size=2", "--image_size=8",
+                    "--batch_size=2", "--synthetic_size=8", "--epochs=1",
+                    "--progress=off"], {
+        "world_size": "int", "image_size": "int64", "batch_size": "int64",
+        "synthetic_size": "int64", "num_classes": "int64",
+        "epochs": "int64", "max_steps": "int64", "num_workers": "int64",
+        "lr_step_epochs": "int64", "val_fraction": "double"}),
     # The large MLP of the memory table at one rank (about 4 s, 0.4 GB).
     "ZERO_BENCHMARK": (["--world_sizes=1", "--modes=ddp", "--speed_world=0"], {
         "speed_world": "int64", "speed_steps": "int64"}),

@@ -43,6 +43,7 @@ BINARIES = {
     "DIGITS_DDP": "train/examples/digits_ddp",
     "DDP_DEMO": "train/examples/ddp_demo",
     "AMP_DDP": "train/examples/amp_ddp",
+    "RESNET_DDP": "train/examples/resnet_ddp",
     "DATA_PARALLEL_DEMO": "train/demos/data_parallel_demo",
     "PIPE_DEMO": "train/demos/pipe_demo",
     "PIPELINE_DEMO": "train/examples/pipeline_demo",

@@ -1,6 +1,6 @@
 // SyncBatchNorm at N sim ranks with b samples each against nn::BatchNorm2d
-// at one rank with the N * b samples; eval mode; ranks whose channel counts
-// differ; ConvertSyncBatchNorm on a nested model.
+// at one rank with the N * b samples (sync_batch_norm_scenario.h); eval mode;
+// ranks whose channel counts differ; ConvertSyncBatchNorm on a nested model.
 #include "train/parallel/sync_batch_norm.h"
 
 #include <gmock/gmock.h>
@@ -25,156 +25,29 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
+#include "train/parallel/sync_batch_norm_scenario.h"
 
 namespace tandem::train {
 namespace {
 
-constexpr int64_t kPerRank = 2;  // b
-constexpr int64_t kC = 3, kH = 2, kW = 3;
-constexpr int kSteps = 2;
+using sync_bn_testing::Draw;
+using sync_bn_testing::kC;
+using sync_bn_testing::kH;
+using sync_bn_testing::kW;
+using sync_bn_testing::Rows;
+using sync_bn_testing::SetAffine;
 
-// f64 throughout. The sync path combines the ranks' (mean, biased var)
-// with Chan's formula where BatchNorm2d sums all N * b * H * W values at
-// once, so the two differ by rounding only (the largest difference seen,
-// with the tolerance set to 0: 2.1e-14, on values up to ~40); 1e-12 leaves
-// a 50x margin and still fails on any real difference (a wrong count or a
-// missing all-reduce changes results by 1e-2 or more).
-constexpr double kTol = 1e-12;
+nn::BatchNorm2d::Options Opts() { return sync_bn_testing::Options(); }
 
-nn::BatchNorm2d::Options Opts() {
-  return {.eps = 1e-5, .momentum = 0.1, .dtype = DType::kF64};
-}
-
-// Step s's whole batch [N * b, C, H, W] and the upstream gradient dy (the
-// loss is sum(y * dy)), drawn from the seed.
-std::vector<double> Draw(int64_t n, uint64_t seed) {
-  Generator gen(seed);
-  std::vector<double> v(n);
-  gen.Normal(v.data(), n, 0.5, 2.0);
-  return v;
-}
-
-// Rows [first, first + rows) of a [*, C, H, W] batch as a fresh tensor.
-absl::StatusOr<Tensor> Rows(const std::vector<double>& all, int64_t first,
-                            int64_t rows) {
-  const int64_t per = kC * kH * kW;
-  std::vector<double> part(all.begin() + first * per,
-                           all.begin() + (first + rows) * per);
-  return Tensor::FromVector(part, {rows, kC, kH, kW});
-}
-
-struct Result {
-  std::vector<std::vector<double>> y, dx;  // per step
-  std::vector<double> dweight, dbias;      // last step
-  std::vector<double> running_mean, running_var;
-  double batches = 0;
-};
-
-absl::Status SetAffine(nn::Module& bn) {
-  for (const nn::NamedTensor& p : bn.NamedParameters()) {
-    const double base = p.name == "weight" ? 1.5 : -0.25;
-    TANDEM_RETURN_IF_ERROR(p.tensor.CopyFrom(*Tensor::FromVector(
-        std::vector<double>{base, base + 0.5, base - 0.75})));
-  }
-  return absl::OkStatus();
-}
-
-// kSteps training steps of `bn` on rows [first, first + rows) of each
-// step's batch of `total` rows.
-absl::StatusOr<Result> Train(nn::Module& bn, int64_t first, int64_t rows,
-                             int64_t total) {
-  Result out;
-  TANDEM_RETURN_IF_ERROR(SetAffine(bn));
-  for (int s = 0; s < kSteps; ++s) {
-    const int64_t n = total * kC * kH * kW;
-    TANDEM_ASSIGN_OR_RETURN(Tensor x, Rows(Draw(n, 10 + s), first, rows));
-    TANDEM_ASSIGN_OR_RETURN(Tensor dy, Rows(Draw(n, 20 + s), first, rows));
-    TANDEM_RETURN_IF_ERROR(x.set_requires_grad(true));
-    bn.ZeroGrad();
-    TANDEM_ASSIGN_OR_RETURN(Tensor y, bn.Forward(x));
-    TANDEM_ASSIGN_OR_RETURN(Tensor prod, Mul(y, dy));
-    TANDEM_ASSIGN_OR_RETURN(Tensor loss, Sum(prod));
-    TANDEM_RETURN_IF_ERROR(loss.Backward());
-    TANDEM_ASSIGN_OR_RETURN(auto yv, y.ToVector<double>());
-    TANDEM_ASSIGN_OR_RETURN(auto dxv, x.grad().ToVector<double>());
-    out.y.push_back(std::move(yv));
-    out.dx.push_back(std::move(dxv));
-  }
-  for (const nn::NamedTensor& p : bn.NamedParameters()) {
-    TANDEM_ASSIGN_OR_RETURN(auto g, p.tensor.grad().ToVector<double>());
-    (p.name == "weight" ? out.dweight : out.dbias) = g;
-  }
-  for (const nn::NamedTensor& b : bn.NamedBuffers()) {
-    if (b.name == "num_batches_tracked") {
-      TANDEM_ASSIGN_OR_RETURN(out.batches, b.tensor.Item());
-      continue;
-    }
-    TANDEM_ASSIGN_OR_RETURN(auto v, b.tensor.ToVector<double>());
-    (b.name == "running_mean" ? out.running_mean : out.running_var) = v;
-  }
-  return out;
-}
-
-void ExpectNear(const std::vector<double>& got, const double* want, size_t n,
-                const std::string& what) {
-  ASSERT_EQ(got.size(), n) << what;
-  for (size_t i = 0; i < n; ++i) {
-    EXPECT_NEAR(got[i], want[i], kTol) << what << " [" << i << "]";
-  }
-}
-
+// The scenario (sync_batch_norm_scenario.h) on the simulated cluster; the
+// same runs under mpirun in sync_batch_norm_mpi_test.
 class SyncBatchNormWorld : public ::testing::TestWithParam<int> {};
 
 TEST_P(SyncBatchNormWorld, EqualsBatchNormOverTheGlobalBatch) {
-  const int world = GetParam();
-  const int64_t total = world * kPerRank;
-  auto ref_bn = nn::BatchNorm2d::Create(kC, Opts());
-  ASSERT_TRUE(ref_bn.ok());
-  absl::StatusOr<Result> ref = Train(**ref_bn, 0, total, total);
-  ASSERT_TRUE(ref.ok()) << ref.status();
-
-  std::vector<Result> got(world);
-  sim::RunResult run =
-      sim::Run(world, [&](int rank, comm::Communicator& comm) -> absl::Status {
-        TANDEM_ASSIGN_OR_RETURN(auto bn,
-                                SyncBatchNorm::Create(kC, Opts(), comm));
-        TANDEM_ASSIGN_OR_RETURN(got[rank],
-                                Train(*bn, rank * kPerRank, kPerRank, total));
-        return absl::OkStatus();
-      });
-  ASSERT_TRUE(run.ok()) << run.status();
-
-  const int64_t slice = kPerRank * kC * kH * kW;
-  std::vector<double> dweight(kC, 0.0), dbias(kC, 0.0);
-  for (int r = 0; r < world; ++r) {
-    const std::string at = absl::StrCat("world ", world, " rank ", r);
-    for (int s = 0; s < kSteps; ++s) {
-      // Each rank's output and input gradient are its slice of the whole.
-      ExpectNear(got[r].y[s], ref->y[s].data() + r * slice, slice,
-                 absl::StrCat(at, " step ", s, " y"));
-      ExpectNear(got[r].dx[s], ref->dx[s].data() + r * slice, slice,
-                 absl::StrCat(at, " step ", s, " dx"));
-    }
-    // Every rank ends with the global running statistics.
-    ExpectNear(got[r].running_mean, ref->running_mean.data(), kC,
-               at + " running_mean");
-    ExpectNear(got[r].running_var, ref->running_var.data(), kC,
-               at + " running_var");
-    EXPECT_EQ(got[r].batches, kSteps) << at;
-    for (int64_t c = 0; c < kC; ++c) {
-      dweight[c] += got[r].dweight[c];
-      dbias[c] += got[r].dbias[c];
-    }
-    // The parameters' gradients are local (PyTorch's too): a rank's alone
-    // is not the whole batch's.
-    EXPECT_GT(std::abs(got[r].dbias[0] - ref->dbias[0]), 1e-3) << at;
-  }
-  // The SUM over ranks of the local weight / bias gradients equals the
-  // one-rank gradient of the same loss (sum over the whole batch); DDP's
-  // all-reduce with averaging would give that sum / N, matching a loss
-  // that is itself averaged over ranks.
-  ExpectNear(dweight, ref->dweight.data(), kC, "sum of dweight");
-  ExpectNear(dbias, ref->dbias.data(), kC, "sum of dbias");
+  sim::RunResult run = sim::Run(GetParam(), [](int, comm::Communicator& comm) {
+    return sync_bn_testing::CheckSyncBatchNormRank(comm);
+  });
+  EXPECT_TRUE(run.ok()) << run.status();
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, SyncBatchNormWorld,

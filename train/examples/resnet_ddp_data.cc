@@ -1,0 +1,192 @@
+#include "train/examples/resnet_ddp_data.h"
+
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+#include "tensor/tensor.h"
+#include "train/data/image_folder.h"
+#include "train/data/image_transforms.h"
+
+namespace tandem::train {
+namespace {
+
+bool IsFolder(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::is_directory(path, error);
+}
+
+// ImageNet's per-channel mean and std (torchvision's reference scripts).
+ImageTransform EvalTransform(int64_t size) {
+  return {.resize = size,
+          .center_crop = size,
+          .mean = {0.485f, 0.456f, 0.406f},
+          .std = {0.229f, 0.224f, 0.225f}};
+}
+
+ImageTransform TrainTransform(int64_t size) {
+  ImageTransform t = EvalTransform(size);
+  t.random_crop = size;
+  t.random_crop_padding = size / 8;
+  t.random_horizontal_flip = true;
+  return t;
+}
+
+std::vector<int64_t> Range(int64_t n) {
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = i;
+  return out;
+}
+
+absl::Status CheckClassCount(const ResnetDataOptions& options,
+                             const std::string& folder, int64_t found) {
+  if (options.num_classes == 0 || options.num_classes == found) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "resnet_ddp: --num_classes=", options.num_classes, " but ", folder,
+      " has ", found, " class folder(s); drop --num_classes or pass ", found));
+}
+
+absl::StatusOr<ResnetData> LoadSynthetic(const ResnetDataOptions& options) {
+  const int64_t classes =
+      options.num_classes == 0 ? int64_t{10} : options.num_classes;
+  const int64_t n_val = std::max<int64_t>(1, options.synthetic_size / 4);
+  ResnetData out;
+  out.train = std::make_shared<SyntheticImages>(
+      options.synthetic_size, 0, classes, options.image_size, options.seed);
+  out.val = std::make_shared<SyntheticImages>(
+      n_val, options.synthetic_size, classes, options.image_size, options.seed);
+  out.train_indices = Range(options.synthetic_size);
+  out.val_indices = Range(n_val);
+  out.num_classes = classes;
+  out.description =
+      absl::StrCat("synthetic images (", options.synthetic_size, " train, ",
+                   n_val, " held out, ", classes, " classes, from --seed)");
+  return out;
+}
+
+absl::StatusOr<ResnetData> LoadFolder(const ResnetDataOptions& options) {
+  const std::string& root = options.data;
+  if (!IsFolder(root)) {
+    return absl::NotFoundError(absl::StrCat(
+        "resnet_ddp: --data=", root,
+        " is not a folder; pass an image folder (one sub-folder of images "
+        "per class, or train/ and val/ holding such folders) or "
+        "--data=synthetic"));
+  }
+  const std::string train_dir = root + "/train";
+  const std::string val_dir = root + "/val";
+  ResnetData out;
+  if (IsFolder(train_dir) && IsFolder(val_dir)) {
+    TANDEM_ASSIGN_OR_RETURN(
+        std::shared_ptr<const ImageFolderDataset> train,
+        ImageFolderDataset::Create(
+            train_dir, {.transform = TrainTransform(options.image_size)}));
+    TANDEM_ASSIGN_OR_RETURN(
+        std::shared_ptr<const ImageFolderDataset> val,
+        ImageFolderDataset::Create(
+            val_dir, {.transform = EvalTransform(options.image_size)}));
+    if (train->classes() != val->classes()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resnet_ddp: ", train_dir, " has the classes [",
+                       absl::StrJoin(train->classes(), ", "), "] but ", val_dir,
+                       " has [", absl::StrJoin(val->classes(), ", "),
+                       "]; both need the same class folders"));
+    }
+    TANDEM_RETURN_IF_ERROR(CheckClassCount(
+        options, train_dir, static_cast<int64_t>(train->classes().size())));
+    out.train_indices = Range(train->size());
+    out.val_indices = Range(val->size());
+    out.num_classes = static_cast<int64_t>(train->classes().size());
+    out.description = absl::StrCat(train_dir, " (", train->size(),
+                                   " images) and ", val_dir, " (", val->size(),
+                                   " held out), ", out.num_classes, " classes");
+    out.train = std::move(train);
+    out.val = std::move(val);
+    return out;
+  }
+  TANDEM_ASSIGN_OR_RETURN(
+      std::shared_ptr<const ImageFolderDataset> train,
+      ImageFolderDataset::Create(
+          root, {.transform = TrainTransform(options.image_size)}));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::shared_ptr<const ImageFolderDataset> val,
+      ImageFolderDataset::Create(
+          root, {.transform = EvalTransform(options.image_size)}));
+  TANDEM_RETURN_IF_ERROR(CheckClassCount(
+      options, root, static_cast<int64_t>(train->classes().size())));
+  const int64_t n = train->size();
+  const int64_t n_val =
+      static_cast<int64_t>(std::llround(options.val_fraction * n));
+  if (n_val < 1 || n - n_val < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resnet_ddp: ", root, " has ", n, " image(s); --val_fraction=",
+        options.val_fraction, " holds out ", n_val,
+        ", which leaves a split empty; add images, change --val_fraction, or "
+        "give the folder train/ and val/ sub-folders"));
+  }
+  Generator split(options.split_seed);
+  const std::vector<int64_t> order = split.Randperm(n);
+  out.val_indices.assign(order.begin(), order.begin() + n_val);
+  out.train_indices.assign(order.begin() + n_val, order.end());
+  out.num_classes = static_cast<int64_t>(train->classes().size());
+  out.description =
+      absl::StrCat(root, " (", n - n_val, " train, ", n_val,
+                   " held out by --val_fraction=", options.val_fraction, "), ",
+                   out.num_classes, " classes");
+  out.train = std::move(train);
+  out.val = std::move(val);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Sample> SyntheticImages::Get(int64_t index,
+                                            Generator& /*gen*/) const {
+  if (index < 0 || index >= size_) {
+    return absl::OutOfRangeError(absl::StrCat("synthetic image ", index, " of ",
+                                              size_, " (0..", size_ - 1, ")"));
+  }
+  const int64_t k = first_ + index;
+  const int64_t s = image_size_;
+  std::vector<float> pixels(static_cast<size_t>(3 * s * s));
+  Generator gen(seed_ + 1 + static_cast<uint64_t>(k));
+  gen.Normal(pixels.data(), static_cast<int64_t>(pixels.size()), 0.f, 1.f);
+  const int64_t label = k % num_classes_;
+  const int64_t channel = (label / s) % 3;
+  const int64_t row = label % s;
+  float* line = pixels.data() + (channel * s + row) * s;
+  for (int64_t j = 0; j < s; ++j) line[j] += 2.f;
+  TANDEM_ASSIGN_OR_RETURN(Tensor x,
+                          Tensor::FromVector<float>(pixels, {3, s, s}));
+  return Sample{std::move(x), label};
+}
+
+std::string SyntheticImages::Describe(int64_t index) const {
+  return absl::StrCat("synthetic image ", first_ + index, " (seed ",
+                      seed_ + 1 + static_cast<uint64_t>(first_ + index), ")");
+}
+
+absl::StatusOr<ResnetData> LoadResnetData(const ResnetDataOptions& options) {
+  if (options.image_size < 1 || options.num_classes < 0 ||
+      options.synthetic_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resnet_ddp: --image_size=", options.image_size, " --num_classes=",
+        options.num_classes, " --synthetic_size=", options.synthetic_size,
+        "; need image_size >= 1, num_classes >= 0 (0: from the data), "
+        "synthetic_size >= 1"));
+  }
+  if (options.data == "synthetic") return LoadSynthetic(options);
+  return LoadFolder(options);
+}
+
+}  // namespace tandem::train

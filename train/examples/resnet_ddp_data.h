@@ -1,0 +1,99 @@
+// resnet_ddp's data: the training and held-out images, from a folder
+// (torchvision's ImageFolder layout) or drawn from the seed.
+//
+//   TANDEM_ASSIGN_OR_RETURN(ResnetData data, LoadResnetData({
+//       .data = "synthetic", .image_size = 32, .num_classes = 10}));
+//   // data.train, data.val: MapDatasets of [3, 32, 32] float32 images;
+//   // data.train_indices / data.val_indices: which of their samples
+//   // belong to each split.
+//
+// Synthetic (--data=synthetic): `synthetic_size` training and
+// max(1, synthetic_size / 4) held-out images. Image k of the run (training
+// images first, then the held-out ones) is what PyTorch draws after
+// torch.manual_seed(seed + 1 + k):
+//   x = torch.randn(3, S, S)        (float32, tandem's Generator::Normal)
+//   y = k % num_classes
+//   x[(y // S) % 3, y % S, :] += 2  (a bright row: the class is learnable)
+// so bench/peers/resnet_ddp.py builds the same images.
+//
+// A folder (--data=DIR): when DIR has both a train/ and a val/ sub-folder
+// (torchvision's ImageNet layout) they are the two splits, and must list the
+// same classes. Otherwise DIR itself is the image folder and a fixed
+// `val_fraction` of it (the first llround(val_fraction * n) of a
+// permutation drawn from Generator(split_seed)) is held out. Training
+// images: Resize(image_size) (the shorter side), CenterCrop(image_size),
+// RandomCrop(image_size, padding image_size / 8), RandomHorizontalFlip,
+// Normalize(ImageNet's mean and std); held-out images the same without the
+// two random steps (train/data/image_transforms.h).
+//
+// Thread-safety: the datasets are const and shared; Get runs on many
+// threads.
+#ifndef TANDEM_TRAIN_EXAMPLES_RESNET_DDP_DATA_H_
+#define TANDEM_TRAIN_EXAMPLES_RESNET_DDP_DATA_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tensor/generator.h"
+#include "train/data/map_dataset.h"
+
+namespace tandem::train {
+
+struct ResnetDataOptions {
+  std::string data = "synthetic";  // "synthetic" or a folder
+  int64_t image_size = 32;         // >= 1
+  // 0: the folder's class count (10 for synthetic data); with a folder a
+  // different value is an error.
+  int64_t num_classes = 0;
+  int64_t synthetic_size = 512;  // training images with --data=synthetic
+  uint64_t seed = 0;
+  double val_fraction = 0.1;  // a folder without train/ and val/
+  uint64_t split_seed = 42;
+};
+
+struct ResnetData {
+  std::shared_ptr<const MapDataset> train;
+  std::vector<int64_t> train_indices;  // samples of `train` to train on
+  std::shared_ptr<const MapDataset> val;
+  std::vector<int64_t> val_indices;  // samples of `val` held out
+  int64_t num_classes = 0;
+  std::string description;  // one line: where the images come from
+};
+
+// The images of `options`. InvalidArgument / NotFound naming the folder or
+// the value: a missing or unreadable folder, a folder without classes, a
+// train/ and val/ whose classes differ, --num_classes other than the
+// folder's, a split that leaves either side empty. Only lists the folder:
+// the files are read as batches are made.
+absl::StatusOr<ResnetData> LoadResnetData(const ResnetDataOptions& options);
+
+// The synthetic image set on its own: `size` images, image k made from
+// seed + 1 + first + k as described above, with the label (first + k) %
+// num_classes. Get ignores its generator.
+class SyntheticImages final : public MapDataset {
+ public:
+  SyntheticImages(int64_t size, int64_t first, int64_t num_classes,
+                  int64_t image_size, uint64_t seed)
+      : size_(size),
+        first_(first),
+        num_classes_(num_classes),
+        image_size_(image_size),
+        seed_(seed) {}
+  int64_t size() const override { return size_; }
+  absl::StatusOr<Sample> Get(int64_t index, Generator& gen) const override;
+  std::string Describe(int64_t index) const override;
+
+ private:
+  int64_t size_;
+  int64_t first_;
+  int64_t num_classes_;
+  int64_t image_size_;
+  uint64_t seed_;
+};
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_EXAMPLES_RESNET_DDP_DATA_H_
