@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -41,7 +42,7 @@ constexpr char kWrapped[] = "0.";  // the Sequential's name for the model
 absl::Status Bad(const std::string& flag, const std::string& value,
                  const std::string& expected) {
   return absl::InvalidArgumentError(
-      absl::StrCat("gpt_ddp: --", flag, "=", value, "; expected ", expected));
+      absl::StrCat("--", flag, "=", value, "; expected ", expected));
 }
 
 absl::Status CheckRate(const std::string& flag, double v) {
@@ -152,7 +153,7 @@ std::string Printable(const std::string& bytes) {
 absl::Status CheckGptDdpConfig(const GptDdpConfig& c) {
   if (absl::Status s = c.model.Validate(); !s.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("gpt_ddp: ", s.message(),
+        absl::StrCat(s.message(),
                      " (flags --n_layer --n_head --n_embd --block_size "
                      "--vocab --dropout, or --preset)"));
   }
@@ -169,6 +170,23 @@ absl::Status CheckGptDdpConfig(const GptDdpConfig& c) {
         {"eval_blocks", c.eval_blocks},
         {"top_k", c.top_k}}) {
     if (v < 1) return Bad(flag, absl::StrCat(v), "an integer >= 1");
+  }
+  // Bounds far above any use of this example: larger values are typos (or
+  // INT64_MAX) that would overflow a count or run for ever rather than fail.
+  for (const auto& [flag, v, most] :
+       {std::tuple<const char*, int64_t, int64_t>{"n_layer", c.model.n_layer,
+                                                  1024},
+        {"n_head", c.model.n_head, 4096},
+        {"n_embd", c.model.n_embd, 65536},
+        {"vocab", c.model.vocab_size, int64_t{1} << 24},
+        {"block_size", c.model.block_size, int64_t{1} << 20},
+        {"batch_size", c.batch_size, 65536},
+        {"grad_accum", c.grad_accum, 65536},
+        {"max_steps", c.max_steps, 1000000000},
+        {"sample_tokens", c.sample_tokens, 1000000}}) {
+    if (v > most) {
+      return Bad(flag, absl::StrCat(v), absl::StrCat("at most ", most));
+    }
   }
   if (c.eval_every < 0) {
     return Bad("eval_every", absl::StrCat(c.eval_every),
@@ -207,7 +225,7 @@ absl::StatusOr<TokenBlocks> LoadGptCorpus(const std::string& path,
   }
   if (static_cast<int64_t>(tokens.size()) < config.block_size + 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat("gpt_ddp: --data=", path, " has ", tokens.size(),
+        absl::StrCat("--data=", path, " has ", tokens.size(),
                      " bytes (tokens); one block needs --block_size + 1 = ",
                      config.block_size + 1,
                      "; use a longer text or a smaller --block_size"));
@@ -215,7 +233,7 @@ absl::StatusOr<TokenBlocks> LoadGptCorpus(const std::string& path,
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] >= config.model.vocab_size) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "gpt_ddp: --data=", path, " has byte ", tokens[i], " at offset ", i,
+          "--data=", path, " has byte ", tokens[i], " at offset ", i,
           ", outside the model's vocabulary of --vocab=",
           config.model.vocab_size,
           " tokens; byte-level text needs --vocab=", TokenBlocks::kByteVocab));
@@ -503,7 +521,12 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
           absl::StrFormat("step %d | val loss %.6f", s + 1, result.val_loss));
     }
     state.extra = {{kModelKey, model_desc}};
-    if (sharded && checkpointer.SaveDueAfter(step_in_epoch, steps_per_epoch)) {
+    // The run's last step ends an epoch for the checkpointer, so the run's
+    // end is always saved (the saved progress then points at the next
+    // epoch; resuming reads only its global step).
+    const int64_t epoch_steps =
+        s + 1 == config.max_steps ? step_in_epoch + 1 : steps_per_epoch;
+    if (sharded && checkpointer.SaveDueAfter(step_in_epoch, epoch_steps)) {
       // Collective: every rank gathers, rank 0 saves.
       TANDEM_ASSIGN_OR_RETURN(nn::StateDict full_model,
                               trainer->FullModelState());
@@ -514,7 +537,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
       state.full = &full;
     }
     TANDEM_RETURN_IF_ERROR(
-        checkpointer.AfterStep(state, epoch, step_in_epoch, steps_per_epoch));
+        checkpointer.AfterStep(state, epoch, step_in_epoch, epoch_steps));
     state.full = nullptr;
     full = {};
     if (config.stop_after > 0 && s + 1 >= config.stop_after &&

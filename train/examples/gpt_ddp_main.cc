@@ -85,8 +85,8 @@ absl::StatusOr<tandem::train::GptDdpConfig> ConfigFromFlags() {
     base.n_embd = 128;
     base.block_size = 0;  // from --block_size
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "gpt_ddp: --preset=", preset, "; expected gpt2 or nothing"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--preset=", preset, "; expected gpt2 or nothing"));
   }
   for (const auto& [name, v] :
        {std::pair<const char*, int64_t>{"n_layer",
@@ -97,7 +97,7 @@ absl::StatusOr<tandem::train::GptDdpConfig> ConfigFromFlags() {
         {"block_size", absl::GetFlag(FLAGS_block_size)}}) {
     if (v < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "gpt_ddp: --", name, "=", v, "; expected >= 1 (or 0: the default)"));
+          "--", name, "=", v, "; expected >= 1 (or 0: the default)"));
     }
   }
   c.model = base;
