@@ -26,7 +26,7 @@ ABSL_FLAG(std::string, preset, "",
           "positions, vocabulary 50257), or empty for the flags below.");
 ABSL_FLAG(int64_t, n_layer, 0, "Transformer blocks (0: 4, or the preset's).");
 ABSL_FLAG(int64_t, n_head, 0, "Attention heads (0: 4, or the preset's).");
-ABSL_FLAG(int64_t, n_embd, 0, "Width (0: 128, or the preset's).");
+ABSL_FLAG(int64_t, n_embd, 0, "Width (0: 64, or the preset's).");
 ABSL_FLAG(int64_t, vocab, 0,
           "Vocabulary size (0: 256, byte-level, or the preset's).");
 ABSL_FLAG(int64_t, block_size, 0,
@@ -37,11 +37,11 @@ ABSL_FLAG(double, dropout, 0.0,
           "residual).");
 ABSL_FLAG(std::string, data, "train/data/public_domain_english.txt",
           "Text file: its bytes are the tokens.");
-ABSL_FLAG(int64_t, batch_size, 8, "Blocks per rank per micro-batch.");
+ABSL_FLAG(int64_t, batch_size, 4, "Blocks per rank per micro-batch.");
 ABSL_FLAG(int64_t, grad_accum, 1,
           "Micro-batches per step (gradient accumulation, DDP's no_sync).");
-ABSL_FLAG(int64_t, max_steps, 50, "Optimizer steps.");
-ABSL_FLAG(double, lr, 1e-3, "Peak learning rate.");
+ABSL_FLAG(int64_t, max_steps, 40, "Optimizer steps.");
+ABSL_FLAG(double, lr, 3e-3, "Peak learning rate.");
 ABSL_FLAG(double, min_lr, 1e-4, "Learning rate at the end of the cosine.");
 ABSL_FLAG(int64_t, warmup_steps, 5, "Linear warm-up steps.");
 ABSL_FLAG(std::string, lr_decay, "cosine", "cosine or constant.");
@@ -82,7 +82,7 @@ absl::StatusOr<tandem::train::GptDdpConfig> ConfigFromFlags() {
     base.vocab_size = 256;
     base.n_layer = 4;
     base.n_head = 4;
-    base.n_embd = 128;
+    base.n_embd = 64;
     base.block_size = 0;  // from --block_size
   } else {
     return absl::InvalidArgumentError(
