@@ -300,6 +300,51 @@ TEST_F(SimDeviceTest, PoolingMatchesTheCpuExactly) {
   EXPECT_EQ(results[0], results[1]);
 }
 
+// Permute (gpt): GPT's head moves on a simulated device give the CPU's
+// values and gradient bit for bit, on the device; i64 too (moved as bytes).
+TEST_F(SimDeviceTest, PermuteMatchesTheCpuExactly) {
+  std::vector<float> xv(2 * 3 * 4 * 5);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.1f * ((i * 7) % 11) - 0.3f;
+  std::vector<int64_t> iv(xv.size());
+  for (size_t i = 0; i < iv.size(); ++i) iv[i] = static_cast<int64_t>(i) - 50;
+  std::vector<std::vector<float>> results[2];
+  std::vector<int64_t> ints[2];
+  for (int i = 0; i < 2; ++i) {
+    const Device d = i == 0 ? Device::CPU() : Device::Sim(2);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x,
+                                   Tensor::FromVector(xv, {2, 3, 4, 5}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(x, x.To(d));
+    TANDEM_NN_ASSERT_OK(x.set_requires_grad(true));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor a, Permute(x, {0, 2, 1, 3}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor b, Permute(x, {3, 1, 0, 2}));
+    // Distinct weights per output, so a wrong gradient permutation shows.
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor sa, Sum(Mul(a, a).value()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor wb,
+                                   Tensor::FromVector(xv, b.shape()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(wb, wb.To(d));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor sb, Sum(Mul(b, wb).value()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Add(sa, sb));
+    TANDEM_NN_ASSERT_OK(loss.Backward());
+    for (const Tensor& t : {a, b, x.grad()}) {
+      EXPECT_EQ(t.device(), d);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor h, t.To(Device::CPU()));
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::vector<float> v, h.ToVector<float>());
+      results[i].push_back(v);
+    }
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor xi,
+                                   Tensor::FromVector(iv, {2, 3, 4, 5}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(xi, xi.To(d));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor pi, Permute(xi, {2, 3, 0, 1}));
+    EXPECT_EQ(pi.device(), d);
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor hi, pi.To(Device::CPU()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(ints[i], hi.ToVector<int64_t>());
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(ints[0], ints[1]);
+  // Not the identity: the permutation moved elements.
+  EXPECT_NE(results[0][0], xv);
+}
+
 TEST_F(SimDeviceTest, MemoryIsAccountedPerDevice) {
   const int64_t before = SimMemoryAllocated(2);
   ResetSimPeakMemory();

@@ -20,6 +20,7 @@
 #include "tensor/ops.h"
 #include "tensor/ops_internal.h"
 #include "tensor/optim/update_kernels.h"
+#include "tensor/permute_kernels.h"
 #include "tensor/sim/sim_internal.h"
 #include "tensor/tensor.h"
 
@@ -297,6 +298,8 @@ absl::Status RegisterSimKernels() {
            Pool2dKernels().Register(kSim, &ViaCpu<&Pool2dKernels>),
            Pool2dBackwardKernels().Register(kSim,
                                             &ViaCpu<&Pool2dBackwardKernels>),
+           // Permute (gpt).
+           PermuteKernels().Register(kSim, &ViaCpu<&PermuteKernels>),
        }) {
     if (!s.ok()) return s;
   }

@@ -140,6 +140,17 @@ absl::StatusOr<double> Strategy::ClipGradNorm(double max_norm) {
   return optim::ClipGradNorm(model_->Parameters(), max_norm);
 }
 
+std::optional<DistributedDataParallel::NoSyncGuard> Strategy::NoSync() {
+  if (ddp_ == nullptr) return std::nullopt;
+  return ddp_->NoSync();
+}
+
+std::vector<FlatShard> Strategy::ShardLayout() const {
+  if (zero_ != nullptr) return zero_->shard_layout();
+  if (fsdp_ != nullptr) return fsdp_->ShardLayout();
+  return {};
+}
+
 optim::Optimizer* Strategy::local_optimizer() const {
   return zero_ != nullptr ? zero_->local_optimizer() : optimizer_.get();
 }

@@ -93,6 +93,19 @@ class Strategy {
   // scale the gradients their Step applies. Returns the norm before
   // clipping, the same on every rank. Collective under zero1, zero2, fsdp.
   absl::StatusOr<double> ClipGradNorm(double max_norm);
+  // Gradient accumulation: while the guard lives, backward passes only
+  // accumulate local gradients (DDP's NoSync, also under zero1 and zero2);
+  // nullopt under local and fsdp (fsdp's backward reduce-scatters every
+  // micro-batch and accumulates into the gradient shards: the same sum, in
+  // another order).
+  std::optional<DistributedDataParallel::NoSyncGuard> NoSync();
+  // The optimizer this rank steps: the whole model's under local and none,
+  // this rank's shards' otherwise (null on a zero1/zero2 rank without
+  // elements).
+  optim::Optimizer* local_optimizer() const;
+  // Which model parameter each element of the local optimizer's tensors
+  // belongs to (sharded_optimizer_state.h); empty under local and none.
+  std::vector<FlatShard> ShardLayout() const;
   // Whether the model's parameters hold their values between steps (false
   // under fsdp: read them through fsdp()->FullStateDict()).
   bool parameters_resident() const { return fsdp_ == nullptr; }
@@ -134,9 +147,6 @@ class Strategy {
  private:
   Strategy(nn::Module& model, comm::Communicator& comm)
       : model_(&model), comm_(&comm) {}
-  // The optimizer this rank steps (null on a zero rank without elements).
-  optim::Optimizer* local_optimizer() const;
-
   nn::Module* model_;
   comm::Communicator* comm_;
   std::unique_ptr<DistributedDataParallel> ddp_;

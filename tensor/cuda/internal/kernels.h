@@ -183,6 +183,22 @@ cudaError_t PoolForward(DType dtype, const PoolGeometry& geo, const void* x,
 cudaError_t PoolBackward(DType dtype, const PoolGeometry& geo, const void* g,
                          const int64_t* argmax, void* dx, cudaStream_t stream);
 
+// Permute (permute.cu; tensor/permute_kernels.h for the device): out's
+// element i (row-major over `size`) is x's element sum_d idx_d * stride[d]
+// (x's stride, in elements, of out's dim d). Elements are moved as
+// `elem_size` (1, 2, 4 or 8) bytes, so every dtype is exact. The plan is
+// passed by value to the kernel, hence the fixed rank bound (PyTorch's
+// MAX_DIMS); ops_permute.cc merges dims first, so only permutations with
+// more than kPermuteMaxRank unmergeable dims are refused.
+inline constexpr int kPermuteMaxRank = 25;
+struct PermutePlan {
+  int rank = 0;
+  int64_t size[kPermuteMaxRank] = {};
+  int64_t stride[kPermuteMaxRank] = {};
+};
+cudaError_t Permute(int64_t elem_size, const PermutePlan& plan, const void* x,
+                    void* out, int64_t n, cudaStream_t stream);
+
 // ---- Optimizer updates (tensor/optim/sgd.h, adamw.h), f32 and f64.
 struct SgdArgs {
   double lr = 0, momentum = 0, dampening = 0, weight_decay = 0;
