@@ -34,6 +34,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "tensor/tensor.h"
@@ -105,6 +106,12 @@ absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim = -1);
 absl::StatusOr<Tensor> Reshape(const Tensor& x, Shape shape);
 absl::StatusOr<Tensor> Flatten(const Tensor& x, int64_t start_dim = 0,
                                int64_t end_dim = -1);
+// PyTorch's x.permute(dims).contiguous() (tensor/ops_permute.cc): out's
+// dim k is x's dim dims[k] (negative counts from the end); a copy, since
+// tandem's tensors are contiguous. Any dtype; the gradient is permuted back.
+// InvalidArgument unless dims is a permutation of x's dims.
+absl::StatusOr<Tensor> Permute(const Tensor& x,
+                               const std::vector<int64_t>& dims);
 
 // ---- Convolution and pooling (NCHW).
 struct Conv2dOptions {
