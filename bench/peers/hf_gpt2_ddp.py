@@ -10,10 +10,13 @@ The same run as gpt_ddp given the same flags:
   - the model: GPT2LMHeadModel.from_pretrained(--init_from) (tandem's
     --export_hf output), dropout 0 (the peer compares without masks);
   - the batches: the file's bytes as tokens, blocks of block_size + 1 tokens
-    at offsets i * block_size (train/data/token_blocks.h), a
-    DistributedSampler(shuffle=True, seed, drop_last=True) over the blocks,
-    each rank's epoch cut into micro-batches of --batch_size blocks (a short
-    tail is dropped), set_epoch(e) when an epoch is used up;
+    at offsets i * block_size (train/data/token_blocks.h), the last tenth
+    (at least one) held out for validation, a
+    DistributedSampler(shuffle=True, seed, drop_last=True) over the others;
+    step s is in epoch s // steps_per_epoch (steps_per_epoch = a rank's
+    blocks // (batch_size x grad_accum)) and its micro-batch m takes
+    batch_size blocks of the rank's order from (s mod steps_per_epoch) x
+    grad_accum + m batches in (train/examples/gpt_ddp_lib.h);
   - the step: --grad_accum micro-batches (no_sync on all but the last), each
     loss / grad_accum backpropagated, the gradients' global norm clipped to
     --grad_clip (0 = off), torch.optim.AdamW with nanoGPT's groups (weight
@@ -55,35 +58,40 @@ def lr_at(args, it):
 
 
 class Batches:
-    """Each rank's micro-batches: DistributedSampler epochs cut into
-    batch_size blocks, the next epoch when one runs out."""
+    """gpt_ddp's batches: the last tenth of the blocks (at least one) held
+    out, a DistributedSampler over the rest; step s of epoch s // steps_per_epoch
+    takes micro-batch m from position (s_in_epoch * grad_accum + m) * batch_size
+    of the rank's order."""
 
     def __init__(self, data, args, rank):
         self.data = data
+        self.args = args
         self.t = args.block_size
-        self.b = args.batch_size
         n_blocks = (len(data) - 1) // self.t
-        self.sampler = DistributedSampler(range(n_blocks), num_replicas=args.world_size,
+        train_blocks = n_blocks - max(1, n_blocks // 10)
+        self.sampler = DistributedSampler(range(train_blocks), num_replicas=args.world_size,
                                           rank=rank, shuffle=True, seed=args.seed,
                                           drop_last=True)
-        self.epoch = 0
+        per_step = args.batch_size * args.grad_accum
+        self.steps_per_epoch = (train_blocks // args.world_size) // per_step
+        if self.steps_per_epoch < 1:
+            raise SystemExit("hf_gpt2_ddp.py: %d training blocks cannot give each of %d "
+                             "ranks %d blocks a step" % (train_blocks, args.world_size, per_step))
+        self.epoch = -1
         self.order = []
-        self.pos = 0
 
-    def next(self):
-        if self.pos + self.b > len(self.order):
-            if self.order:
-                self.epoch += 1
-            self.sampler.set_epoch(self.epoch)
+    def get(self, step, micro):
+        epoch, in_epoch = divmod(step, self.steps_per_epoch)
+        if epoch != self.epoch:
+            self.sampler.set_epoch(epoch)
             self.order = list(self.sampler)
-            self.pos = 0
-            if len(self.order) < self.b:
-                raise SystemExit("hf_gpt2_ddp.py: a rank's epoch holds %d blocks, "
-                                 "fewer than --batch_size %d" % (len(self.order), self.b))
-        idx = self.order[self.pos:self.pos + self.b]
-        self.pos += self.b
-        x = torch.stack([self.data[i * self.t:i * self.t + self.t] for i in idx]).long()
-        y = torch.stack([self.data[i * self.t + 1:i * self.t + self.t + 1] for i in idx]).long()
+            self.epoch = epoch
+        b = self.args.batch_size
+        first = (in_epoch * self.args.grad_accum + micro) * b
+        idx = self.order[first:first + b]
+        t = self.t
+        x = torch.stack([self.data[i * t:i * t + t] for i in idx]).long()
+        y = torch.stack([self.data[i * t + 1:i * t + t + 1] for i in idx]).long()
         return x, y
 
 
@@ -112,7 +120,7 @@ def worker(rank, args, port, data):
         opt.zero_grad(set_to_none=False)
         total = 0.0
         for micro in range(args.grad_accum):
-            x, y = batches.next()
+            x, y = batches.get(it, micro)
             last = micro == args.grad_accum - 1
             ctx = ddp.no_sync() if not last else _Nothing()
             with ctx:
@@ -133,7 +141,7 @@ def worker(rank, args, port, data):
         if rank == 0 and (step % args.log_every == 0 or step == args.max_steps):
             tokens = step * args.world_size * args.grad_accum * args.batch_size * args.block_size
             tps = tokens / max(time.time() - start, 1e-9)
-            print("step %d | loss %.6f | lr %.6e | tokens/s %.0f" % (step, mean, lr, tps),
+            print("step %d | loss %.6f | lr %.4e | tokens/s %.0f" % (step, mean, lr, tps),
                   flush=True)
     dist.destroy_process_group()
 
@@ -152,12 +160,12 @@ def main():
     p.add_argument("--data", required=True)
     p.add_argument("--world_size", type=int, default=1)
     p.add_argument("--block_size", type=int, required=True)
-    p.add_argument("--batch_size", type=int, default=4)
+    p.add_argument("--batch_size", type=int, default=8)
     p.add_argument("--grad_accum", type=int, default=1)
-    p.add_argument("--max_steps", type=int, default=20)
-    p.add_argument("--lr", type=float, default=6e-4)
-    p.add_argument("--min_lr", type=float, default=6e-5)
-    p.add_argument("--warmup_steps", type=int, default=0)
+    p.add_argument("--max_steps", type=int, default=50)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--min_lr", type=float, default=1e-4)
+    p.add_argument("--warmup_steps", type=int, default=5)
     p.add_argument("--lr_decay", choices=["cosine", "constant"], default="cosine")
     p.add_argument("--weight_decay", type=float, default=0.1)
     p.add_argument("--beta1", type=float, default=0.9)
