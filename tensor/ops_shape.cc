@@ -120,7 +120,7 @@ absl::StatusOr<Tensor> Tensor::View(int64_t offset, Shape shape) const {
              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
              if (g.device().is_cpu()) {  // device kernels check their own
                TANDEM_RETURN_IF_ERROR(
-                   internal::CheckFloat(g, "View backward", "grad"));
+                   internal::CheckFloating(g, "View backward", "grad"));
              }
              if (!buf.accumulate) {
                TANDEM_RETURN_IF_ERROR(FillInPlace(buf.tensor, 0.0));

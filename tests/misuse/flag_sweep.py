@@ -86,6 +86,18 @@ BINARIES = {
         "world_size": "int", "epochs": "int64", "global_batch_size": "int64",
         "lr": "double", "momentum": "double", "hidden": "int64",
         "seed": "uint64"}),
+    "GPT_DDP": (["--backend=sim", "--world_size=2", "--n_layer=1",
+                 "--n_head=2", "--n_embd=16", "--block_size=16",
+                 "--batch_size=2", "--max_steps=2", "--warmup_steps=1",
+                 "--data=$REPO/train/data/public_domain_english.txt"], {
+        "world_size": "int", "n_layer": "int64", "n_head": "int64",
+        "n_embd": "int64", "vocab": "int64", "block_size": "int64",
+        "batch_size": "int64", "grad_accum": "int64", "max_steps": "int64",
+        "warmup_steps": "int64", "log_every": "int64", "eval_every": "int64",
+        "eval_blocks": "int64", "sample_tokens": "int64", "top_k": "int64",
+        "seed": "uint64", "lr": "double", "min_lr": "double",
+        "weight_decay": "double", "beta1": "double", "beta2": "double",
+        "grad_clip": "double", "dropout": "double"}),
     "PIPELINE_DEMO": (["--backend=sim", "--world_size=2", "--steps=2"], {
         "world_size": "int", "steps": "int64", "chunks": "int64",
         "replicas": "int64", "batch_size": "int64", "hidden": "int64",
@@ -135,7 +147,8 @@ def main():
     failures, known, ran = [], 0, 0
     for var, (baseline, flags) in BINARIES.items():
         binary = env[var]
-        base = [a.replace("$DIGITS_CSV", env["DIGITS_CSV"]) for a in baseline]
+        base = [a.replace("$DIGITS_CSV", env["DIGITS_CSV"]).replace(
+            "$REPO", env["REPO"]) for a in baseline]
         for flag, kind in flags.items():
             for value in VALUES[kind]:
                 name = os.path.basename(binary)

@@ -41,6 +41,7 @@ import time
 BINARIES = {
     "TOY_DDP": "train/examples/toy_ddp",
     "DIGITS_DDP": "train/examples/digits_ddp",
+    "GPT_DDP": "train/examples/gpt_ddp",
     "DDP_DEMO": "train/examples/ddp_demo",
     "AMP_DDP": "train/examples/amp_ddp",
     "DATA_PARALLEL_DEMO": "train/demos/data_parallel_demo",

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd.h"
+#include "tensor/optim/clip_grad.h"
 
 namespace tandem::train {
 
@@ -98,6 +99,23 @@ void ShardedTrainer::ZeroGrad() {
   } else {
     model_->ZeroGrad();
   }
+}
+
+absl::StatusOr<double> ShardedTrainer::ClipGradNorm(double max_norm) {
+  if (zero_ != nullptr) return zero_->ClipGradNorm(max_norm);
+  if (fsdp_ != nullptr) return fsdp_->ClipGradNorm(max_norm);
+  return optim::ClipGradNorm(model_->Parameters(), max_norm);
+}
+
+std::optional<DistributedDataParallel::NoSyncGuard> ShardedTrainer::NoSync() {
+  if (ddp_ == nullptr) return std::nullopt;
+  return ddp_->NoSync();
+}
+
+std::vector<FlatShard> ShardedTrainer::ShardLayout() const {
+  if (zero_ != nullptr) return zero_->shard_layout();
+  if (fsdp_ != nullptr) return fsdp_->ShardLayout();
+  return {};
 }
 
 optim::Optimizer* ShardedTrainer::local_optimizer() const {

@@ -88,6 +88,24 @@ class ShardedTrainer {
     return zero_ == nullptr && fsdp_ == nullptr ? optimizer_.get() : nullptr;
   }
 
+  // torch.nn.utils.clip_grad_norm_ over the whole model's averaged
+  // gradients, between Backward and Step: locally under none (the
+  // gradients are identical on every rank), over the shards under zero1,
+  // zero2 and fsdp (train/parallel/grad_clip.h: one all-reduce). Returns the
+  // total norm, the same on every rank. Collective except under none.
+  absl::StatusOr<double> ClipGradNorm(double max_norm);
+  // Gradient accumulation: while the guard lives, backward passes only
+  // accumulate local gradients (DDP's NoSync, also under zero1 and zero2);
+  // nullopt under fsdp, whose backward reduce-scatters every micro-batch and
+  // accumulates into the gradient shards (the same sum, in another order).
+  std::optional<DistributedDataParallel::NoSyncGuard> NoSync();
+  // The optimizer this rank steps: the whole model's under none, this
+  // rank's shards' otherwise (null on a zero1/zero2 rank without elements).
+  optim::Optimizer* local_optimizer() const;
+  // Which model parameter each element of the local optimizer's tensors
+  // belongs to (sharded_optimizer_state.h); empty under none.
+  std::vector<FlatShard> ShardLayout() const;
+
   // Checkpoints: the full state, the same in every mode and at every world
   // size (what --shard=none on one rank would hold), so a checkpoint saved
   // in one mode and world size loads in any other.
@@ -116,9 +134,6 @@ class ShardedTrainer {
  private:
   ShardedTrainer(nn::Sequential& model, comm::Communicator& comm)
       : model_(&model), comm_(&comm) {}
-  // The optimizer this rank steps (null on a zero rank without elements).
-  optim::Optimizer* local_optimizer() const;
-
   nn::Sequential* model_;
   comm::Communicator* comm_;
   std::unique_ptr<DistributedDataParallel> ddp_;

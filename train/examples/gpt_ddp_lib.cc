@@ -1,0 +1,600 @@
+#include "train/examples/gpt_ddp_lib.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/input_file.h"
+#include "base/status_macros.h"
+#include "comm/rank_printer.h"
+#include "tensor/amp/autocast.h"
+#include "tensor/autograd.h"
+#include "tensor/generator.h"
+#include "tensor/nn/sequential.h"
+#include "tensor/ops.h"
+#include "tensor/optim/adamw.h"
+#include "tensor/optim/lr_scheduler.h"
+#include "tensor/optim/param_groups.h"
+#include "train/checkpoint/training_checkpoint.h"
+#include "train/data/distributed_sampler.h"
+#include "train/examples/run_monitor.h"
+#include "train/examples/shard_mode.h"
+#include "train/launch/config_agreement.h"
+#include "train/parallel/finite_check.h"
+#include "train/parallel/tensor_comm.h"
+
+namespace tandem::train {
+namespace {
+
+constexpr char kModelKey[] = "gpt_ddp.model";
+constexpr char kWrapped[] = "0.";  // the Sequential's name for the model
+
+absl::Status Bad(const std::string& flag, const std::string& value,
+                 const std::string& expected) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", value, "; expected ", expected));
+}
+
+absl::Status CheckRate(const std::string& flag, double v) {
+  if (std::isfinite(v) && v >= 0) return absl::OkStatus();
+  return Bad(flag, absl::StrCat(v), "a finite value >= 0");
+}
+
+absl::StatusOr<ShardMode> ModeOf(const std::string& parallel) {
+  if (parallel == "ddp") return ShardMode::kNone;
+  if (parallel == "zero1" || parallel == "zero2" || parallel == "fsdp") {
+    return ParseShardMode(parallel);
+  }
+  return Bad("parallel", parallel, "ddp, zero1, zero2 or fsdp");
+}
+
+// The sum over ranks of `values` (doubles), staged on `device`.
+absl::Status SumOverRanks(comm::Communicator& comm, Device device,
+                          std::vector<double>& values) {
+  TANDEM_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(values));
+  if (!device.is_cpu()) {
+    TANDEM_ASSIGN_OR_RETURN(t, t.To(device));
+  }
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(t));
+  TANDEM_RETURN_IF_ERROR(comm.AllReduce(view, comm::ReduceOp::kSum)->Wait());
+  if (!device.is_cpu()) {
+    TANDEM_ASSIGN_OR_RETURN(t, t.To(Device::CPU()));
+  }
+  TANDEM_ASSIGN_OR_RETURN(values, t.ToVector<double>());
+  return absl::OkStatus();
+}
+
+// AdamW's decoupled weight decay, p *= 1 - lr * wd, on the elements of the
+// local optimizer's shards that belong to parameters of >= 2 dims (see the
+// header: the sharded modes' optimizer runs with weight decay 0).
+absl::Status DecayShards(const std::vector<FlatShard>& layout,
+                         optim::Optimizer* local, double lr,
+                         double weight_decay) {
+  if (local == nullptr || weight_decay == 0) return absl::OkStatus();
+  const double factor = 1 - lr * weight_decay;  // AdamW's, in double
+  NoGradGuard no_grad;
+  for (const FlatShard& shard : layout) {
+    if (shard.local_index < 0) continue;
+    const Tensor& t = local->params().at(shard.local_index);
+    for (const FlatShard::Member& m : shard.members) {
+      if (m.shape.size() < 2) continue;
+      int64_t n = 1;
+      for (int64_t d : m.shape) n *= d;
+      const int64_t begin = std::max(m.offset, shard.local_begin);
+      const int64_t end = std::min(m.offset + n, shard.local_end);
+      if (begin >= end) continue;
+      TANDEM_ASSIGN_OR_RETURN(
+          Tensor part,
+          t.Detach().View(begin - shard.local_begin, {end - begin}));
+      TANDEM_RETURN_IF_ERROR(ScaleInPlace(part, factor));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The model's state dict under Hugging Face's names (the Sequential's
+// "0." dropped), and back.
+nn::StateDict Unwrapped(nn::StateDict state) {
+  for (nn::NamedTensor& e : state) {
+    if (e.name.rfind(kWrapped, 0) == 0) e.name = e.name.substr(2);
+  }
+  return state;
+}
+nn::StateDict Wrapped(const nn::StateDict& state) {
+  nn::StateDict out = state;
+  for (nn::NamedTensor& e : out) e.name = kWrapped + e.name;
+  return out;
+}
+
+// nanoGPT's lr of step `step` (0-based).
+double LrAt(const GptDdpConfig& c, int64_t step) {
+  if (c.lr_decay == "constant") return c.lr;
+  return optim::WarmupCosineLR::Rate({.warmup_iters = c.warmup_steps,
+                                      .lr_decay_iters = c.max_steps,
+                                      .min_lr = c.min_lr},
+                                     c.lr, step);
+}
+
+// Each rank's dropout masks of step `step`: a stream of their own, seeded
+// from (seed, rank, step), so a resumed run draws what an uninterrupted
+// one draws without saving every rank's generator.
+uint64_t DropoutSeed(uint64_t seed, int rank, int64_t step) {
+  uint64_t h = HashBytes(&seed, sizeof(seed));
+  h = HashBytes(&rank, sizeof(rank), h);
+  return HashBytes(&step, sizeof(step), h);
+}
+
+std::string Printable(const std::string& bytes) {
+  std::string out;
+  for (unsigned char ch : bytes) {
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (ch >= 32 && ch < 127 && ch != '\\') {
+      out += static_cast<char>(ch);
+    } else {
+      out += absl::StrFormat("\\x%02x", ch);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::Status CheckGptDdpConfig(const GptDdpConfig& c) {
+  if (absl::Status s = c.model.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(s.message(),
+                     " (flags --n_layer --n_head --n_embd --block_size "
+                     "--vocab --dropout, or --preset)"));
+  }
+  if (c.block_size < 1 || c.block_size > c.model.block_size) {
+    return Bad("block_size", absl::StrCat(c.block_size),
+               absl::StrCat("1 to the model's positions (n_positions = ",
+                            c.model.block_size, ")"));
+  }
+  for (const auto& [flag, v] :
+       {std::pair<const char*, int64_t>{"batch_size", c.batch_size},
+        {"grad_accum", c.grad_accum},
+        {"max_steps", c.max_steps},
+        {"log_every", c.log_every},
+        {"eval_blocks", c.eval_blocks},
+        {"top_k", c.top_k}}) {
+    if (v < 1) return Bad(flag, absl::StrCat(v), "an integer >= 1");
+  }
+  // Bounds far above any use of this example: larger values are typos (or
+  // INT64_MAX) that would overflow a count or run for ever rather than fail.
+  for (const auto& [flag, v, most] :
+       {std::tuple<const char*, int64_t, int64_t>{"n_layer", c.model.n_layer,
+                                                  1024},
+        {"n_head", c.model.n_head, 4096},
+        {"n_embd", c.model.n_embd, 65536},
+        {"vocab", c.model.vocab_size, int64_t{1} << 24},
+        {"block_size", c.model.block_size, int64_t{1} << 20},
+        {"batch_size", c.batch_size, 65536},
+        {"grad_accum", c.grad_accum, 65536},
+        {"max_steps", c.max_steps, 1000000000},
+        {"sample_tokens", c.sample_tokens, 1000000}}) {
+    if (v > most) {
+      return Bad(flag, absl::StrCat(v), absl::StrCat("at most ", most));
+    }
+  }
+  if (c.eval_every < 0) {
+    return Bad("eval_every", absl::StrCat(c.eval_every),
+               ">= 0 (0: at the end)");
+  }
+  if (c.sample_tokens < 0) {
+    return Bad("sample_tokens", absl::StrCat(c.sample_tokens), ">= 0");
+  }
+  TANDEM_RETURN_IF_ERROR(CheckRate("lr", c.lr));
+  TANDEM_RETURN_IF_ERROR(CheckRate("min_lr", c.min_lr));
+  TANDEM_RETURN_IF_ERROR(CheckRate("weight_decay", c.weight_decay));
+  TANDEM_RETURN_IF_ERROR(CheckRate("grad_clip", c.grad_clip));
+  for (const auto& [flag, v] :
+       {std::pair<const char*, double>{"beta1", c.beta1}, {"beta2", c.beta2}}) {
+    if (!(v >= 0 && v < 1)) return Bad(flag, absl::StrCat(v), "[0, 1)");
+  }
+  if (c.lr_decay != "cosine" && c.lr_decay != "constant") {
+    return Bad("lr_decay", c.lr_decay, "cosine or constant");
+  }
+  if (c.lr_decay == "cosine" &&
+      (c.warmup_steps < 0 || c.warmup_steps >= c.max_steps)) {
+    return Bad("warmup_steps", absl::StrCat(c.warmup_steps),
+               absl::StrCat("0 <= warmup_steps < --max_steps (", c.max_steps,
+                            ") with --lr_decay=cosine"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(const ShardMode mode, ModeOf(c.parallel));
+  return CheckShardAmp(mode, c.amp);
+}
+
+absl::StatusOr<TokenBlocks> LoadGptCorpus(const std::string& path,
+                                          const GptDdpConfig& config) {
+  TANDEM_ASSIGN_OR_RETURN(std::string bytes, ReadInputFile(path));
+  std::vector<int32_t> tokens(bytes.begin(), bytes.end());
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    tokens[i] = static_cast<unsigned char>(bytes[i]);
+  }
+  if (static_cast<int64_t>(tokens.size()) < config.block_size + 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--data=", path, " has ", tokens.size(),
+                     " bytes (tokens); one block needs --block_size + 1 = ",
+                     config.block_size + 1,
+                     "; use a longer text or a smaller --block_size"));
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] >= config.model.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--data=", path, " has byte ", tokens[i], " at offset ", i,
+          ", outside the model's vocabulary of --vocab=",
+          config.model.vocab_size,
+          " tokens; byte-level text needs --vocab=", TokenBlocks::kByteVocab));
+    }
+  }
+  return TokenBlocks::FromTokens(std::move(tokens), config.block_size,
+                                 config.model.vocab_size, path);
+}
+
+absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
+                                       const GptDdpConfig& config,
+                                       const TokenBlocks& data, Device device) {
+  const std::string model_desc = config.model.ToString();
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(
+      comm, device,
+      {{"model", model_desc},
+       {"--block_size", config.block_size},
+       {"--batch_size", config.batch_size},
+       {"--grad_accum", config.grad_accum},
+       {"--max_steps", config.max_steps},
+       {"--lr", config.lr},
+       {"--min_lr", config.min_lr},
+       {"--warmup_steps", config.warmup_steps},
+       {"--lr_decay", config.lr_decay},
+       {"--weight_decay", config.weight_decay},
+       {"--beta1", config.beta1},
+       {"--beta2", config.beta2},
+       {"--grad_clip", config.grad_clip},
+       {"--seed", config.seed},
+       {"--parallel", config.parallel},
+       {"--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off"},
+       {"--checkpoint_dir", config.checkpoint.dir},
+       {"--checkpoint_every", config.checkpoint.every_steps},
+       {"corpus tokens", data.num_tokens()}}));
+  TANDEM_RETURN_IF_ERROR(CheckGptDdpConfig(config));
+  TANDEM_ASSIGN_OR_RETURN(const ShardMode mode, ModeOf(config.parallel));
+  const comm::RankPrinter out(comm);
+
+  // Blocks: the last tenth (at least one) validates, the rest trains.
+  const int64_t val_blocks = std::max<int64_t>(1, data.size() / 10);
+  const int64_t train_blocks = data.size() - val_blocks;
+  const int64_t per_step = config.batch_size * config.grad_accum;
+  const int64_t per_rank = train_blocks / comm.size();  // drop_last
+  const int64_t steps_per_epoch = per_rank / per_step;
+  if (steps_per_epoch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpt_ddp: ", data.source(), " gives ", train_blocks,
+        " training blocks of ", config.block_size, " tokens (",
+        data.num_tokens(), " tokens, ", val_blocks,
+        " held out for validation); one step needs --batch_size x "
+        "--grad_accum = ",
+        per_step, " blocks on each of ", comm.size(),
+        " ranks; use a longer text or smaller --block_size, --batch_size, "
+        "--grad_accum"));
+  }
+
+  // The model: the same initial weights on every rank (DDP and FSDP
+  // broadcast rank 0's anyway), wrapped in a Sequential of one layer for
+  // the sharded modes (FSDP: the whole model is one unit, as PyTorch's
+  // FSDP(model) without an auto_wrap_policy, so the tied weight is one
+  // tensor of one unit).
+  Generator gen(config.seed);
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Gpt> owned,
+                          nn::Gpt::Create(config.model, gen));
+  nn::Gpt* gpt = owned.get();
+  auto model = std::make_unique<nn::Sequential>();
+  TANDEM_RETURN_IF_ERROR(model->Append(std::move(owned)));
+  TANDEM_RETURN_IF_ERROR(model->To(device));
+  const optim::AdamWOptions adam{.lr = config.lr,
+                                 .beta1 = config.beta1,
+                                 .beta2 = config.beta2,
+                                 .eps = 1e-8,
+                                 .weight_decay = 0};
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<ShardedTrainer> trainer,
+      ShardedTrainer::Create(
+          mode, *model, comm,
+          [&](std::vector<Tensor> params)
+              -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+            if (mode == ShardMode::kNone) {
+              // nanoGPT's two groups over the model's own parameters.
+              TANDEM_ASSIGN_OR_RETURN(
+                  optim::AdamW a,
+                  optim::AdamW::Create(
+                      optim::WeightDecayGroups(gpt->NamedParameters(),
+                                               config.weight_decay),
+                      adam));
+              return std::make_unique<optim::AdamW>(std::move(a));
+            }
+            TANDEM_ASSIGN_OR_RETURN(
+                optim::AdamW a, optim::AdamW::Create(std::move(params), adam));
+            return std::make_unique<optim::AdamW>(std::move(a));
+          },
+          config.amp));
+  const std::vector<FlatShard> layout = trainer->ShardLayout();
+
+  // Checkpoints: the files an unsharded run writes, in every mode.
+  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
+                                           "gpt_ddp");
+  checkpoint::TrainingState state;
+  checkpoint::FullTrainingState full;
+  const bool sharded = trainer->full_optimizer() == nullptr;
+  if (sharded) {
+    state.load_model = [&trainer](const nn::StateDict& s) {
+      return trainer->LoadFullModelState(Wrapped(s));
+    };
+    state.load_optimizer = [&trainer](const std::vector<optim::StateEntry>& s) {
+      return trainer->LoadFullOptimizerState(s);
+    };
+  } else {
+    state.model = gpt;
+    state.optimizer = trainer->full_optimizer();
+  }
+  absl::StatusOr<checkpoint::TrainingProgress> resumed =
+      checkpointer.Resume(state);
+  if (!resumed.ok()) {
+    return absl::Status(
+        resumed.status().code(),
+        absl::StrCat(resumed.status().message(),
+                     " (gpt_ddp: this run's model is ", model_desc,
+                     "; a checkpoint folder holds one configuration's run: "
+                     "use a fresh --checkpoint_dir)"));
+  }
+  const checkpoint::TrainingProgress start = *resumed;
+  if (start.global_step > 0) {
+    auto it = state.extra.find(kModelKey);
+    const std::string saved = it == state.extra.end() ? "none" : it->second;
+    if (saved != model_desc) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gpt_ddp: the checkpoint in ", config.checkpoint.dir,
+          " was written by the model ", saved, "; this run's model is ",
+          model_desc,
+          "; resume with that configuration or use a fresh --checkpoint_dir"));
+    }
+  }
+  if (start.global_step >= config.max_steps && start.global_step > 0) {
+    out.PrintOnRank0(
+        absl::StrCat("gpt_ddp: the checkpoint is at step ", start.global_step,
+                     ", --max_steps=", config.max_steps, ": nothing to train"));
+  }
+
+  TANDEM_ASSIGN_OR_RETURN(
+      DistributedSampler sampler,
+      DistributedSampler::Create(train_blocks, {.num_replicas = comm.size(),
+                                                .rank = comm.rank(),
+                                                .shuffle = true,
+                                                .seed = config.seed,
+                                                .drop_last = true}));
+  out.PrintOnRank0(absl::StrFormat(
+      "gpt_ddp: %s (%d tokens, %d train / %d val blocks of %d), %d rank(s) "
+      "on %s, GPT %s, %d parameters, --parallel=%s",
+      data.source(), data.num_tokens(), train_blocks, val_blocks,
+      config.block_size, comm.size(), std::string(comm.backend()), model_desc,
+      gpt->NumParameters(), config.parallel));
+
+  // Validation: each rank a strided slice of the first eval_blocks
+  // validation blocks; loss sums and counts summed over ranks. Collective.
+  auto validate = [&]() -> absl::StatusOr<double> {
+    model->Eval();
+    NoGradGuard no_grad;
+    const int64_t n = std::min(val_blocks, config.eval_blocks);
+    std::vector<int64_t> mine;
+    for (int64_t i = comm.rank(); i < n; i += comm.size()) {
+      mine.push_back(train_blocks + i);
+    }
+    // Every rank runs the same number of forwards (FSDP's are collective).
+    const int64_t rounds = (n + comm.size() - 1) / comm.size();
+    std::vector<double> sums = {0, 0};
+    for (int64_t r = 0; r < rounds; ++r) {
+      const int64_t index =
+          r < static_cast<int64_t>(mine.size()) ? mine[r] : train_blocks;
+      TANDEM_ASSIGN_OR_RETURN(TokenBatch b, data.Batch({index}));
+      TANDEM_ASSIGN_OR_RETURN(Tensor x, b.x.To(device));
+      TANDEM_ASSIGN_OR_RETURN(Tensor y, b.y.To(device));
+      std::optional<amp::Autocast> autocast;
+      if (config.amp.has_value()) autocast.emplace(device.type(), *config.amp);
+      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(x));
+      TANDEM_ASSIGN_OR_RETURN(Tensor loss, nn::Gpt::Loss(logits, y));
+      if (r < static_cast<int64_t>(mine.size())) {
+        TANDEM_ASSIGN_OR_RETURN(double v, loss.Item());
+        sums[0] += v;
+        sums[1] += 1;
+      }
+    }
+    TANDEM_RETURN_IF_ERROR(SumOverRanks(comm, device, sums));
+    model->Train();
+    return sums[0] / sums[1];
+  };
+
+  RunMonitor* const monitor = comm.rank() == 0 ? ActiveRunMonitor() : nullptr;
+  GptDdpResult result;
+  const int64_t tokens_per_step =
+      per_step * config.block_size * static_cast<int64_t>(comm.size());
+  model->Train();
+  std::vector<int64_t> order;
+  int64_t order_epoch = -1;
+  for (int64_t s = start.global_step; s < config.max_steps; ++s) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t epoch = s / steps_per_epoch;
+    const int64_t step_in_epoch = s % steps_per_epoch;
+    if (epoch != order_epoch) {
+      sampler.SetEpoch(epoch);
+      order = sampler.Indices();
+      order_epoch = epoch;
+    }
+    const double lr = LrAt(config, s);
+    optim::Optimizer* local = trainer->local_optimizer();
+    if (local != nullptr) {
+      for (size_t g = 0; g < local->num_param_groups(); ++g) {
+        TANDEM_RETURN_IF_ERROR(local->set_lr(g, lr));
+      }
+    }
+    gen.ManualSeed(DropoutSeed(config.seed, comm.rank(), s));
+    trainer->ZeroGrad();
+    double loss_sum = 0;
+    for (int64_t m = 0; m < config.grad_accum; ++m) {
+      const int64_t first =
+          (step_in_epoch * config.grad_accum + m) * config.batch_size;
+      std::vector<int64_t> indices(order.begin() + first,
+                                   order.begin() + first + config.batch_size);
+      TANDEM_ASSIGN_OR_RETURN(TokenBatch batch, data.Batch(indices));
+      TANDEM_ASSIGN_OR_RETURN(Tensor x, batch.x.To(device));
+      TANDEM_ASSIGN_OR_RETURN(Tensor y, batch.y.To(device));
+      // DDP's NoSync for every micro-batch but the last.
+      std::optional<DistributedDataParallel::NoSyncGuard> no_sync =
+          m + 1 < config.grad_accum ? trainer->NoSync() : std::nullopt;
+      Tensor loss;
+      {
+        std::optional<amp::Autocast> autocast;
+        if (config.amp.has_value()) {
+          autocast.emplace(device.type(), *config.amp);
+        }
+        TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(x));
+        TANDEM_ASSIGN_OR_RETURN(loss, nn::Gpt::Loss(logits, y));
+      }
+      TANDEM_ASSIGN_OR_RETURN(double v, loss.Item());
+      loss_sum += v;
+      TANDEM_ASSIGN_OR_RETURN(
+          Tensor scaled, Div(loss, static_cast<double>(config.grad_accum)));
+      TANDEM_RETURN_IF_ERROR(trainer->Backward(scaled));
+    }
+    const double local_loss = loss_sum / static_cast<double>(config.grad_accum);
+    // Every rank stops together on a non-finite loss, before the step.
+    TANDEM_RETURN_IF_ERROR(
+        CheckStepFinite(comm, *gpt,
+                        {.epoch = epoch,
+                         .step = step_in_epoch,
+                         .loss = local_loss,
+                         .check_parameters =
+                             trainer->parameters_resident() &&
+                             ParameterCheckDue(step_in_epoch, steps_per_epoch)})
+            .status());
+    if (config.grad_clip > 0) {
+      TANDEM_RETURN_IF_ERROR(trainer->ClipGradNorm(config.grad_clip).status());
+    }
+    if (sharded) {
+      TANDEM_RETURN_IF_ERROR(
+          DecayShards(layout, local, lr, config.weight_decay));
+    }
+    TANDEM_RETURN_IF_ERROR(trainer->Step());
+    std::vector<double> mean = {local_loss};
+    TANDEM_RETURN_IF_ERROR(SumOverRanks(comm, device, mean));
+    result.final_loss = mean[0] / comm.size();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if ((s + 1) % config.log_every == 0 || s + 1 == config.max_steps) {
+      out.PrintOnRank0(absl::StrFormat(
+          "step %d | loss %.6f | lr %.4e | tokens/s %.0f", s + 1,
+          result.final_loss, lr,
+          seconds > 0 ? static_cast<double>(tokens_per_step) / seconds : 0.0));
+    }
+    if (monitor != nullptr) {
+      monitor->Step({.epoch = 0,
+                     .epochs = 1,
+                     .step = s,
+                     .steps_per_epoch = config.max_steps,
+                     .samples = tokens_per_step,
+                     .loss = result.final_loss});
+    }
+    if ((config.eval_every > 0 && (s + 1) % config.eval_every == 0) ||
+        s + 1 == config.max_steps) {
+      TANDEM_ASSIGN_OR_RETURN(result.val_loss, validate());
+      out.PrintOnRank0(
+          absl::StrFormat("step %d | val loss %.6f", s + 1, result.val_loss));
+    }
+    state.extra = {{kModelKey, model_desc}};
+    // The run's last step ends an epoch for the checkpointer, so the run's
+    // end is always saved (the saved progress then points at the next
+    // epoch; resuming reads only its global step).
+    const int64_t epoch_steps =
+        s + 1 == config.max_steps ? step_in_epoch + 1 : steps_per_epoch;
+    if (sharded && checkpointer.SaveDueAfter(step_in_epoch, epoch_steps)) {
+      // Collective: every rank gathers, rank 0 saves.
+      TANDEM_ASSIGN_OR_RETURN(nn::StateDict full_model,
+                              trainer->FullModelState());
+      full.model = Unwrapped(std::move(full_model));
+      TANDEM_ASSIGN_OR_RETURN(full.optimizer, trainer->FullOptimizerState());
+      full.lr = trainer->lr();
+      full.param_groups = trainer->FullParamGroups();
+      state.full = &full;
+    }
+    TANDEM_RETURN_IF_ERROR(
+        checkpointer.AfterStep(state, epoch, step_in_epoch, epoch_steps));
+    state.full = nullptr;
+    full = {};
+    if (config.stop_after > 0 && s + 1 >= config.stop_after &&
+        s + 1 < config.max_steps) {
+      return result;
+    }
+  }
+
+  if (config.sample_tokens > 0) {
+    // Every rank generates alike (FSDP's forward is collective).
+    model->Eval();
+    NoGradGuard no_grad;
+    Generator sampler_gen(config.seed);
+    std::vector<int64_t> context = {'\n'};
+    std::string text;
+    const int64_t v = config.model.vocab_size;
+    const int64_t k = std::min(config.top_k, v);
+    for (int64_t i = 0; i < config.sample_tokens; ++i) {
+      const int64_t t = std::min<int64_t>(static_cast<int64_t>(context.size()),
+                                          config.block_size);
+      std::vector<int64_t> window(context.end() - t, context.end());
+      TANDEM_ASSIGN_OR_RETURN(Tensor x, Tensor::FromVector(window, {1, t}));
+      TANDEM_ASSIGN_OR_RETURN(x, x.To(device));
+      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(x));
+      TANDEM_ASSIGN_OR_RETURN(logits, logits.To(Device::CPU()));
+      TANDEM_ASSIGN_OR_RETURN(logits, logits.View((t - 1) * v, {v}));
+      TANDEM_ASSIGN_OR_RETURN(Tensor f32, logits.To(DType::kF32));
+      TANDEM_ASSIGN_OR_RETURN(std::vector<float> row, f32.ToVector<float>());
+      // Top-k: the k largest logits (ties by lower id), softmax over them.
+      std::vector<int64_t> ids(static_cast<size_t>(v));
+      for (int64_t j = 0; j < v; ++j) ids[j] = j;
+      std::stable_sort(ids.begin(), ids.end(),
+                       [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+      std::vector<double> p(static_cast<size_t>(k));
+      double total = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        p[j] = std::exp(static_cast<double>(row[ids[j]] - row[ids[0]]));
+        total += p[j];
+      }
+      double u = 0;
+      sampler_gen.Uniform(&u, 1, 0.0, 1.0);
+      u *= total;
+      int64_t pick = k - 1;
+      for (int64_t j = 0; j < k; ++j) {
+        if (u < p[j]) {
+          pick = j;
+          break;
+        }
+        u -= p[j];
+      }
+      context.push_back(ids[pick]);
+      text.push_back(static_cast<char>(ids[pick]));
+    }
+    result.sample = text;
+    out.PrintOnRank0(absl::StrCat("sample: ", Printable(text)));
+  }
+  return result;
+}
+
+}  // namespace tandem::train
