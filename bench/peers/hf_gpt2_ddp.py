@@ -24,6 +24,10 @@ The same run as gpt_ddp given the same flags:
     (0-based) set before optimizer.step(): linear warm-up lr (it + 1) /
     warmup_steps, then cosine to --min_lr at --max_steps
     (tensor/optim/lr_scheduler.h's WarmupCosineLR), or constant;
+  - with --compare_final=DIR, rank 0 loads DIR (gpt_ddp's --export_hf of
+    the same run) strictly at the end and prints
+      final model: max |logit difference| / max |logit| R
+    on its first batch (see compare_final);
   - the line rank 0 prints every --log_every steps, the step's loss averaged
     over micro-batches and ranks:
       step N | loss X.XXXXXX | lr Y | tokens/s Z
@@ -143,7 +147,29 @@ def worker(rank, args, port, data):
             tps = tokens / max(time.time() - start, 1e-9)
             print("step %d | loss %.6f | lr %.4e | tokens/s %.0f" % (step, mean, lr, tps),
                   flush=True)
+    if rank == 0 and args.compare_final:
+        compare_final(model, args.compare_final, batches.get(0, 0)[0])
     dist.destroy_process_group()
+
+
+def compare_final(model, folder, x):
+    """Prints how far the trained model is from the one in `folder` (tandem's
+    --export_hf after the same run, loaded strictly): the largest logit
+    difference on the batch `x` over the largest logit, both in eval mode.
+    Logits, not weights: the key bias of c_attn gets no gradient in exact
+    arithmetic (softmax ignores a constant per row), so Adam turns each
+    side's rounding noise into lr-sized steps of opposite signs; they move
+    no output."""
+    other, info = GPT2LMHeadModel.from_pretrained(folder, output_loading_info=True)
+    problems = {k: v for k, v in info.items() if v}
+    if problems:
+        raise SystemExit("hf_gpt2_ddp.py: from_pretrained(%s) reported %s" % (folder, problems))
+    model.eval()
+    other.eval()
+    with torch.no_grad():
+        ours, theirs = model(x).logits, other(x).logits
+    rel = ((ours - theirs).abs().max() / theirs.abs().max()).item()
+    print("final model: max |logit difference| / max |logit| %.3g" % rel, flush=True)
 
 
 class _Nothing:
@@ -173,6 +199,9 @@ def main():
     p.add_argument("--grad_clip", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=1337)
     p.add_argument("--log_every", type=int, default=1)
+    p.add_argument("--compare_final", default="",
+                   help="a folder of the same run's final weights (gpt_ddp --export_hf) "
+                        "to compare the trained model with")
     args = p.parse_args()
     with open(args.data, "rb") as f:
         data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
