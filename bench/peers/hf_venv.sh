@@ -46,6 +46,7 @@ if [[ ! -f $dir/.tandem-ready ]]; then
   log=$(mktemp)
   if ! /usr/bin/python3 -m venv --system-site-packages "$dir" >"$log" 2>&1 ||
     ! "$python" -m pip install --no-cache-dir --disable-pip-version-check \
+      --timeout 30 --retries 2 \
       --quiet "transformers==$version" >>"$log" 2>&1; then
     tail -5 "$log" >&2
     rm -rf "$dir" "$log"
