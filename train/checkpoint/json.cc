@@ -1,5 +1,6 @@
 #include "train/checkpoint/json.h"
 
+#include <charconv>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -143,12 +144,43 @@ class Parser {
     }
     if (pos_ < text_.size() &&
         (text_[pos_] == '.' || text_[pos_] == 'e' || text_[pos_] == 'E')) {
-      return Error("an integer (fractions and exponents are not supported)");
+      return ParseFraction(start);
     }
     JsonValue v;
     v.kind = JsonValue::Kind::kInteger;
     v.integer = negative ? static_cast<int64_t>(0 - magnitude)
                          : static_cast<int64_t>(magnitude);
+    return v;
+  }
+
+  // After the integer part of the number that starts at `start`: JSON's
+  // fraction ('.' digits) and exponent ('e' sign digits), the whole number
+  // read as the nearest double (std::from_chars: no locale).
+  absl::StatusOr<JsonValue> ParseFraction(size_t start) {
+    auto digits = [&] {
+      const size_t from = pos_;
+      while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+        ++pos_;
+      }
+      return pos_ > from;
+    };
+    if (Consume(".") && !digits()) return Error("a digit after '.'");
+    if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
+      ++pos_;
+      if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) {
+        ++pos_;
+      }
+      if (!digits()) return Error("a digit in the exponent");
+    }
+    JsonValue v;
+    v.kind = JsonValue::Kind::kNumber;
+    const char* first = text_.data() + start;
+    const char* last = text_.data() + pos_;
+    const std::from_chars_result r = std::from_chars(first, last, v.number);
+    if (r.ec != std::errc() || r.ptr != last) {
+      pos_ = start;
+      return Error("a number within a double's range");
+    }
     return v;
   }
 

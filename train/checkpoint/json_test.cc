@@ -42,11 +42,25 @@ TEST(JsonTest, ErrorsSayWhatAndWhere) {
                 .message()
                 .find("duplicate key \"a\""),
             std::string::npos);
-  EXPECT_FALSE(ParseJson("1.5").ok());
+  EXPECT_FALSE(ParseJson("1.").ok());
+  EXPECT_FALSE(ParseJson("1e").ok());
+  EXPECT_FALSE(ParseJson("1e999").ok());
   EXPECT_FALSE(ParseJson("9223372036854775808").ok());
   EXPECT_FALSE(ParseJson("{} x").ok());
   EXPECT_FALSE(ParseJson("\"abc").ok());
   EXPECT_FALSE(ParseJson(std::string(100, '[')).ok());
+}
+
+TEST(JsonTest, NumbersWithAFractionOrAnExponentAreDoubles) {
+  absl::StatusOr<JsonValue> v =
+      ParseJson(R"({"eps": 1e-05, "p": 0.1, "n": -2.5E+3, "i": 7})");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->object.at("eps").kind, JsonValue::Kind::kNumber);
+  EXPECT_EQ(v->object.at("eps").number, 1e-5);
+  EXPECT_EQ(v->object.at("p").number, 0.1);
+  EXPECT_EQ(v->object.at("n").number, -2500.0);
+  EXPECT_EQ(v->object.at("i").kind, JsonValue::Kind::kInteger);
+  EXPECT_EQ(v->object.at("i").integer, 7);
 }
 
 }  // namespace

@@ -28,9 +28,10 @@
 #include "train/checkpoint/training_checkpoint.h"
 #include "train/data/distributed_sampler.h"
 #include "train/examples/run_monitor.h"
-#include "train/parallel/strategy.h"
+#include "train/hf/gpt2_pretrained.h"
 #include "train/launch/config_agreement.h"
 #include "train/parallel/finite_check.h"
+#include "train/parallel/strategy.h"
 #include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
@@ -298,6 +299,9 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   Generator gen(config.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Gpt> owned,
                           nn::Gpt::Create(config.model, gen));
+  if (!config.init_from.empty()) {
+    TANDEM_RETURN_IF_ERROR(hf::LoadGpt2Pretrained(config.init_from, *owned));
+  }
   nn::Gpt* gpt = owned.get();
   auto model = std::make_unique<nn::Sequential>();
   TANDEM_RETURN_IF_ERROR(model->Append(std::move(owned)));
@@ -543,6 +547,16 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
     if (config.stop_after > 0 && s + 1 >= config.stop_after &&
         s + 1 < config.max_steps) {
       return result;
+    }
+  }
+
+  if (!config.export_hf.empty()) {
+    // Collective under fsdp (every unit gathered); rank 0 writes.
+    TANDEM_ASSIGN_OR_RETURN(nn::StateDict full_model,
+                            trainer->FullModelState());
+    if (comm.rank() == 0) {
+      TANDEM_RETURN_IF_ERROR(hf::SaveGpt2Pretrained(
+          config.export_hf, Unwrapped(std::move(full_model)), config.model));
     }
   }
 

@@ -99,6 +99,12 @@ struct GptDdpConfig {
   // the run were stopped there; max_steps still sets the schedule); 0 runs
   // to max_steps. No validation or sample when stopped early.
   int64_t stop_after = 0;
+  // Hugging Face folders (train/hf/gpt2_pretrained.h, docs/huggingface.md):
+  // every rank loads init_from (its config.json must describe `model`)
+  // before the parallel wrapper is built; after the last step rank 0 writes
+  // export_hf (the full parameters, gathered under fsdp). Empty: neither.
+  std::string init_from;
+  std::string export_hf;
 };
 
 struct GptDdpResult {

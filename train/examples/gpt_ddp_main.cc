@@ -64,6 +64,12 @@ ABSL_FLAG(std::string, parallel, "ddp",
           "ddp, zero1 (optimizer state sharded), zero2 (and gradients) or "
           "fsdp (and parameters).");
 ABSL_FLAG(std::string, amp, "off", "Autocast dtype: off (f32), bf16 or f16.");
+ABSL_FLAG(std::string, init_from, "",
+          "A Hugging Face GPT-2 folder (config.json, model.safetensors) to "
+          "start from; it must describe the flags' model.");
+ABSL_FLAG(std::string, export_hf, "",
+          "Write the trained model here as a Hugging Face GPT-2 folder "
+          "(GPT2LMHeadModel.from_pretrained reads it).");
 
 namespace {
 
@@ -133,6 +139,8 @@ absl::StatusOr<tandem::train::GptDdpConfig> ConfigFromFlags() {
   auto checkpoint = tandem::train::ExampleCheckpointOptions();
   if (!checkpoint.ok()) return checkpoint.status();
   c.checkpoint = *checkpoint;
+  c.init_from = absl::GetFlag(FLAGS_init_from);
+  c.export_hf = absl::GetFlag(FLAGS_export_hf);
   if (absl::Status s = tandem::train::CheckGptDdpConfig(c); !s.ok()) return s;
   return c;
 }
