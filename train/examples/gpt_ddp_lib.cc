@@ -87,10 +87,9 @@ absl::Status DecayShards(const std::vector<FlatShard>& layout,
   for (const FlatShard& shard : layout) {
     if (shard.local_index < 0) continue;
     const Tensor& t = local->params().at(shard.local_index);
-    for (const FlatShard::Member& m : shard.members) {
+    for (const FlatParamMember& m : shard.group.members()) {
       if (m.shape.size() < 2) continue;
-      int64_t n = 1;
-      for (int64_t d : m.shape) n *= d;
+      const int64_t n = m.numel;
       const int64_t begin = std::max(m.offset, shard.local_begin);
       const int64_t end = std::min(m.offset + n, shard.local_end);
       if (begin >= end) continue;
