@@ -70,8 +70,15 @@ Group::Group(int world_size, const Options& options, Group* parent)
       sleeping_on_(std::make_unique<std::atomic<const Slot*>[]>(world_size)),
       ring_(std::make_unique<RingEntry[]>(kRing)),
       slot_pool_(std::make_shared<SlotPool>()),
+      spin_budget_(spin_ > absl::ZeroDuration()
+                       ? std::make_unique<SpinBudget[]>(world_size)
+                       : nullptr),
       collectives_issued_(std::make_unique<std::atomic<int64_t>[]>(world_size)),
-      exited_(world_size, 0) {}
+      exited_(world_size, 0) {
+  if (spin_budget_ != nullptr) {
+    for (int r = 0; r < world_size; ++r) spin_budget_[r].Reset(spin_);
+  }
+}
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
     int rank, const comm::Fingerprint& fp, Endpoint endpoint,
@@ -218,17 +225,28 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
     return phase == Phase::kReady ? slot.ready() : slot.tasks_done();
   };
   if (reached()) return {};
-  // Bounded spin: cheap checks, a clock read every 64 rounds.
-  const Deadline spin_until =
-      spin_ > absl::ZeroDuration()
-          ? std::min(DeadlineAfter(spin_), std::min(wait_deadline, op_deadline))
-          : Deadline::min();
-  if (spin_until > Clock::now()) {
-    for (uint32_t i = 1;; ++i) {
-      if (reached()) return {};
-      if (aborted()) break;
-      if ((i & 63) == 0 && Clock::now() >= spin_until) break;
-      CpuRelax();
+  // Bounded spin (sim/wait_policy.h: adapted to how this rank's recent
+  // spins ended): cheap checks, a clock read every 64 rounds. A wait that
+  // cannot spin (a poll: its wait deadline is now) leaves the budget alone.
+  if (spin_budget_ != nullptr) {
+    const Deadline start = Clock::now();
+    const int64_t budget_ns = spin_budget_[rank].Next();
+    const Deadline spin_until =
+        std::min({start + std::chrono::nanoseconds(budget_ns), wait_deadline,
+                  op_deadline});
+    if (budget_ns > 0 && spin_until > start) {
+      bool met = false;
+      for (uint32_t i = 1;; ++i) {
+        if (reached()) {
+          met = true;
+          break;
+        }
+        if (aborted()) break;
+        if ((i & 63) == 0 && Clock::now() >= spin_until) break;
+        CpuRelax();
+      }
+      spin_budget_[rank].Ended(budget_ns, met);
+      if (met) return {};
     }
   }
   const absl::Duration interval = options_.stall_note_interval;

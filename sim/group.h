@@ -22,7 +22,8 @@
 //      claimed once (atomic counter per group) and does the same arithmetic
 //      whoever runs it: results do not depend on the schedule.
 //   3. Complete. When the last task is done, every participant's Work is
-//      complete. Waiters spin briefly (only when ranks <= hardware threads),
+//      complete. Waiters spin briefly (only when ranks <= usable CPUs;
+//      sim/wait_policy.h),
 //      then sleep on the slot's own event word (sim/futex.h): no mutex is
 //      taken to sleep or to wake, and the thread that finishes the last
 //      task wakes every sleeper of the slot with one system call. When the
@@ -57,6 +58,7 @@
 #include "comm/types.h"
 #include "sim/futex.h"
 #include "sim/options.h"
+#include "sim/wait_policy.h"
 
 namespace tandem::sim::internal {
 
@@ -345,6 +347,9 @@ class Group {
       ABSL_GUARDED_BY(mu_);
   // Recycles collective slots (sim/slot_pool.h).
   const std::shared_ptr<SlotPool> slot_pool_;
+  // Each rank's adaptive spin (sim/wait_policy.h); null when spin_ is zero
+  // (more ranks than CPUs, fibers): nothing per rank at 8192 ranks.
+  const std::unique_ptr<SpinBudget[]> spin_budget_;
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<Slot>> open_p2p_
       ABSL_GUARDED_BY(mu_);
   // Diagnostics: collectives issued and exit state per rank; messages issued

@@ -44,6 +44,47 @@ TEST(WaitPolicyTest, SpinsOnlyWhileEveryRankHasACpuOfItsOwn) {
   EXPECT_GE(internal::UsableCpus(), 1);
 }
 
+TEST(WaitPolicyTest, SpinBudgetHalvesWhenItRunsOutAndDoublesWhenItPays) {
+  internal::SpinBudget budget;
+  budget.Reset(absl::Microseconds(100));
+  EXPECT_EQ(budget.Next(), 100000);
+  budget.Ended(100000, /*reached=*/false);
+  EXPECT_EQ(budget.Next(), 50000);
+  budget.Ended(50000, false);
+  EXPECT_EQ(budget.Next(), 25000);
+  // Down to the floor, never below (a rank keeps spinning a little).
+  for (int i = 0; i < 20; ++i) budget.Ended(budget.Next(), false);
+  const int64_t floor = absl::ToInt64Nanoseconds(internal::SpinBudget::kFloor);
+  // Every kProbeEvery-th wait spins in full, whatever the budget.
+  int probes = 0;
+  for (uint32_t i = 0; i < internal::SpinBudget::kProbeEvery; ++i) {
+    const int64_t next = budget.Next();
+    if (next == 100000) {
+      ++probes;
+    } else {
+      EXPECT_EQ(next, floor);
+    }
+  }
+  EXPECT_EQ(probes, 1);
+  // A probe that runs out leaves the budget where it was (at the floor).
+  budget.Ended(100000, /*reached=*/false);
+  EXPECT_EQ(budget.Next(), floor);
+  // A spin that pays doubles the next one, up to the maximum.
+  budget.Ended(floor, /*reached=*/true);
+  int64_t next = budget.Next();
+  EXPECT_EQ(next, 2 * floor);
+  for (int i = 0; i < 20; ++i) {
+    budget.Ended(next, true);
+    next = budget.Next();
+  }
+  EXPECT_EQ(next, 100000);
+  // No spin configured: never spins.
+  budget.Reset(absl::ZeroDuration());
+  EXPECT_EQ(budget.Next(), 0);
+  budget.Ended(0, true);
+  EXPECT_EQ(budget.Next(), 0);
+}
+
 // Spin for up to an hour: the wait must still end at its own timeout.
 TEST_P(WaitTest, AnHourOfSpinEndsAtTheWaitTimeout) {
   Options options;
