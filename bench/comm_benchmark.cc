@@ -265,9 +265,10 @@ TANDEM_PLAIN_LOOP void AddKernel(const float* __restrict a,
 }
 
 // The all-reduce's own access pattern on one thread: both arrays read,
-// their sum written back to both (the lines written were just read).
-TANDEM_PLAIN_LOOP void RmwKernel(float* __restrict a, float* __restrict b,
-                                 int64_t n) {
+// their sum written back to both (the lines written were just read). No
+// TANDEM_PLAIN_LOOP: there is no memcpy pattern to keep out, and GCC's
+// optimize attribute kept this loop from being vectorised.
+void RmwKernel(float* __restrict a, float* __restrict b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float s = a[i] + b[i];
     a[i] = s;
