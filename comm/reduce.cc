@@ -134,14 +134,54 @@ void Prefetch(const void* p, int64_t bytes, bool write) {
   }
 }
 
+// Two sources into one or two destinations (a 2-rank all-reduce or
+// reduce-scatter) in one pass: each element is loaded, combined and stored
+// at once, without the accumulator block's second pass (the same
+// arithmetic, so the same bits). A destination may be one of the sources
+// (in place): element j is read before it is written, and no element is
+// read after another is written, so the loop has no carried dependence.
+template <typename Tr, typename Op>
+void KernelTwoSources(int64_t count, const void* src0, const void* src1,
+                      void* dst0, void* dst1, Op op, bool avg,
+                      typename Tr::Acc divisor) {
+  using S = typename Tr::Storage;
+  using A = typename Tr::Acc;
+  const S* s0 = static_cast<const S*>(src0);
+  const S* s1 = static_cast<const S*>(src1);
+  S* d0 = static_cast<S*>(dst0);
+  S* d1 = static_cast<S*>(dst1);
+  auto value = [&](int64_t j) {
+    A v = op(Tr::Load(s0[j]), Tr::Load(s1[j]));
+    if (avg) v = v / divisor;
+    return Tr::Store(v);
+  };
+  if (d1 == nullptr) {
+#pragma GCC ivdep
+    for (int64_t j = 0; j < count; ++j) d0[j] = value(j);
+    return;
+  }
+#pragma GCC ivdep
+  for (int64_t j = 0; j < count; ++j) {
+    const S out = value(j);
+    d0[j] = out;
+    d1[j] = out;
+  }
+}
+
 template <typename Tr, typename Op>
 void Kernel(int64_t count, absl::Span<const void* const> srcs,
             absl::Span<void* const> dsts, Op op, bool avg,
             typename Tr::Acc divisor) {
   using S = typename Tr::Storage;
   using A = typename Tr::Acc;
-  alignas(64) A acc[kBlock];
   const size_t nsrc = srcs.size();
+  if (nsrc == 2 && (dsts.size() == 1 || dsts.size() == 2)) {
+    KernelTwoSources<Tr>(count, srcs[0], srcs[1], dsts[0],
+                         dsts.size() == 2 ? dsts[1] : nullptr, op, avg,
+                         divisor);
+    return;
+  }
+  alignas(64) A acc[kBlock];
   for (int64_t base = 0; base < count; base += kBlock) {
     const int64_t m = std::min(kBlock, count - base);
     const S* s0 = static_cast<const S*>(srcs[0]) + base;

@@ -1,5 +1,6 @@
 #include "comm/reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -134,6 +135,44 @@ TEST(ReduceTest, SeparateDestinations) {
   EXPECT_EQ(out, (std::vector<float>{11, 22}));
   EXPECT_EQ(out2, out);
   EXPECT_EQ(a, (std::vector<float>{1, 2}));
+}
+
+// Two sources take a one-pass path (a 2-rank all-reduce): the same bits as
+// the serial loop, in place onto either source (crossed too: each
+// destination is the other source), with one destination, for every length
+// around the vector width.
+TEST(ReduceTest, TwoSourcesInPlaceCrossedAndSingleDestination) {
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+  for (int64_t count : {1, 3, 7, 8, 9, 17, 31, 64, 1000, 5001}) {
+    std::vector<float> a(count), b(count);
+    for (float& x : a) x = dist(gen) * std::pow(10.0f, float(gen() % 7) - 3);
+    for (float& x : b) x = dist(gen) * std::pow(10.0f, float(gen() % 7) - 3);
+    std::vector<float> avg(count), mx(count);
+    for (int64_t i = 0; i < count; ++i) {
+      avg[i] = (a[i] + b[i]) / 2.0f;
+      mx[i] = std::max(a[i], b[i]);
+    }
+    // Crossed: dst0 is b's memory, dst1 is a's.
+    std::vector<float> x = a, y = b;
+    const void* srcs[] = {x.data(), y.data()};
+    void* crossed[] = {y.data(), x.data()};
+    ASSERT_TRUE(
+        ReduceInto(DType::kF32, ReduceOp::kAvg, count, srcs, crossed, 2).ok());
+    ASSERT_EQ(std::memcmp(x.data(), avg.data(), count * sizeof(float)), 0)
+        << count;
+    ASSERT_EQ(std::memcmp(y.data(), avg.data(), count * sizeof(float)), 0)
+        << count;
+    // One destination, in place onto the first source.
+    x = a;
+    y = b;
+    void* one[] = {x.data()};
+    ASSERT_TRUE(
+        ReduceInto(DType::kF32, ReduceOp::kMax, count, srcs, one, 2).ok());
+    ASSERT_EQ(std::memcmp(x.data(), mx.data(), count * sizeof(float)), 0)
+        << count;
+    EXPECT_EQ(y, b) << "a source that is no destination must not change";
+  }
 }
 
 // Hundreds of destinations (a large simulated cluster): the results are

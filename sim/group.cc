@@ -22,24 +22,14 @@
 #include "comm/stall_note.h"
 #include "comm/types.h"
 #include "sim/cpu_relax.h"
+#include "sim/slot_pool.h"
+#include "sim/wait_policy.h"
 
 namespace tandem::sim::internal {
 namespace {
 
 bool IsPointToPoint(comm::OpKind op) {
   return op == comm::OpKind::kSend || op == comm::OpKind::kRecv;
-}
-
-// Spinning only pays while every rank can have a core of its own (never on
-// fibers: a spinning fiber holds its worker).
-absl::Duration EffectiveSpin(int world_size, const Options& options) {
-  const absl::Duration spin = options.spin;
-  if (options.ranks == RankExecution::kFibers) return absl::ZeroDuration();
-  const unsigned hw = std::thread::hardware_concurrency();
-  if (hw == 0 || static_cast<unsigned>(world_size) > hw) {
-    return absl::ZeroDuration();
-  }
-  return std::max(spin, absl::ZeroDuration());
 }
 
 // With fibers the workers are the only helpers and a woken helper costs a
@@ -73,13 +63,22 @@ Group::Group(int world_size, const Options& options)
 Group::Group(int world_size, const Options& options, Group* parent)
     : world_size_(world_size),
       options_(options),
-      spin_(EffectiveSpin(world_size, options)),
+      cpus_(UsableCpus()),
+      spin_(EffectiveSpin(world_size, options, cpus_)),
       min_slice_bytes_(MinSliceBytes(options)),
       parent_(parent),
       sleeping_on_(std::make_unique<std::atomic<const Slot*>[]>(world_size)),
       ring_(std::make_unique<RingEntry[]>(kRing)),
+      slot_pool_(std::make_shared<SlotPool>()),
+      spin_budget_(spin_ > absl::ZeroDuration()
+                       ? std::make_unique<SpinBudget[]>(world_size)
+                       : nullptr),
       collectives_issued_(std::make_unique<std::atomic<int64_t>[]>(world_size)),
-      exited_(world_size, 0) {}
+      exited_(world_size, 0) {
+  if (spin_budget_ != nullptr) {
+    for (int r = 0; r < world_size; ++r) spin_budget_[r].Reset(spin_);
+  }
+}
 
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
     int rank, const comm::Fingerprint& fp, Endpoint endpoint,
@@ -107,6 +106,16 @@ std::shared_ptr<Slot> Group::FindOrCreateCollective(
   }
   {
     std::unique_lock<std::mutex> lock = Lock();
+    if (world_size_ <= kBuildUnderLock &&
+        open_collectives_.find(fp.seq) == open_collectives_.end()) {
+      // A small slot (usually recycled: O(world size) stores) is cheaper to
+      // build here than a second lock round trip.
+      std::shared_ptr<Slot> created =
+          slot_pool_->Take(fp, world_size_, min_slice_bytes_);
+      created->first_rank_ = rank;
+      Publish(entry, created);
+      return created;
+    }
     auto [it, inserted] = open_collectives_.emplace(fp.seq, nullptr);
     if (!inserted) {
       // Another rank creates it right now (a null entry): it is running, not
@@ -122,18 +131,21 @@ std::shared_ptr<Slot> Group::FindOrCreateCollective(
   }
   // The first poster: build the slot outside the lock (it is O(world
   // size)); the null entry keeps others from building their own.
-  std::vector<int> ranks(world_size_);
-  for (int r = 0; r < world_size_; ++r) ranks[r] = r;
-  auto created = std::make_shared<Slot>(fp, std::move(ranks), world_size_,
-                                        min_slice_bytes_);
+  std::shared_ptr<Slot> created =
+      slot_pool_->Take(fp, world_size_, min_slice_bytes_);
   created->first_rank_ = rank;
   std::unique_lock<std::mutex> lock = Lock();
-  open_collectives_[fp.seq] = created;
-  if (entry.seq.load(std::memory_order_relaxed) == -1) {
-    entry.slot.store(created.get(), std::memory_order_release);
-    entry.seq.store(fp.seq, std::memory_order_release);
-  }
+  Publish(entry, created);
   return created;
+}
+
+void Group::Publish(RingEntry& entry, const std::shared_ptr<Slot>& slot) {
+  const int64_t seq = slot->reference_.seq;
+  open_collectives_[seq] = slot;
+  if (entry.seq.load(std::memory_order_relaxed) == -1) {
+    entry.slot.store(slot.get(), std::memory_order_release);
+    entry.seq.store(seq, std::memory_order_release);
+  }
 }
 
 void Group::Arrive(Slot& slot, int index, Endpoint endpoint,
@@ -213,17 +225,28 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
     return phase == Phase::kReady ? slot.ready() : slot.tasks_done();
   };
   if (reached()) return {};
-  // Bounded spin: cheap checks, a clock read every 64 rounds.
-  const Deadline spin_until =
-      spin_ > absl::ZeroDuration()
-          ? std::min(DeadlineAfter(spin_), std::min(wait_deadline, op_deadline))
-          : Deadline::min();
-  if (spin_until > Clock::now()) {
-    for (uint32_t i = 1;; ++i) {
-      if (reached()) return {};
-      if (aborted()) break;
-      if ((i & 63) == 0 && Clock::now() >= spin_until) break;
-      CpuRelax();
+  // Bounded spin (sim/wait_policy.h: adapted to how this rank's recent
+  // spins ended): cheap checks, a clock read every 64 rounds. A wait that
+  // cannot spin (a poll: its wait deadline is now) leaves the budget alone.
+  if (spin_budget_ != nullptr) {
+    const Deadline start = Clock::now();
+    const int64_t budget_ns = spin_budget_[rank].Next();
+    const Deadline spin_until =
+        std::min({start + std::chrono::nanoseconds(budget_ns), wait_deadline,
+                  op_deadline});
+    if (budget_ns > 0 && spin_until > start) {
+      bool met = false;
+      for (uint32_t i = 1;; ++i) {
+        if (reached()) {
+          met = true;
+          break;
+        }
+        if (aborted()) break;
+        if ((i & 63) == 0 && Clock::now() >= spin_until) break;
+        CpuRelax();
+      }
+      spin_budget_[rank].Ended(budget_ns, met);
+      if (met) return {};
     }
   }
   const absl::Duration interval = options_.stall_note_interval;
@@ -437,10 +460,13 @@ void Group::WakeHelpers(const Slot& slot) {
   // it is all done. At least one is woken even for a single task: the last
   // poster may wait on another operation first, and this one must still
   // complete.
-  const int64_t hw = std::max<int64_t>(
-      1, options_.ranks == RankExecution::kFibers && options_.fiber_workers > 0
-             ? options_.fiber_workers
-             : std::thread::hardware_concurrency());
+  int64_t hw = cpus_;
+  if (options_.ranks == RankExecution::kFibers) {
+    // The fiber workers (sim/fiber.h: one per hardware thread by default).
+    hw = std::max<int64_t>(1, options_.fiber_workers > 0
+                                  ? options_.fiber_workers
+                                  : std::thread::hardware_concurrency());
+  }
   slot.event_.Signal(static_cast<int>(std::min(hw, slot.total_tasks_)));
 }
 

@@ -22,7 +22,8 @@
 //      claimed once (atomic counter per group) and does the same arithmetic
 //      whoever runs it: results do not depend on the schedule.
 //   3. Complete. When the last task is done, every participant's Work is
-//      complete. Waiters spin briefly (only when ranks <= hardware threads),
+//      complete. Waiters spin briefly (only when ranks <= usable CPUs;
+//      sim/wait_policy.h),
 //      then sleep on the slot's own event word (sim/futex.h): no mutex is
 //      taken to sleep or to wake, and the thread that finishes the last
 //      task wakes every sleeper of the slot with one system call. When the
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -56,6 +58,7 @@
 #include "comm/types.h"
 #include "sim/futex.h"
 #include "sim/options.h"
+#include "sim/wait_policy.h"
 
 namespace tandem::sim::internal {
 
@@ -73,6 +76,7 @@ struct Endpoint {
 };
 
 class Group;
+class SlotPool;
 
 // The rendezvous and the data movement of one operation.
 class Slot : public std::enable_shared_from_this<Slot> {
@@ -88,6 +92,13 @@ class Slot : public std::enable_shared_from_this<Slot> {
   // last); the results do not depend on it, only who computes which slice.
   Slot(const comm::Fingerprint& reference, std::vector<int> participant_ranks,
        int world_size, int64_t min_slice_bytes = kMinSliceBytes);
+
+  // Makes this slot equal to a new Slot(reference, {0, ..., world_size - 1},
+  // world_size, min_slice_bytes) of a collective, keeping the capacity of
+  // its arrays (sim/slot_pool.h recycles slots this way, so an operation
+  // allocates nothing). Requires that nobody else uses the slot.
+  void ResetCollective(const comm::Fingerprint& reference, int world_size,
+                       int64_t min_slice_bytes);
 
   // The first poster's fingerprint.
   const comm::Fingerprint& reference() const { return reference_; }
@@ -126,11 +137,12 @@ class Slot : public std::enable_shared_from_this<Slot> {
   absl::Status RunTask(int g, int64_t t);
   int64_t TasksOfGroup(int g) const { return tasks_per_group_[g]; }
 
-  const comm::Fingerprint reference_;
-  const std::vector<int> participant_ranks_;
-  const int world_size_;
-  const int64_t elem_size_;
-  const int64_t min_slice_bytes_;
+  // Fixed from construction (or ResetCollective) until the slot is freed.
+  comm::Fingerprint reference_;
+  std::vector<int> participant_ranks_;
+  int world_size_;
+  int64_t elem_size_;
+  int64_t min_slice_bytes_;
   int64_t chunk_elems_ = 1;
 
   // Posting: each participant writes its own entries, then counts itself in
@@ -138,6 +150,7 @@ class Slot : public std::enable_shared_from_this<Slot> {
   // ready; has_posted_ is also read by diagnostics while posts go on.
   std::vector<Endpoint> endpoints_;
   std::unique_ptr<std::atomic<char>[]> has_posted_;
+  int64_t has_posted_capacity_ = 0;
   int first_rank_ = -1;  // who created the slot (its fingerprint: reference_)
   std::atomic<int> arrived_{0};
   std::atomic<double> latest_issue_s_{0};
@@ -155,6 +168,7 @@ class Slot : public std::enable_shared_from_this<Slot> {
   // time there).
   int64_t claim_stride_ = 1;
   std::unique_ptr<std::atomic<int64_t>[]> claim_;
+  int64_t claim_capacity_ = 0;
   alignas(64) std::atomic<int> scan_{0};  // Help: first group maybe not drained
   alignas(64) std::atomic<int64_t> done_{0};
   alignas(64) std::atomic<int> active_{0};
@@ -276,13 +290,19 @@ class Group {
   // (created, outside the lock, when absent).
   std::shared_ptr<Slot> FindOrCreateCollective(int rank,
                                                const comm::Fingerprint& fp);
+  struct RingEntry;
+  // Makes `slot` (just created, with its fingerprint) open: in the map, and
+  // in `entry` (its ring entry) unless an older open collective holds it.
+  void Publish(RingEntry& entry, const std::shared_ptr<Slot>& slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts `rank`'s post in `slot` (endpoint and fingerprint already
   // checked); the last poster closes the slot and wakes its helpers.
   void Arrive(Slot& slot, int index, Endpoint endpoint, double issue_time_s);
 
   const int world_size_;
   const Options options_;
-  const absl::Duration spin_;  // zero when ranks > hardware threads
+  const int cpus_;             // UsableCpus() at construction
+  const absl::Duration spin_;  // sim/wait_policy.h: zero when ranks > cpus_
   // Slot's min_slice_bytes: with fibers, small enough that each worker has
   // a slice of a 4 KiB all-reduce to reduce.
   const int64_t min_slice_bytes_;
@@ -312,13 +332,24 @@ class Group {
   // it: a reader that finds seq == s may use the slot, which stays open (and
   // alive) at least until that reader has posted.
   static constexpr int kRing = 256;
+  // Up to this many ranks the first poster builds (or recycles) a
+  // collective's slot under mu_; beyond, outside it (O(world size) work
+  // that the other ranks would queue behind).
+  static constexpr int kBuildUnderLock = 64;
   struct alignas(64) RingEntry {
     std::atomic<int64_t> seq{-1};
     std::atomic<Slot*> slot{nullptr};
   };
   std::unique_ptr<RingEntry[]> ring_;
-  std::map<int64_t, std::shared_ptr<Slot>> open_collectives_
+  // A hash map: erasing keeps its storage, so the open/close of every
+  // collective allocates nothing (a std::map allocated a node each time).
+  absl::flat_hash_map<int64_t, std::shared_ptr<Slot>> open_collectives_
       ABSL_GUARDED_BY(mu_);
+  // Recycles collective slots (sim/slot_pool.h).
+  const std::shared_ptr<SlotPool> slot_pool_;
+  // Each rank's adaptive spin (sim/wait_policy.h); null when spin_ is zero
+  // (more ranks than CPUs, fibers): nothing per rank at 8192 ranks.
+  const std::unique_ptr<SpinBudget[]> spin_budget_;
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<Slot>> open_p2p_
       ABSL_GUARDED_BY(mu_);
   // Diagnostics: collectives issued and exit state per rank; messages issued

@@ -74,10 +74,13 @@ struct Options {
   absl::Duration timeout = absl::Minutes(5);
 
   // A waiting rank first spins for up to `spin` (checking, not sleeping) and
-  // then blocks on a condition variable. Spinning is used only while the
-  // world size is at most the number of hardware threads, and never with
-  // fibers (a spinning fiber would keep its worker's other fibers from
-  // running); with more ranks than cores every wait blocks at once. Zero
+  // then sleeps on the operation's futex word (sim/wait_policy.h). Spinning
+  // is used only while the world size is at most the number of CPUs this
+  // process may run on (its affinity mask: taskset and container limits
+  // count), and never with fibers (a spinning fiber would keep its worker's
+  // other fibers from running); with more ranks than CPUs every wait sleeps
+  // at once. Each rank adapts its spin between 1 us and `spin`: halved when
+  // a spin runs out, doubled when it pays, in full every 16th wait. Zero
   // disables spinning.
   // Why 100 us: a blocked thread takes tens of microseconds to run again
   // after its wake-up (more in a VM). With a spin shorter than that, two

@@ -26,6 +26,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "base/command_line.h"
 #include "comm/communicator.h"
@@ -41,6 +42,10 @@ ABSL_FLAG(std::string, ranks, "threads,fibers",
           "rank), fibers (user-space fibers on one worker per core).");
 ABSL_FLAG(int, fiber_workers, 0,
           "Worker threads of --ranks=fibers; 0: one per hardware thread.");
+ABSL_FLAG(double, spin_us, -1,
+          "sim::Options::spin in microseconds; negative keeps the default. "
+          "0 under valgrind --tool=callgrind, which runs one thread at a "
+          "time: a spinning rank would only count its own spin.");
 
 namespace {
 
@@ -108,6 +113,9 @@ int main(int argc, char** argv) {
       tandem::sim::Options options;
       options.ranks = mode;
       options.fiber_workers = absl::GetFlag(FLAGS_fiber_workers);
+      if (absl::GetFlag(FLAGS_spin_us) >= 0) {
+        options.spin = absl::Microseconds(absl::GetFlag(FLAGS_spin_us));
+      }
       const char* mode_name =
           mode == tandem::sim::RankExecution::kFibers ? "fibers" : "threads";
       const double t0 = Now();

@@ -30,7 +30,8 @@
 //     error or throws aborts every other rank's pending and future
 //     operations at once; a rank that returns while others wait for it fails
 //     those waits at once. Waiting ranks spin for at most Options::spin (only
-//     when ranks <= hardware threads) and then block.
+//     when ranks <= usable CPUs; adapted per rank, sim/wait_policy.h) and
+//     then block.
 //   * Host memory only. World sizes 1 to kMaxWorldSize.
 // See sim/options.h for faults and output capture.
 #ifndef TANDEM_SIM_SIM_H_

@@ -34,8 +34,56 @@ Slot::Slot(const comm::Fingerprint& reference,
       min_slice_bytes_(min_slice_bytes),
       endpoints_(participant_ranks_.size()),
       has_posted_(
-          std::make_unique<std::atomic<char>[]>(participant_ranks_.size())) {
+          std::make_unique<std::atomic<char>[]>(participant_ranks_.size())),
+      has_posted_capacity_(static_cast<int64_t>(participant_ranks_.size())) {
   Plan();
+}
+
+void Slot::ResetCollective(const comm::Fingerprint& reference, int world_size,
+                           int64_t min_slice_bytes) {
+  // The plan depends on the op, dtype, count and root (the reduce op and the
+  // sequence number do not change it), the world size and the slice size: a
+  // training loop repeats the same few collectives, so it is usually the
+  // last one's.
+  const bool same_plan =
+      reference.op == reference_.op && reference.dtype == reference_.dtype &&
+      reference.count == reference_.count &&
+      reference.root == reference_.root && world_size == world_size_ &&
+      min_slice_bytes == min_slice_bytes_ &&
+      static_cast<int>(participant_ranks_.size()) == world_size;
+  reference_ = reference;
+  if (static_cast<int>(participant_ranks_.size()) != world_size ||
+      world_size_ != world_size) {
+    participant_ranks_.resize(world_size);
+    for (int r = 0; r < world_size; ++r) participant_ranks_[r] = r;
+  }
+  world_size_ = world_size;
+  elem_size_ = std::max<int64_t>(1, comm::DTypeSize(reference.dtype));
+  min_slice_bytes_ = min_slice_bytes;
+  endpoints_.assign(world_size, Endpoint{});
+  if (has_posted_capacity_ < world_size) {
+    has_posted_ = std::make_unique<std::atomic<char>[]>(world_size);
+    has_posted_capacity_ = world_size;
+  } else {
+    for (int p = 0; p < world_size; ++p) {
+      has_posted_[p].store(0, std::memory_order_relaxed);
+    }
+  }
+  first_rank_ = -1;
+  arrived_.store(0, std::memory_order_relaxed);
+  latest_issue_s_.store(0, std::memory_order_relaxed);
+  ready_.store(false, std::memory_order_relaxed);
+  scan_.store(0, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  active_.store(0, std::memory_order_relaxed);
+  if (!same_plan) {
+    Plan();
+    return;
+  }
+  const int64_t groups = static_cast<int64_t>(tasks_per_group_.size());
+  for (int64_t g = 0; g < groups; ++g) {
+    claim_[g * claim_stride_].store(0, std::memory_order_relaxed);
+  }
 }
 
 void Slot::Plan() {
@@ -90,7 +138,16 @@ void Slot::Plan() {
   for (int64_t t : tasks_per_group_) total_tasks_ += t;
   const int64_t groups = static_cast<int64_t>(tasks_per_group_.size());
   claim_stride_ = groups <= 64 ? 64 / sizeof(std::atomic<int64_t>) : 1;
-  claim_ = std::make_unique<std::atomic<int64_t>[]>(groups * claim_stride_);
+  const int64_t claims = groups * claim_stride_;
+  if (claim_capacity_ < claims) {
+    claim_ = std::make_unique<std::atomic<int64_t>[]>(claims);
+    claim_capacity_ = claims;
+  } else {
+    // A recycled slot: only the counters this plan uses.
+    for (int64_t g = 0; g < groups; ++g) {
+      claim_[g * claim_stride_].store(0, std::memory_order_relaxed);
+    }
+  }
 }
 
 absl::Status Slot::RunTask(int g, int64_t t) {
