@@ -58,7 +58,10 @@ $(cut_rate "$rest")
 vs
 $(cut_rate "$whole" | tail -3)"
 
-"$bin" --help | grep -q -- "--sample_tokens" || fail "--help lacks --sample_tokens"
+# Captured first: `--help | grep -q` would close the pipe at the first match,
+# and a binary whose stdout write fails exits 1 (base/std_streams.h).
+help=$("$bin" --help) || fail "--help failed"
+grep -q -- "--sample_tokens" <<<"$help" || fail "--help lacks --sample_tokens"
 
 if [[ $fails -ne 0 ]]; then echo "$fails failure(s)"; exit 1; fi
 echo "all gpt_ddp CLI checks passed"
