@@ -9,7 +9,10 @@ of bench/peers/hf_venv.sh:
   2. import: a GPT2LMHeadModel made in PyTorch and saved with save_pretrained
      is loaded by the fixture (--init_from), whose logits equal PyTorch's;
   3. the hub's form: the same model's GPT2Model saved alone (names without
-     "transformer.", config architectures GPT2Model) loads too.
+     "transformer.", config architectures GPT2Model) loads too;
+  4. initialisation: tandem's GPT from seed s equals
+     torch.manual_seed(s); GPT2LMHeadModel(config) bit for bit, every tensor
+     (tensor/nn/models/gpt.h draws in Hugging Face's order).
 
     python hf_gpt2_export_check.py --fixture=BIN --workdir=DIR
 Logits are compared within 1e-5 relative to their largest magnitude (f32,
@@ -73,6 +76,20 @@ def main():
     model.eval()
     with torch.no_grad():
         ok &= close("export", saved["logits"], model(saved["idx"]).logits)
+
+    # 4. The export above is tandem's initial model from --seed=5.
+    torch.manual_seed(5)
+    fresh = GPT2LMHeadModel(config).state_dict()
+    differing = [k for k, v in model.state_dict().items()
+                 if not k.endswith((".attn.bias", ".attn.masked_bias"))
+                 and not torch.equal(v, fresh[k])]
+    if differing:
+        print("init: tandem's seed-5 weights differ from GPT2LMHeadModel's "
+              "after torch.manual_seed(5) in %s" % ", ".join(differing))
+        ok = False
+    else:
+        print("init: tandem's seed-5 weights equal GPT2LMHeadModel's after "
+              "torch.manual_seed(5), bit for bit (%d tensors)" % len(fresh))
 
     # 2. transformers -> tandem, and 3. the hub's unprefixed form.
     torch.manual_seed(3)
