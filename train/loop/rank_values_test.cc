@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -53,7 +54,7 @@ TEST(RankValuesTest, RoundTripsEveryRanksBits) {
         EXPECT_THAT(missing.status().message(),
                     HasSubstr("test: the checkpoint has no valid "
                               "\"t.sum_bits.1\" entry"));
-        extra["t.sum_bits.1"] = "x";
+        extra["t.sum_bits.1"] = std::string(1, 'x');  // a garbled value
         EXPECT_FALSE(RankValues(extra, "test", "t.", kNames, 1).ok());
         return absl::OkStatus();
       });
