@@ -119,8 +119,8 @@
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/launch/builtin_engines.h"
-#include "train/parallel/ddp.h"
-#include "train/parallel/finite_check.h"
+#include "train/parallel/core/finite_check.h"
+#include "train/parallel/ddp/ddp.h"
 
 ABSL_FLAG(std::string, backend, "sim",
           "sim (ranks are threads of this process) or mpi (run under "

@@ -49,8 +49,8 @@
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/sim/sim_device.h"
-#include "train/parallel/data_parallel.h"
-#include "train/parallel/pipe.h"
+#include "train/parallel/devices/data_parallel.h"
+#include "train/parallel/devices/pipe.h"
 
 ABSL_FLAG(std::string, part, "dp,pipe", "Comma-separated parts: dp, pipe.");
 ABSL_FLAG(int64_t, steps, 3, "Steps per timed segment, >= 1.");

@@ -1,7 +1,7 @@
 // The pipeline bubble, measured on the simulated cluster's network clock
-// (sim/clock.h): a rank pipeline (train/parallel/pipeline.h) whose stages
-// charge a fixed simulated time per micro-batch forward and backward, on a
-// network with no latency, so the only idle time is the schedule's bubble.
+// (sim/clock.h): a rank pipeline (train/parallel/pipeline/pipeline.h) whose
+// stages charge a fixed simulated time per micro-batch forward and backward, on
+// a network with no latency, so the only idle time is the schedule's bubble.
 //
 //   bench::BubbleCase c{.stages = 4, .micro_batches = 8};
 //   absl::StatusOr<bench::BubbleResult> r = bench::MeasureBubble(c);
@@ -27,7 +27,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
-#include "train/parallel/pipeline.h"
+#include "train/parallel/pipeline/pipeline.h"
 
 namespace tandem::bench {
 

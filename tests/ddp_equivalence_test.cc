@@ -30,7 +30,7 @@
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
-#include "train/parallel/ddp.h"
+#include "train/parallel/ddp/ddp.h"
 
 namespace tandem {
 namespace {

@@ -1,6 +1,6 @@
 // tandem::optim::ClipGradNorm — torch.nn.utils.clip_grad_norm_ (PyTorch
-// 1.13), and the pieces the sharded forms (train/parallel/grad_clip.h) are
-// built from.
+// 1.13), and the pieces the sharded forms (train/parallel/sharded/grad_clip.h)
+// are built from.
 //
 //   TANDEM_ASSIGN_OR_RETURN(double norm,
 //                           optim::ClipGradNorm(model->Parameters(), 1.0));

@@ -22,7 +22,7 @@
 #include "tensor/optim/sgd.h"
 #include "tensor/sim/sim_device.h"
 #include "train/demos/sim_devices_flag.h"
-#include "train/parallel/data_parallel.h"
+#include "train/parallel/devices/data_parallel.h"
 
 ABSL_FLAG(int64_t, batch_size, 30, "Rows per batch, 1..65536.");
 ABSL_FLAG(int64_t, steps, 3, "Training steps, 1..1000000.");

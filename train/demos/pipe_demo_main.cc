@@ -23,8 +23,8 @@
 #include "tensor/optim/sgd.h"
 #include "tensor/sim/sim_device.h"
 #include "train/demos/sim_devices_flag.h"
-#include "train/parallel/device_transfer.h"
-#include "train/parallel/pipe.h"
+#include "train/parallel/devices/device_transfer.h"
+#include "train/parallel/devices/pipe.h"
 
 ABSL_FLAG(int64_t, chunks, 2, "Micro-batches per batch, 1..batch_size.");
 // The demo holds a batch of 10 floats per row on each device: bounded, so

@@ -24,9 +24,9 @@
 #include "train/checkpoint/training_checkpoint.h"
 #include "train/examples/run_monitor.h"
 #include "train/launch/config_agreement.h"
-#include "train/parallel/ddp.h"
-#include "train/parallel/finite_check.h"
-#include "train/parallel/found_inf.h"
+#include "train/parallel/core/finite_check.h"
+#include "train/parallel/core/found_inf.h"
+#include "train/parallel/ddp/ddp.h"
 
 namespace tandem::train {
 namespace {

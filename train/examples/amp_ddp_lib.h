@@ -13,7 +13,7 @@
 // random inputs and targets per step from seed + 1000 + rank; autocast in
 // `amp` (off, bf16, f16) on the rank's device; a GradScaler (enabled unless
 // amp is off) whose found_inf is combined across ranks
-// (train/parallel/found_inf.h); DDP with `comm_hook`. Per step every rank
+// (train/parallel/core/found_inf.h); DDP with `comm_hook`. Per step every rank
 // prints one line, then its weights' checksum at the end:
 //
 //   [GPU1] step 002 | loss 1.0412598 | scale 32768 | skipped
@@ -35,7 +35,7 @@
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "train/checkpoint/run_checkpointer.h"
-#include "train/parallel/comm_hook.h"
+#include "train/parallel/ddp/comm_hook.h"
 
 namespace tandem::train {
 

@@ -17,7 +17,7 @@
 #include "tensor/optim/sgd.h"
 #include "train/examples/amp_ddp_lib.h"
 #include "train/examples/example_main.h"
-#include "train/parallel/comm_hook.h"
+#include "train/parallel/ddp/comm_hook.h"
 
 ABSL_FLAG(std::string, amp, "bf16",
           "Autocast dtype: bf16, f16 or off (f32, GradScaler disabled).");

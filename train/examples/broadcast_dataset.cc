@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/tensor.h"
-#include "train/parallel/tensor_comm.h"
+#include "train/parallel/core/tensor_comm.h"
 
 namespace tandem::train {
 namespace {

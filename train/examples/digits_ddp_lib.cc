@@ -26,7 +26,7 @@
 #include "train/loop/evaluate.h"
 #include "train/loop/rank_values.h"
 #include "train/loop/training_loop.h"
-#include "train/parallel/staged_all_gather.h"
+#include "train/parallel/core/staged_all_gather.h"
 #include "train/parallel/strategy.h"
 
 namespace tandem::train {

@@ -30,9 +30,9 @@
 #include "train/examples/run_monitor.h"
 #include "train/hf/gpt2_pretrained.h"
 #include "train/launch/config_agreement.h"
-#include "train/parallel/finite_check.h"
+#include "train/parallel/core/finite_check.h"
+#include "train/parallel/core/tensor_comm.h"
 #include "train/parallel/strategy.h"
-#include "train/parallel/tensor_comm.h"
 
 namespace tandem::train {
 namespace {

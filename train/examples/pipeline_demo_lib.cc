@@ -16,8 +16,8 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
-#include "train/parallel/ddp.h"
-#include "train/parallel/tensor_comm.h"
+#include "train/parallel/core/tensor_comm.h"
+#include "train/parallel/ddp/ddp.h"
 
 namespace tandem::train {
 namespace {

@@ -1,6 +1,6 @@
 // The rank pipeline demo (//train:pipeline_demo) as a function every rank
 // runs: an MLP regression whose layers are split into consecutive stages,
-// one per rank of a pipeline (train/parallel/pipeline.h), optionally
+// one per rank of a pipeline (train/parallel/pipeline/pipeline.h), optionally
 // replicated `replicas` times with DDP over each stage's replicas (2-D:
 // world = stages x replicas, sub-communicators from Communicator::Split).
 //
@@ -28,7 +28,7 @@
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "train/parallel/pipeline.h"
+#include "train/parallel/pipeline/pipeline.h"
 
 namespace tandem::train {
 

@@ -37,10 +37,10 @@
 #include "train/data/distributed_sampler.h"
 #include "train/examples/run_monitor.h"
 #include "train/launch/config_agreement.h"
-#include "train/parallel/ddp.h"
-#include "train/parallel/finite_check.h"
-#include "train/parallel/staged_all_gather.h"
-#include "train/parallel/sync_batch_norm.h"
+#include "train/parallel/core/finite_check.h"
+#include "train/parallel/core/staged_all_gather.h"
+#include "train/parallel/ddp/ddp.h"
+#include "train/parallel/ddp/sync_batch_norm.h"
 
 namespace tandem::train {
 namespace {

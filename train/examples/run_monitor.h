@@ -52,7 +52,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "train/parallel/ddp.h"
+#include "train/parallel/ddp/ddp.h"
 
 namespace tandem::train {
 

@@ -15,7 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "base/status_macros.h"
-#include "train/parallel/staged_all_gather.h"
+#include "train/parallel/core/staged_all_gather.h"
 
 namespace tandem::train {
 namespace {

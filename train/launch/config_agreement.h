@@ -24,7 +24,7 @@
 // Ranks holding the same value are grouped ("2 on ranks 0, 2 and 3 on rank
 // 1"); an entry a rank lacks shows as "(absent)". Each round is bounded by
 // the communicator's own timeout; staged through `device` memory when it is
-// not the CPU (see train/parallel/staged_all_gather.h).
+// not the CPU (see train/parallel/core/staged_all_gather.h).
 #ifndef TANDEM_TRAIN_LAUNCH_CONFIG_AGREEMENT_H_
 #define TANDEM_TRAIN_LAUNCH_CONFIG_AGREEMENT_H_
 

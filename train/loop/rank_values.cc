@@ -10,7 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "train/parallel/staged_all_gather.h"
+#include "train/parallel/core/staged_all_gather.h"
 
 namespace tandem::train {
 

@@ -13,7 +13,7 @@
 #include "comm/rank_printer.h"
 #include "tensor/amp/autocast.h"
 #include "tensor/ops.h"
-#include "train/parallel/finite_check.h"
+#include "train/parallel/core/finite_check.h"
 
 namespace tandem::train {
 

@@ -1,3 +1,12 @@
+// train/parallel: how a run spreads one model over ranks and devices. This
+// folder holds the one Strategy interface the examples, bench and train/loop
+// program against; the mechanisms live in subfolders, each with its own
+// BUILD: core/ (what every wrapper shares: the tensor -> comm bridge, the
+// flat-parameter core, cross-rank checks), ddp/ (full replicas: DDP, Join,
+// comm hooks, SyncBatchNorm), sharded/ (ZeRO-1/2, FSDP), pipeline/ (stages
+// across ranks) and devices/ (one process, several devices: DataParallel,
+// Pipe). Map: docs/architecture.md.
+//
 // Strategy: the one interface to how a data-parallel run keeps its model,
 // gradients and optimizer state across ranks (the examples' --shard flag,
 // bench's zero_benchmark, train/loop's TrainingLoop):
@@ -41,10 +50,10 @@
 #include "tensor/optim/optimizer.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
-#include "train/parallel/ddp.h"
-#include "train/parallel/fsdp.h"
-#include "train/parallel/sharded_optimizer_state.h"
-#include "train/parallel/zero_optimizer.h"
+#include "train/parallel/ddp/ddp.h"
+#include "train/parallel/sharded/fsdp.h"
+#include "train/parallel/sharded/sharded_optimizer_state.h"
+#include "train/parallel/sharded/zero_optimizer.h"
 
 namespace tandem::train {
 

@@ -1,0 +1,81 @@
+#include "train/parallel/core/staged_all_gather.h"
+
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "comm/types.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/sim.h"
+
+namespace tandem::train {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(StagedAllGatherTest, GathersEveryRanksValuesInRankOrderOnTheCpu) {
+  std::vector<std::vector<int64_t>> got(3);
+  sim::RunResult result = sim::Run(3, [&](int rank, comm::Communicator& comm) {
+    const std::vector<int64_t> mine = {rank, -10 * rank};
+    got[rank].resize(6);
+    return AllGatherInt64(comm, Device::CPU(), mine, absl::MakeSpan(got[rank]));
+  });
+  ASSERT_TRUE(result.status().ok()) << result.status();
+  for (const std::vector<int64_t>& g : got) {
+    EXPECT_THAT(g, ElementsAre(0, 0, 1, -10, 2, -20));
+  }
+}
+
+TEST(StagedAllGatherTest, WrongReceiveSizeIsRejectedBeforeCommunicating) {
+  sim::RunResult result = sim::Run(2, [](int, comm::Communicator& comm) {
+    std::vector<int64_t> recv(3);
+    return AllGatherInt64(comm, Device::CPU(), std::vector<int64_t>{1, 2},
+                          absl::MakeSpan(recv));
+  });
+  EXPECT_EQ(result.ranks[0].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(result.ranks[1].message(),
+              HasSubstr("AllGatherInt64 on rank 1: recv holds 3 values; "
+                        "expected 2 sent values x 2 ranks"));
+}
+
+TEST(StagedAllReduceTest, ReducesInPlaceOnTheCpu) {
+  std::vector<std::vector<int64_t>> got(3);
+  sim::RunResult result = sim::Run(3, [&](int rank, comm::Communicator& comm) {
+    got[rank] = {rank, -rank};
+    return AllReduceInt64(comm, Device::CPU(), absl::MakeSpan(got[rank]),
+                          comm::ReduceOp::kMax);
+  });
+  ASSERT_TRUE(result.status().ok()) << result.status();
+  for (const std::vector<int64_t>& g : got) EXPECT_THAT(g, ElementsAre(2, 0));
+}
+
+TEST(StagedAllReduceTest, SameOnEveryRankTellsAgreementFromDisagreement) {
+  for (int64_t odd : {int64_t{7}, std::numeric_limits<int64_t>::min(),
+                      std::numeric_limits<int64_t>::max(), int64_t{-1}}) {
+    std::vector<int> same(4, -1);
+    std::vector<int> differs(4, -1);
+    sim::RunResult result =
+        sim::Run(4, [&](int rank, comm::Communicator& comm) -> absl::Status {
+          absl::StatusOr<bool> a = SameOnEveryRank(comm, Device::CPU(), odd);
+          if (!a.ok()) return a.status();
+          same[rank] = *a;
+          // Only rank 2 differs (by one).
+          absl::StatusOr<bool> b =
+              SameOnEveryRank(comm, Device::CPU(), rank == 2 ? odd ^ 1 : odd);
+          if (!b.ok()) return b.status();
+          differs[rank] = *b;
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(result.status().ok()) << result.status();
+    EXPECT_THAT(same, ::testing::Each(1)) << odd;
+    EXPECT_THAT(differs, ::testing::Each(0)) << odd;
+  }
+}
+
+}  // namespace
+}  // namespace tandem::train

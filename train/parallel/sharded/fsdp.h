@@ -1,0 +1,264 @@
+// train/parallel/sharded: data parallelism that shards what a replica
+// holds: ZeRO-1/2 (zero_optimizer.h: optimizer state, then gradients) and
+// FSDP / ZeRO-3 (this header: parameters too), their optimizer state in
+// full form for checkpoints (sharded_optimizer_state.h) and gradient
+// clipping over shards (grad_clip.h). Built on train/parallel/core's
+// flat-parameter groups; docs/sharding.md.
+//
+// FullyShardedDataParallel (ZeRO stage 3), after PyTorch's FSDP with one
+// unit per layer of a Sequential. Each layer that has parameters is a unit:
+// a FlatParamGroup (flat_param.h) whose parameters are flattened into one
+// buffer of N * s elements (padded, s = ceil(numel / N)), and each rank keeps
+// only its shard of s elements
+// (the shard: a leaf tensor the optimizer steps) plus a gradient shard of
+// the same size. The full parameters exist only around the unit's use:
+//
+//   forward:  all-gather the unit (prefetching the next unit's all-gather
+//             so it overlaps this unit's compute), run it, free it;
+//   backward: an identity op on the unit's output runs first: it all-gathers
+//             the unit again (prefetching the previous unit) and binds the
+//             parameters' gradients to a full-size gradient buffer; when the
+//             last of the unit's gradients is accumulated, the unit's
+//             parameters are freed and its gradient buffer is reduce-
+//             scattered (averaged) into this rank's gradient shard, then
+//             freed.
+//
+// Mixed precision (FsdpOptions::param_dtype, reduce_dtype: PyTorch's
+// MixedPrecision(param_dtype, reduce_dtype)): the shards, their gradients
+// and the optimizer state stay in the parameters' own dtype (the f32
+// masters). Before a unit's all-gather each rank casts its shard to
+// param_dtype, so the unit is gathered, held and computed in param_dtype
+// (bf16: half the bytes on the wire and in memory); the module's parameters
+// take that dtype (Tensor::SetDataWithDtype) and a unit's floating input is
+// cast to it (PyTorch casts forward inputs the same way), so the output is
+// in param_dtype. The gradients (param_dtype) are cast to reduce_dtype,
+// divided by the pre-divide factor, reduce-scattered (sum), divided by the
+// post-divide factor (FsdpGradientDivideFactors: PyTorch FSDP's split of the
+// 1/N average, which keeps low-precision sums in range), cast to the
+// master dtype and accumulated into the gradient shard. Composes with
+// amp::Autocast (the parameters are already low precision; f32 ops of the
+// policy table still run in f32) and with optim::GradScaler on the shards'
+// optimizer; set FoundInfAcrossRanks as its combiner, since each rank sees
+// only its gradient shard. f16 has a narrow range: use it with a GradScaler
+// (bf16 needs none). Without mixed precision the average is DDP's (below),
+// so the weights equal DDP's bit for bit.
+//
+// Memory per rank: the shards (1/N of parameters, gradients and optimizer
+// state) plus, transiently, the full parameters and gradients of at most two
+// units at a time (the one running and the one prefetched or still
+// reducing).
+//
+//   TANDEM_ASSIGN_OR_RETURN(auto fsdp,
+//                           FullyShardedDataParallel::Create(*model, comm));
+//   TANDEM_ASSIGN_OR_RETURN(auto adam,
+//                           optim::AdamW::Create(fsdp->ShardParameters()));
+//   for (...) {  // the same steps on every rank
+//     adam.ZeroGrad();                                   // the shards' grads
+//     TANDEM_ASSIGN_OR_RETURN(Tensor y, fsdp->Forward(x));
+//     ... loss ...
+//     TANDEM_RETURN_IF_ERROR(fsdp->Backward(loss));      // grads averaged
+//     TANDEM_RETURN_IF_ERROR(adam.Step());               // steps the shards
+//   }
+//
+// Contract:
+//   - Collective: Create, Forward, Backward and FullStateDict issue the same
+//     collectives on every rank in the same order.
+//   - Create broadcasts rank 0's parameters, then makes every parameter of
+//     a unit a view of the unit's full buffer (Tensor::SetData) and frees
+//     that buffer: between steps the module's parameters hold no memory.
+//     Read or write them only through FullStateDict / LoadFullStateDict.
+//     Under mixed precision they have param_dtype from Create on.
+//     After the wrapper is destroyed the parameters stay freed: save the
+//     state first.
+//   - Gradients: Backward leaves this rank's averaged gradient in the
+//     shards' grad() (accumulated: zero them between steps, as with any
+//     optimizer); the module's parameters have no gradient afterwards.
+//     Every parameter must receive a gradient in every backward.
+//   - Checkpoints: FullStateDict gathers the whole model (names as in
+//     Module::NamedParameters, master dtype), so a checkpoint does not depend
+//     on the world size; LoadFullStateDict takes each rank's slice of such a
+//     state. Saved on N ranks, loaded on M.
+//   - Errors: a unit whose parameters have different dtypes or devices
+//     (InvalidArgument naming both); a module already wrapped
+//     (FailedPrecondition: its parameters are freed); parameters changed
+//     after wrapping (Forward fails with FailedPrecondition naming the
+//     parameter); Backward without Forward; a failed collective.
+//   - Blocking: every wait is bounded by FsdpOptions::timeout.
+//   - Ownership and threads: the module and communicator outlive the
+//     wrapper, the wrapper outlives the autograd graphs its Forward built;
+//     everything belongs to the rank's thread.
+#ifndef TANDEM_TRAIN_PARALLEL_SHARDED_FSDP_H_
+#define TANDEM_TRAIN_PARALLEL_SHARDED_FSDP_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "comm/communicator.h"
+#include "comm/work.h"
+#include "tensor/autograd.h"
+#include "tensor/dtype.h"
+#include "tensor/nn/module.h"
+#include "tensor/nn/sequential.h"
+#include "tensor/optim/clip_grad.h"
+#include "tensor/tensor.h"
+#include "train/parallel/core/flat_param.h"
+#include "train/parallel/sharded/sharded_optimizer_state.h"
+
+namespace tandem::train {
+
+struct FsdpOptions {
+  // Launch the next unit's all-gather before running the current one (and,
+  // in backward, the previous unit's), so communication overlaps compute.
+  // False: gather each unit only when it is needed (less memory, no
+  // overlap).
+  bool prefetch = true;
+  // Bound of every wait on a collective. Must be positive.
+  absl::Duration timeout = absl::Minutes(30);
+  // Mixed precision (see the header comment). The dtype a unit is gathered
+  // and computed in; unset: the parameters' own. A floating dtype (bf16,
+  // f16, f32, f64); an integer one is InvalidArgument at Create.
+  std::optional<DType> param_dtype = std::nullopt;
+  // The dtype gradients are reduce-scattered in; unset: param_dtype if set
+  // (PyTorch's default), else the parameters' own. Floating, as above.
+  std::optional<DType> reduce_dtype = std::nullopt;
+};
+
+// PyTorch FSDP's split of the gradient average 1/N into a division before
+// the reduce-scatter and one after: {pre, post}, pre = f starting at 1 and
+// doubled while N % f == 0 and N / f > f; post = N / pre. N = 1: {1, 1};
+// 2: {2, 1}; 3: {2, 1.5}; 4: {2, 2}; 8: {4, 2}. Used under mixed precision.
+std::pair<double, double> FsdpGradientDivideFactors(int world_size);
+
+// One unit, for introspection, tests and the memory benchmark.
+struct FsdpUnitInfo {
+  int64_t layer = 0;  // index in the Sequential
+  std::vector<std::string> parameter_names;
+  int64_t numel = 0;                  // parameter elements of the unit
+  int64_t shard_numel = 0;            // s: elements per rank (padding included)
+  DType master_dtype = DType::kF32;   // the shards and their gradients
+  DType compute_dtype = DType::kF32;  // gathered, computed (param_dtype)
+  DType reduce_dtype = DType::kF32;   // gradients on the wire
+};
+
+class FullyShardedDataParallel {
+ public:
+  static absl::StatusOr<std::unique_ptr<FullyShardedDataParallel>> Create(
+      nn::Sequential& model, comm::Communicator& comm,
+      const FsdpOptions& options = {});
+
+  // Waits (bounded) for collectives still in flight and removes the hooks.
+  ~FullyShardedDataParallel();
+  FullyShardedDataParallel(const FullyShardedDataParallel&) = delete;
+  FullyShardedDataParallel& operator=(const FullyShardedDataParallel&) = delete;
+
+  // Runs the model unit by unit (see the header comment). In grad mode it
+  // opens a step that Backward must close.
+  absl::StatusOr<Tensor> Forward(const Tensor& input);
+
+  // loss.Backward(), then waits for every unit's reduce-scatter.
+  absl::Status Backward(const Tensor& loss);
+
+  // This rank's parameter shards, one per unit, in layer order: what the
+  // optimizer steps. Their grad() is the gradient shard.
+  std::vector<Tensor> ShardParameters() const;
+
+  // FullyShardedDataParallel.clip_grad_norm_: the whole model's gradient
+  // norm from every rank's shards (grad_clip.h: one all-reduce of one
+  // value), each gradient shard scaled by the same clip coefficient.
+  // Returns the norm before clipping, the same on every rank. Collective;
+  // call it after Backward and before the optimizer's step (under AMP:
+  // after GradScaler::Unscale of the shards' optimizer).
+  absl::StatusOr<double> ClipGradNorm(
+      double max_norm, const optim::ClipGradNormOptions& options = {});
+
+  // The whole model's parameters (gathered; names as NamedParameters) and
+  // buffers, as fresh tensors. Collective.
+  absl::StatusOr<nn::StateDict> FullStateDict();
+  // Takes this rank's slice of every parameter from a full state (from
+  // FullStateDict on any number of ranks, or from an unwrapped model's
+  // StateDict) and copies the buffers. Local. InvalidArgument for a
+  // missing key or a shape or dtype mismatch; nothing changes then.
+  absl::Status LoadFullStateDict(const nn::StateDict& state);
+
+  // How ShardParameters() map onto the model's parameters (one entry per
+  // unit), for GatherFullOptimizerState / LoadFullOptimizerState
+  // (sharded_optimizer_state.h) with the shards' optimizer.
+  std::vector<FlatShard> ShardLayout() const;
+
+  const std::vector<FsdpUnitInfo>& units() const { return infos_; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+
+ private:
+  struct Unit {
+    int64_t layer = 0;
+    // The unit's layout (flat_param.h), in the master dtype: its parameters
+    // (names as in the whole model, index = place in its
+    // NamedParameters()), their offsets in `full` and `full_grad`, the
+    // shard rule. Member k is the parameter whose gradient hook says k.
+    FlatParamGroup group;
+    int64_t shard = 0;  // group.ShardNumel(N)
+    DType master_dtype = DType::kF32;
+    DType compute_dtype = DType::kF32;
+    DType reduce_dtype = DType::kF32;
+    Tensor full;         // N * shard, compute dtype; freed unless gathered
+    Tensor full_grad;    // N * shard, compute dtype; freed outside backward
+    Tensor shard_param;  // leaf, shard elements, own storage, master dtype
+    Tensor shard_grad;   // shard elements, own storage, master dtype
+    // The shard cast to the compute dtype while its all-gather is in
+    // flight (mixed precision only).
+    Tensor gather_send;
+    // The gradient being reduce-scattered (reduce dtype): full_grad itself,
+    // or its cast; undefined outside a reduction.
+    Tensor reduce_buf;
+    std::unique_ptr<comm::Work> gather;  // in flight, or null
+    std::unique_ptr<comm::Work> reduce;  // in flight, or null
+    bool gathered = false;               // full holds the current parameters
+    int64_t pending = 0;  // gradients still to come in this backward
+    std::vector<HookHandle> hooks;
+  };
+
+  FullyShardedDataParallel(nn::Sequential& model, comm::Communicator& comm,
+                           const FsdpOptions& options);
+  absl::Status Build();
+  absl::Status CheckUnchanged() const;
+  // A fresh N * shard buffer in the master dtype holding every rank's
+  // shard (one all-gather). For FullStateDict.
+  absl::StatusOr<Tensor> GatherMaster(Unit& u);
+  // Reallocates u's full buffer and launches its all-gather (no-op when
+  // gathered or in flight).
+  absl::Status LaunchGather(Unit& u);
+  absl::Status WaitGather(Unit& u);
+  void Release(Unit& u);
+  absl::StatusOr<Tensor> AttachPreBackward(const Tensor& y, int64_t unit);
+  absl::Status PreBackward(int64_t unit);
+  void OnGradAccumulated(int64_t unit, const Tensor& param, int64_t index);
+  absl::Status LaunchReduce(Unit& u);
+  absl::Status FinishReduce(Unit& u);
+  absl::Status FinishBackward();
+  absl::Status Annotate(const absl::Status& status,
+                        const std::string& context) const;
+
+  nn::Sequential* model_;
+  comm::Communicator* comm_;
+  FsdpOptions options_;
+  int rank_;
+  int world_size_;
+  std::vector<Unit> units_;
+  std::vector<FsdpUnitInfo> infos_;
+  std::vector<int64_t> unit_of_layer_;  // -1 for layers without parameters
+  bool mixed_ = false;       // a unit computes or reduces in another dtype
+  bool step_open_ = false;   // a grad-mode Forward awaits Backward
+  absl::Status hook_error_;  // first error inside backward
+};
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_PARALLEL_SHARDED_FSDP_H_
