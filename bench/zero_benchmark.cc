@@ -158,7 +158,8 @@ absl::StatusOr<CaseResult> RunCase(bench::RankMemory& memory, ShardMode mode,
 double FormulaBytesPerParameter(ShardMode mode, int n) {
   switch (mode) {
     case ShardMode::kNone:
-    case ShardMode::kLocal:  // not offered by --modes; no sharding
+    case ShardMode::kLocal:     // not offered by --modes; no sharding
+    case ShardMode::kPipeline:  // not offered by --modes; a stage's own state
       return 16;
     case ShardMode::kZero1:
       return 8 + 8.0 / n;

@@ -15,9 +15,7 @@
 #include "tensor/nn/linear.h"
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
-#include "tensor/optim/sgd.h"
-#include "train/parallel/core/tensor_comm.h"
-#include "train/parallel/ddp/ddp.h"
+#include "train/parallel/strategy.h"
 
 namespace tandem::train {
 namespace {
@@ -116,30 +114,21 @@ absl::Status RunPipelineDemo(comm::Communicator& comm,
         ") must split evenly over --replicas (", c.replicas,
         ") into shares of at least --chunks (", c.chunks, ") rows"));
   }
-  const int replica = comm.rank() / static_cast<int>(stages);
-  const int stage = comm.rank() % static_cast<int>(stages);
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> pipe,
-                          comm.Split(replica, stage));
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<comm::Communicator> dp,
-                          comm.Split(stage, replica));
-  const int64_t first = stage * c.layers / stages;
-  const int64_t last = (stage + 1) * c.layers / stages;
+  TANDEM_ASSIGN_OR_RETURN(const PipelinePlacement at,
+                          PlacePipeline(world, comm.rank(), c.replicas));
+  const int64_t first = at.stage * c.layers / stages;
+  const int64_t last = (at.stage + 1) * c.layers / stages;
   TANDEM_ASSIGN_OR_RETURN(auto model, StageLayers(c, first, last));
   TANDEM_RETURN_IF_ERROR(model->To(device));
-  std::unique_ptr<DistributedDataParallel> ddp;
-  PipelineOptions options{.schedule = c.schedule, .chunks = c.chunks};
-  if (c.replicas > 1) {
-    TANDEM_ASSIGN_OR_RETURN(ddp, DistributedDataParallel::Create(*model, *dp));
-    options.before_last_backward = [&] { return ddp->PrepareForBackward(); };
-    options.after_last_backward = [&] { return ddp->FinishGradientSync(); };
-  }
   TANDEM_ASSIGN_OR_RETURN(
-      auto pipeline,
-      PipelineStage::Create(
-          *pipe, *model, options,
-          [](const Tensor& y, const Tensor& t) { return Mse(y, t); }));
-  TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
-                          optim::Sgd::Create(model->Parameters(), c.lr));
+      auto trainer,
+      Strategy::CreatePipeline(
+          comm, *model,
+          {.schedule = c.schedule,
+           .chunks = c.chunks,
+           .loss = [](const Tensor& y, const Tensor& t) { return Mse(y, t); },
+           .replicas = c.replicas},
+          SgdFactory(c.lr)));
   const comm::RankPrinter printer(comm);
   printer.PrintOnRank0(
       absl::StrCat("pipeline_demo: ", stages, " stages x ", c.replicas,
@@ -148,24 +137,12 @@ absl::Status RunPipelineDemo(comm::Communicator& comm,
   const int64_t share = c.batch_size / c.replicas;
   for (int64_t step = 0; step < c.steps; ++step) {
     TANDEM_ASSIGN_OR_RETURN(auto batch,
-                            BatchRows(step, replica * share, share));
+                            BatchRows(step, at.replica * share, share));
     TANDEM_ASSIGN_OR_RETURN(Tensor x, batch.first.To(device));
     TANDEM_ASSIGN_OR_RETURN(Tensor t, batch.second.To(device));
-    model->ZeroGrad();
-    TANDEM_ASSIGN_OR_RETURN(PipelineStepResult result,
-                            pipeline->Step(stage == 0 ? x : Tensor(),
-                                           stage == stages - 1 ? t : Tensor()));
-    TANDEM_RETURN_IF_ERROR(sgd.Step());
-    TANDEM_ASSIGN_OR_RETURN(double loss, pipeline->ShareLoss(result));
-    if (c.replicas > 1) {
-      TANDEM_ASSIGN_OR_RETURN(Tensor host, Tensor::Scalar(loss, DType::kF64));
-      TANDEM_ASSIGN_OR_RETURN(Tensor l, host.To(device));
-      TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(l));
-      TANDEM_RETURN_IF_ERROR(
-          dp->AllReduce(view, comm::ReduceOp::kAvg)->Wait(absl::Minutes(5)));
-      TANDEM_ASSIGN_OR_RETURN(host, l.To(Device::CPU()));
-      loss = host.data<double>()[0];
-    }
+    trainer->ZeroGrad();
+    TANDEM_ASSIGN_OR_RETURN(const double loss, trainer->PipelineStep(x, t));
+    TANDEM_RETURN_IF_ERROR(trainer->Step());
     printer.PrintOnRank0(absl::StrFormat("step %d loss %.7f", step, loss));
   }
   return absl::OkStatus();

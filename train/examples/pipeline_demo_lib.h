@@ -1,6 +1,7 @@
 // The rank pipeline demo (//train:pipeline_demo) as a function every rank
 // runs: an MLP regression whose layers are split into consecutive stages,
-// one per rank of a pipeline (train/parallel/pipeline/pipeline.h), optionally
+// one per rank of a pipeline (train/parallel/pipeline/pipeline.h) run through
+// train::Strategy's pipeline mode (Strategy::CreatePipeline), optionally
 // replicated `replicas` times with DDP over each stage's replicas (2-D:
 // world = stages x replicas, sub-communicators from Communicator::Split).
 //

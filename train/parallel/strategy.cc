@@ -39,6 +39,8 @@ std::string ShardModeName(ShardMode mode) {
       return "fsdp";
     case ShardMode::kLocal:
       return "local";
+    case ShardMode::kPipeline:
+      return "pipeline";
   }
   return "unknown";
 }
@@ -66,7 +68,12 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     ShardMode mode, nn::Module& model, comm::Communicator& comm,
     const ShardOptimizerFactory& make_optimizer,
     std::optional<DType> fsdp_param_dtype) {
-  std::unique_ptr<Strategy> t(new Strategy(model, comm));
+  if (mode == ShardMode::kPipeline) {
+    return absl::InvalidArgumentError(
+        "the pipeline strategy needs a schedule, micro-batch count and loss: "
+        "create it with Strategy::CreatePipeline");
+  }
+  std::unique_ptr<Strategy> t(new Strategy(mode, model, comm));
   if (mode == ShardMode::kLocal) {
     if (comm.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -109,12 +116,14 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
 }
 
 absl::StatusOr<Tensor> Strategy::Forward(const Tensor& input) {
+  TANDEM_RETURN_IF_ERROR(NotUnderPipeline("Forward"));
   if (fsdp_ != nullptr) return fsdp_->Forward(input);
   if (ddp_ == nullptr || !IsGradEnabled()) return model_->Forward(input);
   return ddp_->Forward(input);
 }
 
 absl::Status Strategy::Backward(const Tensor& loss) {
+  TANDEM_RETURN_IF_ERROR(NotUnderPipeline("Backward"));
   if (fsdp_ != nullptr) return fsdp_->Backward(loss);
   if (ddp_ != nullptr) return ddp_->Backward(loss);
   return loss.Backward();  // local
@@ -137,11 +146,12 @@ void Strategy::ZeroGrad() {
 absl::StatusOr<double> Strategy::ClipGradNorm(double max_norm) {
   if (zero_ != nullptr) return zero_->ClipGradNorm(max_norm);
   if (fsdp_ != nullptr) return fsdp_->ClipGradNorm(max_norm);
+  if (pipeline_ != nullptr) return ClipPipelineGradNorm(max_norm);
   return optim::ClipGradNorm(model_->Parameters(), max_norm);
 }
 
 std::optional<DistributedDataParallel::NoSyncGuard> Strategy::NoSync() {
-  if (ddp_ == nullptr) return std::nullopt;
+  if (ddp_ == nullptr || pipeline_ != nullptr) return std::nullopt;
   return ddp_->NoSync();
 }
 
@@ -162,7 +172,7 @@ double Strategy::lr() const {
 
 std::vector<optim::ParamGroupState> Strategy::FullParamGroups() const {
   const optim::Optimizer* o = local_optimizer();
-  if (o == nullptr) return {};
+  if (o == nullptr || pipeline_ != nullptr) return {};
   const std::vector<optim::ParamGroupState> local = o->ExportParamGroups();
   if (local.empty()) return {};
   optim::ParamGroupState whole;
@@ -173,6 +183,7 @@ std::vector<optim::ParamGroupState> Strategy::FullParamGroups() const {
 }
 
 absl::StatusOr<nn::StateDict> Strategy::FullModelState() {
+  TANDEM_RETURN_IF_ERROR(NotUnderPipeline("FullModelState"));
   if (fsdp_ != nullptr) return fsdp_->FullStateDict();
   nn::StateDict out;
   for (const nn::NamedTensor& e : model_->StateDict()) {
@@ -183,6 +194,7 @@ absl::StatusOr<nn::StateDict> Strategy::FullModelState() {
 }
 
 absl::StatusOr<std::vector<optim::StateEntry>> Strategy::FullOptimizerState() {
+  TANDEM_RETURN_IF_ERROR(NotUnderPipeline("FullOptimizerState"));
   if (zero_ != nullptr) {
     return GatherFullOptimizerState(*comm_, zero_->shard_layout(),
                                     zero_->local_optimizer());
@@ -200,6 +212,7 @@ absl::StatusOr<std::vector<optim::StateEntry>> Strategy::FullOptimizerState() {
 }
 
 absl::Status Strategy::LoadFullModelState(const nn::StateDict& state) {
+  TANDEM_RETURN_IF_ERROR(NotUnderPipeline("LoadFullModelState"));
   if (fsdp_ != nullptr) return fsdp_->LoadFullStateDict(state);
   // ZeRO: the parameters are views of the flat buffers; LoadStateDict
   // copies in place, so the buffers follow.
@@ -208,6 +221,7 @@ absl::Status Strategy::LoadFullModelState(const nn::StateDict& state) {
 
 absl::Status Strategy::LoadFullOptimizerState(
     const std::vector<optim::StateEntry>& state) {
+  TANDEM_RETURN_IF_ERROR(NotUnderPipeline("LoadFullOptimizerState"));
   if (zero_ != nullptr) {
     return train::LoadFullOptimizerState(
         zero_->shard_layout(), state, zero_->local_optimizer(), comm_->rank());

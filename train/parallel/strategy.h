@@ -18,9 +18,13 @@
 //   zero2  DDP reduce-scattering its buckets + ZeroRedundancyOptimizer
 //   fsdp   FullyShardedDataParallel (one unit per layer), optimizer on the
 //          parameter shards
+//   pipeline  this rank's stage of a model split across ranks
+//          (pipeline/pipeline.h), optionally replicated with DDP over each
+//          stage's replicas (Strategy::CreatePipeline; not a --shard value)
 //
-// All of them give the same weights bit for bit (train/parallel's tests), so
-// an example reaches the same loss and accuracy whatever the mode.
+// All of them but pipeline give the same weights bit for bit
+// (train/parallel's tests), so an example reaches the same loss and
+// accuracy whatever the mode.
 //
 //   TANDEM_ASSIGN_OR_RETURN(ShardMode mode, ParseShardMode(flag));
 //   TANDEM_ASSIGN_OR_RETURN(auto trainer,
@@ -31,11 +35,30 @@
 //   TANDEM_RETURN_IF_ERROR(trainer->Backward(loss));
 //   TANDEM_RETURN_IF_ERROR(trainer->Step());
 //
+// A pipeline step has another shape: it consumes a whole batch, split into
+// micro-batches that flow through the stages, so forward, loss and backward
+// are one call (torch.distributed.pipelining's schedule.step(x,
+// target=y), DeepSpeed's PipelineEngine.train_batch; both refuse a separate
+// forward and backward, and so does Forward/Backward here):
+//
+//   TANDEM_ASSIGN_OR_RETURN(PipelinePlacement at,
+//                           PlacePipeline(comm.size(), comm.rank(), replicas));
+//   auto stage_layers = ...;  // this rank's layers: stage at.stage
+//   TANDEM_ASSIGN_OR_RETURN(
+//       auto trainer, Strategy::CreatePipeline(comm, *stage_layers,
+//                                              {.chunks = 4, .loss = Mse,
+//                                               .replicas = replicas},
+//                                              SgdFactory(lr)));
+//   trainer->ZeroGrad();
+//   TANDEM_ASSIGN_OR_RETURN(double loss, trainer->PipelineStep(x, target));
+//   TANDEM_RETURN_IF_ERROR(trainer->Step());  // each rank its own stage
+//
 // Collective like the wrappers it holds; belongs to the rank's thread; the
 // model and communicator outlive it.
 #ifndef TANDEM_TRAIN_PARALLEL_STRATEGY_H_
 #define TANDEM_TRAIN_PARALLEL_STRATEGY_H_
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,6 +67,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "comm/communicator.h"
 #include "tensor/dtype.h"
 #include "tensor/nn/module.h"
@@ -51,15 +75,17 @@
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp/ddp.h"
+#include "train/parallel/pipeline/pipeline.h"
 #include "train/parallel/sharded/fsdp.h"
 #include "train/parallel/sharded/sharded_optimizer_state.h"
 #include "train/parallel/sharded/zero_optimizer.h"
 
 namespace tandem::train {
 
-enum class ShardMode { kNone, kZero1, kZero2, kFsdp, kLocal };
+enum class ShardMode { kNone, kZero1, kZero2, kFsdp, kLocal, kPipeline };
 
-// "none", "zero1", "zero2", "fsdp" (the --shard values; kLocal is not one);
+// "none", "zero1", "zero2", "fsdp" (the --shard values; kLocal and
+// kPipeline are not);
 // InvalidArgument naming the choices.
 absl::StatusOr<ShardMode> ParseShardMode(std::string_view text);
 std::string ShardModeName(ShardMode mode);
@@ -73,6 +99,36 @@ absl::Status CheckShardAmp(ShardMode mode, std::optional<DType> amp);
 // The factory of an optim::Sgd(lr, options) over the tensors it is given
 // (Sgd::Create's checks: lr and options finite, PyTorch's rules).
 ShardOptimizerFactory SgdFactory(double lr, optim::SgdOptions options = {});
+
+// Where world rank `rank` of `world_size` sits in a pipeline of
+// world_size / replicas stages, each replicated `replicas` times: replica
+// rank / stages, stage rank % stages (the stages of one replica are
+// consecutive ranks).
+struct PipelinePlacement {
+  int64_t stages = 1;
+  int64_t replicas = 1;
+  int stage = 0;
+  int replica = 0;
+  bool first_stage() const { return stage == 0; }
+  bool last_stage() const { return stage == stages - 1; }
+};
+// InvalidArgument unless 1 <= replicas and replicas divides world_size
+// (0 <= rank < world_size is the caller's).
+absl::StatusOr<PipelinePlacement> PlacePipeline(int world_size, int rank,
+                                                int64_t replicas);
+
+struct PipelineStrategyOptions {
+  PipelineSchedule schedule = PipelineSchedule::kGPipe;
+  int64_t chunks = 1;  // micro-batches per batch (PipelineOptions::chunks)
+  // The loss of one micro-batch (used on the last stage; every rank may
+  // pass the same function).
+  PipelineLossFn loss = nullptr;
+  // Copies of each stage (PlacePipeline); > 1 runs DDP over the replicas
+  // of a stage, its gradient sync around the stage's last backward.
+  int64_t replicas = 1;
+  bool scale_grads = true;                    // PipelineOptions::scale_grads
+  absl::Duration timeout = absl::Minutes(5);  // PipelineOptions::timeout
+};
 
 class Strategy {
  public:
@@ -89,8 +145,46 @@ class Strategy {
       const ShardOptimizerFactory& make_optimizer,
       std::optional<DType> fsdp_param_dtype = std::nullopt);
 
+  // The pipeline strategy of world rank comm.rank(): `stage_module` is
+  // this rank's stage (PlacePipeline(comm.size(), comm.rank(),
+  // options.replicas).stage), its optimizer `make_optimizer(its
+  // parameters)`. Splits `comm` into the pipeline of this replica and the
+  // replicas of this stage (two Communicator::Split calls, in that order),
+  // then, with replicas > 1, wraps the stage in DDP over the replicas.
+  // Collective over `comm`. Errors: PlacePipeline's, PipelineStage::
+  // Create's (chunks < 1, no loss on the last stage), DDP's.
+  static absl::StatusOr<std::unique_ptr<Strategy>> CreatePipeline(
+      comm::Communicator& comm, nn::Module& stage_module,
+      const PipelineStrategyOptions& options,
+      const ShardOptimizerFactory& make_optimizer);
+
+  ShardMode mode() const { return mode_; }
+  // Pipeline only (nullopt and null otherwise): this rank's place, its
+  // stage engine.
+  const std::optional<PipelinePlacement>& pipeline_placement() const {
+    return placement_;
+  }
+  PipelineStage* pipeline_stage() const { return pipeline_.get(); }
+
+  // Pipeline only: one training step's forward, loss and backward over
+  // every micro-batch of the batch (PipelineStage::Step); the first stage
+  // reads `input`, the last `target`, other arguments are ignored. Returns
+  // the step's loss on every rank: the mean of the micro-batch losses,
+  // averaged over replicas. Gradients accumulate (ZeroGrad first); Step()
+  // then updates this stage. Collective over the world;
+  // FailedPrecondition under the other modes (use Forward and Backward).
+  absl::StatusOr<double> PipelineStep(const Tensor& input,
+                                      const Tensor& target);
+  // The last PipelineStep's result on this stage (micro-batch losses on
+  // the last stage, peak live micro-batches); nullopt before the first.
+  const std::optional<PipelineStepResult>& last_pipeline_result() const {
+    return last_pipeline_result_;
+  }
+
   // In grad mode a training step's forward; under NoGradGuard evaluation
   // (FSDP gathers and frees each unit; the others run the model).
+  // Forward and Backward are FailedPrecondition under pipeline (a step is
+  // PipelineStep).
   absl::StatusOr<Tensor> Forward(const Tensor& input);
   absl::Status Backward(const Tensor& loss);
   absl::Status Step();
@@ -99,14 +193,17 @@ class Strategy {
   // and Step: local and none clip the model's (all-reduced) gradients
   // (optim::ClipGradNorm, no communication); zero1, zero2 and fsdp compute
   // the norm from the shards (grad_clip.h: one all-reduce of one value) and
-  // scale the gradients their Step applies. Returns the norm before
-  // clipping, the same on every rank. Collective under zero1, zero2, fsdp.
+  // scale the gradients their Step applies; pipeline treats each stage's
+  // gradients as its shard of the model's (one all-reduce over the
+  // replica's pipeline; the replicas' gradients are equal after their
+  // sync). Returns the norm before clipping, the same on every rank.
+  // Collective under zero1, zero2, fsdp and pipeline.
   absl::StatusOr<double> ClipGradNorm(double max_norm);
   // Gradient accumulation: while the guard lives, backward passes only
   // accumulate local gradients (DDP's NoSync, also under zero1 and zero2);
   // nullopt under local and fsdp (fsdp's backward reduce-scatters every
   // micro-batch and accumulates into the gradient shards: the same sum, in
-  // another order).
+  // another order) and pipeline (a step accumulates its micro-batches).
   std::optional<DistributedDataParallel::NoSyncGuard> NoSync();
   // The optimizer this rank steps: the whole model's under local and none,
   // this rank's shards' otherwise (null on a zero1/zero2 rank without
@@ -123,14 +220,18 @@ class Strategy {
   // line); nullptr under local and fsdp.
   const DistributedDataParallel* ddp() const { return ddp_.get(); }
   // The optimizer of the whole model under local and none; nullptr where it
-  // holds only this rank's shards.
+  // holds only this rank's shards or stage.
   optim::Optimizer* full_optimizer() const {
-    return zero_ == nullptr && fsdp_ == nullptr ? optimizer_.get() : nullptr;
+    return zero_ == nullptr && fsdp_ == nullptr && pipeline_ == nullptr
+               ? optimizer_.get()
+               : nullptr;
   }
 
   // Checkpoints: the full state, the same in every mode and at every world
   // size (what --shard=none on one rank would hold), so a checkpoint saved
-  // in one mode and world size loads in any other.
+  // in one mode and world size loads in any other. Not under pipeline
+  // (a stage holds part of the model under its own names):
+  // FailedPrecondition saying so from all four.
   // The model's state dict (parameters in their own dtype, then buffers).
   // Collective under fsdp (gathers every unit); a copy in every mode.
   absl::StatusOr<nn::StateDict> FullModelState();
@@ -150,14 +251,26 @@ class Strategy {
   // The parameter groups an unsharded optimizer of the whole model would
   // export (Optimizer::ExportParamGroups): one group over every parameter
   // with the local optimizer's options (the sharded optimizers hold one
-  // group over flat shards). Empty on a rank without a local optimizer.
+  // group over flat shards). Empty on a rank without a local optimizer and
+  // under pipeline.
   std::vector<optim::ParamGroupState> FullParamGroups() const;
 
  private:
-  Strategy(nn::Module& model, comm::Communicator& comm)
-      : model_(&model), comm_(&comm) {}
+  Strategy(ShardMode mode, nn::Module& model, comm::Communicator& comm)
+      : mode_(mode), model_(&model), comm_(&comm) {}
+  // FailedPrecondition naming `what` under pipeline; OK otherwise.
+  absl::Status NotUnderPipeline(std::string_view what) const;
+  absl::StatusOr<double> ClipPipelineGradNorm(double max_norm);
+  ShardMode mode_;
   nn::Module* model_;
   comm::Communicator* comm_;
+  // Pipeline: the communicators it split (the pipeline of this replica;
+  // the replicas of this stage), the stage engine, this rank's place.
+  std::unique_ptr<comm::Communicator> pipe_comm_;
+  std::unique_ptr<comm::Communicator> replica_comm_;
+  std::unique_ptr<PipelineStage> pipeline_;
+  std::optional<PipelinePlacement> placement_;
+  std::optional<PipelineStepResult> last_pipeline_result_;
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<ZeroRedundancyOptimizer> zero_;
   std::unique_ptr<FullyShardedDataParallel> fsdp_;
