@@ -74,11 +74,14 @@ class Strategy {
   // `fsdp_param_dtype` (the examples' --amp): under fsdp the units are
   // gathered and computed in it and reduced in it (FsdpOptions::param_dtype;
   // the masters stay f32); the other modes keep f32 parameters and leave
-  // low precision to autocast.
+  // low precision to autocast. `comm_hook`: how DDP's buckets travel under
+  // none, zero1 and zero2 (DdpOptions::comm_hook; zero2 takes only the
+  // plain all-reduce); unused under local and fsdp.
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(
       ShardMode mode, nn::Module& model, comm::Communicator& comm,
       const ShardOptimizerFactory& make_optimizer,
-      std::optional<DType> fsdp_param_dtype = std::nullopt);
+      std::optional<DType> fsdp_param_dtype = std::nullopt,
+      DdpCommHook comm_hook = DdpCommHook::kAllReduce);
 
   // In grad mode a training step's forward; under NoGradGuard evaluation
   // (FSDP gathers and frees each unit; the others run the model).
