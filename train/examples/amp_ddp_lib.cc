@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
+#include "tensor/amp/autocast.h"
 #include "tensor/generator.h"
 #include "tensor/nn/linear.h"
 #include "tensor/ops.h"
@@ -99,6 +100,9 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
         absl::StrCat("amp_ddp: --inject_inf names rank ",
                      config.inject_inf->rank, " but the world has ",
                      comm.size(), " ranks (0..", comm.size() - 1, ")"));
+  }
+  if (config.amp.has_value()) {
+    TANDEM_RETURN_IF_ERROR(amp::Autocast::Check(device.type(), *config.amp));
   }
   Generator init(config.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Linear> model,

@@ -15,12 +15,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
+#include "comm/types.h"
 #include "tensor/amp/autocast.h"
 #include "tensor/ops.h"
+#include "train/loop/rank_values.h"
 #include "train/parallel/finite_check.h"
 #include "train/parallel/found_inf.h"
+#include "train/parallel/staged_all_gather.h"
 
 namespace tandem::train {
 
@@ -145,11 +149,6 @@ TrainingLoop::TrainingLoop(comm::Communicator& comm, nn::Module& model,
 absl::StatusOr<std::unique_ptr<TrainingLoop>> TrainingLoop::Create(
     comm::Communicator& comm, nn::Module& model, ShardMode mode,
     const ShardOptimizerFactory& make_optimizer, LoopOptions options) {
-  if (options.autocast.has_value()) {
-    TANDEM_RETURN_IF_ERROR(
-        amp::Autocast::Check(options.device.type(), *options.autocast));
-  }
-  TANDEM_RETURN_IF_ERROR(CheckShardAmp(mode, options.autocast));
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<Strategy> strategy,
       Strategy::Create(mode, model, comm, make_optimizer, options.autocast,
@@ -158,6 +157,17 @@ absl::StatusOr<std::unique_ptr<TrainingLoop>> TrainingLoop::Create(
                                              std::move(options));
   loop->owned_strategy_ = std::move(strategy);
   return loop;
+}
+
+std::string TrainingLoop::SumsPrefix() const {
+  return options_.who + ".epoch_";
+}
+
+void TrainingLoop::ReportTest(const Score& score) const {
+  RunMonitor* const monitor = comm_.rank() == 0 ? ActiveRunMonitor() : nullptr;
+  if (monitor != nullptr) {
+    monitor->Test(score.accuracy(), score.correct, score.total);
+  }
 }
 
 void TrainingLoop::SetLrScheduler(std::unique_ptr<optim::LrScheduler> scheduler,
@@ -202,8 +212,16 @@ absl::Status TrainingLoop::Save(int64_t epoch, int64_t step, int64_t steps,
                                 const LoopHooks& hooks) {
   state_.extra.clear();
   const bool due = checkpointer_.SaveDueAfter(step, steps);
+  if (due && step + 1 < steps && !options_.epoch_sums.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        state_.extra,
+        GatherRankValues(comm_, options_.device, options_.who, SumsPrefix(),
+                         options_.epoch_sums, sums_));
+  }
   if (due && step + 1 < steps && hooks.mid_epoch_extra) {
-    TANDEM_ASSIGN_OR_RETURN(state_.extra, hooks.mid_epoch_extra());
+    TANDEM_ASSIGN_OR_RETURN(checkpoint::Metadata extra,
+                            hooks.mid_epoch_extra());
+    state_.extra.merge(extra);
   }
   if (scaler_.has_value())
     ScalerStateToExtra(scaler_->StateDict(), state_.extra);
@@ -305,6 +323,13 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
     TANDEM_ASSIGN_OR_RETURN(const int64_t steps, data.BeginEpoch(epoch));
     model_.Train();
     const int64_t first_step = epoch == start.epoch ? start.step_in_epoch : 0;
+    sums_.assign(options_.epoch_sums.size(), 0.0);
+    if (first_step > 0 && !sums_.empty()) {
+      // Resumed mid-epoch: this rank's sums of the steps already taken.
+      TANDEM_ASSIGN_OR_RETURN(
+          sums_, RankValues(state_.extra, options_.who, SumsPrefix(),
+                            options_.epoch_sums, comm_.rank()));
+    }
     if (hooks.begin_epoch) {
       TANDEM_RETURN_IF_ERROR(hooks.begin_epoch(epoch, first_step));
     }
@@ -317,7 +342,8 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                     .step = b,
                     .steps_in_epoch = steps,
                     .batch = &batch,
-                    .global_step = global_step};
+                    .global_step = global_step,
+                    .sums = &sums_};
       TANDEM_RETURN_IF_ERROR(TrainStep(features, labels, loss_fn, hooks, view));
       ++global_step;
       if (hooks.after_step) TANDEM_RETURN_IF_ERROR(hooks.after_step(view));
@@ -363,6 +389,10 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
         TANDEM_RETURN_IF_ERROR(scheduler_->Step());
       }
       TANDEM_RETURN_IF_ERROR(Save(epoch, b, steps, hooks));
+    }
+    if (!sums_.empty()) {
+      TANDEM_RETURN_IF_ERROR(AllReduceF64(comm_, device, absl::MakeSpan(sums_),
+                                          comm::ReduceOp::kSum));
     }
     if (hooks.end_epoch) {
       TANDEM_ASSIGN_OR_RETURN(EpochEnd end, hooks.end_epoch(epoch, steps));

@@ -67,6 +67,7 @@
 #include "train/data/dataset.h"
 #include "train/data/distributed_sampler.h"
 #include "train/examples/run_monitor.h"
+#include "train/loop/evaluate.h"
 #include "train/parallel/comm_hook.h"
 #include "train/parallel/strategy.h"
 
@@ -140,12 +141,23 @@ struct LoopOptions {
   // How DDP's buckets travel (none, zero1, zero2) when TrainingLoop::Create
   // builds the strategy.
   DdpCommHook comm_hook = DdpCommHook::kAllReduce;
+  // Per-rank running sums of each epoch that the loop keeps for the example
+  // (their names, e.g. {"loss", "count"}): zeroed when an epoch starts,
+  // restored on a mid-epoch resume, carried in mid-epoch checkpoints
+  // (rank_values.h: "<who>.epoch_<name>_bits.<rank>"), and summed over
+  // every rank before end_epoch runs (epoch_sums()). after_step adds to
+  // them (StepView::sums).
+  std::vector<const char*> epoch_sums{};
   // > 0: the run stops after this many steps in all (counted from the
   // first epoch, a resumed run's earlier steps included), ending the epoch
   // it stops in (hooks.end_epoch runs). 0: no limit. Negative: Run fails
   // with InvalidArgument.
   int64_t max_steps = 0;
 };
+
+// The most epochs an example takes: far beyond any use of them; more is a
+// typo (or INT64_MAX) that would train for ever rather than fail.
+inline constexpr int64_t kMaxEpochs = 1000000;
 
 // When the loop steps a learning-rate schedule: after the last step of each
 // epoch (PyTorch's scheduler.step() per epoch; not after an epoch cut short
@@ -161,6 +173,9 @@ struct StepView {
   Tensor output{};               // the model's output (on the device)
   double loss = 0;               // this rank's loss (unscaled)
   int64_t global_step = 0;       // steps before this one, over every epoch
+  // This rank's running sums of the epoch (LoopOptions::epoch_sums), for
+  // after_step to add to.
+  std::vector<double>* sums = nullptr;
   // Under a GradScaler: the scale this step's loss was multiplied by, and
   // whether the scaler skipped the optimizer step. kUnknown and false
   // without one.
@@ -223,10 +238,8 @@ class TrainingLoop {
   TrainingLoop(comm::Communicator& comm, nn::Module& model, Strategy& strategy,
                LoopOptions options);
   // Builds the strategy too (Strategy::Create(mode, model, comm,
-  // make_optimizer, options.autocast, options.comm_hook)) and owns it;
-  // first checks that options.autocast runs on options.device
-  // (amp::Autocast::Check) and with `mode` (CheckShardAmp). Collective like
-  // Strategy::Create.
+  // make_optimizer, options.autocast, options.comm_hook)) and owns it.
+  // Collective like Strategy::Create; its errors.
   static absl::StatusOr<std::unique_ptr<TrainingLoop>> Create(
       comm::Communicator& comm, nn::Module& model, ShardMode mode,
       const ShardOptimizerFactory& make_optimizer, LoopOptions options);
@@ -247,6 +260,13 @@ class TrainingLoop {
   absl::StatusOr<checkpoint::TrainingProgress> Resume();
   // The checkpoint's extra metadata after Resume (empty without one).
   const checkpoint::Metadata& resumed_extra() const { return state_.extra; }
+  // In end_epoch: the epoch's sums (LoopOptions::epoch_sums) over every
+  // rank; elsewhere this rank's running sums.
+  const std::vector<double>& epoch_sums() const { return sums_; }
+  // Rank 0 reports a held-out score to the runner's monitor (nothing on
+  // other ranks or without a monitor).
+  void ReportTest(const Score& score) const;
+
   // The GradScaler under LoopOptions::grad_scaler (its state after Resume),
   // nullptr without one.
   const optim::GradScaler* grad_scaler() const {
@@ -264,6 +284,7 @@ class TrainingLoop {
  private:
   absl::Status Save(int64_t epoch, int64_t step, int64_t steps,
                     const LoopHooks& hooks);
+  std::string SumsPrefix() const;  // of the epoch sums' checkpoint keys
   // Forward, loss, backward, the optimizer step (through the scaler), the
   // loss read back; fills view.output, loss, loss_scale and skipped.
   absl::Status TrainStep(const Tensor& features, const Tensor& labels,
@@ -282,6 +303,7 @@ class TrainingLoop {
   std::optional<optim::GradScaler> scaler_;
   std::unique_ptr<optim::LrScheduler> scheduler_;
   ScheduleEvery schedule_every_ = ScheduleEvery::kEpoch;
+  std::vector<double> sums_;  // LoopOptions::epoch_sums' values
 };
 
 }  // namespace tandem::train

@@ -5,7 +5,13 @@
 //   - a run stopped mid-epoch resumes from its last checkpoint (under DDP
 //     and under FSDP, whose full state is gathered for the save) and ends
 //     with the uninterrupted run's weights bit for bit; the resumed epoch
-//     starts at the saved step and gets back what mid_epoch_extra saved;
+//     starts at the saved step and gets back what mid_epoch_extra saved,
+//     and the epoch sums (LoopOptions::epoch_sums) end each epoch with
+//     every rank's total, a resumed epoch's included;
+//   - a GradScaler skips a step on every rank when one rank's gradient
+//     holds an inf, grows and halves its scale as PyTorch's, and a resumed
+//     run continues its scale and a StepLR's rate from the checkpoint;
+//   - max_steps ends the run inside an epoch (which still ends).
 //   - a learning rate that blows the weights up stops every rank with the
 //     finite check's error;
 //   - under LoopOptions::autocast the forward runs in that dtype;
@@ -97,6 +103,7 @@ struct Seen {
   std::string resumed_count;        // resumed_extra()'s "count", if any
   std::vector<std::string> scales;  // "scale:skipped" per step (a scaler)
   std::vector<double> lrs;          // the optimizer's lr after each step
+  std::vector<double> epoch_rows;   // epoch_sums()[0] in end_epoch
 };
 
 // What Train adds to the loop beyond `options`.
@@ -196,6 +203,9 @@ Outcome Train(int world, ShardMode mode, LoopOptions options,
                   absl::StrCat(s.loss_scale, ":", s.skipped ? 1 : 0));
             }
             seen.lrs.push_back(strategy->lr());
+            if (s.sums != nullptr && !s.sums->empty()) {
+              (*s.sums)[0] += static_cast<double>(s.batch->labels.dim(0));
+            }
             EXPECT_EQ(s.output.dim(0), s.batch->labels.dim(0));
             EXPECT_EQ(s.output.dtype(), options.autocast.value_or(DType::kF32));
             return absl::OkStatus();
@@ -207,6 +217,9 @@ Outcome Train(int world, ShardMode mode, LoopOptions options,
           hooks.end_epoch = [&](int64_t epoch,
                                 int64_t) -> absl::StatusOr<EpochEnd> {
             seen.epochs.push_back(absl::StrCat(epoch));
+            if (!loop.epoch_sums().empty()) {
+              seen.epoch_rows.push_back(loop.epoch_sums()[0]);
+            }
             return EpochEnd{};
           };
           TANDEM_RETURN_IF_ERROR(loop.Run(batches, Loss, hooks));
@@ -248,10 +261,16 @@ TEST(TrainingLoopTest, ResumesMidEpochToTheUninterruptedWeights) {
     const std::string dir =
         absl::StrCat(::testing::TempDir(), "/resume_", ShardModeName(mode));
     std::filesystem::remove_all(dir);
+    // The epoch sums count the rows trained on, over both ranks: every
+    // epoch's 22, a resumed one's included (restored from the checkpoint
+    // beside mid_epoch_extra's entry).
     const LoopOptions options{.who = "test",
                               .epochs = kEpochs,
-                              .checkpoint = {.dir = dir, .every_steps = 1}};
-    Outcome straight = Train(2, mode, {.who = "test", .epochs = kEpochs});
+                              .checkpoint = {.dir = dir, .every_steps = 1},
+                              .epoch_sums = {"rows"}};
+    Outcome straight = Train(
+        2, mode, {.who = "test", .epochs = kEpochs, .epoch_sums = {"rows"}});
+    EXPECT_EQ(straight.seen.epoch_rows, (std::vector<double>{22, 22, 22}));
     ASSERT_TRUE(straight.status.ok()) << straight.status;
     // Stopped in the after_step of global step 6 (epoch 1, step 2): the
     // last save followed global step 5.
@@ -266,6 +285,7 @@ TEST(TrainingLoopTest, ResumesMidEpochToTheUninterruptedWeights) {
     // mid_epoch_extra ran after the after_step of global step 5, which had
     // counted 6 steps.
     EXPECT_EQ(resumed.seen.resumed_count, "6");
+    EXPECT_EQ(resumed.seen.epoch_rows, (std::vector<double>{22, 22}));
   }
 }
 
