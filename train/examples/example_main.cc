@@ -15,7 +15,7 @@
 #include "base/std_streams.h"
 #include "base/trace/trace.h"
 #include "comm/launch_env.h"
-#include "train/examples/run_monitor.h"
+#include "train/loop/run_monitor.h"
 #include "train/examples/trace_file.h"
 #include "train/launch/backend.h"
 #include "train/launch/builtin_engines.h"

@@ -8,7 +8,7 @@
 //     --checkpoint_every), with the full state of a sharded strategy
 //     gathered for rank 0 (the files are --shard=none's in every mode);
 //   - metrics and progress: rank 0 reports every step and epoch to the
-//     runner's RunMonitor (train/examples/run_monitor.h), DDP's
+//     runner's RunMonitor (train/loop/run_monitor.h), DDP's
 //     communication times included;
 //   - the finite check: every rank stops together on a non-finite loss
 //     (every step) or parameter (every kParameterCheckInterval steps and at
@@ -66,7 +66,7 @@
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
 #include "train/data/distributed_sampler.h"
-#include "train/examples/run_monitor.h"
+#include "train/loop/run_monitor.h"
 #include "train/loop/evaluate.h"
 #include "train/parallel/comm_hook.h"
 #include "train/parallel/strategy.h"
