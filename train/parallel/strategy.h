@@ -116,6 +116,9 @@ class Strategy {
   // DDP under none, zero1 and zero2 (its last_sync_stats feed the progress
   // line); nullptr under local and fsdp.
   const DistributedDataParallel* ddp() const { return ddp_.get(); }
+  // The same DDP, for an evaluation forward through it (under NoGradGuard
+  // DDP's Forward still broadcasts rank 0's buffers, which Forward() skips).
+  DistributedDataParallel* mutable_ddp() const { return ddp_.get(); }
   // The optimizer of the whole model under local and none; nullptr where it
   // holds only this rank's shards.
   optim::Optimizer* full_optimizer() const {
