@@ -169,7 +169,6 @@ absl::Status CheckResnetConfig(const ResnetConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--lr_schedule=", c.lr_schedule, "; expected step or cosine"));
   }
-  constexpr int64_t kMaxEpochs = 1000000;
   if (c.batch_size < 1 || c.batch_size > 65536 || c.epochs < 1 ||
       c.epochs > kMaxEpochs || c.max_steps < 0 || c.lr_step_epochs < 1 ||
       c.num_workers < 0 || c.num_workers > 1024) {

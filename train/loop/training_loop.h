@@ -23,14 +23,18 @@
 //   - learning-rate schedules (SetLrScheduler: stepped per epoch or per
 //     step, their state in every checkpoint);
 //   - gradient clipping (LoopOptions::max_grad_norm) in every strategy;
-//   - a limit on the run's steps (LoopOptions::max_steps).
+//   - a limit on the run's steps (LoopOptions::max_steps);
+//   - per-rank epoch sums (LoopOptions::epoch_sums: a mean loss, counts)
+//     carried across a mid-epoch resume and summed over the ranks.
 //
-//   TrainingLoop loop(comm, *model, *strategy,
-//                     {.who = "toy_ddp", .epochs = 3, .device = device,
-//                      .checkpoint = config.checkpoint});
+//   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<TrainingLoop> loop,
+//       TrainingLoop::Create(comm, *model, ShardMode::kNone, SgdFactory(lr),
+//                            {.who = "toy_ddp", .epochs = 3,
+//                             .device = device,
+//                             .checkpoint = config.checkpoint}));
 //   TANDEM_ASSIGN_OR_RETURN(SampledBatches data, SampledBatches::Create(
 //       train_set, comm, batch_size, /*drop_last=*/true));
-//   TANDEM_RETURN_IF_ERROR(loop.Run(data, CrossEntropyLoss(),
+//   TANDEM_RETURN_IF_ERROR(loop->Run(data, CrossEntropyLoss(),
 //       {.after_step = [&](const StepView& s) { ...print...; return Ok; }}));
 //
 // Each step: the batch is copied to the device, forward and loss (under
@@ -66,8 +70,8 @@
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
 #include "train/data/distributed_sampler.h"
-#include "train/loop/run_monitor.h"
 #include "train/loop/evaluate.h"
+#include "train/loop/run_monitor.h"
 #include "train/parallel/comm_hook.h"
 #include "train/parallel/strategy.h"
 
