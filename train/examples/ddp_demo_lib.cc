@@ -86,7 +86,6 @@ absl::StatusOr<TensorDataset> RandomDataset(int64_t n, Generator& gen) {
 
 absl::Status CheckDdpDemoConfig(const DdpDemoConfig& config) {
   constexpr int64_t kMaxBatch = 4096;
-  constexpr int64_t kMaxEpochs = 1000000;
   constexpr int64_t kMaxDatasetSize = 65536;
   constexpr int64_t kMaxClasses = 10000;
   if (config.batch_size < 1 || config.batch_size > kMaxBatch ||

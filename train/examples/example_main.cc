@@ -15,10 +15,10 @@
 #include "base/std_streams.h"
 #include "base/trace/trace.h"
 #include "comm/launch_env.h"
-#include "train/examples/run_monitor.h"
 #include "train/examples/trace_file.h"
 #include "train/launch/backend.h"
 #include "train/launch/builtin_engines.h"
+#include "train/loop/run_monitor.h"
 
 // The help of --backend is generated from the registry (ExampleHelp).
 ABSL_FLAG(std::string, backend, "auto", "see --help");

@@ -26,7 +26,7 @@
 //                  a FILE that cannot be created is a usage error
 //   --progress     auto | plain | off: rank 0's progress line
 //   --metrics      FILE: JSON lines per step, epoch and test result
-//                  (train/examples/run_monitor.h; examples report to
+//                  (train/loop/run_monitor.h; examples report to
 //                  ActiveRunMonitor() from rank 0)
 //
 // The command line is parsed by base/command_line.h, not by

@@ -1,4 +1,4 @@
-// Reads a --metrics file (train/examples/run_monitor.h: one JSON object per
+// Reads a --metrics file (train/loop/run_monitor.h: one JSON object per
 // line) and draws its loss and accuracy curves as an SVG a browser opens.
 //
 //   absl::StatusOr<MetricsCurves> curves = ParseMetrics(text);

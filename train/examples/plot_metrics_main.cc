@@ -1,5 +1,5 @@
 // //train/examples:plot_metrics — draws the loss and accuracy curves of a
-// --metrics file (JSON lines, train/examples/run_monitor.h) as an SVG.
+// --metrics file (JSON lines, train/loop/run_monitor.h) as an SVG.
 //
 //   bazel-bin/train/examples/digits_ddp --metrics=/tmp/m.jsonl
 //   bazel-bin/train/examples/plot_metrics --metrics=/tmp/m.jsonl

@@ -1,9 +1,7 @@
 #include "train/examples/resnet_ddp_lib.h"
 
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,11 +10,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -27,28 +22,20 @@
 #include "tensor/autograd.h"
 #include "tensor/generator.h"
 #include "tensor/nn/models/resnet.h"
-#include "tensor/ops.h"
 #include "tensor/optim/lr_scheduler.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/checkpoint/safetensors.h"
-#include "train/checkpoint/training_checkpoint.h"
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
-#include "train/examples/run_monitor.h"
 #include "train/launch/config_agreement.h"
-#include "train/parallel/core/finite_check.h"
+#include "train/loop/evaluate.h"
+#include "train/loop/training_loop.h"
 #include "train/parallel/core/staged_all_gather.h"
-#include "train/parallel/ddp/ddp.h"
 #include "train/parallel/ddp/sync_batch_norm.h"
 
 namespace tandem::train {
 namespace {
-
-constexpr char kSchedulerPrefix[] = "lr_scheduler.";
-// A mid-epoch checkpoint's running sums of the epoch (loss * samples,
-// samples), summed over the ranks, as the doubles' bits.
-constexpr char kEpochSumsKey[] = "resnet_ddp.epoch_sums_bits";
 
 absl::StatusOr<std::unique_ptr<nn::ResNet>> BuildModel(const std::string& arch,
                                                        int64_t num_classes,
@@ -76,66 +63,6 @@ absl::StatusOr<std::unique_ptr<optim::LrScheduler>> MakeScheduler(
   return std::unique_ptr<optim::LrScheduler>(std::move(s));
 }
 
-// Sums `values` over every rank, in place (staged through `device`).
-absl::Status AllReduceSum(comm::Communicator& comm, std::vector<double>& values,
-                          Device device) {
-  return AllReduceF64(comm, device, absl::MakeSpan(values),
-                      comm::ReduceOp::kSum);
-}
-
-std::string DoublesToBits(const std::vector<double>& values) {
-  std::string out;
-  for (double v : values) {
-    int64_t bits;
-    std::memcpy(&bits, &v, sizeof(bits));
-    absl::StrAppend(&out, out.empty() ? "" : ",", bits);
-  }
-  return out;
-}
-
-absl::StatusOr<std::vector<double>> DoublesFromBits(const std::string& text,
-                                                    size_t count) {
-  std::vector<double> out;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int64_t bits = 0;
-    if (!absl::SimpleAtoi(part, &bits)) break;
-    double v;
-    std::memcpy(&v, &bits, sizeof(v));
-    out.push_back(v);
-  }
-  if (out.size() != count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("resnet_ddp: the checkpoint's \"", kEpochSumsKey,
-                     "\" is \"", text, "\", expected ", count,
-                     " integers; start from a fresh --checkpoint_dir"));
-  }
-  return out;
-}
-
-// The scheduler's entries of a checkpoint's extra metadata.
-std::map<std::string, std::string> SchedulerState(
-    const checkpoint::Metadata& extra) {
-  std::map<std::string, std::string> out;
-  for (const auto& [key, value] : extra) {
-    if (absl::StartsWith(key, kSchedulerPrefix)) {
-      out[key.substr(sizeof(kSchedulerPrefix) - 1)] = value;
-    }
-  }
-  return out;
-}
-
-// `t` (a CPU float32 batch) in the model's dtype on `device`.
-absl::StatusOr<Tensor> ToModel(const Tensor& t, DType dtype, Device device) {
-  Tensor x = t;
-  if (x.dtype() != dtype) {
-    TANDEM_ASSIGN_OR_RETURN(x, x.To(dtype));
-  }
-  if (x.device() != device) {
-    TANDEM_ASSIGN_OR_RETURN(x, x.To(device));
-  }
-  return x;
-}
-
 // The generator a rank's epoch draws its augmentations from: a function of
 // the seed, the epoch and the rank only, so a resumed epoch draws the same.
 Generator EpochGenerator(uint64_t seed, int64_t epoch, int rank) {
@@ -143,16 +70,92 @@ Generator EpochGenerator(uint64_t seed, int64_t epoch, int rank) {
                    static_cast<uint64_t>(rank) * 104729 + 17);
 }
 
-int64_t CountCorrect(const Tensor& logits, const Tensor& labels) {
-  absl::StatusOr<Tensor> predicted = Argmax(logits, -1);
-  if (!predicted.ok()) return -1;
-  absl::StatusOr<Tensor> host = predicted->To(Device::CPU());
-  if (!host.ok()) return -1;
-  const int64_t* p = host->data<int64_t>();
-  const int64_t* y = labels.data<int64_t>();
-  int64_t correct = 0;
-  for (int64_t i = 0; i < labels.numel(); ++i) correct += p[i] == y[i];
-  return correct;
+// The training batches of each epoch: this rank's DistributedSampler shard
+// of the training images (shuffled with the epoch), augmented from
+// EpochGenerator, in the model's dtype.
+class ResnetBatches : public EpochBatches {
+ public:
+  ResnetBatches(const ResnetData& data, DistributedSampler sampler,
+                const ResnetConfig& config, int rank)
+      : data_(data),
+        sampler_(std::move(sampler)),
+        config_(config),
+        rank_(rank) {}
+  absl::StatusOr<int64_t> BeginEpoch(int64_t epoch) override {
+    sampler_.SetEpoch(epoch);
+    std::vector<int64_t> indices = sampler_.Indices();
+    for (int64_t& i : indices) i = data_.train_indices[static_cast<size_t>(i)];
+    Generator augment = EpochGenerator(config_.data.seed, epoch, rank_);
+    TANDEM_ASSIGN_OR_RETURN(
+        DataLoader loader,
+        DataLoader::Create(data_.train, std::move(indices), config_.batch_size,
+                           /*drop_last=*/true, augment,
+                           {.num_workers = config_.num_workers}));
+    loader_.emplace(std::move(loader));
+    return loader_->num_batches();
+  }
+  absl::StatusOr<Batch> GetBatch(int64_t step) override {
+    TANDEM_ASSIGN_OR_RETURN(Batch batch, loader_->GetBatch(step));
+    if (batch.features.dtype() != config_.dtype) {
+      TANDEM_ASSIGN_OR_RETURN(batch.features, batch.features.To(config_.dtype));
+    }
+    return batch;
+  }
+
+ private:
+  const ResnetData& data_;
+  DistributedSampler sampler_;
+  const ResnetConfig& config_;
+  int rank_;
+  std::optional<DataLoader> loader_;
+};
+
+// Top-1 on the held-out split: each rank a disjoint strided slice, in eval
+// mode through DDP (its first eval Forward broadcasts rank 0's buffers, so
+// every rank scores with the same running statistics), counts summed over
+// the ranks. Collective.
+absl::StatusOr<Score> Validate(comm::Communicator& comm, Strategy& strategy,
+                               nn::Module& model, const ResnetData& data,
+                               const ResnetConfig& config, Device device) {
+  model.Eval();
+  std::vector<double> counts = {0, 0};
+  {
+    NoGradGuard no_grad;
+    std::vector<int64_t> mine;
+    for (size_t i = comm.rank(); i < data.val_indices.size();
+         i += comm.size()) {
+      mine.push_back(data.val_indices[i]);
+    }
+    Generator unused(0);  // the held-out transform draws nothing
+    TANDEM_ASSIGN_OR_RETURN(
+        DataLoader loader,
+        DataLoader::Create(data.val, std::move(mine), config.batch_size,
+                           /*drop_last=*/false, unused,
+                           {.num_workers = config.num_workers}));
+    for (int64_t b = 0; b < loader.num_batches(); ++b) {
+      TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
+      Tensor x = batch.features;
+      if (x.dtype() != config.dtype) {
+        TANDEM_ASSIGN_OR_RETURN(x, x.To(config.dtype));
+      }
+      if (x.device() != device) {
+        TANDEM_ASSIGN_OR_RETURN(x, x.To(device));
+      }
+      std::optional<amp::Autocast> autocast;
+      if (config.amp.has_value()) autocast.emplace(device.type(), *config.amp);
+      TANDEM_ASSIGN_OR_RETURN(Tensor logits,
+                              strategy.mutable_ddp()->Forward(x));
+      TANDEM_ASSIGN_OR_RETURN(const int64_t correct,
+                              CountCorrect(logits, batch.labels));
+      counts[0] += static_cast<double>(correct);
+      counts[1] += static_cast<double>(batch.labels.numel());
+    }
+  }
+  model.Train();
+  TANDEM_RETURN_IF_ERROR(
+      AllReduceF64(comm, device, absl::MakeSpan(counts), comm::ReduceOp::kSum));
+  return Score{.correct = static_cast<int64_t>(counts[0]),
+               .total = static_cast<int64_t>(counts[1])};
 }
 
 }  // namespace
@@ -166,7 +169,6 @@ absl::Status CheckResnetConfig(const ResnetConfig& c) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--lr_schedule=", c.lr_schedule, "; expected step or cosine"));
   }
-  constexpr int64_t kMaxEpochs = 1000000;
   if (c.batch_size < 1 || c.batch_size > 65536 || c.epochs < 1 ||
       c.epochs > kMaxEpochs || c.max_steps < 0 || c.lr_step_epochs < 1 ||
       c.num_workers < 0 || c.num_workers > 1024) {
@@ -275,188 +277,86 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
   TANDEM_RETURN_IF_ERROR(model->To(device));
   model->Train();
   TANDEM_ASSIGN_OR_RETURN(
-      std::unique_ptr<DistributedDataParallel> ddp,
-      DistributedDataParallel::Create(*model, comm, DdpOptions()));
+      std::unique_ptr<TrainingLoop> loop,
+      TrainingLoop::Create(
+          comm, *model, ShardMode::kNone,
+          SgdFactory(config.lr, {.momentum = config.momentum,
+                                 .weight_decay = config.weight_decay}),
+          {.who = "resnet_ddp",
+           .epochs = config.epochs,
+           .device = device,
+           .checkpoint = config.checkpoint,
+           .autocast = config.amp,
+           .epoch_sums = {"loss", "count"},
+           .max_steps = config.max_steps}));
   TANDEM_ASSIGN_OR_RETURN(
-      optim::Sgd sgd,
-      optim::Sgd::Create(
-          model->Parameters(), config.lr,
-          {.momentum = config.momentum, .weight_decay = config.weight_decay}));
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<optim::LrScheduler> scheduler,
-                          MakeScheduler(config, &sgd));
+      std::unique_ptr<optim::LrScheduler> scheduler,
+      MakeScheduler(config, loop->strategy().full_optimizer()));
+  loop->SetLrScheduler(std::move(scheduler), ScheduleEvery::kEpoch);
   if (!config.save_init.empty() && rank == 0) {
     TANDEM_RETURN_IF_ERROR(
         checkpoint::SaveSafetensors(config.save_init, model->StateDict()));
   }
+  TANDEM_RETURN_IF_ERROR(loop->Resume().status());
   const comm::RankPrinter out(comm);
-  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
-                                           "resnet_ddp");
-  checkpoint::TrainingState state;
-  state.model = model.get();
-  state.optimizer = &sgd;
-  TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
-                          checkpointer.Resume(state));
-  if (start.global_step > 0) {
-    TANDEM_RETURN_IF_ERROR(
-        scheduler->LoadStateDict(SchedulerState(state.extra)));
-  }
   out.PrintOnRank0(absl::StrFormat(
       "resnet_ddp: %s, %d rank(s) on %s, batch %d per rank, %s%s%s, %s",
       config.arch, world, std::string(comm.backend()), config.batch_size,
       DTypeName(config.dtype), config.amp.has_value() ? ", autocast bf16" : "",
       config.sync_bn ? ", SyncBatchNorm" : "", data.description));
-
   TANDEM_ASSIGN_OR_RETURN(
       DistributedSampler sampler,
       DistributedSampler::Create(
           train_size,
           {.num_replicas = world, .rank = rank, .seed = config.data.seed}));
-  RunMonitor* const monitor = rank == 0 ? ActiveRunMonitor() : nullptr;
-  ResnetResult result;
-  int64_t global_step = start.global_step;
-  auto limit_reached = [&] {
-    return config.max_steps > 0 && global_step >= config.max_steps;
-  };
-  for (int64_t epoch = start.epoch; epoch < config.epochs && !limit_reached();
-       ++epoch) {
-    sampler.SetEpoch(epoch);
-    std::vector<int64_t> indices = sampler.Indices();
-    for (int64_t& i : indices) i = data.train_indices[static_cast<size_t>(i)];
-    Generator augment = EpochGenerator(config.data.seed, epoch, rank);
-    TANDEM_ASSIGN_OR_RETURN(
-        DataLoader loader,
-        DataLoader::Create(data.train, std::move(indices), config.batch_size,
-                           /*drop_last=*/true, augment,
-                           {.num_workers = config.num_workers}));
-    const int64_t steps = loader.num_batches();
-    // loss * samples and samples, this rank's (after a mid-epoch resume,
-    // rank 0 starts from every rank's sums of the steps already taken).
-    std::vector<double> sums = {0, 0};
-    const int64_t first_step = epoch == start.epoch ? start.step_in_epoch : 0;
-    if (first_step > 0 && rank == 0) {
-      auto it = state.extra.find(kEpochSumsKey);
-      if (it == state.extra.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("resnet_ddp: the checkpoint resumes inside epoch ",
-                         epoch + 1, " but has no \"", kEpochSumsKey,
-                         "\"; start from a fresh --checkpoint_dir"));
-      }
-      TANDEM_ASSIGN_OR_RETURN(sums, DoublesFromBits(it->second, 2));
-    }
-    model->Train();
-    const absl::Time epoch_start = absl::Now();
-    int64_t images = 0;
-    for (int64_t b = first_step; b < steps && !limit_reached(); ++b) {
-      TANDEM_ASSIGN_OR_RETURN(Batch batch, loader.GetBatch(b));
-      TANDEM_ASSIGN_OR_RETURN(Tensor x,
-                              ToModel(batch.features, config.dtype, device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor y, batch.labels.To(device));
-      Tensor loss;
-      {
-        std::optional<amp::Autocast> autocast;
-        if (config.amp.has_value())
-          autocast.emplace(device.type(), *config.amp);
-        TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(x));
-        TANDEM_ASSIGN_OR_RETURN(loss, CrossEntropy(logits, y));
-      }
-      sgd.ZeroGrad();
-      TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
-      TANDEM_RETURN_IF_ERROR(sgd.Step());
-      ++global_step;
-      ++result.steps;
-      TANDEM_ASSIGN_OR_RETURN(double value, loss.Item());
-      TANDEM_RETURN_IF_ERROR(
-          CheckStepFinite(comm, *model,
-                          {.epoch = epoch,
-                           .step = b,
-                           .loss = value,
-                           .check_parameters = ParameterCheckDue(b, steps)})
-              .status());
-      if (config.print_step_losses) {
-        out.PrintOnAllRanks(
-            absl::StrFormat("step %d loss %.17g", global_step - 1, value));
-      }
-      const int64_t n = batch.labels.numel();
-      sums[0] += value * static_cast<double>(n);
-      sums[1] += static_cast<double>(n);
-      images += n * world;
-      if (monitor != nullptr) {
-        ReportStep(*monitor, *ddp,
-                   {.epoch = epoch,
-                    .epochs = config.epochs,
-                    .step = b,
-                    .steps_per_epoch = steps,
-                    .samples = n * world,
-                    .loss = value});
-      }
-      // The schedule steps per epoch, before the epoch's last save.
-      if (b + 1 == steps) TANDEM_RETURN_IF_ERROR(scheduler->Step());
-      state.extra.clear();
-      for (const auto& [key, value] : scheduler->StateDict()) {
-        state.extra[kSchedulerPrefix + key] = value;
-      }
-      if (checkpointer.SaveDueAfter(b, steps) && b + 1 < steps) {
-        std::vector<double> global = sums;  // collective: every rank
-        TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, global, device));
-        state.extra[kEpochSumsKey] = DoublesToBits(global);
-      }
-      TANDEM_RETURN_IF_ERROR(checkpointer.AfterStep(state, epoch, b, steps));
-    }
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);
-    TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, sums, device));
-    result.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
+  ResnetBatches batches(data, std::move(sampler), config, rank);
 
-    // Held out: each rank a disjoint strided slice, in eval mode (the first
-    // eval Forward broadcasts rank 0's buffers, so every rank scores with
-    // the same running statistics).
-    model->Eval();
-    std::vector<double> correct_total = {0, 0};
-    {
-      NoGradGuard no_grad;
-      std::vector<int64_t> mine;
-      for (int64_t i = rank; i < val_size; i += world) {
-        mine.push_back(data.val_indices[static_cast<size_t>(i)]);
-      }
-      Generator unused(0);  // the held-out transform draws nothing
-      TANDEM_ASSIGN_OR_RETURN(
-          DataLoader val_loader,
-          DataLoader::Create(data.val, std::move(mine), config.batch_size,
-                             /*drop_last=*/false, unused,
-                             {.num_workers = config.num_workers}));
-      for (int64_t b = 0; b < val_loader.num_batches(); ++b) {
-        TANDEM_ASSIGN_OR_RETURN(Batch batch, val_loader.GetBatch(b));
-        TANDEM_ASSIGN_OR_RETURN(Tensor x,
-                                ToModel(batch.features, config.dtype, device));
-        std::optional<amp::Autocast> autocast;
-        if (config.amp.has_value())
-          autocast.emplace(device.type(), *config.amp);
-        TANDEM_ASSIGN_OR_RETURN(Tensor logits, ddp->Forward(x));
-        const int64_t correct = CountCorrect(logits, batch.labels);
-        if (correct < 0) {
-          return absl::InternalError("resnet_ddp: argmax of the logits failed");
-        }
-        correct_total[0] += static_cast<double>(correct);
-        correct_total[1] += static_cast<double>(batch.labels.numel());
-      }
+  ResnetResult result;
+  absl::Time epoch_start;
+  int64_t images = 0;  // this epoch's, over every rank
+  LoopHooks hooks;
+  hooks.begin_epoch = [&](int64_t, int64_t) {
+    epoch_start = absl::Now();
+    images = 0;
+    return absl::OkStatus();
+  };
+  hooks.after_step = [&](const StepView& s) {
+    const int64_t n = s.batch->labels.numel();
+    (*s.sums)[0] += s.loss * static_cast<double>(n);
+    (*s.sums)[1] += static_cast<double>(n);
+    images += n * world;
+    ++result.steps;
+    return absl::OkStatus();
+  };
+  hooks.after_checked_step = [&](const StepView& s) {
+    if (config.print_step_losses) {
+      out.PrintOnAllRanks(
+          absl::StrFormat("step %d loss %.17g", s.global_step, s.loss));
     }
-    model->Train();
-    TANDEM_RETURN_IF_ERROR(AllReduceSum(comm, correct_total, device));
-    result.val_correct = static_cast<int64_t>(correct_total[0]);
-    result.val_total = static_cast<int64_t>(correct_total[1]);
-    const double top1 = correct_total[0] / correct_total[1];
-    if (monitor != nullptr) {
-      monitor->Epoch({.epoch = epoch,
-                      .epochs = config.epochs,
-                      .train_loss = result.train_loss,
-                      .samples = static_cast<int64_t>(sums[1])});
-      monitor->Test(top1, result.val_correct, result.val_total);
-    }
-    out.PrintOnRank0(absl::StrFormat(
-        "Epoch %03d/%03d | train loss %.4f | val top-1 %.4f (%d/%d) | %.1f "
-        "images/s",
-        epoch + 1, config.epochs, result.train_loss, top1, result.val_correct,
-        result.val_total, seconds > 0 ? images / seconds : 0.0));
-  }
+    return absl::OkStatus();
+  };
+  hooks.end_epoch = [&](int64_t epoch, int64_t) -> absl::StatusOr<EpochEnd> {
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);
+    const std::vector<double>& sums = loop->epoch_sums();
+    result.train_loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
+    TANDEM_ASSIGN_OR_RETURN(
+        const Score val,
+        Validate(comm, loop->strategy(), *model, data, config, device));
+    result.val_correct = val.correct;
+    result.val_total = val.total;
+    return EpochEnd{
+        .report = {.train_loss = result.train_loss,
+                   .samples = static_cast<int64_t>(sums[1])},
+        .rank0_line = absl::StrFormat(
+            "Epoch %03d/%03d | train loss %.4f | val top-1 %.4f (%d/%d) | "
+            "%.1f images/s",
+            epoch + 1, config.epochs, result.train_loss, val.accuracy(),
+            val.correct, val.total, seconds > 0 ? images / seconds : 0.0),
+        .test = EpochEnd::Test{.accuracy = val.accuracy(),
+                               .correct = val.correct,
+                               .total = val.total}};
+  };
+  TANDEM_RETURN_IF_ERROR(loop->Run(batches, CrossEntropyLoss(), hooks));
   return result;
 }
 

@@ -1,15 +1,21 @@
 // Evaluation helpers of the training loop's examples: a model's output
-// through its Strategy without grad, and how many predictions are right.
+// through its Strategy without grad, how many predictions are right, and
+// the two ways the examples score a data set (a tutorial's f32 accuracy
+// over a loader; a held-out set split across the ranks).
 #ifndef TANDEM_TRAIN_LOOP_EVALUATE_H_
 #define TANDEM_TRAIN_LOOP_EVALUATE_H_
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "comm/communicator.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
+#include "train/data/data_loader.h"
+#include "train/data/dataset.h"
 #include "train/parallel/strategy.h"
 
 namespace tandem::train {
@@ -26,6 +32,32 @@ absl::StatusOr<Tensor> EvalForward(Strategy& strategy, const Tensor& features,
 // `labels`' class (int64, any device); compared on the host.
 absl::StatusOr<int64_t> CountCorrect(const Tensor& logits,
                                      const Tensor& labels);
+
+// Right predictions out of the rows scored.
+struct Score {
+  int64_t correct = 0;
+  int64_t total = 0;
+  double accuracy() const {
+    return static_cast<double>(correct) / static_cast<double>(total);
+  }
+};
+
+// The DDP tutorials' compute_accuracy: correct predictions over `loader`'s
+// batches through EvalForward, accumulated in f32 and divided by the count
+// in f32 (PyTorch's float32 tensor arithmetic, which .item() widens).
+// FailedPrecondition(`empty_error`) when the loader has no rows (the
+// tutorial divides by zero). Local (collective under fsdp).
+absl::StatusOr<float> LoaderAccuracy(Strategy& strategy,
+                                     const DataLoader& loader, Device device,
+                                     std::string_view empty_error);
+
+// Collective: every rank scores a disjoint strided slice of `data` (rows
+// rank, rank + world size, ...; no padding) in one batch through
+// EvalForward (nothing when its slice is empty), and the counts are summed
+// over every rank.
+absl::StatusOr<Score> StridedScore(comm::Communicator& comm, Strategy& strategy,
+                                   const TensorDataset& data, Device device,
+                                   std::optional<DType> autocast = {});
 
 }  // namespace tandem::train
 

@@ -1,19 +1,30 @@
 #include "train/loop/training_loop.h"
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <map>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
+#include "comm/types.h"
 #include "tensor/amp/autocast.h"
 #include "tensor/ops.h"
+#include "train/loop/rank_values.h"
 #include "train/parallel/core/finite_check.h"
+#include "train/parallel/core/found_inf.h"
+#include "train/parallel/core/staged_all_gather.h"
 
 namespace tandem::train {
 
@@ -58,6 +69,53 @@ absl::StatusOr<Tensor> OnDevice(const Tensor& t, Device device) {
   return t.To(device);
 }
 
+constexpr char kScaleBitsKey[] = "grad_scaler.scale_bits";
+constexpr char kGrowthTrackerKey[] = "grad_scaler.growth_tracker";
+constexpr char kSchedulerPrefix[] = "lr_scheduler.";
+
+// The GradScaler's state as checkpoint metadata: the scale as the bits of
+// its double (exact) and the growth tracker.
+void ScalerStateToExtra(const optim::GradScalerState& s,
+                        checkpoint::Metadata& extra) {
+  int64_t bits;
+  static_assert(sizeof(bits) == sizeof(s.scale));
+  std::memcpy(&bits, &s.scale, sizeof(bits));
+  extra[kScaleBitsKey] = absl::StrCat(bits);
+  extra[kGrowthTrackerKey] = absl::StrCat(s.growth_tracker);
+}
+
+absl::StatusOr<optim::GradScalerState> ScalerStateFromExtra(
+    const checkpoint::Metadata& extra, const std::string& who) {
+  optim::GradScalerState out;
+  auto scale = extra.find(kScaleBitsKey);
+  auto tracker = extra.find(kGrowthTrackerKey);
+  int64_t bits = 0;
+  if (scale == extra.end() || tracker == extra.end() ||
+      !absl::SimpleAtoi(scale->second, &bits) ||
+      !absl::SimpleAtoi(tracker->second, &out.growth_tracker)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who,
+        ": the checkpoint has no valid GradScaler state "
+        "(grad_scaler.scale_bits, grad_scaler.growth_tracker); it was not "
+        "written by ",
+        who, ": start from a fresh --checkpoint_dir"));
+  }
+  std::memcpy(&out.scale, &bits, sizeof(bits));
+  return out;
+}
+
+// The scheduler's entries of a checkpoint's extra metadata.
+std::map<std::string, std::string> SchedulerState(
+    const checkpoint::Metadata& extra) {
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : extra) {
+    if (absl::StartsWith(key, kSchedulerPrefix)) {
+      out[key.substr(sizeof(kSchedulerPrefix) - 1)] = value;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 LossFn CrossEntropyLoss() {
@@ -88,19 +146,89 @@ TrainingLoop::TrainingLoop(comm::Communicator& comm, nn::Module& model,
   }
 }
 
-absl::StatusOr<checkpoint::TrainingProgress> TrainingLoop::Resume() {
-  if (!start_.has_value()) {
-    TANDEM_ASSIGN_OR_RETURN(start_, checkpointer_.Resume(state_));
+absl::StatusOr<std::unique_ptr<TrainingLoop>> TrainingLoop::Create(
+    comm::Communicator& comm, nn::Module& model, ShardMode mode,
+    const ShardOptimizerFactory& make_optimizer, LoopOptions options) {
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<Strategy> strategy,
+      Strategy::Create(mode, model, comm, make_optimizer, options.autocast,
+                       options.comm_hook));
+  auto loop = std::make_unique<TrainingLoop>(comm, model, *strategy,
+                                             std::move(options));
+  loop->owned_strategy_ = std::move(strategy);
+  return loop;
+}
+
+std::string TrainingLoop::SumsPrefix() const {
+  return options_.who + ".epoch_";
+}
+
+void TrainingLoop::ReportTest(const Score& score) const {
+  RunMonitor* const monitor = comm_.rank() == 0 ? ActiveRunMonitor() : nullptr;
+  if (monitor != nullptr) {
+    monitor->Test(score.accuracy(), score.correct, score.total);
   }
-  return *start_;
+}
+
+void TrainingLoop::SetLrScheduler(std::unique_ptr<optim::LrScheduler> scheduler,
+                                  ScheduleEvery every) {
+  scheduler_ = std::move(scheduler);
+  schedule_every_ = every;
+}
+
+absl::StatusOr<checkpoint::TrainingProgress> TrainingLoop::Resume() {
+  if (start_.has_value()) return *start_;
+  if (options_.grad_scaler.has_value() && !scaler_.has_value()) {
+    if (strategy_.full_optimizer() == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          options_.who,
+          ": a GradScaler steps the whole model's optimizer; the sharded "
+          "strategies (zero1, zero2, fsdp) hold shards of it: use none (DDP) "
+          "or drop the scaler"));
+    }
+    TANDEM_ASSIGN_OR_RETURN(scaler_,
+                            optim::GradScaler::Create(*options_.grad_scaler));
+    scaler_->set_found_inf_combiner(
+        FoundInfAcrossRanks(comm_, options_.device));
+  }
+  TANDEM_ASSIGN_OR_RETURN(const checkpoint::TrainingProgress start,
+                          checkpointer_.Resume(state_));
+  if (start.global_step > 0) {
+    if (scaler_.has_value()) {
+      TANDEM_ASSIGN_OR_RETURN(const optim::GradScalerState saved,
+                              ScalerStateFromExtra(state_.extra, options_.who));
+      TANDEM_RETURN_IF_ERROR(scaler_->LoadStateDict(saved));
+    }
+    if (scheduler_ != nullptr) {
+      TANDEM_RETURN_IF_ERROR(
+          scheduler_->LoadStateDict(SchedulerState(state_.extra)));
+    }
+  }
+  start_ = start;
+  return start;
 }
 
 absl::Status TrainingLoop::Save(int64_t epoch, int64_t step, int64_t steps,
                                 const LoopHooks& hooks) {
   state_.extra.clear();
   const bool due = checkpointer_.SaveDueAfter(step, steps);
+  if (due && step + 1 < steps && !options_.epoch_sums.empty()) {
+    TANDEM_ASSIGN_OR_RETURN(
+        state_.extra,
+        GatherRankValues(comm_, options_.device, options_.who, SumsPrefix(),
+                         options_.epoch_sums, sums_));
+  }
   if (due && step + 1 < steps && hooks.mid_epoch_extra) {
-    TANDEM_ASSIGN_OR_RETURN(state_.extra, hooks.mid_epoch_extra());
+    TANDEM_ASSIGN_OR_RETURN(checkpoint::Metadata extra,
+                            hooks.mid_epoch_extra());
+    state_.extra.merge(extra);
+  }
+  if (scaler_.has_value())
+    ScalerStateToExtra(scaler_->StateDict(), state_.extra);
+  if (scheduler_ != nullptr) {
+    for (const auto& [key, value] : scheduler_->StateDict()) {
+      state_.extra[kSchedulerPrefix + key] = value;
+    }
   }
   const bool sharded = strategy_.full_optimizer() == nullptr;
   if (sharded && due) {
@@ -117,6 +245,53 @@ absl::Status TrainingLoop::Save(int64_t epoch, int64_t step, int64_t steps,
   return saved;
 }
 
+absl::Status TrainingLoop::TrainStep(const Tensor& features,
+                                     const Tensor& labels,
+                                     const LossFn& loss_fn,
+                                     const LoopHooks& hooks, StepView& view) {
+  Tensor loss;
+  {
+    // Forward and loss under autocast; backward outside it, as in
+    // PyTorch's recipe.
+    std::optional<amp::Autocast> autocast;
+    if (options_.autocast.has_value()) {
+      autocast.emplace(options_.device.type(), *options_.autocast);
+    }
+    TANDEM_ASSIGN_OR_RETURN(view.output, strategy_.Forward(features));
+    TANDEM_ASSIGN_OR_RETURN(loss, loss_fn(view.output, labels));
+  }
+  strategy_.ZeroGrad();
+  if (scaler_.has_value()) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor scaled, scaler_->Scale(loss));
+    TANDEM_RETURN_IF_ERROR(strategy_.Backward(scaled));
+  } else {
+    TANDEM_RETURN_IF_ERROR(strategy_.Backward(loss));
+  }
+  if (hooks.before_optimizer_step) {
+    TANDEM_RETURN_IF_ERROR(hooks.before_optimizer_step(view));
+  }
+  if (options_.max_grad_norm > 0) {
+    // The true gradients are clipped: unscaled first (Step then does not
+    // unscale again).
+    if (scaler_.has_value()) {
+      TANDEM_RETURN_IF_ERROR(scaler_->Unscale(*strategy_.full_optimizer()));
+    }
+    TANDEM_RETURN_IF_ERROR(
+        strategy_.ClipGradNorm(options_.max_grad_norm).status());
+  }
+  if (scaler_.has_value()) {
+    view.loss_scale = scaler_->scale();
+    TANDEM_ASSIGN_OR_RETURN(const bool stepped,
+                            scaler_->Step(*strategy_.full_optimizer()));
+    view.skipped = !stepped;
+    TANDEM_RETURN_IF_ERROR(scaler_->Update());
+  } else {
+    TANDEM_RETURN_IF_ERROR(strategy_.Step());
+  }
+  TANDEM_ASSIGN_OR_RETURN(view.loss, loss.Item());
+  return absl::OkStatus();
+}
+
 absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                                const LoopHooks& hooks) {
   if (!(options_.max_grad_norm >= 0 &&
@@ -127,51 +302,51 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                      "(0: no clipping); found ",
                      options_.max_grad_norm));
   }
+  if (options_.max_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options_.who,
+                     ": max_steps must be >= 0 (0: no limit); "
+                     "found ",
+                     options_.max_steps));
+  }
   TANDEM_ASSIGN_OR_RETURN(const checkpoint::TrainingProgress start, Resume());
   const comm::RankPrinter printer(comm_);
   const Device device = options_.device;
+  int64_t global_step = start.global_step;
+  auto limit_reached = [&] {
+    return options_.max_steps > 0 && global_step >= options_.max_steps;
+  };
   // The runner's progress line and metrics file (rank 0 reports).
   RunMonitor* const monitor = comm_.rank() == 0 ? ActiveRunMonitor() : nullptr;
-  for (int64_t epoch = start.epoch; epoch < options_.epochs; ++epoch) {
+  for (int64_t epoch = start.epoch; epoch < options_.epochs && !limit_reached();
+       ++epoch) {
     TANDEM_ASSIGN_OR_RETURN(const int64_t steps, data.BeginEpoch(epoch));
     model_.Train();
     const int64_t first_step = epoch == start.epoch ? start.step_in_epoch : 0;
+    sums_.assign(options_.epoch_sums.size(), 0.0);
+    if (first_step > 0 && !sums_.empty()) {
+      // Resumed mid-epoch: this rank's sums of the steps already taken.
+      TANDEM_ASSIGN_OR_RETURN(
+          sums_, RankValues(state_.extra, options_.who, SumsPrefix(),
+                            options_.epoch_sums, comm_.rank()));
+    }
     if (hooks.begin_epoch) {
       TANDEM_RETURN_IF_ERROR(hooks.begin_epoch(epoch, first_step));
     }
-    for (int64_t b = first_step; b < steps; ++b) {
+    for (int64_t b = first_step; b < steps && !limit_reached(); ++b) {
       TANDEM_ASSIGN_OR_RETURN(const Batch batch, data.GetBatch(b));
       TANDEM_ASSIGN_OR_RETURN(Tensor features,
                               OnDevice(batch.features, device));
       TANDEM_ASSIGN_OR_RETURN(Tensor labels, OnDevice(batch.labels, device));
-      Tensor output;
-      Tensor loss;
-      {
-        // Forward and loss under autocast; backward outside it, as in
-        // PyTorch's recipe.
-        std::optional<amp::Autocast> autocast;
-        if (options_.autocast.has_value()) {
-          autocast.emplace(device.type(), *options_.autocast);
-        }
-        TANDEM_ASSIGN_OR_RETURN(output, strategy_.Forward(features));
-        TANDEM_ASSIGN_OR_RETURN(loss, loss_fn(output, labels));
-      }
-      strategy_.ZeroGrad();
-      TANDEM_RETURN_IF_ERROR(strategy_.Backward(loss));
-      if (options_.max_grad_norm > 0) {
-        TANDEM_RETURN_IF_ERROR(
-            strategy_.ClipGradNorm(options_.max_grad_norm).status());
-      }
-      TANDEM_RETURN_IF_ERROR(strategy_.Step());
-      TANDEM_ASSIGN_OR_RETURN(const double value, loss.Item());
-      if (hooks.after_step) {
-        TANDEM_RETURN_IF_ERROR(hooks.after_step({.epoch = epoch,
-                                                 .step = b,
-                                                 .steps_in_epoch = steps,
-                                                 .batch = &batch,
-                                                 .output = output,
-                                                 .loss = value}));
-      }
+      StepView view{.epoch = epoch,
+                    .step = b,
+                    .steps_in_epoch = steps,
+                    .batch = &batch,
+                    .global_step = global_step,
+                    .sums = &sums_};
+      TANDEM_RETURN_IF_ERROR(TrainStep(features, labels, loss_fn, hooks, view));
+      ++global_step;
+      if (hooks.after_step) TANDEM_RETURN_IF_ERROR(hooks.after_step(view));
       if (monitor != nullptr) {
         // Every rank's batch has this size (the sampler pads evenly).
         StepReport report{.epoch = epoch,
@@ -179,7 +354,9 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                           .step = b,
                           .steps_per_epoch = steps,
                           .samples = batch.labels.dim(0) * comm_.size(),
-                          .loss = value};
+                          .loss = view.loss,
+                          .loss_scale = view.loss_scale,
+                          .skipped = view.skipped};
         if (strategy_.ddp() != nullptr) {
           ReportStep(*monitor, *strategy_.ddp(), report);
         } else {
@@ -188,20 +365,34 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
           monitor->Step(report);
         }
       }
-      // Every rank stops together on a non-finite loss (every step) or
-      // parameter (scanned every kParameterCheckInterval steps and at the
-      // end of the epoch; under fsdp the parameters live in shards between
-      // steps, so only the loss is checked).
+      // Every rank stops together on a non-finite loss (every step, unless
+      // the scaler skipped it) or parameter (scanned every
+      // kParameterCheckInterval steps and at the end of the epoch; under
+      // fsdp the parameters live in shards between steps, so only the loss
+      // is checked).
       TANDEM_RETURN_IF_ERROR(
           CheckStepFinite(
               comm_, model_,
               {.epoch = epoch,
                .step = b,
-               .loss = value,
+               .loss = view.loss,
+               .outcome =
+                   view.skipped ? StepOutcome::kSkipped : StepOutcome::kApplied,
                .check_parameters = strategy_.parameters_resident() &&
                                    ParameterCheckDue(b, steps)})
               .status());
+      if (hooks.after_checked_step) {
+        TANDEM_RETURN_IF_ERROR(hooks.after_checked_step(view));
+      }
+      if (scheduler_ != nullptr &&
+          (schedule_every_ == ScheduleEvery::kStep || b + 1 == steps)) {
+        TANDEM_RETURN_IF_ERROR(scheduler_->Step());
+      }
       TANDEM_RETURN_IF_ERROR(Save(epoch, b, steps, hooks));
+    }
+    if (!sums_.empty()) {
+      TANDEM_RETURN_IF_ERROR(AllReduceF64(comm_, device, absl::MakeSpan(sums_),
+                                          comm::ReduceOp::kSum));
     }
     if (hooks.end_epoch) {
       TANDEM_ASSIGN_OR_RETURN(EpochEnd end, hooks.end_epoch(epoch, steps));
@@ -209,6 +400,9 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
         end.report.epoch = epoch;
         end.report.epochs = options_.epochs;
         monitor->Epoch(end.report);
+        if (end.test.has_value()) {
+          monitor->Test(end.test->accuracy, end.test->correct, end.test->total);
+        }
       }
       if (!end.rank0_line.empty()) printer.PrintOnRank0(end.rank0_line);
     }

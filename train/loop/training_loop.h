@@ -8,27 +8,42 @@
 //     --checkpoint_every), with the full state of a sharded strategy
 //     gathered for rank 0 (the files are --shard=none's in every mode);
 //   - metrics and progress: rank 0 reports every step and epoch to the
-//     runner's RunMonitor (train/examples/run_monitor.h), DDP's
+//     runner's RunMonitor (train/loop/run_monitor.h), DDP's
 //     communication times included;
 //   - the finite check: every rank stops together on a non-finite loss
 //     (every step) or parameter (every kParameterCheckInterval steps and at
 //     the end of each epoch, while the parameters are resident);
 //   - AMP: forward and loss under autocast in LoopOptions::autocast, backward
-//     outside it (PyTorch's recipe);
-//   - gradient clipping (LoopOptions::max_grad_norm) in every strategy.
+//     outside it (PyTorch's recipe); with LoopOptions::grad_scaler a
+//     GradScaler the loop owns (loss scaled, gradients unscaled before
+//     clipping, a step skipped on every rank when any rank found inf/nan,
+//     its scale and growth tracker in every checkpoint); DDP's gradient comm
+//     hook (LoopOptions::comm_hook, when TrainingLoop::Create builds the
+//     strategy);
+//   - learning-rate schedules (SetLrScheduler: stepped per epoch or per
+//     step, their state in every checkpoint);
+//   - gradient clipping (LoopOptions::max_grad_norm) in every strategy;
+//   - a limit on the run's steps (LoopOptions::max_steps);
+//   - per-rank epoch sums (LoopOptions::epoch_sums: a mean loss, counts)
+//     carried across a mid-epoch resume and summed over the ranks.
 //
-//   TrainingLoop loop(comm, *model, *strategy,
-//                     {.who = "toy_ddp", .epochs = 3, .device = device,
-//                      .checkpoint = config.checkpoint});
+//   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<TrainingLoop> loop,
+//       TrainingLoop::Create(comm, *model, ShardMode::kNone, SgdFactory(lr),
+//                            {.who = "toy_ddp", .epochs = 3,
+//                             .device = device,
+//                             .checkpoint = config.checkpoint}));
 //   TANDEM_ASSIGN_OR_RETURN(SampledBatches data, SampledBatches::Create(
 //       train_set, comm, batch_size, /*drop_last=*/true));
-//   TANDEM_RETURN_IF_ERROR(loop.Run(data, CrossEntropyLoss(),
+//   TANDEM_RETURN_IF_ERROR(loop->Run(data, CrossEntropyLoss(),
 //       {.after_step = [&](const StepView& s) { ...print...; return Ok; }}));
 //
 // Each step: the batch is copied to the device, forward and loss (under
-// autocast), ZeroGrad, Backward, clipping, Step, the loss read back; then
-// hooks.after_step (the example's line), the monitor, the finite check and
-// the checkpoint, in that order. Collective (every rank runs the same
+// autocast), ZeroGrad, Backward (of the scaled loss under a scaler),
+// hooks.before_optimizer_step, clipping (after unscaling), Step (through the
+// scaler, then its Update), the loss read back; then hooks.after_step (the
+// example's line), the monitor, the finite check, hooks.after_checked_step,
+// a per-step schedule, an epoch's schedule after its last step, and the
+// checkpoint, in that order. Collective (every rank runs the same
 // epochs and steps); one per rank, used by that rank's thread only; the
 // communicator, model and strategy outlive it.
 #ifndef TANDEM_TRAIN_LOOP_TRAINING_LOOP_H_
@@ -36,6 +51,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,13 +62,17 @@
 #include "tensor/device.h"
 #include "tensor/dtype.h"
 #include "tensor/nn/module.h"
+#include "tensor/optim/grad_scaler.h"
+#include "tensor/optim/lr_scheduler.h"
 #include "tensor/tensor.h"
 #include "train/checkpoint/run_checkpointer.h"
 #include "train/checkpoint/training_checkpoint.h"
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"
 #include "train/data/distributed_sampler.h"
-#include "train/examples/run_monitor.h"
+#include "train/loop/evaluate.h"
+#include "train/loop/run_monitor.h"
+#include "train/parallel/ddp/comm_hook.h"
 #include "train/parallel/strategy.h"
 
 namespace tandem::train {
@@ -114,7 +134,39 @@ struct LoopOptions {
   // every strategy). 0: no clipping. Negative or not finite: Run fails
   // with InvalidArgument before any step.
   double max_grad_norm = 0;
+  // A GradScaler with these options (enabled = false: every call a
+  // pass-through, its state still checkpointed), its found_inf combined
+  // across ranks (train/parallel/core/found_inf.h). It steps the whole model's
+  // optimizer: local and none only (Run: InvalidArgument otherwise). Its
+  // state rides in every checkpoint's metadata ("grad_scaler.scale_bits":
+  // the scale's double bits, "grad_scaler.growth_tracker") and comes back
+  // on resume (InvalidArgument when a checkpoint lacks it).
+  std::optional<optim::GradScalerOptions> grad_scaler{};
+  // How DDP's buckets travel (none, zero1, zero2) when TrainingLoop::Create
+  // builds the strategy.
+  DdpCommHook comm_hook = DdpCommHook::kAllReduce;
+  // Per-rank running sums of each epoch that the loop keeps for the example
+  // (their names, e.g. {"loss", "count"}): zeroed when an epoch starts,
+  // restored on a mid-epoch resume, carried in mid-epoch checkpoints
+  // (rank_values.h: "<who>.epoch_<name>_bits.<rank>"), and summed over
+  // every rank before end_epoch runs (epoch_sums()). after_step adds to
+  // them (StepView::sums).
+  std::vector<const char*> epoch_sums{};
+  // > 0: the run stops after this many steps in all (counted from the
+  // first epoch, a resumed run's earlier steps included), ending the epoch
+  // it stops in (hooks.end_epoch runs). 0: no limit. Negative: Run fails
+  // with InvalidArgument.
+  int64_t max_steps = 0;
 };
+
+// The most epochs an example takes: far beyond any use of them; more is a
+// typo (or INT64_MAX) that would train for ever rather than fail.
+inline constexpr int64_t kMaxEpochs = 1000000;
+
+// When the loop steps a learning-rate schedule: after the last step of each
+// epoch (PyTorch's scheduler.step() per epoch; not after an epoch cut short
+// by max_steps), or after every step.
+enum class ScheduleEvery { kEpoch, kStep };
 
 // What the after_step hook sees of a step just taken.
 struct StepView {
@@ -123,7 +175,16 @@ struct StepView {
   int64_t steps_in_epoch = 0;
   const Batch* batch = nullptr;  // as EpochBatches gave it (host)
   Tensor output{};               // the model's output (on the device)
-  double loss = 0;               // this rank's loss
+  double loss = 0;               // this rank's loss (unscaled)
+  int64_t global_step = 0;       // steps before this one, over every epoch
+  // This rank's running sums of the epoch (LoopOptions::epoch_sums), for
+  // after_step to add to.
+  std::vector<double>* sums = nullptr;
+  // Under a GradScaler: the scale this step's loss was multiplied by, and
+  // whether the scaler skipped the optimizer step. kUnknown and false
+  // without one.
+  double loss_scale = kUnknown;
+  bool skipped = false;
 };
 
 // What the end_epoch hook returns: the epoch's report for the monitor
@@ -132,6 +193,13 @@ struct StepView {
 struct EpochEnd {
   EpochReport report{};
   std::string rank0_line{};
+  // A held-out score for the monitor, reported after the epoch.
+  struct Test {
+    double accuracy = 0;
+    int64_t correct = 0;
+    int64_t total = 0;
+  };
+  std::optional<Test> test{};
 };
 
 // The example's part of the loop. Every hook is optional; an error ends the
@@ -144,6 +212,13 @@ struct LoopHooks {
   std::function<absl::Status(int64_t epoch, int64_t first_step)> begin_epoch;
   // After each step (the example's per-step line, its running sums).
   std::function<absl::Status(const StepView& step)> after_step;
+  // After Backward, before clipping and the optimizer step (the gradients
+  // are reduced, and still scaled under a GradScaler; output and loss are
+  // set, loss_scale and skipped not yet).
+  std::function<absl::Status(const StepView& step)> before_optimizer_step;
+  // After the finite check passed for the step (a line that a failing step
+  // must not print).
+  std::function<absl::Status(const StepView& step)> after_checked_step;
   // Collective (every rank, the same steps): just before a checkpoint is
   // saved in the middle of an epoch, what the checkpoint carries for the
   // resumed epoch (checkpoint::Metadata: the example's running sums).
@@ -166,6 +241,21 @@ class TrainingLoop {
   // `model` is the module `strategy` wraps.
   TrainingLoop(comm::Communicator& comm, nn::Module& model, Strategy& strategy,
                LoopOptions options);
+  // Builds the strategy too (Strategy::Create(mode, model, comm,
+  // make_optimizer, options.autocast, options.comm_hook)) and owns it.
+  // Collective like Strategy::Create; its errors.
+  static absl::StatusOr<std::unique_ptr<TrainingLoop>> Create(
+      comm::Communicator& comm, nn::Module& model, ShardMode mode,
+      const ShardOptimizerFactory& make_optimizer, LoopOptions options);
+
+  Strategy& strategy() const { return strategy_; }
+
+  // The loop steps `scheduler` (built over strategy().full_optimizer() or
+  // local_optimizer()) `every` epoch or step, saves its StateDict under
+  // "lr_scheduler." in every checkpoint and restores it on resume (call
+  // before Resume or Run).
+  void SetLrScheduler(std::unique_ptr<optim::LrScheduler> scheduler,
+                      ScheduleEvery every);
 
   // Every rank, collective when checkpoints are on: restores the model and
   // the optimizer (the full state, sliced for a sharded strategy) from a
@@ -174,6 +264,18 @@ class TrainingLoop {
   absl::StatusOr<checkpoint::TrainingProgress> Resume();
   // The checkpoint's extra metadata after Resume (empty without one).
   const checkpoint::Metadata& resumed_extra() const { return state_.extra; }
+  // In end_epoch: the epoch's sums (LoopOptions::epoch_sums) over every
+  // rank; elsewhere this rank's running sums.
+  const std::vector<double>& epoch_sums() const { return sums_; }
+  // Rank 0 reports a held-out score to the runner's monitor (nothing on
+  // other ranks or without a monitor).
+  void ReportTest(const Score& score) const;
+
+  // The GradScaler under LoopOptions::grad_scaler (its state after Resume),
+  // nullptr without one.
+  const optim::GradScaler* grad_scaler() const {
+    return scaler_ ? &*scaler_ : nullptr;
+  }
 
   // Trains from where Resume left (every epoch from 0 without a
   // checkpoint) to options.epochs. The model is in training mode during
@@ -186,7 +288,14 @@ class TrainingLoop {
  private:
   absl::Status Save(int64_t epoch, int64_t step, int64_t steps,
                     const LoopHooks& hooks);
+  std::string SumsPrefix() const;  // of the epoch sums' checkpoint keys
+  // Forward, loss, backward, the optimizer step (through the scaler), the
+  // loss read back; fills view.output, loss, loss_scale and skipped.
+  absl::Status TrainStep(const Tensor& features, const Tensor& labels,
+                         const LossFn& loss_fn, const LoopHooks& hooks,
+                         StepView& view);
 
+  std::unique_ptr<Strategy> owned_strategy_;  // set by Create
   comm::Communicator& comm_;
   nn::Module& model_;
   Strategy& strategy_;
@@ -195,6 +304,10 @@ class TrainingLoop {
   checkpoint::TrainingState state_;
   checkpoint::FullTrainingState full_;
   std::optional<checkpoint::TrainingProgress> start_;
+  std::optional<optim::GradScaler> scaler_;
+  std::unique_ptr<optim::LrScheduler> scheduler_;
+  ScheduleEvery schedule_every_ = ScheduleEvery::kEpoch;
+  std::vector<double> sums_;  // LoopOptions::epoch_sums' values
 };
 
 }  // namespace tandem::train

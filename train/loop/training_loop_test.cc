@@ -5,7 +5,13 @@
 //   - a run stopped mid-epoch resumes from its last checkpoint (under DDP
 //     and under FSDP, whose full state is gathered for the save) and ends
 //     with the uninterrupted run's weights bit for bit; the resumed epoch
-//     starts at the saved step and gets back what mid_epoch_extra saved;
+//     starts at the saved step and gets back what mid_epoch_extra saved,
+//     and the epoch sums (LoopOptions::epoch_sums) end each epoch with
+//     every rank's total, a resumed epoch's included;
+//   - a GradScaler skips a step on every rank when one rank's gradient
+//     holds an inf, grows and halves its scale as PyTorch's, and a resumed
+//     run continues its scale and a StepLR's rate from the checkpoint;
+//   - max_steps ends the run inside an epoch (which still ends).
 //   - a learning rate that blows the weights up stops every rank with the
 //     finite check's error;
 //   - under LoopOptions::autocast the forward runs in that dtype;
@@ -39,6 +45,7 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/optim/clip_grad.h"
+#include "tensor/optim/lr_scheduler.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 
@@ -94,6 +101,18 @@ struct Seen {
   std::vector<std::string> epochs;  // "epoch"
   std::vector<std::string> begins;  // "epoch@first_step"
   std::string resumed_count;        // resumed_extra()'s "count", if any
+  std::vector<std::string> scales;  // "scale:skipped" per step (a scaler)
+  std::vector<double> lrs;          // the optimizer's lr after each step
+  std::vector<double> epoch_rows;   // epoch_sums()[0] in end_epoch
+};
+
+// What Train adds to the loop beyond `options`.
+struct Extras {
+  // A StepLR (step 1, gamma 0.5) stepped every epoch.
+  bool step_lr = false;
+  // Rank 1 puts an inf into its first gradient before the optimizer step of
+  // this global step (-1: never).
+  int64_t inject_inf_at = -1;
 };
 
 // On `world` ranks in `mode`: the loop (or, with `by_hand`, a hand-written
@@ -106,7 +125,8 @@ struct Outcome {
 };
 
 Outcome Train(int world, ShardMode mode, LoopOptions options,
-              bool by_hand = false, int64_t stop_after = -1, double lr = 0.1) {
+              bool by_hand = false, int64_t stop_after = -1, double lr = 0.1,
+              Extras extras = {}) {
   Outcome out;
   sim::RunResult r =
       sim::Run(world, [&](int rank, comm::Communicator& comm) -> absl::Status {
@@ -146,8 +166,22 @@ Outcome Train(int world, ShardMode mode, LoopOptions options,
           }
         } else {
           TrainingLoop loop(comm, *model, *strategy, options);
+          if (extras.step_lr) {
+            TANDEM_ASSIGN_OR_RETURN(
+                auto step_lr,
+                optim::StepLR::Create(strategy->full_optimizer(), 1, 0.5));
+            loop.SetLrScheduler(std::move(step_lr), ScheduleEvery::kEpoch);
+          }
           int64_t global = 0;
           LoopHooks hooks;
+          hooks.before_optimizer_step = [&](const StepView& s) -> absl::Status {
+            if (rank != 1 || s.global_step != extras.inject_inf_at) {
+              return absl::OkStatus();
+            }
+            Tensor grad = model->Parameters()[0].grad();
+            grad.data<float>()[0] = std::numeric_limits<float>::infinity();
+            return absl::OkStatus();
+          };
           hooks.begin_epoch = [&](int64_t epoch, int64_t first) {
             seen.begins.push_back(absl::StrCat(epoch, "@", first));
             if (first > 0) {
@@ -164,6 +198,14 @@ Outcome Train(int world, ShardMode mode, LoopOptions options,
             }
             seen.steps.push_back(
                 absl::StrCat(s.epoch, ":", s.step, "/", s.steps_in_epoch));
+            if (options.grad_scaler.has_value()) {
+              seen.scales.push_back(
+                  absl::StrCat(s.loss_scale, ":", s.skipped ? 1 : 0));
+            }
+            seen.lrs.push_back(strategy->lr());
+            if (s.sums != nullptr && !s.sums->empty()) {
+              (*s.sums)[0] += static_cast<double>(s.batch->labels.dim(0));
+            }
             EXPECT_EQ(s.output.dim(0), s.batch->labels.dim(0));
             EXPECT_EQ(s.output.dtype(), options.autocast.value_or(DType::kF32));
             return absl::OkStatus();
@@ -175,6 +217,9 @@ Outcome Train(int world, ShardMode mode, LoopOptions options,
           hooks.end_epoch = [&](int64_t epoch,
                                 int64_t) -> absl::StatusOr<EpochEnd> {
             seen.epochs.push_back(absl::StrCat(epoch));
+            if (!loop.epoch_sums().empty()) {
+              seen.epoch_rows.push_back(loop.epoch_sums()[0]);
+            }
             return EpochEnd{};
           };
           TANDEM_RETURN_IF_ERROR(loop.Run(batches, Loss, hooks));
@@ -216,10 +261,16 @@ TEST(TrainingLoopTest, ResumesMidEpochToTheUninterruptedWeights) {
     const std::string dir =
         absl::StrCat(::testing::TempDir(), "/resume_", ShardModeName(mode));
     std::filesystem::remove_all(dir);
+    // The epoch sums count the rows trained on, over both ranks: every
+    // epoch's 22, a resumed one's included (restored from the checkpoint
+    // beside mid_epoch_extra's entry).
     const LoopOptions options{.who = "test",
                               .epochs = kEpochs,
-                              .checkpoint = {.dir = dir, .every_steps = 1}};
-    Outcome straight = Train(2, mode, {.who = "test", .epochs = kEpochs});
+                              .checkpoint = {.dir = dir, .every_steps = 1},
+                              .epoch_sums = {"rows"}};
+    Outcome straight = Train(
+        2, mode, {.who = "test", .epochs = kEpochs, .epoch_sums = {"rows"}});
+    EXPECT_EQ(straight.seen.epoch_rows, (std::vector<double>{22, 22, 22}));
     ASSERT_TRUE(straight.status.ok()) << straight.status;
     // Stopped in the after_step of global step 6 (epoch 1, step 2): the
     // last save followed global step 5.
@@ -234,6 +285,7 @@ TEST(TrainingLoopTest, ResumesMidEpochToTheUninterruptedWeights) {
     // mid_epoch_extra ran after the after_step of global step 5, which had
     // counted 6 steps.
     EXPECT_EQ(resumed.seen.resumed_count, "6");
+    EXPECT_EQ(resumed.seen.epoch_rows, (std::vector<double>{22, 22}));
   }
 }
 
@@ -291,6 +343,73 @@ TEST(TrainingLoopTest, RefusesABadClippingNorm) {
                 HasSubstr("test: the gradient clipping norm must be finite"));
     EXPECT_TRUE(out.seen.steps.empty());
   }
+}
+
+TEST(TrainingLoopTest, GradScalerSkipsOnEveryRankAndResumesItsState) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/scaler");
+  std::filesystem::remove_all(dir);
+  // growth_interval 3: the scale grows within the run, so a resume that
+  // lost the tracker would differ.
+  const optim::GradScalerOptions scaler{.init_scale = 1024,
+                                        .growth_interval = 3};
+  const Extras extras{.step_lr = true, .inject_inf_at = 2};
+  Outcome straight =
+      Train(2, ShardMode::kNone,
+            {.who = "test", .epochs = kEpochs, .grad_scaler = scaler}, false,
+            -1, 0.1, extras);
+  ASSERT_TRUE(straight.status.ok()) << straight.status;
+  // Rank 1's inf skips global step 2 on every rank and halves the scale;
+  // three clean steps then double it.
+  ASSERT_EQ(straight.seen.scales.size(), 12u);
+  EXPECT_EQ(std::vector<std::string>(straight.seen.scales.begin(),
+                                     straight.seen.scales.begin() + 7),
+            (std::vector<std::string>{"1024:0", "1024:0", "1024:1", "512:0",
+                                      "512:0", "512:0", "1024:0"}));
+  // StepLR halves the rate after each epoch's last step (after_step sees
+  // the rate the step used).
+  EXPECT_EQ(straight.seen.lrs[3], 0.1);
+  EXPECT_EQ(straight.seen.lrs[4], 0.05);
+  EXPECT_EQ(straight.seen.lrs[8], 0.025);
+
+  const LoopOptions options{.who = "test",
+                            .epochs = kEpochs,
+                            .checkpoint = {.dir = dir, .every_steps = 1},
+                            .grad_scaler = scaler};
+  Outcome stopped = Train(2, ShardMode::kNone, options, false,
+                          /*stop_after=*/5, 0.1, extras);
+  EXPECT_THAT(stopped.status.message(), HasSubstr("stopped by the test"));
+  Outcome resumed = Train(2, ShardMode::kNone, options, false, -1, 0.1, extras);
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status;
+  EXPECT_EQ(resumed.weights, straight.weights);
+  EXPECT_EQ(resumed.seen.scales,
+            std::vector<std::string>(straight.seen.scales.begin() + 5,
+                                     straight.seen.scales.end()));
+  EXPECT_EQ(resumed.seen.lrs, std::vector<double>(straight.seen.lrs.begin() + 5,
+                                                  straight.seen.lrs.end()));
+}
+
+TEST(TrainingLoopTest, GradScalerNeedsTheWholeOptimizer) {
+  Outcome out = Train(
+      2, ShardMode::kZero2,
+      {.who = "test", .epochs = 1, .grad_scaler = optim::GradScalerOptions{}});
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(out.status.message(), HasSubstr("test: a GradScaler steps"));
+}
+
+TEST(TrainingLoopTest, MaxStepsEndsTheRunInsideAnEpoch) {
+  Outcome out = Train(2, ShardMode::kNone,
+                      {.who = "test", .epochs = kEpochs, .max_steps = 6}, false,
+                      -1, 0.1, {.step_lr = true});
+  ASSERT_TRUE(out.status.ok()) << out.status;
+  EXPECT_EQ(out.seen.steps,
+            (std::vector<std::string>{"0:0/4", "0:1/4", "0:2/4", "0:3/4",
+                                      "1:0/4", "1:1/4"}));
+  // The cut epoch still ends (its hook runs); its schedule does not step.
+  EXPECT_EQ(out.seen.epochs, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(out.seen.lrs.back(), 0.05);
+  Outcome bad = Train(1, ShardMode::kLocal,
+                      {.who = "test", .epochs = 1, .max_steps = -1});
+  EXPECT_EQ(bad.status.code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

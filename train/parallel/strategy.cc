@@ -67,7 +67,7 @@ ShardOptimizerFactory SgdFactory(double lr, optim::SgdOptions options) {
 absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     ShardMode mode, nn::Module& model, comm::Communicator& comm,
     const ShardOptimizerFactory& make_optimizer,
-    std::optional<DType> fsdp_param_dtype) {
+    std::optional<DType> fsdp_param_dtype, DdpCommHook comm_hook) {
   if (mode == ShardMode::kPipeline) {
     return absl::InvalidArgumentError(
         "the pipeline strategy needs a schedule, micro-batch count and loss: "
@@ -102,8 +102,10 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
                             make_optimizer(t->fsdp_->ShardParameters()));
     return t;
   }
-  TANDEM_ASSIGN_OR_RETURN(t->ddp_,
-                          DistributedDataParallel::Create(model, comm));
+  DdpOptions ddp_options;
+  ddp_options.comm_hook = comm_hook;
+  TANDEM_ASSIGN_OR_RETURN(
+      t->ddp_, DistributedDataParallel::Create(model, comm, ddp_options));
   if (mode == ShardMode::kNone) {
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_, make_optimizer(model.Parameters()));
   } else {

@@ -139,11 +139,14 @@ class Strategy {
   // `fsdp_param_dtype` (the examples' --amp): under fsdp the units are
   // gathered and computed in it and reduced in it (FsdpOptions::param_dtype;
   // the masters stay f32); the other modes keep f32 parameters and leave
-  // low precision to autocast.
+  // low precision to autocast. `comm_hook`: how DDP's buckets travel under
+  // none, zero1 and zero2 (DdpOptions::comm_hook; zero2 takes only the
+  // plain all-reduce); unused under local and fsdp.
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(
       ShardMode mode, nn::Module& model, comm::Communicator& comm,
       const ShardOptimizerFactory& make_optimizer,
-      std::optional<DType> fsdp_param_dtype = std::nullopt);
+      std::optional<DType> fsdp_param_dtype = std::nullopt,
+      DdpCommHook comm_hook = DdpCommHook::kAllReduce);
 
   // The pipeline strategy of world rank comm.rank(): `stage_module` is
   // this rank's stage (PlacePipeline(comm.size(), comm.rank(),
@@ -219,6 +222,9 @@ class Strategy {
   // DDP under none, zero1 and zero2 (its last_sync_stats feed the progress
   // line); nullptr under local and fsdp.
   const DistributedDataParallel* ddp() const { return ddp_.get(); }
+  // The same DDP, for an evaluation forward through it (under NoGradGuard
+  // DDP's Forward still broadcasts rank 0's buffers, which Forward() skips).
+  DistributedDataParallel* mutable_ddp() const { return ddp_.get(); }
   // The optimizer of the whole model under local and none; nullptr where it
   // holds only this rank's shards or stage.
   optim::Optimizer* full_optimizer() const {

@@ -1,4 +1,4 @@
-#include "train/examples/run_monitor.h"
+#include "train/loop/run_monitor.h"
 
 #include <algorithm>
 #include <atomic>
