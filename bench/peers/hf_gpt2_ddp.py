@@ -37,17 +37,17 @@ bench/peers/hf_venv.sh makes.
 import argparse
 import math
 import os
-import socket
 import sys
 import time
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data.distributed import DistributedSampler
 from transformers import GPT2LMHeadModel
+
+from fork_ranks import run_ranks
 
 
 def lr_at(args, it):
@@ -208,22 +208,7 @@ def main():
     if len(data) < args.block_size + 1:
         sys.exit("hf_gpt2_ddp.py: %s holds %d bytes, fewer than one block (%d)"
                  % (args.data, len(data), args.block_size + 1))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    # fork: the children inherit torch and transformers already imported
-    # (a second import per rank costs seconds on a loaded machine).
-    ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=worker, args=(r, args, port, data))
-             for r in range(args.world_size)]
-    for proc in procs:
-        proc.start()
-    status = 0
-    for proc in procs:
-        proc.join(600)
-        if proc.exitcode != 0:
-            status = 1
-    sys.exit(status)
+    sys.exit(run_ranks(worker, args, data, args.world_size, 600))
 
 
 if __name__ == "__main__":

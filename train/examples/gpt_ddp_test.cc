@@ -150,7 +150,13 @@ TEST(GptDdpTest, EveryParallelModeGivesTheSameLosses) {
     ASSERT_TRUE(run.status.ok()) << run.status;
     const std::vector<double> got = Losses(run.lines);
     ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6);
+    // The lines print six decimals: losses a few 1e-9 apart can round to
+    // neighbours 1e-6 apart (seen: 4.924889 against 4.924890 after the
+    // AVX2 attention kernels moved the last bits), so printed losses may
+    // differ by one such unit plus half a unit of real difference.
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1.5e-6);
+    }
     EXPECT_NEAR(run.results[0].val_loss, ddp.results[0].val_loss, 1e-6);
   }
   // Weight decay and clipping change the result (so the equality above
