@@ -20,7 +20,6 @@
 #include "tensor/amp/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/generator.h"
-#include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/optim/adamw.h"
 #include "tensor/optim/lr_scheduler.h"
@@ -38,7 +37,7 @@ namespace tandem::train {
 namespace {
 
 constexpr char kModelKey[] = "gpt_ddp.model";
-constexpr char kWrapped[] = "0.";  // the Sequential's name for the model
+constexpr char kBlocks[] = "transformer.h";  // fsdp: one unit per block
 
 absl::Status Bad(const std::string& flag, const std::string& value,
                  const std::string& expected) {
@@ -100,20 +99,6 @@ absl::Status DecayShards(const std::vector<FlatShard>& layout,
     }
   }
   return absl::OkStatus();
-}
-
-// The model's state dict under Hugging Face's names (the Sequential's
-// "0." dropped), and back.
-nn::StateDict Unwrapped(nn::StateDict state) {
-  for (nn::NamedTensor& e : state) {
-    if (e.name.rfind(kWrapped, 0) == 0) e.name = e.name.substr(2);
-  }
-  return state;
-}
-nn::StateDict Wrapped(const nn::StateDict& state) {
-  nn::StateDict out = state;
-  for (nn::NamedTensor& e : out) e.name = kWrapped + e.name;
-  return out;
 }
 
 // nanoGPT's lr of step `step` (0-based).
@@ -291,19 +276,17 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   }
 
   // The model: the same initial weights on every rank (DDP and FSDP
-  // broadcast rank 0's anyway), wrapped in a Sequential of one layer for
-  // the sharded modes (FSDP: the whole model is one unit, as PyTorch's
-  // FSDP(model) without an auto_wrap_policy, so the tied weight is one
-  // tensor of one unit).
+  // broadcast rank 0's anyway). Under fsdp each block is a unit and the
+  // embeddings, final LayerNorm and tied head the root unit (PyTorch's
+  // transformer_auto_wrap_policy over GPT2Block), so the tied weight is one
+  // tensor of one unit.
   Generator gen(config.seed);
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Gpt> owned,
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Gpt> model,
                           nn::Gpt::Create(config.model, gen));
   if (!config.init_from.empty()) {
-    TANDEM_RETURN_IF_ERROR(hf::LoadGpt2Pretrained(config.init_from, *owned));
+    TANDEM_RETURN_IF_ERROR(hf::LoadGpt2Pretrained(config.init_from, *model));
   }
-  nn::Gpt* gpt = owned.get();
-  auto model = std::make_unique<nn::Sequential>();
-  TANDEM_RETURN_IF_ERROR(model->Append(std::move(owned)));
+  nn::Gpt* gpt = model.get();
   TANDEM_RETURN_IF_ERROR(model->To(device));
   const optim::AdamWOptions adam{.lr = config.lr,
                                  .beta1 = config.beta1,
@@ -330,7 +313,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                 optim::AdamW a, optim::AdamW::Create(std::move(params), adam));
             return std::make_unique<optim::AdamW>(std::move(a));
           },
-          config.amp));
+          config.amp, kBlocks));
   const std::vector<FlatShard> layout = trainer->ShardLayout();
 
   // Checkpoints: the files an unsharded run writes, in every mode.
@@ -341,7 +324,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   const bool sharded = trainer->full_optimizer() == nullptr;
   if (sharded) {
     state.load_model = [&trainer](const nn::StateDict& s) {
-      return trainer->LoadFullModelState(Wrapped(s));
+      return trainer->LoadFullModelState(s);
     };
     state.load_optimizer = [&trainer](const std::vector<optim::StateEntry>& s) {
       return trainer->LoadFullOptimizerState(s);
@@ -533,7 +516,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
       // Collective: every rank gathers, rank 0 saves.
       TANDEM_ASSIGN_OR_RETURN(nn::StateDict full_model,
                               trainer->FullModelState());
-      full.model = Unwrapped(std::move(full_model));
+      full.model = std::move(full_model);
       TANDEM_ASSIGN_OR_RETURN(full.optimizer, trainer->FullOptimizerState());
       full.lr = trainer->lr();
       full.param_groups = trainer->FullParamGroups();
@@ -555,7 +538,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                             trainer->FullModelState());
     if (comm.rank() == 0) {
       TANDEM_RETURN_IF_ERROR(hf::SaveGpt2Pretrained(
-          config.export_hf, Unwrapped(std::move(full_model)), config.model));
+          config.export_hf, std::move(full_model), config.model));
     }
   }
 

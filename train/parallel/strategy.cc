@@ -65,7 +65,8 @@ ShardOptimizerFactory SgdFactory(double lr, optim::SgdOptions options) {
 absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     ShardMode mode, nn::Module& model, comm::Communicator& comm,
     const ShardOptimizerFactory& make_optimizer,
-    std::optional<DType> fsdp_param_dtype) {
+    std::optional<DType> fsdp_param_dtype,
+    const std::string& fsdp_unit_layers) {
   std::unique_ptr<Strategy> t(new Strategy(model, comm));
   if (mode == ShardMode::kLocal) {
     if (comm.size() != 1) {
@@ -79,8 +80,8 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     return t;
   }
   if (mode == ShardMode::kFsdp) {
-    auto* layers = dynamic_cast<nn::Sequential*>(&model);
-    if (layers == nullptr) {
+    if (fsdp_unit_layers.empty() &&
+        dynamic_cast<nn::Sequential*>(&model) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
           "fsdp shards one unit per layer of an nn::Sequential; the model is "
           "a ",
@@ -89,8 +90,9 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     }
     FsdpOptions options;
     options.param_dtype = fsdp_param_dtype;
+    options.unit_layers = fsdp_unit_layers;
     TANDEM_ASSIGN_OR_RETURN(
-        t->fsdp_, FullyShardedDataParallel::Create(*layers, comm, options));
+        t->fsdp_, FullyShardedDataParallel::Create(model, comm, options));
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_,
                             make_optimizer(t->fsdp_->ShardParameters()));
     return t;

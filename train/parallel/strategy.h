@@ -7,8 +7,8 @@
 //   none   DistributedDataParallel + the optimizer on every rank
 //   zero1  DDP + ZeroRedundancyOptimizer: optimizer state sharded
 //   zero2  DDP reduce-scattering its buckets + ZeroRedundancyOptimizer
-//   fsdp   FullyShardedDataParallel (one unit per layer), optimizer on the
-//          parameter shards
+//   fsdp   FullyShardedDataParallel (one unit per layer of the model or of
+//          a Sequential inside it), optimizer on the parameter shards
 //
 // All of them give the same weights bit for bit (train/parallel's tests), so
 // an example reaches the same loss and accuracy whatever the mode.
@@ -74,11 +74,15 @@ class Strategy {
   // `fsdp_param_dtype` (the examples' --amp): under fsdp the units are
   // gathered and computed in it and reduced in it (FsdpOptions::param_dtype;
   // the masters stay f32); the other modes keep f32 parameters and leave
-  // low precision to autocast.
+  // low precision to autocast. `fsdp_unit_layers` (FsdpOptions::unit_layers):
+  // under fsdp, the dotted name of the Sequential inside `model` whose
+  // layers are units (GPT-2: "transformer.h", one unit per block, the rest
+  // the root unit); empty: `model` is the Sequential.
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(
       ShardMode mode, nn::Module& model, comm::Communicator& comm,
       const ShardOptimizerFactory& make_optimizer,
-      std::optional<DType> fsdp_param_dtype = std::nullopt);
+      std::optional<DType> fsdp_param_dtype = std::nullopt,
+      const std::string& fsdp_unit_layers = "");
 
   // In grad mode a training step's forward; under NoGradGuard evaluation
   // (FSDP gathers and frees each unit; the others run the model).
