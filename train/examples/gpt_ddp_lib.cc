@@ -74,33 +74,6 @@ absl::Status SumOverRanks(comm::Communicator& comm, Device device,
   return absl::OkStatus();
 }
 
-// AdamW's decoupled weight decay, p *= 1 - lr * wd, on the elements of the
-// local optimizer's shards that belong to parameters of >= 2 dims (see the
-// header: the sharded modes' optimizer runs with weight decay 0).
-absl::Status DecayShards(const std::vector<FlatShard>& layout,
-                         optim::Optimizer* local, double lr,
-                         double weight_decay) {
-  if (local == nullptr || weight_decay == 0) return absl::OkStatus();
-  const double factor = 1 - lr * weight_decay;  // AdamW's, in double
-  NoGradGuard no_grad;
-  for (const FlatShard& shard : layout) {
-    if (shard.local_index < 0) continue;
-    const Tensor& t = local->params().at(shard.local_index);
-    for (const FlatParamMember& m : shard.group.members()) {
-      if (m.shape.size() < 2) continue;
-      const int64_t n = m.numel;
-      const int64_t begin = std::max(m.offset, shard.local_begin);
-      const int64_t end = std::min(m.offset + n, shard.local_end);
-      if (begin >= end) continue;
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor part,
-          t.Detach().View(begin - shard.local_begin, {end - begin}));
-      TANDEM_RETURN_IF_ERROR(ScaleInPlace(part, factor));
-    }
-  }
-  return absl::OkStatus();
-}
-
 // nanoGPT's lr of step `step` (0-based).
 double LrAt(const GptDdpConfig& c, int64_t step) {
   if (c.lr_decay == "constant") return c.lr;
@@ -292,29 +265,26 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                                  .beta1 = config.beta1,
                                  .beta2 = config.beta2,
                                  .eps = 1e-8,
-                                 .weight_decay = 0};
+                                 .weight_decay = config.weight_decay};
+  // nanoGPT's two groups (param_groups.h: decay on tensors of >= 2 dims)
+  // over the tensors given: the model's parameters (ddp, and the groups the
+  // sharded modes follow), or the rank's 1-d shards (zero1, zero2, fsdp),
+  // which all land in the no-decay group and then take their parameters'
+  // weight decay (Strategy: shard_weight_decay.h).
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<Strategy> trainer,
       Strategy::Create(
           mode, *model, comm,
           [&](std::vector<Tensor> params)
               -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
-            if (mode == ShardMode::kNone) {
-              // nanoGPT's two groups over the model's own parameters.
-              TANDEM_ASSIGN_OR_RETURN(
-                  optim::AdamW a,
-                  optim::AdamW::Create(
-                      optim::WeightDecayGroups(gpt->NamedParameters(),
-                                               config.weight_decay),
-                      adam));
-              return std::make_unique<optim::AdamW>(std::move(a));
-            }
             TANDEM_ASSIGN_OR_RETURN(
-                optim::AdamW a, optim::AdamW::Create(std::move(params), adam));
+                optim::AdamW a, optim::AdamW::Create(
+                                    optim::WeightDecayGroups(
+                                        std::move(params), config.weight_decay),
+                                    adam));
             return std::make_unique<optim::AdamW>(std::move(a));
           },
           config.amp, kBlocks));
-  const std::vector<FlatShard> layout = trainer->ShardLayout();
 
   // Checkpoints: the files an unsharded run writes, in every mode.
   checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
@@ -474,10 +444,6 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
             .status());
     if (config.grad_clip > 0) {
       TANDEM_RETURN_IF_ERROR(trainer->ClipGradNorm(config.grad_clip).status());
-    }
-    if (sharded) {
-      TANDEM_RETURN_IF_ERROR(
-          DecayShards(layout, local, lr, config.weight_decay));
     }
     TANDEM_RETURN_IF_ERROR(trainer->Step());
     std::vector<double> mean = {local_loss};

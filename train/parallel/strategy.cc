@@ -12,6 +12,7 @@
 #include "tensor/autograd.h"
 #include "tensor/nn/sequential.h"
 #include "tensor/optim/clip_grad.h"
+#include "train/parallel/shard_weight_decay.h"
 
 namespace tandem::train {
 
@@ -79,15 +80,21 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_, make_optimizer(model.Parameters()));
     return t;
   }
+  // The sharded modes: the param groups of an optimizer of the model's own
+  // parameters, read before wrapping (FSDP frees the parameters).
+  const std::vector<nn::NamedTensor> named = model.NamedParameters();
+  if (mode == ShardMode::kFsdp && fsdp_unit_layers.empty() &&
+      dynamic_cast<nn::Sequential*>(&model) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fsdp shards one unit per layer of an nn::Sequential; the model is "
+        "a ",
+        std::string(model.type_name()),
+        ": give fsdp its Sequential or use none (DDP), zero1 or zero2"));
+  }
+  if (mode != ShardMode::kNone) {
+    TANDEM_ASSIGN_OR_RETURN(t->groups_, make_optimizer(model.Parameters()));
+  }
   if (mode == ShardMode::kFsdp) {
-    if (fsdp_unit_layers.empty() &&
-        dynamic_cast<nn::Sequential*>(&model) == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fsdp shards one unit per layer of an nn::Sequential; the model is "
-          "a ",
-          std::string(model.type_name()),
-          ": give fsdp its Sequential or use none (DDP), zero1 or zero2"));
-    }
     FsdpOptions options;
     options.param_dtype = fsdp_param_dtype;
     options.unit_layers = fsdp_unit_layers;
@@ -95,6 +102,8 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
         t->fsdp_, FullyShardedDataParallel::Create(model, comm, options));
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_,
                             make_optimizer(t->fsdp_->ShardParameters()));
+    TANDEM_RETURN_IF_ERROR(ApplyParamGroupWeightDecay(
+        *t->groups_, named, t->fsdp_->ShardLayout(), t->optimizer_.get()));
     return t;
   }
   TANDEM_ASSIGN_OR_RETURN(t->ddp_,
@@ -106,6 +115,9 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
         t->zero_, ZeroRedundancyOptimizer::Create(
                       *t->ddp_, make_optimizer,
                       {.reduce_scatter_gradients = mode == ShardMode::kZero2}));
+    TANDEM_RETURN_IF_ERROR(
+        ApplyParamGroupWeightDecay(*t->groups_, named, t->zero_->shard_layout(),
+                                   t->zero_->local_optimizer()));
   }
   return t;
 }
@@ -167,6 +179,11 @@ std::vector<optim::ParamGroupState> Strategy::FullParamGroups() const {
   if (o == nullptr) return {};
   const std::vector<optim::ParamGroupState> local = o->ExportParamGroups();
   if (local.empty()) return {};
+  if (groups_ != nullptr) {
+    std::vector<optim::ParamGroupState> whole = groups_->ExportParamGroups();
+    for (optim::ParamGroupState& g : whole) g.options["lr"] = o->lr();
+    return whole;
+  }
   optim::ParamGroupState whole;
   whole.options = local.front().options;
   const int64_t n = static_cast<int64_t>(model_->Parameters().size());

@@ -69,15 +69,21 @@ class Strategy {
  public:
   // `make_optimizer` builds the optimizer of the tensors it is given: the
   // model's parameters (local, none), the rank's shards (zero1, zero2,
-  // fsdp). fsdp needs an nn::Sequential (one unit per layer) and local a
-  // communicator of one rank: InvalidArgument saying so otherwise.
-  // `fsdp_param_dtype` (the examples' --amp): under fsdp the units are
-  // gathered and computed in it and reduced in it (FsdpOptions::param_dtype;
-  // the masters stay f32); the other modes keep f32 parameters and leave
-  // low precision to autocast. `fsdp_unit_layers` (FsdpOptions::unit_layers):
-  // under fsdp, the dotted name of the Sequential inside `model` whose
-  // layers are units (GPT-2: "transformer.h", one unit per block, the rest
-  // the root unit); empty: `model` is the Sequential.
+  // fsdp). Param groups: under zero1, zero2 and fsdp it is also called once
+  // with the model's parameters, and each shard element takes the weight
+  // decay of its parameter's group there (shard_weight_decay.h), so a
+  // factory that builds nanoGPT's decay / no-decay groups from the tensors
+  // it gets (decay on >= 2 dims: 1-d shards land in no-decay, then take
+  // their parameters' decay) steps the same weights in every mode. fsdp
+  // needs an nn::Sequential (one unit per layer) and local a communicator of
+  // one rank: InvalidArgument saying so otherwise. `fsdp_param_dtype` (the
+  // examples' --amp): under fsdp the units are gathered and computed in it and
+  // reduced in it (FsdpOptions::param_dtype; the masters stay f32); the other
+  // modes keep f32 parameters and leave low precision to autocast.
+  // `fsdp_unit_layers` (FsdpOptions::unit_layers): under fsdp, the dotted name
+  // of the Sequential inside `model` whose layers are units (GPT-2:
+  // "transformer.h", one unit per block, the rest the root unit); empty:
+  // `model` is the Sequential.
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(
       ShardMode mode, nn::Module& model, comm::Communicator& comm,
       const ShardOptimizerFactory& make_optimizer,
@@ -143,9 +149,10 @@ class Strategy {
   // element; rank 0 always holds some).
   double lr() const;
   // The parameter groups an unsharded optimizer of the whole model would
-  // export (Optimizer::ExportParamGroups): one group over every parameter
-  // with the local optimizer's options (the sharded optimizers hold one
-  // group over flat shards). Empty on a rank without a local optimizer.
+  // export (Optimizer::ExportParamGroups): under zero1, zero2 and fsdp the
+  // groups of the factory's optimizer of the model's parameters, with the
+  // local optimizer's current lr. Empty on a rank without a local
+  // optimizer.
   std::vector<optim::ParamGroupState> FullParamGroups() const;
 
  private:
@@ -157,6 +164,9 @@ class Strategy {
   std::unique_ptr<ZeroRedundancyOptimizer> zero_;
   std::unique_ptr<FullyShardedDataParallel> fsdp_;
   std::unique_ptr<optim::Optimizer> optimizer_;  // local, none and fsdp
+  // zero1, zero2, fsdp: the factory's optimizer of the model's parameters,
+  // whose param groups the shards follow (never stepped).
+  std::unique_ptr<optim::Optimizer> groups_;
 };
 
 }  // namespace tandem::train
