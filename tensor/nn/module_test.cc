@@ -173,6 +173,30 @@ TEST(ModuleTest, ReplaceChildSwapsInPlaceWhereSupported) {
   EXPECT_EQ(head->at(1), new_relu);
 }
 
+// Sequential::SetLayerCall: every layer runs through the call (which sees
+// its index and input), in order; clearing it restores plain calls.
+TEST(ModuleTest, SequentialLayerCallWrapsEveryLayer) {
+  Sequential seq;
+  ASSERT_TRUE(seq.Append(std::make_unique<ReLU>()).ok());
+  ASSERT_TRUE(seq.Append(std::make_unique<ReLU>()).ok());
+  std::vector<int64_t> seen;
+  seq.SetLayerCall([&seen](int64_t i, Module& layer,
+                           const Tensor& x) -> absl::StatusOr<Tensor> {
+    seen.push_back(i);
+    TANDEM_ASSIGN_OR_RETURN(Tensor y, layer.Forward(x));
+    return Mul(y, 2.0);
+  });
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor x,
+                                 Tensor::FromVector<float>({-1.0f, 3.0f}));
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y, seq.Forward(x));
+  EXPECT_THAT(seen, ElementsAre(0, 1));
+  EXPECT_THAT(Floats(y), ElementsAre(0.0f, 12.0f));  // relu, *2, relu, *2
+  seq.SetLayerCall(nullptr);
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(y, seq.Forward(x));
+  EXPECT_THAT(Floats(y), ElementsAre(0.0f, 3.0f));
+  EXPECT_EQ(seen.size(), 2u);
+}
+
 TEST(ModuleTest, RegistrationErrors) {
   Generator gen(0);
   TANDEM_NN_ASSERT_OK_AND_ASSIGN(std::unique_ptr<Net> net, Net::Create(gen));

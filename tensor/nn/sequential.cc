@@ -35,7 +35,9 @@ absl::StatusOr<Tensor> Sequential::Forward(const Tensor& input) {
                                  "] forward"),
                     "forward");
     }
-    absl::StatusOr<Tensor> y = layers_[i]->Forward(x);
+    absl::StatusOr<Tensor> y =
+        layer_call_ ? layer_call_(static_cast<int64_t>(i), *layers_[i], x)
+                    : layers_[i]->Forward(x);
     if (!y.ok()) {
       return absl::Status(y.status().code(),
                           absl::StrCat("Sequential layer ", i, " (",

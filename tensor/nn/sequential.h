@@ -18,6 +18,7 @@
 #define TANDEM_TENSOR_NN_SEQUENTIAL_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -53,6 +54,17 @@ class Sequential : public Module {
   // Layer i (negative counts from the end); nullptr when out of range.
   Module* at(int64_t i) const;
 
+  // How Forward calls layer `index`: `layer.Forward(x)` by default; a
+  // wrapper that must act around each layer without replacing it (FSDP
+  // gathers a unit's parameters before its layer and frees them after,
+  // train/parallel/sharded/fsdp.h) installs its own call, which receives the layer
+  // and its input and returns the layer's output. Empty restores the plain
+  // call. Whoever installs a call keeps what it refers to alive until it
+  // clears it (FSDP clears it in its destructor).
+  using LayerCall = std::function<absl::StatusOr<Tensor>(
+      int64_t index, Module& layer, const Tensor& x)>;
+  void SetLayerCall(LayerCall call) { layer_call_ = std::move(call); }
+
   // ReplaceChild is supported (the layer list follows).
   bool CanReplaceChild(const std::string&) const override { return true; }
 
@@ -61,6 +73,7 @@ class Sequential : public Module {
 
  private:
   std::vector<Module*> layers_;  // owned by the Module base (children)
+  LayerCall layer_call_;         // empty: layers_[i]->Forward(x)
 };
 
 }  // namespace tandem::nn

@@ -123,40 +123,75 @@ absl::Status AdamW::Step() {
     ++st.step;
     const double t = static_cast<double>(st.step);
     internal::AdamWScalars s;
-    s.decay = 1 - lr * o.weight_decay;
     s.step_size = lr / (1 - std::pow(o.beta1, t));
     s.bias2_sqrt = std::sqrt(1 - std::pow(o.beta2, t));
-    const Tensor g = p.grad();
-    if (!p.device().is_cpu()) {
-      TANDEM_ASSIGN_OR_RETURN(AdamWStepKernel * step,
-                              AdamWStepKernels().For(p.device()));
-      AdamWStepArgs args;
-      args.beta1 = o.beta1;
-      args.beta2 = o.beta2;
-      args.eps = o.eps;
-      args.decay = s.decay;
-      args.step_size = s.step_size;
-      args.bias2_sqrt = s.bias2_sqrt;
-      args.amsgrad = options_.amsgrad;
-      args.maximize = options_.maximize;
-      TANDEM_RETURN_IF_ERROR(
-          step(p, g, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, args));
+    // The whole parameter with its group's weight decay, or run by run
+    // (AdamW is elementwise: a run steps as the whole would).
+    if (decay_runs_[i].empty()) {
+      s.decay = 1 - lr * o.weight_decay;
+      TANDEM_RETURN_IF_ERROR(StepRange(p, st, o, s, 0, p.numel()));
       continue;
     }
-    if (p.dtype() == DType::kF32) {
-      internal::AdamWUpdate<float>(
-          p.data<float>(), g.data<float>(), st.exp_avg.data<float>(),
-          st.exp_avg_sq.data<float>(),
-          options_.amsgrad ? st.max_exp_avg_sq.data<float>() : nullptr,
-          p.numel(), o, s);
-    } else {
-      internal::AdamWUpdate<double>(
-          p.data<double>(), g.data<double>(), st.exp_avg.data<double>(),
-          st.exp_avg_sq.data<double>(),
-          options_.amsgrad ? st.max_exp_avg_sq.data<double>() : nullptr,
-          p.numel(), o, s);
+    for (const WeightDecayRun& run : decay_runs_[i]) {
+      s.decay = 1 - lr * run.weight_decay;
+      TANDEM_RETURN_IF_ERROR(
+          StepRange(p, st, o, s, run.begin, run.end - run.begin));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status AdamW::StepRange(const Tensor& p, ParamState& st,
+                              const AdamWOptions& o,
+                              const internal::AdamWScalars& s, int64_t begin,
+                              int64_t n) const {
+  const Tensor g = p.grad();
+  if (!p.device().is_cpu()) {
+    TANDEM_ASSIGN_OR_RETURN(AdamWStepKernel * step,
+                            AdamWStepKernels().For(p.device()));
+    AdamWStepArgs args;
+    args.beta1 = o.beta1;
+    args.beta2 = o.beta2;
+    args.eps = o.eps;
+    args.decay = s.decay;
+    args.step_size = s.step_size;
+    args.bias2_sqrt = s.bias2_sqrt;
+    args.amsgrad = options_.amsgrad;
+    args.maximize = options_.maximize;
+    if (begin == 0 && n == p.numel()) {
+      return step(p, g, st.exp_avg, st.exp_avg_sq, st.max_exp_avg_sq, args);
+    }
+    auto part = [&](const Tensor& t) -> absl::StatusOr<Tensor> {
+      if (!t.defined()) return t;
+      return t.Detach().View(begin, {n});
+    };
+    TANDEM_ASSIGN_OR_RETURN(Tensor pp, part(p));
+    TANDEM_ASSIGN_OR_RETURN(Tensor gp, part(g));
+    TANDEM_ASSIGN_OR_RETURN(Tensor m, part(st.exp_avg));
+    TANDEM_ASSIGN_OR_RETURN(Tensor v, part(st.exp_avg_sq));
+    TANDEM_ASSIGN_OR_RETURN(Tensor vmax, part(st.max_exp_avg_sq));
+    return step(pp, gp, m, v, vmax, args);
+  }
+  if (p.dtype() == DType::kF32) {
+    internal::AdamWUpdate<float>(
+        p.data<float>() + begin, g.data<float>() + begin,
+        st.exp_avg.data<float>() + begin, st.exp_avg_sq.data<float>() + begin,
+        options_.amsgrad ? st.max_exp_avg_sq.data<float>() + begin : nullptr, n,
+        o, s);
+  } else {
+    internal::AdamWUpdate<double>(
+        p.data<double>() + begin, g.data<double>() + begin,
+        st.exp_avg.data<double>() + begin, st.exp_avg_sq.data<double>() + begin,
+        options_.amsgrad ? st.max_exp_avg_sq.data<double>() + begin : nullptr,
+        n, o, s);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AdamW::SetElementWeightDecay(size_t i,
+                                          std::vector<WeightDecayRun> runs) {
+  TANDEM_RETURN_IF_ERROR(CheckWeightDecayRuns("AdamW", i, runs));
+  decay_runs_[i] = std::move(runs);
   return absl::OkStatus();
 }
 

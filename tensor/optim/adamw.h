@@ -41,6 +41,9 @@
 #include "tensor/tensor.h"
 
 namespace tandem::optim {
+namespace internal {
+struct AdamWScalars;  // update_kernels.h
+}  // namespace internal
 
 struct AdamWOptions {
   double lr = 1e-3;
@@ -77,6 +80,12 @@ class AdamW : public Optimizer {
                                       AdamWOptions defaults = {});
 
   absl::Status Step() override;
+  // Per-element weight decay (Optimizer::SetElementWeightDecay): each run's
+  // elements step with decay = 1 - lr * run.weight_decay, computed as the
+  // group's is, so a run with the weight decay of a parameter's own group
+  // steps it bit for bit as that group would.
+  absl::Status SetElementWeightDecay(size_t i,
+                                     std::vector<WeightDecayRun> runs) override;
   // For every parameter that has stepped: "<i>.step" (an i64 scalar; PyTorch
   // 1.13 keeps an f32 one), "<i>.exp_avg", "<i>.exp_avg_sq" and, with
   // amsgrad, "<i>.max_exp_avg_sq".
@@ -116,6 +125,10 @@ class AdamW : public Optimizer {
   // Create's hyper-parameter checks; `who` names the optimizer or group.
   static absl::Status CheckOptions(const std::string& who,
                                    const AdamWOptions& o);
+  // One AdamW update of p's elements [begin, begin + n) with scalars `s`.
+  absl::Status StepRange(const Tensor& p, ParamState& st, const AdamWOptions& o,
+                         const internal::AdamWScalars& s, int64_t begin,
+                         int64_t n) const;
   std::map<std::string, double> GroupOptions(size_t g) const override;
   absl::Status SetGroupOptions(
       const std::vector<std::map<std::string, double>>& options) override;
@@ -123,6 +136,9 @@ class AdamW : public Optimizer {
   AdamWOptions options_;                     // the defaults
   std::vector<AdamWOptions> group_options_;  // one per group
   std::vector<ParamState> state_;
+  // Per parameter: empty (the group's weight decay) or its runs.
+  std::vector<std::vector<WeightDecayRun>> decay_runs_ =
+      std::vector<std::vector<WeightDecayRun>>(params_.size());
 };
 
 }  // namespace tandem::optim

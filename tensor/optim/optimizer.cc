@@ -39,6 +39,45 @@ absl::Status Optimizer::CheckHyperParameter(std::string_view who,
           : "; inf and nan would turn every parameter into nan"));
 }
 
+absl::Status Optimizer::SetElementWeightDecay(
+    size_t i, std::vector<WeightDecayRun> runs) {
+  (void)i;
+  (void)runs;
+  return absl::UnimplementedError(
+      "this optimizer has no per-element weight decay; use AdamW, or give "
+      "every parameter group the same weight_decay");
+}
+
+absl::Status Optimizer::CheckWeightDecayRuns(
+    std::string_view who, size_t i,
+    const std::vector<WeightDecayRun>& runs) const {
+  if (i >= params_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(who), ": SetElementWeightDecay of parameter ",
+                     i, ", but there are ", params_.size(), " parameters"));
+  }
+  int64_t at = 0;
+  for (const WeightDecayRun& r : runs) {
+    if (r.begin != at || r.end <= r.begin || !std::isfinite(r.weight_decay) ||
+        r.weight_decay < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          std::string(who), ": SetElementWeightDecay of parameter ", i,
+          ": run [", r.begin, ", ", r.end, ") with weight_decay ",
+          r.weight_decay, " after element ", at,
+          "; runs must cover the parameter in order without gaps, each "
+          "non-empty with a finite weight_decay >= 0"));
+    }
+    at = r.end;
+  }
+  if (!runs.empty() && at != params_[i].numel()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(std::string(who), ": SetElementWeightDecay of parameter ",
+                     i, ": the runs end at element ", at,
+                     " but the parameter has ", params_[i].numel()));
+  }
+  return absl::OkStatus();
+}
+
 void Optimizer::ZeroGrad(bool set_to_none) {
   for (const Tensor& p : params_) {
     if (set_to_none) {

@@ -65,6 +65,14 @@ struct ParamGroupState {
   std::map<std::string, double> options;
 };
 
+// Elements [begin, end) of one parameter (in its flattened order) and the
+// weight decay they take (Optimizer::SetElementWeightDecay).
+struct WeightDecayRun {
+  int64_t begin = 0;
+  int64_t end = 0;
+  double weight_decay = 0;
+};
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -119,6 +127,18 @@ class Optimizer {
   // CheckHyperParameter) and changes nothing.
   absl::Status set_lr(double lr);
   absl::Status set_lr(size_t g, double lr);
+
+  // Per-element weight decay, for an optimizer that steps flat shards
+  // mixing parameters of several param groups (ZeRO's and FSDP's:
+  // train/parallel/shard_weight_decay.h): parameter i's elements take each
+  // run's weight_decay instead of their group's (every other option stays
+  // the group's), with the group's arithmetic, so a shard steps as the
+  // parameters it holds would in their own groups. `runs` cover [0, numel)
+  // in order, without gaps, each weight_decay finite and >= 0; empty
+  // restores the group's. InvalidArgument naming the parameter otherwise
+  // (nothing changes); Unimplemented by default (AdamW implements it).
+  virtual absl::Status SetElementWeightDecay(size_t i,
+                                             std::vector<WeightDecayRun> runs);
 
   // The groups as PyTorch's state_dict()["param_groups"]: one entry per
   // group, its parameter indices and hyper-parameters.
@@ -175,6 +195,11 @@ class Optimizer {
   static absl::Status ReadGroupOptions(
       size_t g, const std::map<std::string, double>& options,
       const std::vector<std::pair<std::string, double*>>& keys);
+
+  // SetElementWeightDecay's check of `runs` against parameter i.
+  absl::Status CheckWeightDecayRuns(
+      std::string_view who, size_t i,
+      const std::vector<WeightDecayRun>& runs) const;
 
   // Checks what every optimizer needs of its parameter list: non-empty, each
   // defined, a leaf, f32 or f64, no tensor listed twice. `who` prefixes the

@@ -1,6 +1,7 @@
 #include "tensor/optim/param_groups.h"
 
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "tensor/nn/module.h"
@@ -32,6 +33,17 @@ std::vector<AdamWParamGroup> WeightDecayGroups(
   }
   groups[0].weight_decay = weight_decay;
   groups[1].weight_decay = 0.0;
+  return groups;
+}
+
+std::vector<AdamWParamGroup> WeightDecayGroups(std::vector<Tensor> params,
+                                               double weight_decay) {
+  std::vector<AdamWParamGroup> groups(2);
+  groups[0].weight_decay = weight_decay;
+  groups[1].weight_decay = 0.0;
+  for (Tensor& p : params) {
+    groups[p.ndim() >= 2 ? 0 : 1].params.push_back(std::move(p));
+  }
   return groups;
 }
 

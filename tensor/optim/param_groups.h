@@ -36,6 +36,14 @@ WeightDecaySplit SplitForWeightDecay(const std::vector<nn::NamedTensor>& named);
 std::vector<AdamWParamGroup> WeightDecayGroups(
     const std::vector<nn::NamedTensor>& named, double weight_decay);
 
+// The same two groups over plain tensors, each kept as given (no tie or
+// requires-grad filter): what a factory of a sharded run builds over the
+// rank's 1-d shards (all no-decay; train/parallel/shard_weight_decay.h then
+// gives each element its parameter's decay) and over the model's
+// parameters alike.
+std::vector<AdamWParamGroup> WeightDecayGroups(std::vector<Tensor> params,
+                                               double weight_decay);
+
 }  // namespace tandem::optim
 
 #endif  // TANDEM_TENSOR_OPTIM_PARAM_GROUPS_H_

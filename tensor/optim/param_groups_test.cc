@@ -229,5 +229,86 @@ TEST(WeightDecayGroupsTest, SplitsAsNanoGpt) {
   EXPECT_EQ(adam.params()[1].impl(), named[1].tensor.impl());
 }
 
+// The plain-tensor form: split by dimensions, every tensor kept as given
+// (a shard that does not require grad included).
+TEST(WeightDecayGroupsTest, PlainTensorsSplitByDimensions) {
+  Params p = MakeParams();
+  Tensor shard = *Tensor::Zeros({4});  // requires no grad
+  std::vector<AdamWParamGroup> groups =
+      WeightDecayGroups(std::vector<Tensor>{p.w, shard, p.b}, 0.3);
+  ASSERT_EQ(groups.size(), 2u);
+  EXPECT_EQ(groups[0].weight_decay, 0.3);
+  EXPECT_EQ(groups[1].weight_decay, 0.0);
+  ASSERT_EQ(groups[0].params.size(), 1u);
+  EXPECT_EQ(groups[0].params[0].impl(), p.w.impl());
+  ASSERT_EQ(groups[1].params.size(), 2u);
+  EXPECT_EQ(groups[1].params[0].impl(), shard.impl());
+  EXPECT_EQ(groups[1].params[1].impl(), p.b.impl());
+}
+
+// Per-element weight decay (SetElementWeightDecay): one flat tensor of W,
+// b and ln (what a ZeRO/FSDP shard is) with runs {W: 0.1, b and ln: 0}
+// steps bit for bit as nanoGPT's two groups over the separate tensors.
+TEST(AdamWGroupsTest, ElementWeightDecayRunsEqualTheGroups) {
+  Params p = MakeParams();
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+      AdamW groups,
+      AdamW::Create({{.params = {p.w}, .weight_decay = 0.1},
+                     {.params = {p.b, p.ln}, .weight_decay = 0.0}},
+                    {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95}));
+  std::vector<double> flat_values;
+  for (const Tensor* t : {&p.w, &p.b, &p.ln}) {
+    std::vector<double> v = *t->ToVector<double>();
+    flat_values.insert(flat_values.end(), v.begin(), v.end());
+  }
+  Tensor flat = *Tensor::FromVector<double>(flat_values);
+  ASSERT_TRUE(flat.set_requires_grad(true).ok());
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+      AdamW sharded,
+      AdamW::Create({flat}, {.lr = 0.01,
+                             .beta1 = 0.9,
+                             .beta2 = 0.95,
+                             .weight_decay = 0.5}));  // replaced by the runs
+  TANDEM_NN_ASSERT_OK(
+      sharded.SetElementWeightDecay(0, {{0, 6, 0.1}, {6, 11, 0.0}}));
+  for (int step = 0; step < 5; ++step) {
+    SetGrads(p, step);
+    std::vector<double> g;
+    for (const Tensor* t : {&p.w, &p.b, &p.ln}) {
+      std::vector<double> v = *t->grad().ToVector<double>();
+      g.insert(g.end(), v.begin(), v.end());
+    }
+    ASSERT_TRUE(flat.set_grad(*Tensor::FromVector<double>(g)).ok());
+    TANDEM_NN_ASSERT_OK(groups.Step());
+    TANDEM_NN_ASSERT_OK(sharded.Step());
+  }
+  std::vector<double> want;
+  for (const Tensor* t : {&p.w, &p.b, &p.ln}) {
+    std::vector<double> v = *t->ToVector<double>();
+    want.insert(want.end(), v.begin(), v.end());
+  }
+  EXPECT_EQ(*flat.ToVector<double>(), want);
+}
+
+TEST(AdamWGroupsTest, ElementWeightDecayRunsAreChecked) {
+  Params p = MakeParams();
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(AdamW adam, AdamW::Create({p.w, p.b}));
+  for (const std::vector<WeightDecayRun>& bad :
+       std::vector<std::vector<WeightDecayRun>>{
+           {{0, 4, 0.1}},               // ends short of 6
+           {{0, 3, 0.1}, {4, 6, 0.0}},  // a gap
+           {{0, 6, -1.0}},              // negative
+           {{0, 6, std::nan("")}}}) {   // not finite
+    absl::Status s = adam.SetElementWeightDecay(0, bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  }
+  EXPECT_THAT(adam.SetElementWeightDecay(2, {}).message(),
+              HasSubstr("there are 2 parameters"));
+  EXPECT_TRUE(adam.SetElementWeightDecay(1, {{0, 2, 0.0}}).ok());
+  TANDEM_NN_ASSERT_OK_AND_ASSIGN(Sgd sgd, Sgd::Create({p.w}, 0.1));
+  EXPECT_EQ(sgd.SetElementWeightDecay(0, {{0, 6, 0.0}}).code(),
+            absl::StatusCode::kUnimplemented);
+}
+
 }  // namespace
 }  // namespace tandem::optim

@@ -4,7 +4,7 @@
 comm_benchmark_mpi, mpi_allreduce_peer, ddp_benchmark, tensor_benchmark with
 Google Benchmark's numeric flags, toy_ddp, digits_ddp, ddp_demo, amp_ddp,
 resnet_ddp,
-pipeline_demo, zero_benchmark, pipeline_benchmark, predict,
+pipeline_demo, zero_benchmark, pipeline_benchmark, predict, predict_gpt2,
 data_parallel_demo, pipe_demo).
 
     tests/misuse/flag_sweep.py [--only=TEXT]
@@ -117,7 +117,8 @@ BINARIES = {
         "lr_step_epochs": "int64", "val_fraction": "double"}),
     # The large MLP of the memory table at one rank (about 4 s, 0.4 GB).
     "ZERO_BENCHMARK": (["--world_sizes=1", "--modes=ddp", "--speed_world=0"], {
-        "speed_world": "int64", "speed_steps": "int64"}),
+        "speed_world": "int64", "speed_steps": "int64",
+        "gpt_batch": "int64", "gpt_block": "int64"}),
     "PIPELINE_BENCHMARK": (["--part=throughput", "--width=8", "--batch=8",
                             "--steps=1"], {
         "width": "int64", "layers": "int64", "batch": "int64",
@@ -135,6 +136,9 @@ BINARIES = {
         "compute_scale": "double", "input": "int64", "hidden": "int64",
         "layers": "int64", "classes": "int64", "batch": "int64",
         "warmup": "int64", "steps": "int64", "bucket_cap_mb": "int64"}),
+    "PREDICT_GPT2": (["--gpus=8"], {
+        "nics_per_node": "int", "nic_gbps": "double", "batch": "int64",
+        "block": "int64", "tflops": "double", "bucket_cap_mb": "int64"}),
 }
 
 # (binary, flag, value) -> why it is not run here (owner and symptom, as

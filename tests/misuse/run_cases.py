@@ -58,6 +58,7 @@ BINARIES = {
     "ZERO_BENCHMARK": "bench/zero_benchmark",
     "PIPELINE_BENCHMARK": "bench/pipeline_benchmark",
     "PREDICT": "bench/predict/predict",
+    "PREDICT_GPT2": "bench/predict/predict_gpt2",
     "PLOT_METRICS": "train/examples/plot_metrics",
 }
 

@@ -20,7 +20,6 @@
 #include "tensor/amp/autocast.h"
 #include "tensor/autograd.h"
 #include "tensor/generator.h"
-#include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/optim/adamw.h"
 #include "tensor/optim/lr_scheduler.h"
@@ -38,7 +37,7 @@ namespace tandem::train {
 namespace {
 
 constexpr char kModelKey[] = "gpt_ddp.model";
-constexpr char kWrapped[] = "0.";  // the Sequential's name for the model
+constexpr char kBlocks[] = "transformer.h";  // fsdp: one unit per block
 
 absl::Status Bad(const std::string& flag, const std::string& value,
                  const std::string& expected) {
@@ -73,47 +72,6 @@ absl::Status SumOverRanks(comm::Communicator& comm, Device device,
   }
   TANDEM_ASSIGN_OR_RETURN(values, t.ToVector<double>());
   return absl::OkStatus();
-}
-
-// AdamW's decoupled weight decay, p *= 1 - lr * wd, on the elements of the
-// local optimizer's shards that belong to parameters of >= 2 dims (see the
-// header: the sharded modes' optimizer runs with weight decay 0).
-absl::Status DecayShards(const std::vector<FlatShard>& layout,
-                         optim::Optimizer* local, double lr,
-                         double weight_decay) {
-  if (local == nullptr || weight_decay == 0) return absl::OkStatus();
-  const double factor = 1 - lr * weight_decay;  // AdamW's, in double
-  NoGradGuard no_grad;
-  for (const FlatShard& shard : layout) {
-    if (shard.local_index < 0) continue;
-    const Tensor& t = local->params().at(shard.local_index);
-    for (const FlatParamMember& m : shard.group.members()) {
-      if (m.shape.size() < 2) continue;
-      const int64_t n = m.numel;
-      const int64_t begin = std::max(m.offset, shard.local_begin);
-      const int64_t end = std::min(m.offset + n, shard.local_end);
-      if (begin >= end) continue;
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor part,
-          t.Detach().View(begin - shard.local_begin, {end - begin}));
-      TANDEM_RETURN_IF_ERROR(ScaleInPlace(part, factor));
-    }
-  }
-  return absl::OkStatus();
-}
-
-// The model's state dict under Hugging Face's names (the Sequential's
-// "0." dropped), and back.
-nn::StateDict Unwrapped(nn::StateDict state) {
-  for (nn::NamedTensor& e : state) {
-    if (e.name.rfind(kWrapped, 0) == 0) e.name = e.name.substr(2);
-  }
-  return state;
-}
-nn::StateDict Wrapped(const nn::StateDict& state) {
-  nn::StateDict out = state;
-  for (nn::NamedTensor& e : out) e.name = kWrapped + e.name;
-  return out;
 }
 
 // nanoGPT's lr of step `step` (0-based).
@@ -291,47 +249,42 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   }
 
   // The model: the same initial weights on every rank (DDP and FSDP
-  // broadcast rank 0's anyway), wrapped in a Sequential of one layer for
-  // the sharded modes (FSDP: the whole model is one unit, as PyTorch's
-  // FSDP(model) without an auto_wrap_policy, so the tied weight is one
-  // tensor of one unit).
+  // broadcast rank 0's anyway). Under fsdp each block is a unit and the
+  // embeddings, final LayerNorm and tied head the root unit (PyTorch's
+  // transformer_auto_wrap_policy over GPT2Block), so the tied weight is one
+  // tensor of one unit.
   Generator gen(config.seed);
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Gpt> owned,
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Gpt> model,
                           nn::Gpt::Create(config.model, gen));
   if (!config.init_from.empty()) {
-    TANDEM_RETURN_IF_ERROR(hf::LoadGpt2Pretrained(config.init_from, *owned));
+    TANDEM_RETURN_IF_ERROR(hf::LoadGpt2Pretrained(config.init_from, *model));
   }
-  nn::Gpt* gpt = owned.get();
-  auto model = std::make_unique<nn::Sequential>();
-  TANDEM_RETURN_IF_ERROR(model->Append(std::move(owned)));
+  nn::Gpt* gpt = model.get();
   TANDEM_RETURN_IF_ERROR(model->To(device));
   const optim::AdamWOptions adam{.lr = config.lr,
                                  .beta1 = config.beta1,
                                  .beta2 = config.beta2,
                                  .eps = 1e-8,
-                                 .weight_decay = 0};
+                                 .weight_decay = config.weight_decay};
+  // nanoGPT's two groups (param_groups.h: decay on tensors of >= 2 dims)
+  // over the tensors given: the model's parameters (ddp, and the groups the
+  // sharded modes follow), or the rank's 1-d shards (zero1, zero2, fsdp),
+  // which all land in the no-decay group and then take their parameters'
+  // weight decay (Strategy: shard_weight_decay.h).
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<Strategy> trainer,
       Strategy::Create(
           mode, *model, comm,
           [&](std::vector<Tensor> params)
               -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
-            if (mode == ShardMode::kNone) {
-              // nanoGPT's two groups over the model's own parameters.
-              TANDEM_ASSIGN_OR_RETURN(
-                  optim::AdamW a,
-                  optim::AdamW::Create(
-                      optim::WeightDecayGroups(gpt->NamedParameters(),
-                                               config.weight_decay),
-                      adam));
-              return std::make_unique<optim::AdamW>(std::move(a));
-            }
             TANDEM_ASSIGN_OR_RETURN(
-                optim::AdamW a, optim::AdamW::Create(std::move(params), adam));
+                optim::AdamW a, optim::AdamW::Create(
+                                    optim::WeightDecayGroups(
+                                        std::move(params), config.weight_decay),
+                                    adam));
             return std::make_unique<optim::AdamW>(std::move(a));
           },
-          config.amp));
-  const std::vector<FlatShard> layout = trainer->ShardLayout();
+          config.amp, kBlocks));
 
   // Checkpoints: the files an unsharded run writes, in every mode.
   checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
@@ -341,7 +294,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   const bool sharded = trainer->full_optimizer() == nullptr;
   if (sharded) {
     state.load_model = [&trainer](const nn::StateDict& s) {
-      return trainer->LoadFullModelState(Wrapped(s));
+      return trainer->LoadFullModelState(s);
     };
     state.load_optimizer = [&trainer](const std::vector<optim::StateEntry>& s) {
       return trainer->LoadFullOptimizerState(s);
@@ -492,10 +445,6 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
     if (config.grad_clip > 0) {
       TANDEM_RETURN_IF_ERROR(trainer->ClipGradNorm(config.grad_clip).status());
     }
-    if (sharded) {
-      TANDEM_RETURN_IF_ERROR(
-          DecayShards(layout, local, lr, config.weight_decay));
-    }
     TANDEM_RETURN_IF_ERROR(trainer->Step());
     std::vector<double> mean = {local_loss};
     TANDEM_RETURN_IF_ERROR(SumOverRanks(comm, device, mean));
@@ -533,7 +482,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
       // Collective: every rank gathers, rank 0 saves.
       TANDEM_ASSIGN_OR_RETURN(nn::StateDict full_model,
                               trainer->FullModelState());
-      full.model = Unwrapped(std::move(full_model));
+      full.model = std::move(full_model);
       TANDEM_ASSIGN_OR_RETURN(full.optimizer, trainer->FullOptimizerState());
       full.lr = trainer->lr();
       full.param_groups = trainer->FullParamGroups();
@@ -555,7 +504,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                             trainer->FullModelState());
     if (comm.rank() == 0) {
       TANDEM_RETURN_IF_ERROR(hf::SaveGpt2Pretrained(
-          config.export_hf, Unwrapped(std::move(full_model)), config.model));
+          config.export_hf, std::move(full_model), config.model));
     }
   }
 

@@ -17,10 +17,11 @@
 // Optimisation: AdamW (eps 1e-8) with nanoGPT's groups: weight decay on
 // every parameter of two or more dimensions, none on biases and LayerNorm.
 // Under zero1, zero2 and fsdp the optimizer steps flat shards that mix
-// parameters, so it runs with weight decay 0 and the decay is applied just
-// before its step to the shard elements of the decayed parameters, p *=
-// 1 - lr * weight_decay in the parameter's dtype: AdamW's own first
-// operation, so every mode takes the same steps. The learning rate of step
+// parameters; each shard element takes its parameter's group's weight
+// decay (train/parallel/sharded/shard_weight_decay.h), so every mode takes the same
+// steps. Under fsdp each block is a unit (FsdpOptions::unit_layers =
+// "transformer.h"), the embeddings, final LayerNorm and tied head the root
+// unit. The learning rate of step
 // s (0-based) is nanoGPT's get_lr(s) (optim::WarmupCosineLR::Rate: linear
 // warm-up over warmup_steps, cosine to min_lr at max_steps) or, with
 // lr_decay = "constant", lr. grad_clip > 0 clips the averaged gradients'

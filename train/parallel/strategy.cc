@@ -12,6 +12,7 @@
 #include "tensor/autograd.h"
 #include "tensor/nn/sequential.h"
 #include "tensor/optim/clip_grad.h"
+#include "train/parallel/sharded/shard_weight_decay.h"
 
 namespace tandem::train {
 
@@ -67,7 +68,8 @@ ShardOptimizerFactory SgdFactory(double lr, optim::SgdOptions options) {
 absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     ShardMode mode, nn::Module& model, comm::Communicator& comm,
     const ShardOptimizerFactory& make_optimizer,
-    std::optional<DType> fsdp_param_dtype, DdpCommHook comm_hook) {
+    std::optional<DType> fsdp_param_dtype, DdpCommHook comm_hook,
+    const std::string& fsdp_unit_layers) {
   if (mode == ShardMode::kPipeline) {
     return absl::InvalidArgumentError(
         "the pipeline strategy needs a schedule, micro-batch count and loss: "
@@ -85,21 +87,30 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_, make_optimizer(model.Parameters()));
     return t;
   }
+  // The sharded modes: the param groups of an optimizer of the model's own
+  // parameters, read before wrapping (FSDP frees the parameters).
+  const std::vector<nn::NamedTensor> named = model.NamedParameters();
+  if (mode == ShardMode::kFsdp && fsdp_unit_layers.empty() &&
+      dynamic_cast<nn::Sequential*>(&model) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fsdp shards one unit per layer of an nn::Sequential; the model is "
+        "a ",
+        std::string(model.type_name()),
+        ": give fsdp its Sequential or use none (DDP), zero1 or zero2"));
+  }
+  if (mode != ShardMode::kNone) {
+    TANDEM_ASSIGN_OR_RETURN(t->groups_, make_optimizer(model.Parameters()));
+  }
   if (mode == ShardMode::kFsdp) {
-    auto* layers = dynamic_cast<nn::Sequential*>(&model);
-    if (layers == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "fsdp shards one unit per layer of an nn::Sequential; the model is "
-          "a ",
-          std::string(model.type_name()),
-          ": give fsdp its Sequential or use none (DDP), zero1 or zero2"));
-    }
     FsdpOptions options;
     options.param_dtype = fsdp_param_dtype;
+    options.unit_layers = fsdp_unit_layers;
     TANDEM_ASSIGN_OR_RETURN(
-        t->fsdp_, FullyShardedDataParallel::Create(*layers, comm, options));
+        t->fsdp_, FullyShardedDataParallel::Create(model, comm, options));
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_,
                             make_optimizer(t->fsdp_->ShardParameters()));
+    TANDEM_RETURN_IF_ERROR(ApplyParamGroupWeightDecay(
+        *t->groups_, named, t->fsdp_->ShardLayout(), t->optimizer_.get()));
     return t;
   }
   DdpOptions ddp_options;
@@ -113,6 +124,9 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
         t->zero_, ZeroRedundancyOptimizer::Create(
                       *t->ddp_, make_optimizer,
                       {.reduce_scatter_gradients = mode == ShardMode::kZero2}));
+    TANDEM_RETURN_IF_ERROR(
+        ApplyParamGroupWeightDecay(*t->groups_, named, t->zero_->shard_layout(),
+                                   t->zero_->local_optimizer()));
   }
   return t;
 }
@@ -177,6 +191,11 @@ std::vector<optim::ParamGroupState> Strategy::FullParamGroups() const {
   if (o == nullptr || pipeline_ != nullptr) return {};
   const std::vector<optim::ParamGroupState> local = o->ExportParamGroups();
   if (local.empty()) return {};
+  if (groups_ != nullptr) {
+    std::vector<optim::ParamGroupState> whole = groups_->ExportParamGroups();
+    for (optim::ParamGroupState& g : whole) g.options["lr"] = o->lr();
+    return whole;
+  }
   optim::ParamGroupState whole;
   whole.options = local.front().options;
   const int64_t n = static_cast<int64_t>(model_->Parameters().size());

@@ -16,8 +16,8 @@
 //   none   DistributedDataParallel + the optimizer on every rank
 //   zero1  DDP + ZeroRedundancyOptimizer: optimizer state sharded
 //   zero2  DDP reduce-scattering its buckets + ZeroRedundancyOptimizer
-//   fsdp   FullyShardedDataParallel (one unit per layer), optimizer on the
-//          parameter shards
+//   fsdp   FullyShardedDataParallel (one unit per layer of the model or of
+//          a Sequential inside it), optimizer on the parameter shards
 //   pipeline  this rank's stage of a model split across ranks
 //          (pipeline/pipeline.h), optionally replicated with DDP over each
 //          stage's replicas (Strategy::CreatePipeline; not a --shard value)
@@ -134,19 +134,30 @@ class Strategy {
  public:
   // `make_optimizer` builds the optimizer of the tensors it is given: the
   // model's parameters (local, none), the rank's shards (zero1, zero2,
-  // fsdp). fsdp needs an nn::Sequential (one unit per layer) and local a
-  // communicator of one rank: InvalidArgument saying so otherwise.
-  // `fsdp_param_dtype` (the examples' --amp): under fsdp the units are
-  // gathered and computed in it and reduced in it (FsdpOptions::param_dtype;
-  // the masters stay f32); the other modes keep f32 parameters and leave
-  // low precision to autocast. `comm_hook`: how DDP's buckets travel under
-  // none, zero1 and zero2 (DdpOptions::comm_hook; zero2 takes only the
-  // plain all-reduce); unused under local and fsdp.
+  // fsdp). Param groups: under zero1, zero2 and fsdp it is also called once
+  // with the model's parameters, and each shard element takes the weight
+  // decay of its parameter's group there (shard_weight_decay.h), so a
+  // factory that builds nanoGPT's decay / no-decay groups from the tensors
+  // it gets (decay on >= 2 dims: 1-d shards land in no-decay, then take
+  // their parameters' decay) steps the same weights in every mode. fsdp
+  // needs an nn::Sequential (one unit per layer) and local a communicator of
+  // one rank: InvalidArgument saying so otherwise. `fsdp_param_dtype` (the
+  // examples' --amp): under fsdp the units are gathered and computed in it and
+  // reduced in it (FsdpOptions::param_dtype; the masters stay f32); the other
+  // modes keep f32 parameters and leave low precision to autocast.
+  // `comm_hook`: how DDP's buckets travel under none, zero1 and zero2
+  // (DdpOptions::comm_hook; zero2 takes only the plain all-reduce); unused
+  // under local and fsdp.
+  // `fsdp_unit_layers` (FsdpOptions::unit_layers): under fsdp, the dotted name
+  // of the Sequential inside `model` whose layers are units (GPT-2:
+  // "transformer.h", one unit per block, the rest the root unit); empty:
+  // `model` is the Sequential.
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(
       ShardMode mode, nn::Module& model, comm::Communicator& comm,
       const ShardOptimizerFactory& make_optimizer,
       std::optional<DType> fsdp_param_dtype = std::nullopt,
-      DdpCommHook comm_hook = DdpCommHook::kAllReduce);
+      DdpCommHook comm_hook = DdpCommHook::kAllReduce,
+      const std::string& fsdp_unit_layers = "");
 
   // The pipeline strategy of world rank comm.rank(): `stage_module` is
   // this rank's stage (PlacePipeline(comm.size(), comm.rank(),
@@ -255,10 +266,10 @@ class Strategy {
   // element; rank 0 always holds some).
   double lr() const;
   // The parameter groups an unsharded optimizer of the whole model would
-  // export (Optimizer::ExportParamGroups): one group over every parameter
-  // with the local optimizer's options (the sharded optimizers hold one
-  // group over flat shards). Empty on a rank without a local optimizer and
-  // under pipeline.
+  // export (Optimizer::ExportParamGroups): under zero1, zero2 and fsdp the
+  // groups of the factory's optimizer of the model's parameters, with the
+  // local optimizer's current lr. Empty on a rank without a local
+  // optimizer and under pipeline.
   std::vector<optim::ParamGroupState> FullParamGroups() const;
 
  private:
@@ -281,6 +292,9 @@ class Strategy {
   std::unique_ptr<ZeroRedundancyOptimizer> zero_;
   std::unique_ptr<FullyShardedDataParallel> fsdp_;
   std::unique_ptr<optim::Optimizer> optimizer_;  // local, none and fsdp
+  // zero1, zero2, fsdp: the factory's optimizer of the model's parameters,
+  // whose param groups the shards follow (never stepped).
+  std::unique_ptr<optim::Optimizer> groups_;
 };
 
 }  // namespace tandem::train

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,7 +11,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
@@ -56,6 +60,21 @@ void ClearGrads(const FlatParamGroup& group) {
   for (const FlatParamMember& m : group.members()) m.tensor.ClearGrad();
 }
 
+// The submodule at dotted `path` ("" is `root` itself), or null.
+nn::Module* FindSubmodule(nn::Module& root, const std::string& path) {
+  nn::Module* at = &root;
+  if (path.empty()) return at;
+  for (absl::string_view part : absl::StrSplit(path, '.')) {
+    nn::Module* next = nullptr;
+    for (const auto& [name, child] : at->NamedChildren()) {
+      if (name == part) next = child;
+    }
+    if (next == nullptr) return nullptr;
+    at = next;
+  }
+  return at;
+}
+
 std::string TensorDesc(const Tensor& t) {
   return absl::StrCat(DTypeName(t.dtype()), ShapeToString(t.shape()), " on ",
                       t.device().ToString());
@@ -80,7 +99,7 @@ absl::Status FullyShardedDataParallel::Annotate(
                                    ": ", context, ": ", status.message()));
 }
 
-FullyShardedDataParallel::FullyShardedDataParallel(nn::Sequential& model,
+FullyShardedDataParallel::FullyShardedDataParallel(nn::Module& model,
                                                    comm::Communicator& comm,
                                                    const FsdpOptions& options)
     : model_(&model),
@@ -90,8 +109,7 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Sequential& model,
       world_size_(comm.size()) {}
 
 absl::StatusOr<std::unique_ptr<FullyShardedDataParallel>>
-FullyShardedDataParallel::Create(nn::Sequential& model,
-                                 comm::Communicator& comm,
+FullyShardedDataParallel::Create(nn::Module& model, comm::Communicator& comm,
                                  const FsdpOptions& options) {
   if (options.timeout <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -109,116 +127,81 @@ FullyShardedDataParallel::Create(nn::Sequential& model,
   return fsdp;
 }
 
+std::string FullyShardedDataParallel::UnitName(const Unit& u) {
+  return u.layer < 0 ? "the root unit" : absl::StrCat("unit ", u.layer);
+}
+
 absl::Status FullyShardedDataParallel::Build() {
-  const int64_t n = world_size_;
   // Rank 0's units are broadcast below: first make sure every rank built the
   // same model, so a different one fails here by name.
-  if (const std::vector<nn::NamedTensor> all = model_->NamedParameters();
-      !all.empty()) {
+  const std::vector<nn::NamedTensor> all = model_->NamedParameters();
+  if (!all.empty()) {
     TANDEM_RETURN_IF_ERROR(CheckSameModelOnEveryRank(
         *model_, *comm_, all.front().tensor.device(),
         "FullyShardedDataParallel", options_.timeout));
   }
-  unit_of_layer_.assign(model_->size(), -1);
-  // The model's NamedParameters() are the layers' in layer order.
-  int64_t model_index = 0;
-  for (int64_t i = 0; i < model_->size(); ++i) {
-    const std::vector<nn::NamedTensor> params =
-        model_->at(i)->NamedParameters();
-    model_index += static_cast<int64_t>(params.size());
-    if (params.empty()) continue;
-    Unit u;
-    u.layer = i;
-    std::vector<FlatParamGroup::Entry> entries;
-    const Tensor& first = params.front().tensor;
-    for (const nn::NamedTensor& p : params) {
-      const std::string name = absl::StrCat(i, ".", p.name);
-      if (!p.tensor.storage()->is_allocated()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "FullyShardedDataParallel on rank ", rank_, ": parameter \"", name,
-            "\" holds no memory: the model is already wrapped in a "
-            "FullyShardedDataParallel (its parameters live in shards). Wrap "
-            "a model once; to re-wrap, load a FullStateDict into a fresh "
-            "model"));
+  // The Sequential whose layers are units.
+  const std::string& path = options_.unit_layers;
+  nn::Module* found = FindSubmodule(*model_, path);
+  layers_ = dynamic_cast<nn::Sequential*>(found);
+  if (layers_ == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "FullyShardedDataParallel on rank ", rank_, ": ",
+        path.empty()
+            ? absl::StrCat("without FsdpOptions::unit_layers the model must "
+                           "be an nn::Sequential (one unit per layer); it is "
+                           "a ",
+                           std::string(model_->type_name()))
+            : absl::StrCat("FsdpOptions::unit_layers is \"", path, "\", but ",
+                           found == nullptr
+                               ? "the model has no such submodule"
+                               : absl::StrCat("that submodule is a ",
+                                              std::string(found->type_name())),
+                           "; name an nn::Sequential of the model (e.g. "
+                           "GPT-2's \"transformer.h\")")));
+  }
+  // Each parameter goes to the unit of its layer (its name starts with the
+  // Sequential's path and the layer's index), or to the root.
+  const std::string prefix = path.empty() ? "" : path + ".";
+  std::vector<std::vector<FlatParamGroup::Entry>> per_layer(layers_->size());
+  std::vector<FlatParamGroup::Entry> root;
+  std::map<const void*, std::string> seen;
+  for (size_t j = 0; j < all.size(); ++j) {
+    const nn::NamedTensor& p = all[j];
+    auto [it, fresh] = seen.emplace(p.tensor.impl().get(), p.name);
+    if (!fresh) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FullyShardedDataParallel on rank ", rank_,
+          ": the model lists one "
+          "tensor twice, as \"",
+          it->second, "\" and \"", p.name,
+          "\"; register a shared (tied) weight once, in the module that "
+          "holds both uses (GPT-2 keeps its tied head as "
+          "transformer.wte.weight)"));
+    }
+    int64_t layer = -1;
+    if (p.name.rfind(prefix, 0) == 0) {
+      const std::string rest = p.name.substr(prefix.size());
+      const size_t dot = rest.find('.');
+      int64_t k = 0;
+      if (dot != std::string::npos &&
+          absl::SimpleAtoi(rest.substr(0, dot), &k) && k >= 0 &&
+          k < layers_->size()) {
+        layer = k;
       }
-      if (p.tensor.dtype() != first.dtype() ||
-          p.tensor.device() != first.device()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "FullyShardedDataParallel on rank ", rank_, ": unit ", i,
-            " mixes parameters: \"", i, ".", params.front().name, "\" is ",
-            TensorDesc(first), " but \"", name, "\" is ", TensorDesc(p.tensor),
-            ". A unit is flattened into one buffer, so its parameters must "
-            "share one dtype and one device; convert the layer (Module::To) "
-            "before wrapping"));
-      }
-      const int64_t index = model_index - static_cast<int64_t>(params.size()) +
-                            static_cast<int64_t>(entries.size());
-      entries.push_back({name, index, p.tensor});
     }
-    TANDEM_ASSIGN_OR_RETURN(
-        u.group, FlatParamGroup::Create(first.dtype(), first.device(),
-                                        std::move(entries)));
-    u.shard = u.group.ShardNumel(n);
-    u.master_dtype = first.dtype();
-    u.compute_dtype = options_.param_dtype.value_or(u.master_dtype);
-    u.reduce_dtype = options_.reduce_dtype.value_or(u.compute_dtype);
-    if (u.compute_dtype != u.master_dtype || u.reduce_dtype != u.master_dtype) {
-      mixed_ = true;
-    }
-    TANDEM_ASSIGN_OR_RETURN(u.full, u.group.NewBuffer(n));
-    TANDEM_RETURN_IF_ERROR(u.group.Pack(u.full));
-    if (world_size_ > 1) {
-      TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(u.full));
-      TANDEM_RETURN_IF_ERROR(
-          Annotate(comm_->Broadcast(view, /*root=*/0)->Wait(options_.timeout),
-                   absl::StrCat("broadcasting unit ", i, " from rank 0")));
-    }
-    // This rank's shard (padding included) becomes a leaf of its own.
-    TANDEM_ASSIGN_OR_RETURN(const FlatShardRange range,
-                            u.group.Shard(rank_, n));
-    TANDEM_ASSIGN_OR_RETURN(Tensor mine,
-                            u.full.View(range.begin, {range.numel()}));
-    TANDEM_ASSIGN_OR_RETURN(u.shard_param, mine.Clone());
-    u.shard_param = u.shard_param.Detach();
-    if (u.compute_dtype != u.master_dtype) {
-      // The unit is gathered in the compute dtype: the parameters take it.
-      TANDEM_ASSIGN_OR_RETURN(
-          u.full, u.group.NewBuffer(n, u.compute_dtype, /*zeroed=*/false));
-    }
-    ClearGrads(u.group);
-    TANDEM_RETURN_IF_ERROR(u.group.BindParams(u.full));
-    TANDEM_RETURN_IF_ERROR(u.shard_param.set_requires_grad(true));
-    TANDEM_ASSIGN_OR_RETURN(
-        u.shard_grad, Tensor::Zeros({u.shard}, u.master_dtype, first.device()));
-    TANDEM_RETURN_IF_ERROR(u.shard_param.set_grad(u.shard_grad));
-    TANDEM_ASSIGN_OR_RETURN(
-        u.full_grad, u.group.NewBuffer(n, u.compute_dtype, /*zeroed=*/false));
-    u.full_grad.storage()->Free();
-    u.full.storage()->Free();
-
-    const int64_t index = static_cast<int64_t>(units_.size());
-    for (int64_t member = 0; member < u.group.size(); ++member) {
-      TANDEM_ASSIGN_OR_RETURN(
-          HookHandle h,
-          u.group.members()[member].tensor.AddPostAccumulateGradHook(
-              [this, index, member](Tensor& param) {
-                OnGradAccumulated(index, param, member);
-              }));
-      u.hooks.push_back(h);
-    }
-    FsdpUnitInfo info;
-    info.layer = i;
-    for (const FlatParamMember& m : u.group.members()) {
-      info.parameter_names.push_back(m.name);
-    }
-    info.numel = u.group.numel();
-    info.shard_numel = u.shard;
-    info.master_dtype = u.master_dtype;
-    info.compute_dtype = u.compute_dtype;
-    info.reduce_dtype = u.reduce_dtype;
-    infos_.push_back(std::move(info));
-    unit_of_layer_[i] = index;
-    units_.push_back(std::move(u));
+    FlatParamGroup::Entry e{p.name, static_cast<int64_t>(j), p.tensor};
+    (layer < 0 ? root : per_layer[layer]).push_back(std::move(e));
+  }
+  unit_of_layer_.assign(layers_->size(), -1);
+  if (!root.empty()) {
+    root_ = 0;
+    TANDEM_RETURN_IF_ERROR(AddUnit(-1, std::move(root)));
+  }
+  for (int64_t i = 0; i < layers_->size(); ++i) {
+    if (per_layer[i].empty()) continue;
+    unit_of_layer_[i] = static_cast<int64_t>(units_.size());
+    TANDEM_RETURN_IF_ERROR(AddUnit(i, std::move(per_layer[i])));
   }
   if (units_.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -226,10 +209,107 @@ absl::Status FullyShardedDataParallel::Build() {
         ": the model has no layer with parameters; there is nothing to "
         "shard"));
   }
+  layers_->SetLayerCall([this](int64_t i, nn::Module& layer,
+                               const Tensor& x) -> absl::StatusOr<Tensor> {
+    return RunLayer(i, layer, x);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status FullyShardedDataParallel::AddUnit(
+    int64_t layer, std::vector<FlatParamGroup::Entry> entries) {
+  const int64_t n = world_size_;
+  const int64_t i = layer;
+  Unit u;
+  u.layer = layer;
+  const Tensor& first = entries.front().tensor;
+  for (const FlatParamGroup::Entry& p : entries) {
+    if (!p.tensor.storage()->is_allocated()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "FullyShardedDataParallel on rank ", rank_, ": parameter \"", p.name,
+          "\" holds no memory: the model is already wrapped in a "
+          "FullyShardedDataParallel (its parameters live in shards). Wrap "
+          "a model once; to re-wrap, load a FullStateDict into a fresh "
+          "model"));
+    }
+    if (p.tensor.dtype() != first.dtype() ||
+        p.tensor.device() != first.device()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "FullyShardedDataParallel on rank ", rank_, ": ", UnitName(u),
+          " mixes parameters: \"", entries.front().name, "\" is ",
+          TensorDesc(first), " but \"", p.name, "\" is ", TensorDesc(p.tensor),
+          ". A unit is flattened into one buffer, so its parameters must "
+          "share one dtype and one device; convert the layer (Module::To) "
+          "before wrapping"));
+    }
+  }
+  TANDEM_ASSIGN_OR_RETURN(u.group,
+                          FlatParamGroup::Create(first.dtype(), first.device(),
+                                                 std::move(entries)));
+  u.shard = u.group.ShardNumel(n);
+  u.master_dtype = first.dtype();
+  u.compute_dtype = options_.param_dtype.value_or(u.master_dtype);
+  u.reduce_dtype = options_.reduce_dtype.value_or(u.compute_dtype);
+  if (u.compute_dtype != u.master_dtype || u.reduce_dtype != u.master_dtype) {
+    mixed_ = true;
+  }
+  TANDEM_ASSIGN_OR_RETURN(u.full, u.group.NewBuffer(n));
+  TANDEM_RETURN_IF_ERROR(u.group.Pack(u.full));
+  if (world_size_ > 1) {
+    TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(u.full));
+    TANDEM_RETURN_IF_ERROR(
+        Annotate(comm_->Broadcast(view, /*root=*/0)->Wait(options_.timeout),
+                 absl::StrCat("broadcasting ", UnitName(u), " from rank 0")));
+  }
+  // This rank's shard (padding included) becomes a leaf of its own.
+  TANDEM_ASSIGN_OR_RETURN(const FlatShardRange range, u.group.Shard(rank_, n));
+  TANDEM_ASSIGN_OR_RETURN(Tensor mine,
+                          u.full.View(range.begin, {range.numel()}));
+  TANDEM_ASSIGN_OR_RETURN(u.shard_param, mine.Clone());
+  u.shard_param = u.shard_param.Detach();
+  if (u.compute_dtype != u.master_dtype) {
+    // The unit is gathered in the compute dtype: the parameters take it.
+    TANDEM_ASSIGN_OR_RETURN(
+        u.full, u.group.NewBuffer(n, u.compute_dtype, /*zeroed=*/false));
+  }
+  ClearGrads(u.group);
+  TANDEM_RETURN_IF_ERROR(u.group.BindParams(u.full));
+  TANDEM_RETURN_IF_ERROR(u.shard_param.set_requires_grad(true));
+  TANDEM_ASSIGN_OR_RETURN(
+      u.shard_grad, Tensor::Zeros({u.shard}, u.master_dtype, first.device()));
+  TANDEM_RETURN_IF_ERROR(u.shard_param.set_grad(u.shard_grad));
+  TANDEM_ASSIGN_OR_RETURN(
+      u.full_grad, u.group.NewBuffer(n, u.compute_dtype, /*zeroed=*/false));
+  u.full_grad.storage()->Free();
+  u.full.storage()->Free();
+
+  const int64_t index = static_cast<int64_t>(units_.size());
+  for (int64_t member = 0; member < u.group.size(); ++member) {
+    TANDEM_ASSIGN_OR_RETURN(
+        HookHandle h,
+        u.group.members()[member].tensor.AddPostAccumulateGradHook(
+            [this, index, member](Tensor& param) {
+              OnGradAccumulated(index, param, member);
+            }));
+    u.hooks.push_back(h);
+  }
+  FsdpUnitInfo info;
+  info.layer = i;
+  for (const FlatParamMember& m : u.group.members()) {
+    info.parameter_names.push_back(m.name);
+  }
+  info.numel = u.group.numel();
+  info.shard_numel = u.shard;
+  info.master_dtype = u.master_dtype;
+  info.compute_dtype = u.compute_dtype;
+  info.reduce_dtype = u.reduce_dtype;
+  infos_.push_back(std::move(info));
+  units_.push_back(std::move(u));
   return absl::OkStatus();
 }
 
 FullyShardedDataParallel::~FullyShardedDataParallel() {
+  if (layers_ != nullptr) layers_->SetLayerCall(nullptr);
   for (Unit& u : units_) {
     for (size_t k = 0; k < u.hooks.size(); ++k) {
       u.group.members()[k].tensor.RemovePostAccumulateGradHook(u.hooks[k]);
@@ -240,12 +320,16 @@ FullyShardedDataParallel::~FullyShardedDataParallel() {
 }
 
 absl::Status FullyShardedDataParallel::CheckUnchanged() const {
-  // The units' members, in unit order, were the model's parameters in order
-  // (each member's index is its place there).
+  // Each member's index is its place in the model's parameters at Create.
   const std::vector<nn::NamedTensor> now = model_->NamedParameters();
   std::vector<const FlatParamMember*> wrapped;
   for (const Unit& u : units_) {
-    for (const FlatParamMember& m : u.group.members()) wrapped.push_back(&m);
+    for (const FlatParamMember& m : u.group.members()) {
+      if (m.index >= static_cast<int64_t>(wrapped.size())) {
+        wrapped.resize(m.index + 1, nullptr);
+      }
+      wrapped[m.index] = &m;
+    }
   }
   for (size_t j = 0; j < now.size(); ++j) {
     if (j >= wrapped.size() ||
@@ -304,7 +388,7 @@ absl::Status FullyShardedDataParallel::WaitGather(Unit& u) {
     u.gather.reset();
     u.gather_send = Tensor();
     TANDEM_RETURN_IF_ERROR(
-        Annotate(s, absl::StrCat("all-gather of unit ", u.layer)));
+        Annotate(s, absl::StrCat("all-gather of ", UnitName(u))));
     u.gathered = true;
   }
   return absl::OkStatus();
@@ -326,37 +410,66 @@ absl::StatusOr<Tensor> FullyShardedDataParallel::Forward(const Tensor& input) {
   }
   TANDEM_RETURN_IF_ERROR(CheckUnchanged());
   const bool grad = IsGradEnabled();
-  Tensor x = input;
-  for (int64_t i = 0; i < model_->size(); ++i) {
-    const int64_t index = unit_of_layer_[i];
-    if (index < 0) {
-      TANDEM_ASSIGN_OR_RETURN(x, model_->at(i)->Forward(x));
-      continue;
-    }
-    Unit& u = units_[index];
-    if (u.compute_dtype != u.master_dtype && IsFloatingPoint(x.dtype()) &&
-        x.dtype() != u.compute_dtype) {
-      // PyTorch's cast of forward inputs to param_dtype (differentiable:
-      // the input's gradient comes back in its own dtype).
-      TANDEM_ASSIGN_OR_RETURN(x, x.To(u.compute_dtype));
-    }
-    TANDEM_RETURN_IF_ERROR(WaitGather(u));
-    if (options_.prefetch && index + 1 < static_cast<int64_t>(units_.size())) {
-      TANDEM_RETURN_IF_ERROR(LaunchGather(units_[index + 1]));
-    }
-    absl::StatusOr<Tensor> y = model_->at(i)->Forward(x);
-    Release(u);
-    if (!y.ok()) return Annotate(y.status(), absl::StrCat("layer ", i));
-    x = *y;
-    if (grad) {
-      TANDEM_ASSIGN_OR_RETURN(x, AttachPreBackward(x, index));
+  if (root_ >= 0) {
+    TANDEM_RETURN_IF_ERROR(WaitGather(units_[root_]));
+    if (options_.prefetch && root_ + 1 < static_cast<int64_t>(units_.size())) {
+      TANDEM_RETURN_IF_ERROR(LaunchGather(units_[root_ + 1]));
     }
   }
+  // The model runs its layers through RunLayer (Sequential::SetLayerCall).
+  in_forward_ = true;
+  absl::StatusOr<Tensor> y = model_->Forward(input);
+  in_forward_ = false;
+  if (root_ >= 0 && (!grad || !y.ok())) Release(units_[root_]);
+  if (!y.ok()) return y.status();
+  Tensor x = *std::move(y);
   if (grad) {
+    // The root stays gathered for backward (PyTorch keeps its root
+    // unsharded after forward); its pre-backward runs first.
+    if (root_ >= 0) {
+      TANDEM_ASSIGN_OR_RETURN(x, AttachPreBackward(x, root_));
+    }
     step_open_ = true;
     for (Unit& u : units_) u.pending = u.group.size();
   }
   return x;
+}
+
+absl::StatusOr<Tensor> FullyShardedDataParallel::RunLayer(int64_t i,
+                                                          nn::Module& layer,
+                                                          const Tensor& input) {
+  if (!in_forward_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "FullyShardedDataParallel on rank ", rank_, ": layer ", i,
+        " of a wrapped model ran outside the wrapper's Forward; its "
+        "parameters live in shards, so run the model through "
+        "fsdp.Forward(x)"));
+  }
+  const int64_t index = unit_of_layer_[i];
+  if (index < 0) return layer.Forward(input);
+  Tensor x = input;
+  Unit& u = units_[index];
+  if (u.compute_dtype != u.master_dtype && IsFloatingPoint(x.dtype()) &&
+      x.dtype() != u.compute_dtype) {
+    // PyTorch's cast of forward inputs to param_dtype (differentiable:
+    // the input's gradient comes back in its own dtype).
+    TANDEM_ASSIGN_OR_RETURN(x, x.To(u.compute_dtype));
+  }
+  TANDEM_RETURN_IF_ERROR(WaitGather(u));
+  if (options_.prefetch && index + 1 < static_cast<int64_t>(units_.size())) {
+    TANDEM_RETURN_IF_ERROR(LaunchGather(units_[index + 1]));
+  }
+  absl::StatusOr<Tensor> y = layer.Forward(x);
+  Release(u);
+  if (!y.ok()) return Annotate(y.status(), absl::StrCat("layer ", i));
+  if (!IsGradEnabled()) return y;
+  return AttachPreBackward(*y, index);
+}
+
+int64_t FullyShardedDataParallel::BackwardNext(int64_t unit) const {
+  const int64_t last = static_cast<int64_t>(units_.size()) - 1;
+  if (unit == root_) return last > root_ ? last : -1;
+  return unit - 1 > root_ ? unit - 1 : -1;
 }
 
 absl::StatusOr<Tensor> FullyShardedDataParallel::AttachPreBackward(
@@ -378,8 +491,8 @@ absl::StatusOr<Tensor> FullyShardedDataParallel::AttachPreBackward(
 absl::Status FullyShardedDataParallel::PreBackward(int64_t unit) {
   Unit& u = units_[unit];
   TANDEM_RETURN_IF_ERROR(WaitGather(u));
-  if (options_.prefetch && unit > 0) {
-    TANDEM_RETURN_IF_ERROR(LaunchGather(units_[unit - 1]));
+  if (const int64_t next = BackwardNext(unit); options_.prefetch && next >= 0) {
+    TANDEM_RETURN_IF_ERROR(LaunchGather(units_[next]));
   }
   TANDEM_RETURN_IF_ERROR(u.full_grad.storage()->Reallocate());
   TANDEM_RETURN_IF_ERROR(FillInPlace(u.full_grad, 0.0));
@@ -415,7 +528,7 @@ void FullyShardedDataParallel::OnGradAccumulated(int64_t unit,
     if (s.ok()) s = LaunchReduce(u);
   }
   if (!s.ok() && hook_error_.ok()) {
-    hook_error_ = Annotate(s, absl::StrCat("unit ", u.layer));
+    hook_error_ = Annotate(s, UnitName(u));
   }
 }
 
@@ -456,7 +569,7 @@ absl::Status FullyShardedDataParallel::FinishReduce(Unit& u) {
     absl::Status s = u.reduce->Wait(options_.timeout);
     u.reduce.reset();
     TANDEM_RETURN_IF_ERROR(
-        Annotate(s, absl::StrCat("reduce-scatter of unit ", u.layer)));
+        Annotate(s, absl::StrCat("reduce-scatter of ", UnitName(u))));
   }
   TANDEM_ASSIGN_OR_RETURN(Tensor mine,
                           u.reduce_buf.View(rank_ * u.shard, {u.shard}));
@@ -498,7 +611,7 @@ absl::Status FullyShardedDataParallel::FinishBackward() {
   for (Unit& u : units_) {
     if (status.ok() && u.pending != 0) {
       status = absl::FailedPreconditionError(absl::StrCat(
-          "FullyShardedDataParallel on rank ", rank_, ": unit ", u.layer,
+          "FullyShardedDataParallel on rank ", rank_, ": ", UnitName(u),
           " received ", u.group.size() - u.pending, " of ", u.group.size(),
           " parameter gradients in this backward; FSDP reduces every unit "
           "in every step, so make the loss depend on every parameter"));

@@ -6,7 +6,12 @@
 // flat-parameter groups; docs/sharding.md.
 //
 // FullyShardedDataParallel (ZeRO stage 3), after PyTorch's FSDP with one
-// unit per layer of a Sequential. Each layer that has parameters is a unit:
+// unit per layer of a Sequential: the model's own layers (the model is an
+// nn::Sequential), or, with FsdpOptions::unit_layers, the layers of a
+// Sequential inside the model (GPT-2's blocks, "transformer.h": PyTorch's
+// transformer_auto_wrap_policy), whose other parameters (GPT's embeddings,
+// final LayerNorm and tied head) then form one more unit, the root. Each
+// layer that has parameters is a unit:
 // a FlatParamGroup (flat_param.h) whose parameters are flattened into one
 // buffer of N * s elements (padded, s = ceil(numel / N)), and each rank keeps
 // only its shard of s elements
@@ -43,10 +48,20 @@
 // (bf16 needs none). Without mixed precision the average is DDP's (below),
 // so the weights equal DDP's bit for bit.
 //
+// The root unit (unit_layers only) is gathered when Forward starts and, as
+// PyTorch keeps its root unsharded after forward, stays gathered until its
+// last gradient arrives at the end of backward (under NoGradGuard it is
+// freed when Forward returns); its pre-backward runs first in backward and
+// prefetches the last layer unit. A parameter used by two layers (a tied
+// weight) must be outside unit_layers, in the root: it is one tensor of one
+// unit, and its gradient, summed over both uses by autograd, is reduced
+// once. A tensor listed twice in the model is InvalidArgument.
+//
 // Memory per rank: the shards (1/N of parameters, gradients and optimizer
 // state) plus, transiently, the full parameters and gradients of at most two
-// units at a time (the one running and the one prefetched or still
-// reducing).
+// layer units at a time (the one running and the one prefetched or still
+// reducing), and the root unit's full parameters (all of forward and
+// backward) and gradients (all of backward).
 //
 //   TANDEM_ASSIGN_OR_RETURN(auto fsdp,
 //                           FullyShardedDataParallel::Create(*model, comm));
@@ -61,6 +76,9 @@
 //   }
 //
 // Contract:
+//   - The layers run through Sequential::SetLayerCall while wrapped: call
+//     the wrapper's Forward, never the model's (a layer unit run outside it
+//     is FailedPrecondition; the root's parameters hold no memory there).
 //   - Collective: Create, Forward, Backward and FullStateDict issue the same
 //     collectives on every rank in the same order.
 //   - Create broadcasts rank 0's parameters, then makes every parameter of
@@ -128,6 +146,13 @@ struct FsdpOptions {
   // The dtype gradients are reduce-scattered in; unset: param_dtype if set
   // (PyTorch's default), else the parameters' own. Floating, as above.
   std::optional<DType> reduce_dtype = std::nullopt;
+  // Which layers are units (see the header comment): empty, every layer of
+  // the model, which must be an nn::Sequential; otherwise the dotted name of
+  // an nn::Sequential inside the model (as in its NamedParameters(), e.g.
+  // "transformer.h"), each of whose layers is a unit, the model's other
+  // parameters forming the root unit. A name that is not such a Sequential
+  // is InvalidArgument at Create.
+  std::string unit_layers = "";
 };
 
 // PyTorch FSDP's split of the gradient average 1/N into a division before
@@ -138,7 +163,7 @@ std::pair<double, double> FsdpGradientDivideFactors(int world_size);
 
 // One unit, for introspection, tests and the memory benchmark.
 struct FsdpUnitInfo {
-  int64_t layer = 0;  // index in the Sequential
+  int64_t layer = 0;  // index in the unit Sequential; -1: the root unit
   std::vector<std::string> parameter_names;
   int64_t numel = 0;                  // parameter elements of the unit
   int64_t shard_numel = 0;            // s: elements per rank (padding included)
@@ -150,7 +175,7 @@ struct FsdpUnitInfo {
 class FullyShardedDataParallel {
  public:
   static absl::StatusOr<std::unique_ptr<FullyShardedDataParallel>> Create(
-      nn::Sequential& model, comm::Communicator& comm,
+      nn::Module& model, comm::Communicator& comm,
       const FsdpOptions& options = {});
 
   // Waits (bounded) for collectives still in flight and removes the hooks.
@@ -198,7 +223,7 @@ class FullyShardedDataParallel {
 
  private:
   struct Unit {
-    int64_t layer = 0;
+    int64_t layer = 0;  // -1: the root
     // The unit's layout (flat_param.h), in the master dtype: its parameters
     // (names as in the whole model, index = place in its
     // NamedParameters()), their offsets in `full` and `full_grad`, the
@@ -225,9 +250,22 @@ class FullyShardedDataParallel {
     std::vector<HookHandle> hooks;
   };
 
-  FullyShardedDataParallel(nn::Sequential& model, comm::Communicator& comm,
+  FullyShardedDataParallel(nn::Module& model, comm::Communicator& comm,
                            const FsdpOptions& options);
   absl::Status Build();
+  // Flattens, broadcasts and shards one unit's parameters (`layer` -1: the
+  // root) and appends it to units_.
+  absl::Status AddUnit(int64_t layer,
+                       std::vector<FlatParamGroup::Entry> entries);
+  // The Sequential layer call: runs layer i of layers_ as its unit.
+  absl::StatusOr<Tensor> RunLayer(int64_t i, nn::Module& layer,
+                                  const Tensor& input);
+  // The unit whose pre-backward runs after `unit`'s in backward (the
+  // reverse of forward: the root first, then the layers from the last),
+  // -1 for none: what PreBackward prefetches.
+  int64_t BackwardNext(int64_t unit) const;
+  // "unit 3" or "the root unit", for messages.
+  static std::string UnitName(const Unit& u);
   absl::Status CheckUnchanged() const;
   // A fresh N * shard buffer in the master dtype holding every rank's
   // shard (one all-gather). For FullStateDict.
@@ -246,7 +284,8 @@ class FullyShardedDataParallel {
   absl::Status Annotate(const absl::Status& status,
                         const std::string& context) const;
 
-  nn::Sequential* model_;
+  nn::Module* model_;
+  nn::Sequential* layers_ = nullptr;  // whose layers are units
   comm::Communicator* comm_;
   FsdpOptions options_;
   int rank_;
@@ -254,6 +293,8 @@ class FullyShardedDataParallel {
   std::vector<Unit> units_;
   std::vector<FsdpUnitInfo> infos_;
   std::vector<int64_t> unit_of_layer_;  // -1 for layers without parameters
+  int64_t root_ = -1;                   // the root's index in units_, or -1
+  bool in_forward_ = false;             // inside this wrapper's Forward
   bool mixed_ = false;       // a unit computes or reduces in another dtype
   bool step_open_ = false;   // a grad-mode Forward awaits Backward
   absl::Status hook_error_;  // first error inside backward

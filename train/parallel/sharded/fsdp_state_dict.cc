@@ -53,7 +53,7 @@ absl::StatusOr<Tensor> FullyShardedDataParallel::GatherMaster(Unit& u) {
   TANDEM_ASSIGN_OR_RETURN(comm::BufferView recv, ToBufferView(full));
   TANDEM_RETURN_IF_ERROR(Annotate(
       comm_->AllGather(send, recv)->Wait(options_.timeout),
-      absl::StrCat("all-gather of unit ", u.layer, "'s master shards")));
+      absl::StrCat("all-gather of ", UnitName(u), "'s master shards")));
   return full;
 }
 
