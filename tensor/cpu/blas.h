@@ -50,10 +50,10 @@ int BlasNumThreads();
 // should run with the same setting.
 // - kFastest (the default): per layout the kernel measured fastest here
 //   (tandem's SkinnyGemmNt for f32 A·Bᵀ with <= 128 rows where the CPU has
-//   AVX2 and FMA, oneDNN's sgemm for f32 A·B, OpenBLAS otherwise) and
-//   Linear's forward at batch <= 256, where SkinnyGemmNt does not take it,
-//   through its transpose. Sums in another order than PyTorch's: results
-//   differ from PyTorch's in the last bits.
+//   AVX2 and FMA but no AVX-512, oneDNN's sgemm for f32 A·B, OpenBLAS
+//   otherwise) and Linear's forward at batch <= 256, where SkinnyGemmNt does
+//   not take it, through its transpose. Sums in another order than PyTorch's:
+//   results differ from PyTorch's in the last bits.
 // - kPyTorch: the calls PyTorch 1.13 makes on the CPU (Debian's build):
 //   OpenBLAS sgemm for every f32 layout, Linear's forward as
 //   bias + x·Wᵀ in one sgemm with beta = 1. With OpenBLAS on one thread

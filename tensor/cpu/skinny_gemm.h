@@ -32,7 +32,8 @@ bool HasSkinnyGemm();
 
 // Whether cpu::Gemm's fast path (KernelChoice::kFastest) sends this f32
 // product to SkinnyGemmNt: op(A)·op(B) = A·Bᵀ (transpose_b only), a shape
-// where it measured faster than the libraries here, and HasSkinnyGemm().
+// where it measured faster than the libraries here, HasSkinnyGemm(), and
+// no AVX-512 (there the libraries' wider kernels stay: not measured).
 bool UseSkinnyGemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                    int64_t k);
 

@@ -150,7 +150,7 @@ TEST(SkinnyGemmTest, SameBitsOnEveryThread) {
 }
 
 TEST(SkinnyGemmTest, PolicyTakesOnlySkinnyXWt) {
-  if (!HasSkinnyGemm()) {
+  if (!HasSkinnyGemm() || __builtin_cpu_supports("avx512f")) {
     EXPECT_FALSE(UseSkinnyGemm(false, true, 64, 4096, 4096));
     return;
   }
@@ -169,7 +169,9 @@ TEST(SkinnyGemmTest, PolicyTakesOnlySkinnyXWt) {
 // cpu::Gemm sends the skinny x·Wᵀ here under kFastest and to OpenBLAS
 // under kPyTorch (PyTorch's calls, bit for bit).
 TEST(SkinnyGemmTest, GemmRoutesByKernelChoice) {
-  if (!HasSkinnyGemm()) GTEST_SKIP() << "no AVX2/FMA on this CPU";
+  if (!HasSkinnyGemm() || __builtin_cpu_supports("avx512f")) {
+    GTEST_SKIP() << "the skinny path is on for AVX2 CPUs without AVX-512";
+  }
   const int64_t m = 64, n = 256, k = 300;
   std::mt19937 rng(14);
   const std::vector<float> x = Uniform(m * k, rng), w = Uniform(n * k, rng);
