@@ -13,6 +13,7 @@
 #include "tensor/autograd.h"
 #include "tensor/cascade_sum.h"
 #include "tensor/cpu/blas.h"
+#include "tensor/cpu/skinny_gemm.h"
 #include "tensor/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops_bf16.h"
@@ -208,8 +209,11 @@ absl::StatusOr<Tensor> CpuLinear(const Tensor& x, const Tensor& weight,
     using T = decltype(zero);
     T* py = y.data<T>();
     // kPyTorch: PyTorch's addmm call (the direct form below).
+    // Where tandem's skinny kernel takes x W^T (cpu::UseSkinnyGemm), the
+    // direct form below reaches it and is faster than the transpose.
     if (std::is_same_v<T, float> && batch <= kTransposedLinearMaxBatch &&
-        cpu::GetKernelChoice() == cpu::KernelChoice::kFastest) {
+        cpu::GetKernelChoice() == cpu::KernelChoice::kFastest &&
+        !cpu::UseSkinnyGemm(false, true, batch, out_features, in)) {
       return LinearForwardTransposed<T>(
           x.data<T>(), weight.data<T>(),
           bias.defined() ? bias.data<T>() : nullptr, batch, in, out_features,
