@@ -18,14 +18,20 @@ namespace {
     }                                              \
   } while (false)
 
-// The shape of the batched products: K = C * live taps rows of the column
-// matrix, NC = N * OH * OW columns (image n's at n * cols).
+// The products run over chunks of `chunk` images: enough output pixels
+// per GEMM (kMinColumns) for the GEMM to run near its peak, no more, so the
+// chunk's column matrix stays small enough for the caches and a large
+// feature map (one image already wide enough) needs no gather or scatter.
+constexpr int64_t kMinColumns = 512;
+
+// The shape of the products: K = C * live taps rows of the column matrix;
+// a chunk of b images has b * cols columns (image n's at n * cols).
 struct Layout {
   std::vector<int64_t> taps;  // live taps, ascending
   int64_t taps_all = 0;       // KH * KW
   int64_t k = 0;              // C * taps.size()
   int64_t cols = 0;           // OH * OW
-  int64_t nc = 0;             // N * cols
+  int64_t chunk = 1;          // images per GEMM
   int64_t in_plane = 0;       // C * H * W
 
   bool all_live() const {
@@ -40,7 +46,9 @@ Layout LayoutOf(const ConvProblem& p) {
   l.taps_all = g.kernel_h * g.kernel_w;
   l.k = g.channels * static_cast<int64_t>(l.taps.size());
   l.cols = g.col_cols();
-  l.nc = p.batch * l.cols;
+  l.chunk = std::clamp<int64_t>(
+      (kMinColumns + l.cols - 1) / std::max<int64_t>(l.cols, 1), 1,
+      std::max<int64_t>(p.batch, 1));
   l.in_plane = g.channels * g.height * g.width;
   return l;
 }
@@ -50,12 +58,18 @@ std::unique_ptr<T[]> Uninit(int64_t n) {
   return std::make_unique_for_overwrite<T[]>(static_cast<size_t>(n));
 }
 
-// col [K, NC]: every image's live rows side by side.
+bool IsPointwise(const ConvGeometry& g) {
+  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 &&
+         g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
+// The column matrix [K, b * cols] of images x [b, C, H, W]: x itself for
+// one image of a pointwise convolution, else im2col into `col`.
 template <typename T>
-std::unique_ptr<T[]> Columns(const ConvProblem& p, const Layout& l,
-                             const T* x) {
-  std::unique_ptr<T[]> col = Uninit<T>(l.k * l.nc);
-  Im2ColTaps(p.geometry, l.taps, p.batch, x, col.get(), l.nc);
+const T* Columns(const ConvProblem& p, const Layout& l, int64_t b, const T* x,
+                 T* col) {
+  if (b == 1 && IsPointwise(p.geometry)) return x;
+  Im2ColTaps(p.geometry, l.taps, b, x, col, b * l.cols);
   return col;
 }
 
@@ -74,48 +88,30 @@ const T* LiveWeights(const ConvProblem& p, const Layout& l, const T* w,
   return storage.get();
 }
 
-// dW [O, K] (+)= gy [O, NC] · col^T, into dw [O, C, KH, KW]; leaves the
-// column matrix in `col` for BackwardData's reuse as scratch. dw's dead
-// taps were zeroed by the caller when not accumulating. Kept out of line
-// (as BackwardData) so profiles name each pass (bench/PERFORMANCE.md).
+// dW [O, K] (+)= gy [O, b * cols] · col^T for one chunk, into `dwl` (dw
+// itself when every tap is live). Kept out of line (as BackwardData) so
+// profiles name each pass (bench/PERFORMANCE.md).
 template <typename T>
 [[gnu::noinline]] absl::Status BackwardWeights(const ConvProblem& p,
-                                               const Layout& l, const T* x,
-                                               const T* gy, T* dw,
-                                               bool accumulate,
-                                               std::unique_ptr<T[]>& col) {
-  const int64_t o_n = p.out_channels;
-  col = Columns(p, l, x);
+                                               const Layout& l, int64_t b,
+                                               const T* x, const T* gy, T* col,
+                                               T* dwl, bool add) {
+  const T* c = Columns(p, l, b, x, col);
   // oneDNN's sgemm: 1.2-1.7x OpenBLAS's on these A·Bᵀ shapes (long K).
-  if (l.all_live()) {
-    return GemmOneDnn<T>(false, true, o_n, l.k, l.nc, T(1), gy, col.get(),
-                         accumulate ? T(1) : T(0), dw);
-  }
-  std::unique_ptr<T[]> dwl = Uninit<T>(o_n * l.k);
-  TANDEM_CONV_GEMM(GemmOneDnn<T>(false, true, o_n, l.k, l.nc, T(1), gy,
-                                 col.get(), T(0), dwl.get()));
-  const int64_t live = static_cast<int64_t>(l.taps.size());
-  for (int64_t r = 0; r < o_n * p.geometry.channels; ++r) {
-    for (int64_t t = 0; t < live; ++t) {
-      dw[r * l.taps_all + l.taps[t]] += dwl[r * live + t];
-    }
-  }
-  return absl::OkStatus();
+  return GemmOneDnn<T>(false, true, p.out_channels, l.k, b * l.cols, T(1), gy,
+                       c, add ? T(1) : T(0), dwl);
 }
 
-// dcol [K, NC] = W^T · gy, then dx += col2im(dcol); `col` is scratch (the
-// weight pass's column matrix when it ran, else allocated here).
+// dcol [K, b * cols] = W^T · gy, then dx += col2im(dcol) for one chunk;
+// `col` is scratch.
 template <typename T>
 [[gnu::noinline]] absl::Status BackwardData(const ConvProblem& p,
-                                            const Layout& l, const T* w,
-                                            const T* gy, T* dx,
-                                            std::unique_ptr<T[]>& col) {
-  std::unique_ptr<T[]> w_storage;
-  const T* wl = LiveWeights(p, l, w, w_storage);
-  if (col == nullptr) col = Uninit<T>(l.k * l.nc);
-  TANDEM_CONV_GEMM(Gemm<T>(true, false, l.k, l.nc, p.out_channels, T(1), wl, gy,
-                           T(0), col.get()));
-  Col2ImTapsAdd(p.geometry, l.taps, p.batch, col.get(), l.nc, dx);
+                                            const Layout& l, int64_t b,
+                                            const T* wl, const T* gy, T* col,
+                                            T* dx) {
+  TANDEM_CONV_GEMM(Gemm<T>(true, false, l.k, b * l.cols, p.out_channels, T(1),
+                           wl, gy, T(0), col));
+  Col2ImTapsAdd(p.geometry, l.taps, b, col, b * l.cols, dx);
   return absl::OkStatus();
 }
 
@@ -126,21 +122,35 @@ absl::Status ConvGemmForward(const ConvProblem& p, const T* x, const T* w,
                              const T* bias, T* y) {
   const Layout l = LayoutOf(p);
   const int64_t o_n = p.out_channels;
-  if (l.nc == 0 || o_n == 0) return absl::OkStatus();
+  if (p.batch == 0 || l.cols == 0 || o_n == 0) return absl::OkStatus();
   std::unique_ptr<T[]> w_storage;
   const T* wl = LiveWeights(p, l, w, w_storage);
-  std::unique_ptr<T[]> col = Columns(p, l, x);
-  // out [O, NC] = W · col, then each image's block moved to y [N, O, cols]
-  // with the bias added (one pass over the output either way).
-  std::unique_ptr<T[]> out = Uninit<T>(o_n * l.nc);
-  TANDEM_CONV_GEMM(Gemm<T>(false, false, o_n, l.nc, l.k, T(1), wl, col.get(),
-                           T(0), out.get()));
-  for (int64_t o = 0; o < o_n; ++o) {
-    const T b = bias != nullptr ? bias[o] : T(0);
-    for (int64_t n = 0; n < p.batch; ++n) {
-      const T* src = out.get() + o * l.nc + n * l.cols;
-      T* dst = y + (n * o_n + o) * l.cols;
-      for (int64_t i = 0; i < l.cols; ++i) dst[i] = src[i] + b;
+  std::unique_ptr<T[]> col = Uninit<T>(l.k * l.chunk * l.cols);
+  std::unique_ptr<T[]> out =
+      l.chunk > 1 ? Uninit<T>(o_n * l.chunk * l.cols) : nullptr;
+  for (int64_t n0 = 0; n0 < p.batch; n0 += l.chunk) {
+    const int64_t b = std::min(l.chunk, p.batch - n0);
+    const int64_t nc = b * l.cols;
+    T* y0 = y + n0 * o_n * l.cols;
+    const T* c = Columns(p, l, b, x + n0 * l.in_plane, col.get());
+    // One image: straight into y. Several: out [O, b * cols], then each
+    // image's block moved to y [b, O, cols]. The bias is added in the
+    // same pass.
+    T* dst = b == 1 ? y0 : out.get();
+    TANDEM_CONV_GEMM(
+        Gemm<T>(false, false, o_n, nc, l.k, T(1), wl, c, T(0), dst));
+    for (int64_t o = 0; o < o_n; ++o) {
+      const T bo = bias != nullptr ? bias[o] : T(0);
+      if (b == 1) {
+        if (bias == nullptr) continue;
+        for (int64_t i = 0; i < l.cols; ++i) y0[o * l.cols + i] += bo;
+        continue;
+      }
+      for (int64_t n = 0; n < b; ++n) {
+        const T* src = out.get() + o * nc + n * l.cols;
+        T* to = y0 + (n * o_n + o) * l.cols;
+        for (int64_t i = 0; i < l.cols; ++i) to[i] = src[i] + bo;
+      }
     }
   }
   return absl::OkStatus();
@@ -154,9 +164,9 @@ absl::Status ConvGemmBackward(const ConvProblem& p, const T* x, const T* w,
   const ConvGeometry& g = p.geometry;
   const int64_t o_n = p.out_channels;
   const int64_t w_count = o_n * g.col_rows();
-  const bool empty = l.nc == 0 || o_n == 0 || l.k == 0;
-  // dW is written by one GEMM (beta 0) when every tap is live; otherwise
-  // the dead taps' entries are zero and the live ones added below.
+  const bool empty = p.batch == 0 || l.cols == 0 || o_n == 0 || l.k == 0;
+  // dW is written by the GEMMs (beta 0 first) when every tap is live;
+  // otherwise the dead taps' entries are zero and the live ones added.
   if (dw != nullptr && !accumulate_dw && (empty || !l.all_live())) {
     std::fill(dw, dw + w_count, T(0));
   }
@@ -164,23 +174,52 @@ absl::Status ConvGemmBackward(const ConvProblem& p, const T* x, const T* w,
     std::fill(dx, dx + p.batch * l.in_plane, T(0));
   }
   if (empty) return absl::OkStatus();
-  // dy as [O, NC]: the layout both products read.
-  std::unique_ptr<T[]> gy = Uninit<T>(o_n * l.nc);
-  for (int64_t n = 0; n < p.batch; ++n) {
-    for (int64_t o = 0; o < o_n; ++o) {
-      const T* src = dy + (n * o_n + o) * l.cols;
-      T* dst = gy.get() + o * l.nc + n * l.cols;
-      // A plain loop: rows are 1 to 64 wide here, below memcpy's break-even.
-      for (int64_t i = 0; i < l.cols; ++i) dst[i] = src[i];
+  std::unique_ptr<T[]> w_storage, dwl_storage;
+  const T* wl = dx != nullptr ? LiveWeights(p, l, w, w_storage) : nullptr;
+  T* dwl = dw;
+  if (dw != nullptr && !l.all_live()) {
+    dwl_storage = Uninit<T>(o_n * l.k);
+    dwl = dwl_storage.get();
+  }
+  std::unique_ptr<T[]> col = Uninit<T>(l.k * l.chunk * l.cols);
+  std::unique_ptr<T[]> gy_storage =
+      l.chunk > 1 ? Uninit<T>(o_n * l.chunk * l.cols) : nullptr;
+  for (int64_t n0 = 0; n0 < p.batch; n0 += l.chunk) {
+    const int64_t b = std::min(l.chunk, p.batch - n0);
+    const int64_t nc = b * l.cols;
+    // dy as [O, b * cols], the layout both products read: dy itself for
+    // one image.
+    const T* dy0 = dy + n0 * o_n * l.cols;
+    const T* gy = dy0;
+    if (b > 1) {
+      for (int64_t n = 0; n < b; ++n) {
+        for (int64_t o = 0; o < o_n; ++o) {
+          const T* src = dy0 + (n * o_n + o) * l.cols;
+          T* to = gy_storage.get() + o * nc + n * l.cols;
+          // A plain loop: rows are 1 to 64 wide here, below memcpy's
+          // break-even.
+          for (int64_t i = 0; i < l.cols; ++i) to[i] = src[i];
+        }
+      }
+      gy = gy_storage.get();
+    }
+    if (dw != nullptr) {
+      const bool add = n0 > 0 || (accumulate_dw && l.all_live());
+      TANDEM_CONV_GEMM(BackwardWeights(p, l, b, x + n0 * l.in_plane, gy,
+                                       col.get(), dwl, add));
+    }
+    if (dx != nullptr) {
+      TANDEM_CONV_GEMM(
+          BackwardData(p, l, b, wl, gy, col.get(), dx + n0 * l.in_plane));
     }
   }
-  std::unique_ptr<T[]> col;
-  if (dw != nullptr) {
-    TANDEM_CONV_GEMM(
-        BackwardWeights(p, l, x, gy.get(), dw, accumulate_dw, col));
-  }
-  if (dx != nullptr) {
-    TANDEM_CONV_GEMM(BackwardData(p, l, w, gy.get(), dx, col));
+  if (dw != nullptr && !l.all_live()) {
+    const int64_t live = static_cast<int64_t>(l.taps.size());
+    for (int64_t r = 0; r < o_n * g.channels; ++r) {
+      for (int64_t t = 0; t < live; ++t) {
+        dw[r * l.taps_all + l.taps[t]] += dwl[r * live + t];
+      }
+    }
   }
   return absl::OkStatus();
 }

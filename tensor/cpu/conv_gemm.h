@@ -1,21 +1,22 @@
-// Conv2d on host memory as im2col + GEMM over the whole batch (NCHW
+// Conv2d on host memory as im2col + GEMM over chunks of the batch (NCHW
 // activations, OIHW weights): tandem's default CPU convolution.
 //
-// One GEMM per pass instead of one per image: the batch's column matrices
-// sit side by side, so ResNet's small feature maps (1x1 to 8x8 at 32x32
-// inputs) give GEMMs with hundreds of columns rather than GEMVs, and the
-// weight gradient is one product with K = batch * out_h * out_w instead of
-// `batch` rank-few updates of the whole weight. Kernel taps that read only
-// padding (cpu::LiveTaps) are left out of K. Results differ from oneDNN's
-// and from a per-image loop in the last bits (another summation order);
-// they are deterministic for a given shape and thread count.
+// Each GEMM covers as many images as it takes to reach ~512 output pixels:
+// the chunk's column matrices sit side by side, so ResNet's small feature
+// maps (1x1 to 8x8 at 32x32 inputs) give GEMMs with hundreds of columns
+// rather than GEMVs, and the weight gradient is a product with a long K
+// instead of `batch` rank-few updates of the whole weight; a large map is
+// one image per GEMM, written in place. Kernel taps that read only padding
+// (cpu::LiveTaps) are left out of K. Results differ from oneDNN's and from
+// a per-image loop in the last bits (another summation order); they are
+// deterministic for a given shape and thread count.
 //
 //   cpu::ConvProblem p{.geometry = geo, .batch = n, .out_channels = o};
 //   TANDEM_RETURN_IF_ERROR(cpu::ConvGemmForward<float>(p, x, w, bias, y));
 //
-// Scratch is allocated per call (the column matrix: live rows x batch
-// columns, and an [O, batch * out_h * out_w] buffer). Thread-safe: no
-// shared state beyond cpu::Gemm's.
+// Scratch is allocated per call (one chunk's column matrix and its
+// [O, chunk pixels] output or gradient). Thread-safe: no shared state
+// beyond cpu::Gemm's.
 #ifndef TANDEM_TENSOR_CPU_CONV_GEMM_H_
 #define TANDEM_TENSOR_CPU_CONV_GEMM_H_
 

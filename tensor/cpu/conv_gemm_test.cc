@@ -106,6 +106,12 @@ void CheckGeometries(double tol) {
       Problem(2, 5, 6, {3, 2}, {2, 1}, {1, 0}, 1, 2),
       // Whole rows and columns of padding.
       Problem(2, 3, 3, {1, 1}, {1, 1}, {2, 2}, 2, 2),
+      // Several chunks (100 pixels: 6 images per GEMM; the last chunk one
+      // image, written straight into y), one image per GEMM (576 pixels),
+      // and a pointwise one whose image is its own column matrix.
+      Problem(2, 10, 10, {3, 3}, {1, 1}, {1, 1}, 7, 3),
+      Problem(1, 24, 24, {3, 3}, {1, 1}, {1, 1}, 2, 2),
+      Problem(2, 23, 23, {1, 1}, {1, 1}, {0, 0}, 2, 3),
   };
   int64_t shape = 0;
   for (const ConvProblem& p : problems) {
