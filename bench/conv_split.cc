@@ -9,19 +9,28 @@
 //
 //   bazel-bin/bench/conv_split --image_size=32 --batch=32 --repeats=5
 //
-// Exit 2 on a usage error, 1 when a kernel fails.
+// Exit 2 on a usage error (base/command_line.h), 1 when a kernel fails.
 #include <time.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "base/command_line.h"
+#include "bench/flag_checks.h"
 #include "tensor/cpu/conv_gemm.h"
 #include "tensor/cpu/onednn_conv.h"
+
+ABSL_FLAG(int64_t, image_size, 32, "Input images are this many pixels square.");
+ABSL_FLAG(int64_t, batch, 32, "Images per batch (one rank's batch).");
+ABSL_FLAG(int64_t, repeats, 5,
+          "Timed runs per pass; the least CPU time counts.");
 
 namespace tandem::bench {
 namespace {
@@ -160,29 +169,28 @@ int Run(int64_t size, int64_t batch, int repeats) {
 }  // namespace tandem::bench
 
 int main(int argc, char** argv) {
-  int64_t size = 32, batch = 32;
-  int repeats = 5;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    auto value = [&](const std::string& flag, auto& out) {
-      if (arg.rfind(flag + "=", 0) != 0) return false;
-      out = std::stoll(arg.substr(flag.size() + 1));
-      return true;
-    };
-    if (!value("--image_size", size) && !value("--batch", batch) &&
-        !value("--repeats", repeats)) {
-      std::fprintf(stderr,
-                   "conv_split: unknown argument %s; usage: conv_split "
-                   "[--image_size=32] [--batch=32] [--repeats=5]\n",
-                   arg.c_str());
-      return 2;
+  if (std::optional<int> exit_code = tandem::HandleCommandLine(
+          {.program = "conv_split",
+           .summary = "Times resnet18's convolutions pass by pass (forward, "
+                      "backward-data, backward-weights): tandem's default "
+                      "kernels against oneDNN's primitives as PyTorch makes "
+                      "them, thread CPU time, one thread.",
+           .flag_folders = {"bench/"}},
+          argc, argv)) {
+    return *exit_code;
+  }
+  const int64_t size = absl::GetFlag(FLAGS_image_size);
+  const int64_t batch = absl::GetFlag(FLAGS_batch);
+  const int64_t repeats = absl::GetFlag(FLAGS_repeats);
+  for (const absl::Status& s :
+       {tandem::bench::CheckInt("--image_size", size, 8, 512),
+        tandem::bench::CheckInt("--batch", batch, 1, 256),
+        tandem::bench::CheckInt("--repeats", repeats, 1, 100)}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "conv_split: %s\n",
+                   std::string(s.message()).c_str());
+      return tandem::kExitUsageError;
     }
   }
-  if (size < 8 || batch < 1 || repeats < 1) {
-    std::fprintf(stderr,
-                 "conv_split: need --image_size >= 8, --batch >= 1, "
-                 "--repeats >= 1\n");
-    return 2;
-  }
-  return tandem::bench::Run(size, batch, repeats);
+  return tandem::bench::Run(size, batch, static_cast<int>(repeats));
 }

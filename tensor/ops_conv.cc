@@ -28,9 +28,9 @@ using internal::DispatchFloat;
 
 // Under KernelChoice::kPyTorch, the f32 convolutions that PyTorch 1.13
 // sends to oneDNN go to oneDNN here too (tensor/cpu/onednn_conv.h): same
-// primitives, same bits. Not the default: faster than im2col + GEMM on
-// ddp_demo's 3-channel layer, slower on a 64-channel one
-// (bench/PERFORMANCE.md).
+// primitives, same bits. Not the default: over resnet18's convolutions at
+// 32x32 inputs they take 3.6x conv_gemm's CPU time (far more on the 1x1
+// maps; bench/conv_split, bench/PERFORMANCE.md).
 template <typename T>
 bool UseOneDnn(const cpu::ConvProblem& p) {
   return std::is_same_v<T, float> &&
