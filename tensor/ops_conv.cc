@@ -1,5 +1,6 @@
-// Conv2d: im2col + one GEMM per image (NCHW). A 1x1, stride-1, unpadded
-// convolution skips im2col (the image already is the column matrix).
+// Conv2d (NCHW): by default im2col + GEMM over the whole batch
+// (tensor/cpu/conv_gemm.h); under KernelChoice::kPyTorch, oneDNN's
+// primitives where PyTorch uses them.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "tensor/autocast_state.h"
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
+#include "tensor/cpu/conv_gemm.h"
 #include "tensor/cpu/im2col.h"
 #include "tensor/cpu/onednn_conv.h"
 #include "tensor/op_kernels.h"
@@ -24,16 +26,11 @@ namespace {
 using internal::Describe;
 using internal::DispatchFloat;
 
-bool IsPointwise(const cpu::ConvGeometry& g) {
-  return g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 &&
-         g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
-}
-
 // Under KernelChoice::kPyTorch, the f32 convolutions that PyTorch 1.13
 // sends to oneDNN go to oneDNN here too (tensor/cpu/onednn_conv.h): same
-// primitives, same bits. Not the default: faster than im2col + GEMM on
-// ddp_demo's 3-channel layer, slower on a 64-channel one
-// (bench/PERFORMANCE.md).
+// primitives, same bits. Not the default: over resnet18's convolutions at
+// 32x32 inputs they take 3.6x conv_gemm's CPU time (far more on the 1x1
+// maps; bench/conv_split, bench/PERFORMANCE.md).
 template <typename T>
 bool UseOneDnn(const cpu::ConvProblem& p) {
   return std::is_same_v<T, float> &&
@@ -84,23 +81,6 @@ absl::Status OneDnnConvBackward(const cpu::ConvProblem& p, const Tensor& x,
   return absl::OkStatus();
 }
 
-// Uninitialised scratch for one image's column matrix (none when
-// pointwise); every use overwrites it, so no zero-fill.
-template <typename T>
-std::unique_ptr<T[]> Scratch(const cpu::ConvGeometry& geo) {
-  if (IsPointwise(geo)) return nullptr;
-  return std::make_unique_for_overwrite<T[]>(geo.col_rows() * geo.col_cols());
-}
-
-// Column matrix of image `x_n`: `x_n` itself when pointwise, else
-// im2col into `scratch`.
-template <typename T>
-const T* Columns(const cpu::ConvGeometry& geo, const T* x_n, T* scratch) {
-  if (IsPointwise(geo)) return x_n;
-  cpu::Im2Col(geo, x_n, scratch);
-  return scratch;
-}
-
 template <typename T>
 absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
                           int64_t out_channels, bool onednn, const Tensor& x,
@@ -112,23 +92,27 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
       return OneDnnConvBackward(problem, x, w, g, sink);
     }
   }
-  const int64_t rows = geo.col_rows(), cols = geo.col_cols();
-  const int64_t in_plane = geo.channels * geo.height * geo.width;
+  const int64_t cols = geo.col_cols();
   const int64_t out_plane = out_channels * cols;
   const T* pg = g.data<T>();
-  std::unique_ptr<T[]> scratch = Scratch<T>(geo);
-
-  if (sink.needs(1)) {  // dW [O, rows] = sum_n g_n [O, cols] · col_n^T
-    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dw, sink.GetBuffer(1));
-    if (!dw.accumulate && batch == 0) {
-      TANDEM_RETURN_IF_ERROR(FillInPlace(dw.tensor, 0.0));
+  {  // dW and dx in one call: they share the gathered gradient.
+    T* dw = nullptr;
+    T* dx = nullptr;
+    bool accumulate_dw = false, accumulate_dx = false;
+    if (sink.needs(1)) {
+      TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(1));
+      dw = b.tensor.data<T>();
+      accumulate_dw = b.accumulate;
     }
-    for (int64_t n = 0; n < batch; ++n) {
-      const T* col = Columns(geo, x.data<T>() + n * in_plane, scratch.get());
-      const T beta = (n == 0 && !dw.accumulate) ? T(0) : T(1);
-      TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(false, true, out_channels, rows, cols,
-                                          T(1), pg + n * out_plane, col, beta,
-                                          dw.tensor.data<T>()));
+    if (sink.needs(0)) {
+      TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(0));
+      dx = b.tensor.data<T>();
+      accumulate_dx = b.accumulate;
+    }
+    if (dw != nullptr || dx != nullptr) {
+      TANDEM_RETURN_IF_ERROR(
+          cpu::ConvGemmBackward<T>(problem, x.data<T>(), w.data<T>(), pg, dw,
+                                   accumulate_dw, dx, accumulate_dx));
     }
   }
   if (sink.needs(2)) {  // db [O] = sum over n, h, w of g
@@ -150,28 +134,6 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
       pdb[o] = static_cast<T>((db.accumulate ? pdb[o] : T(0)) + acc);
     }
   }
-  if (sink.needs(0)) {  // dx_n = col2im(W^T [rows, O] · g_n [O, cols])
-    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dx, sink.GetBuffer(0));
-    T* pdx = dx.tensor.data<T>();
-    if (IsPointwise(geo)) {
-      for (int64_t n = 0; n < batch; ++n) {
-        TANDEM_RETURN_IF_ERROR(
-            cpu::Gemm<T>(true, false, rows, cols, out_channels, T(1),
-                         w.data<T>(), pg + n * out_plane,
-                         dx.accumulate ? T(1) : T(0), pdx + n * in_plane));
-      }
-    } else {
-      if (!dx.accumulate) {
-        TANDEM_RETURN_IF_ERROR(FillInPlace(dx.tensor, 0.0));
-      }
-      for (int64_t n = 0; n < batch; ++n) {
-        TANDEM_RETURN_IF_ERROR(
-            cpu::Gemm<T>(true, false, rows, cols, out_channels, T(1),
-                         w.data<T>(), pg + n * out_plane, T(0), scratch.get()));
-        cpu::Col2ImAdd(geo, scratch.get(), pdx + n * in_plane);
-      }
-    }
-  }
   return absl::OkStatus();
 }
 
@@ -189,7 +151,6 @@ absl::StatusOr<Tensor> CpuConv2d(const Tensor& x, const Tensor& weight,
                               .stride_w = options.stride[1],
                               .pad_h = options.padding[0],
                               .pad_w = options.padding[1]};
-  const int64_t rows = geo.col_rows(), cols = geo.col_cols();
   // Decided once, so backward takes the same path as forward.
   const bool onednn =
       x.dtype() == DType::kF32 &&
@@ -210,26 +171,10 @@ absl::StatusOr<Tensor> CpuConv2d(const Tensor& x, const Tensor& weight,
                 bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
           }
         }
-        std::unique_ptr<T[]> scratch = Scratch<T>(geo);
-        const int64_t in_plane = geo.channels * geo.height * geo.width;
-        for (int64_t n = 0; n < batch; ++n) {
-          T* out = y.data<T>() + n * out_channels * cols;
-          if (bias.defined()) {
-            const T* pb = bias.data<T>();
-            T* const o_begin = out;
-            for (int64_t o = 0; o < out_channels; ++o) {
-              const T b = pb[o];
-              T* row = o_begin + o * cols;
-              for (int64_t i = 0; i < cols; ++i) row[i] = b;
-            }
-          }
-          const T* col =
-              Columns(geo, x.data<T>() + n * in_plane, scratch.get());
-          TANDEM_RETURN_IF_ERROR(cpu::Gemm<T>(
-              false, false, out_channels, cols, rows, T(1), weight.data<T>(),
-              col, bias.defined() ? T(1) : T(0), out));
-        }
-        return absl::OkStatus();
+        return cpu::ConvGemmForward<T>(
+            {.geometry = geo, .batch = batch, .out_channels = out_channels},
+            x.data<T>(), weight.data<T>(),
+            bias.defined() ? bias.data<T>() : nullptr, y.data<T>());
       }));
   if (ShouldRecord({x, weight, bias})) {
     RecordOp("Conv2d", y, {x, weight, bias},

@@ -27,31 +27,36 @@ void EnsureDefaultThreads() {
   std::call_once(once, [] { openblas_set_num_threads(1); });
 }
 
+// `onednn`: f32 on oneDNN in every layout (GemmOneDnn).
 template <typename T>
-void Blas(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, T alpha,
-          const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc);
+void Blas(bool onednn, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n,
+          int k, T alpha, const T* a, int lda, const T* b, int ldb, T beta,
+          T* c, int ldc);
 
 template <>
-void Blas<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
-                 float alpha, const float* a, int lda, const float* b, int ldb,
-                 float beta, float* c, int ldc) {
+void Blas<float>(bool onednn, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m,
+                 int n, int k, float alpha, const float* a, int lda,
+                 const float* b, int ldb, float beta, float* c, int ldc) {
   const bool fastest = GetKernelChoice() == KernelChoice::kFastest;
-  if (fastest && UseSkinnyGemm(ta == CblasTrans, tb == CblasTrans, m, n, k) &&
-      lda == k && ldb == k && ldc == n) {
+  if (!onednn && fastest &&
+      UseSkinnyGemm(ta == CblasTrans, tb == CblasTrans, m, n, k) && lda == k &&
+      ldb == k && ldc == n) {
     // tandem's own kernel for x·Wᵀ with few rows: 83-89 GFLOP/s per thread
-    // at batch 64 where both libraries ran 62-78 (skinny_gemm.h).
+    // at batch 64 where both libraries ran 62-78 (skinny_gemm.h). Not when
+    // the caller asked for oneDNN's bits (GemmOneDnn).
     SkinnyGemmNt(m, n, k, alpha, a, b, beta, c);
     return;
   }
-  if (ta == CblasNoTrans && tb == CblasNoTrans && fastest) {
+  if (onednn || (ta == CblasNoTrans && tb == CblasNoTrans && fastest)) {
     // oneDNN for A·B: on Linear's input gradient (M = batch rows, weights
     // as B) it ran 82-106 GFLOP/s per thread here against OpenBLAS's 61-73,
     // and no slower on the other NN shapes measured (2048³, conv's W·col);
     // the transposed layouts (forward X·Wᵀ, weight gradient Gᵀ·X) stay with
     // OpenBLAS, which was as fast or faster there (bench/PERFORMANCE.md).
     ApplyBlasThreadsToOneDnn();
-    const dnnl_status_t status =
-        dnnl_sgemm('N', 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    const dnnl_status_t status = dnnl_sgemm(
+        ta == CblasNoTrans ? 'N' : 'T', tb == CblasNoTrans ? 'N' : 'T', m, n, k,
+        alpha, a, lda, b, ldb, beta, c, ldc);
     if (status == dnnl_success) return;
     // Only argument errors fail, and Gemm checked those: fall through to
     // OpenBLAS rather than leave C unwritten.
@@ -61,9 +66,9 @@ void Blas<float>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
 }
 
 template <>
-void Blas<double>(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k,
-                  double alpha, const double* a, int lda, const double* b,
-                  int ldb, double beta, double* c, int ldc) {
+void Blas<double>(bool /*onednn*/, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb,
+                  int m, int n, int k, double alpha, const double* a, int lda,
+                  const double* b, int ldb, double beta, double* c, int ldc) {
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
               ldc);
 }
@@ -86,8 +91,9 @@ void ApplyBlasThreadsToOneDnn() {
 }
 
 template <typename T>
-absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
-                  int64_t k, T alpha, const T* a, const T* b, T beta, T* c) {
+absl::Status GemmOn(bool onednn, bool transpose_a, bool transpose_b, int64_t m,
+                    int64_t n, int64_t k, T alpha, const T* a, const T* b,
+                    T beta, T* c) {
   if (m < 0 || n < 0 || k < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Gemm: negative dimension M=", m, " N=", n, " K=", k));
@@ -112,13 +118,32 @@ absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
   EnsureDefaultThreads();
   const int lda = static_cast<int>(transpose_a ? m : k);
   const int ldb = static_cast<int>(transpose_b ? k : n);
-  Blas<T>(transpose_a ? CblasTrans : CblasNoTrans,
+  Blas<T>(onednn, transpose_a ? CblasTrans : CblasNoTrans,
           transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
           static_cast<int>(n), static_cast<int>(k), alpha, a, lda, b, ldb, beta,
           c, static_cast<int>(n));
   return absl::OkStatus();
 }
 
+template <typename T>
+absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
+                  int64_t k, T alpha, const T* a, const T* b, T beta, T* c) {
+  return GemmOn(false, transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+}
+
+template <typename T>
+absl::Status GemmOneDnn(bool transpose_a, bool transpose_b, int64_t m,
+                        int64_t n, int64_t k, T alpha, const T* a, const T* b,
+                        T beta, T* c) {
+  return GemmOn(true, transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+}
+
+template absl::Status GemmOneDnn<float>(bool, bool, int64_t, int64_t, int64_t,
+                                        float, const float*, const float*,
+                                        float, float*);
+template absl::Status GemmOneDnn<double>(bool, bool, int64_t, int64_t, int64_t,
+                                         double, const double*, const double*,
+                                         double, double*);
 template absl::Status Gemm<float>(bool, bool, int64_t, int64_t, int64_t, float,
                                   const float*, const float*, float, float*);
 template absl::Status Gemm<double>(bool, bool, int64_t, int64_t, int64_t,

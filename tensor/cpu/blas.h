@@ -38,6 +38,16 @@ template <typename T>
 absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                   int64_t k, T alpha, const T* a, const T* b, T beta, T* c);
 
+// As Gemm, but f32 goes to oneDNN's sgemm in every layout and under either
+// KernelChoice (f64: OpenBLAS, as Gemm). For a caller that measured oneDNN
+// faster on its own shapes: conv_gemm's weight gradient, A·Bᵀ with K =
+// batch x output pixels (bench/PERFORMANCE.md); Linear's transposed layouts
+// stay on OpenBLAS, which was as fast or faster there.
+template <typename T>
+absl::Status GemmOneDnn(bool transpose_a, bool transpose_b, int64_t m,
+                        int64_t n, int64_t k, T alpha, const T* a, const T* b,
+                        T beta, T* c);
+
 // Sets the number of OpenBLAS threads for the whole process (>= 1;
 // InvalidArgument otherwise). Call before starting ranks, e.g. a one-rank
 // benchmark may use every core.

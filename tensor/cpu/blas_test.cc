@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
 #include <cmath>
@@ -56,6 +57,40 @@ TEST(BlasTest, AllTransposesAndBetas) {
       }
     }
   }
+}
+
+// GemmOneDnn: the product in every layout, and for f32 exactly oneDNN's
+// sgemm's bits, under either kernel choice (OpenBLAS's differ in the last
+// bits on this K).
+TEST(BlasTest, GemmOneDnnIsOneDnnInEveryLayout) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> d(-1, 1);
+  const int64_t m = 13, n = 17, k = 301;
+  std::vector<float> a(m * k), b(k * n);
+  for (float& x : a) x = d(rng);
+  for (float& x : b) x = d(rng);
+  const std::vector<double> ad(a.begin(), a.end()), bd(b.begin(), b.end());
+  for (KernelChoice choice : {KernelChoice::kFastest, KernelChoice::kPyTorch}) {
+    SetKernelChoice(choice);
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        std::vector<float> c(m * n, 0.5f), want(m * n, 0.5f);
+        ASSERT_TRUE(GemmOneDnn<float>(ta, tb, m, n, k, 1.f, a.data(), b.data(),
+                                      1.f, c.data())
+                        .ok());
+        ASSERT_EQ(
+            dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.f, a.data(),
+                       ta ? m : k, b.data(), tb ? k : n, 1.f, want.data(), n),
+            dnnl_success);
+        EXPECT_EQ(c, want) << "ta " << ta << " tb " << tb;
+        const std::vector<double> ref = Naive(ta, tb, m, n, k, ad, bd);
+        for (int64_t i = 0; i < m * n; ++i) {
+          EXPECT_NEAR(c[i], 0.5 + ref[i], 1e-4);
+        }
+      }
+    }
+  }
+  SetKernelChoice(KernelChoice::kFastest);
 }
 
 TEST(BlasTest, FloatMatchesDouble) {

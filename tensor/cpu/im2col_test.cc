@@ -125,5 +125,58 @@ TEST(Im2ColTest, MatchesTheDefinitionOnManyGeometries) {
   EXPECT_GT(checked, 60);
 }
 
+// The batched, tap-selecting form: image n's rows of the listed taps, side
+// by side at stride ld, equal the per-image im2col's; col2im adds back.
+TEST(Im2ColTest, TapsFormSelectsRowsOfEveryImage) {
+  ConvGeometry g{.channels = 2,
+                 .height = 3,
+                 .width = 4,
+                 .kernel_h = 3,
+                 .kernel_w = 3,
+                 .stride_h = 2,
+                 .stride_w = 1,
+                 .pad_h = 1,
+                 .pad_w = 1};
+  const int64_t batch = 3, cols = g.col_cols(), plane = 2 * 3 * 4;
+  const std::vector<int64_t> taps = {1, 5, 8};
+  const int64_t ld = batch * cols + 2;  // padding columns stay untouched
+  std::vector<float> x(batch * plane);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+  std::vector<float> col(2 * taps.size() * ld, -5.f);
+  Im2ColTaps(g, taps, batch, x.data(), col.data(), ld);
+  std::vector<float> want_back(x.size(), 0.f);
+  for (int64_t n = 0; n < batch; ++n) {
+    std::vector<float> one(g.col_rows() * cols);
+    Im2Col(g, x.data() + n * plane, one.data());
+    for (int64_t c = 0; c < 2; ++c) {
+      for (size_t k = 0; k < taps.size(); ++k) {
+        for (int64_t p = 0; p < cols; ++p) {
+          const float got = col[(c * 3 + k) * ld + n * cols + p];
+          ASSERT_EQ(got, one[(c * 9 + taps[k]) * cols + p])
+              << "image " << n << " channel " << c << " tap " << taps[k];
+        }
+      }
+    }
+  }
+  for (int64_t r = 0; r < 6; ++r) {
+    EXPECT_EQ(col[r * ld + batch * cols], -5.f);
+    EXPECT_EQ(col[r * ld + batch * cols + 1], -5.f);
+  }
+  // col2im of all ones counts how often each pixel was read by those taps.
+  std::vector<float> ones(col.size(), 1.f), back(x.size(), 0.f);
+  Col2ImTapsAdd(g, taps, batch, ones.data(), ld, back.data());
+  for (int64_t n = 0; n < batch; ++n) {
+    std::vector<float> one(g.col_rows() * cols, 0.f), counts(plane, 0.f);
+    for (int64_t c = 0; c < 2; ++c)
+      for (int64_t t : taps)
+        for (int64_t p = 0; p < cols; ++p) one[(c * 9 + t) * cols + p] = 1.f;
+    Col2ImAdd(g, one.data(), counts.data());
+    for (int64_t i = 0; i < plane; ++i) {
+      ASSERT_EQ(back[n * plane + i], counts[i])
+          << "image " << n << " pixel " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::cpu

@@ -24,12 +24,6 @@
 
 namespace tandem::cpu {
 
-struct ConvProblem {
-  ConvGeometry geometry;  // per image: channels, height, width, kernel...
-  int64_t batch = 0;
-  int64_t out_channels = 0;
-};
-
 // Whether PyTorch 1.13 sends this f32 CPU convolution to oneDNN (its
 // use_mkldnn rule, one thread, no groups or dilation): a 1x1 unstrided
 // kernel needs a batch of at least 16; otherwise a batch above 1 or more
