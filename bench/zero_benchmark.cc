@@ -235,7 +235,8 @@ absl::StatusOr<CaseResult> RunCase(bench::RankMemory& memory, ShardMode mode,
                           {.lr = 1e-4}));
                   return std::make_unique<optim::AdamW>(std::move(adam));
                 },
-                std::nullopt, work.fsdp_unit_layers));
+                std::nullopt, train::DdpCommHook::kAllReduce,
+                work.fsdp_unit_layers));
         int64_t forward_bytes = 0;
         auto step = [&]() -> absl::Status {
           trainer->ZeroGrad();

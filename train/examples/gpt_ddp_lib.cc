@@ -26,9 +26,9 @@
 #include "tensor/optim/param_groups.h"
 #include "train/checkpoint/training_checkpoint.h"
 #include "train/data/distributed_sampler.h"
-#include "train/examples/run_monitor.h"
 #include "train/hf/gpt2_pretrained.h"
 #include "train/launch/config_agreement.h"
+#include "train/loop/run_monitor.h"
 #include "train/parallel/core/finite_check.h"
 #include "train/parallel/core/tensor_comm.h"
 #include "train/parallel/strategy.h"
@@ -284,7 +284,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                                     adam));
             return std::make_unique<optim::AdamW>(std::move(a));
           },
-          config.amp, kBlocks));
+          config.amp, DdpCommHook::kAllReduce, kBlocks));
 
   // Checkpoints: the files an unsharded run writes, in every mode.
   checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
