@@ -243,11 +243,14 @@ absl::Status FullyShardedDataParallel::AddUnit(
           "before wrapping"));
     }
   }
-  TANDEM_ASSIGN_OR_RETURN(u.group,
-                          FlatParamGroup::Create(first.dtype(), first.device(),
-                                                 std::move(entries)));
+  // `first` refers into `entries`, which Create consumes: keep what is
+  // needed of it before the move (reading it afterwards read freed memory).
+  const DType dtype = first.dtype();
+  const Device device = first.device();
+  TANDEM_ASSIGN_OR_RETURN(
+      u.group, FlatParamGroup::Create(dtype, device, std::move(entries)));
   u.shard = u.group.ShardNumel(n);
-  u.master_dtype = first.dtype();
+  u.master_dtype = dtype;
   u.compute_dtype = options_.param_dtype.value_or(u.master_dtype);
   u.reduce_dtype = options_.reduce_dtype.value_or(u.compute_dtype);
   if (u.compute_dtype != u.master_dtype || u.reduce_dtype != u.master_dtype) {
@@ -275,8 +278,8 @@ absl::Status FullyShardedDataParallel::AddUnit(
   ClearGrads(u.group);
   TANDEM_RETURN_IF_ERROR(u.group.BindParams(u.full));
   TANDEM_RETURN_IF_ERROR(u.shard_param.set_requires_grad(true));
-  TANDEM_ASSIGN_OR_RETURN(
-      u.shard_grad, Tensor::Zeros({u.shard}, u.master_dtype, first.device()));
+  TANDEM_ASSIGN_OR_RETURN(u.shard_grad,
+                          Tensor::Zeros({u.shard}, u.master_dtype, device));
   TANDEM_RETURN_IF_ERROR(u.shard_param.set_grad(u.shard_grad));
   TANDEM_ASSIGN_OR_RETURN(
       u.full_grad, u.group.NewBuffer(n, u.compute_dtype, /*zeroed=*/false));
