@@ -57,9 +57,9 @@ class Sequential : public Module {
   // How Forward calls layer `index`: `layer.Forward(x)` by default; a
   // wrapper that must act around each layer without replacing it (FSDP
   // gathers a unit's parameters before its layer and frees them after,
-  // train/parallel/sharded/fsdp.h) installs its own call, which receives the layer
-  // and its input and returns the layer's output. Empty restores the plain
-  // call. Whoever installs a call keeps what it refers to alive until it
+  // train/parallel/sharded/fsdp.h) installs its own call, which receives the
+  // layer and its input and returns the layer's output. Empty restores the
+  // plain call. Whoever installs a call keeps what it refers to alive until it
   // clears it (FSDP clears it in its destructor).
   using LayerCall = std::function<absl::StatusOr<Tensor>(
       int64_t index, Module& layer, const Tensor& x)>;

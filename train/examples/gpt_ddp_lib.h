@@ -18,8 +18,8 @@
 // every parameter of two or more dimensions, none on biases and LayerNorm.
 // Under zero1, zero2 and fsdp the optimizer steps flat shards that mix
 // parameters; each shard element takes its parameter's group's weight
-// decay (train/parallel/sharded/shard_weight_decay.h), so every mode takes the same
-// steps. Under fsdp each block is a unit (FsdpOptions::unit_layers =
+// decay (train/parallel/sharded/shard_weight_decay.h), so every mode takes the
+// same steps. Under fsdp each block is a unit (FsdpOptions::unit_layers =
 // "transformer.h"), the embeddings, final LayerNorm and tied head the root
 // unit. The learning rate of step
 // s (0-based) is nanoGPT's get_lr(s) (optim::WarmupCosineLR::Rate: linear
