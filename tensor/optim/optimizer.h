@@ -130,8 +130,8 @@ class Optimizer {
 
   // Per-element weight decay, for an optimizer that steps flat shards
   // mixing parameters of several param groups (ZeRO's and FSDP's:
-  // train/parallel/shard_weight_decay.h): parameter i's elements take each
-  // run's weight_decay instead of their group's (every other option stays
+  // train/parallel/sharded/shard_weight_decay.h): parameter i's elements take
+  // each run's weight_decay instead of their group's (every other option stays
   // the group's), with the group's arithmetic, so a shard steps as the
   // parameters it holds would in their own groups. `runs` cover [0, numel)
   // in order, without gaps, each weight_decay finite and >= 0; empty

@@ -38,8 +38,8 @@ std::vector<AdamWParamGroup> WeightDecayGroups(
 
 // The same two groups over plain tensors, each kept as given (no tie or
 // requires-grad filter): what a factory of a sharded run builds over the
-// rank's 1-d shards (all no-decay; train/parallel/shard_weight_decay.h then
-// gives each element its parameter's decay) and over the model's
+// rank's 1-d shards (all no-decay; train/parallel/sharded/shard_weight_decay.h
+// then gives each element its parameter's decay) and over the model's
 // parameters alike.
 std::vector<AdamWParamGroup> WeightDecayGroups(std::vector<Tensor> params,
                                                double weight_decay);
