@@ -47,7 +47,12 @@
 // for 30s; ...; timeout in 4m30s" to stderr every
 // `options.stall_note_interval`. MPI cannot cancel a collective, so the
 // buffers stay in MPI's hands after a timeout: the caller should end the job
-// (MpiAbort) rather than reuse them.
+// (MpiAbort) rather than reuse them, and must not free them before
+// MPI_Finalize (late ranks' data may still arrive in them during any MPI
+// call, MPI_Finalize's progress included). The communicator's own buffers of
+// such an operation (its fingerprint exchange, the f32 copy of an f16/bf16
+// reduction) are kept until the process ends for the same reason
+// (mpi_internal::KeepForMpi), also when the communicator is destroyed.
 //
 // Work records (comm/work.h): collectives are numbered in issue order from 0
 // (Barrier included), Send/Recv per peer; `end` is when this rank saw the

@@ -1,12 +1,14 @@
 #include "train/launch/builtin_engines.h"
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/cuda_stream.h"
 #include "comm/communicator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -165,6 +167,37 @@ TEST(BuiltinEnginesTest, SimTakesTheTimeout) {
   // The code says the 200 ms timeout ended the barrier (a measured bound
   // on the run's length failed under load and proved nothing more).
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+}
+
+// The stream nccl orders collectives after comes from train: every
+// built-in engine's launcher gets tensor's current stream unless the caller
+// chose one.
+TEST(BuiltinEnginesTest, LaunchersGetTheTensorStreamUnlessGivenOne) {
+  RunOptions seen;
+  Engine fake;
+  fake.make_launcher =
+      [&seen](const RunOptions& options) -> std::unique_ptr<comm::Launcher> {
+    seen = options;
+    return nullptr;
+  };
+  const Engine wrapped = WithTensorComputeStream(fake);
+  EXPECT_EQ(wrapped.make_launcher(WithTimeout(absl::Seconds(7))), nullptr);
+  EXPECT_TRUE(static_cast<bool>(seen.compute_stream));
+  EXPECT_EQ(seen.timeout, absl::Seconds(7));
+
+  static int marker = 0;
+  RunOptions own;
+  own.compute_stream = [](int) -> absl::StatusOr<CudaStreamHandle> {
+    return CudaStreamHandle{&marker};
+  };
+  wrapped.make_launcher(own);
+  ASSERT_TRUE(static_cast<bool>(seen.compute_stream));
+  absl::StatusOr<CudaStreamHandle> got = seen.compute_stream(0);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->raw, &marker);
+
+  EXPECT_FALSE(
+      static_cast<bool>(WithTensorComputeStream(Engine{}).make_launcher));
 }
 
 TEST(BuiltinEnginesTest, DetectLaunchContextReadsThisProcess) {

@@ -39,9 +39,10 @@
 // what was detected and what to run instead (the engines that join that
 // launcher's world).
 //
-// No global state: BuiltinEngines() (train/launch/builtin_engines.h) builds a
-// fresh registry; tests build their own with fake engines and a fake
-// LaunchContext.
+// A LaunchRegistry is a plain value: BuiltinEngines()
+// (train/launch/builtin_engines.h) builds a fresh one from the engines that
+// registered themselves (comm/engine.h); tests build their own with fake
+// engines and a fake LaunchContext.
 #ifndef TANDEM_TRAIN_LAUNCH_REGISTRY_H_
 #define TANDEM_TRAIN_LAUNCH_REGISTRY_H_
 
@@ -56,76 +57,21 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/communicator.h"
+#include "comm/engine.h"
 #include "comm/launch_env.h"
 #include "comm/launcher.h"
 
 namespace tandem::train {
 
-// What the registry knows about this process when it picks an engine.
-struct LaunchContext {
-  // The launcher's variables (torchrun, mpirun, srun); nullopt for a plain
-  // start.
-  std::optional<comm::LaunchEnv> launch;
-  int gpu_count = 0;
-  std::string no_gpu_reason;  // why gpu_count is 0 (the CUDA probe's words)
-
-  // The number of processes the launcher started (1 for a plain start).
-  int launched_world_size() const {
-    return launch.has_value() ? launch->world_size : 1;
-  }
-};
-
-// How an engine runs one job.
-struct RunOptions {
-  // Every operation must complete within `timeout` (positive, finite or
-  // infinite), as torch's init_process_group(timeout=).
-  absl::Duration timeout = absl::Seconds(300);
-  // How often rank 0, blocked on its peers, writes "still waiting for ..."
-  // to stderr (sim and mpi; zero turns the note off).
-  absl::Duration stall_note_interval = absl::Seconds(30);
-  // How long a waiting rank spins before it blocks (sim only: its
-  // sim::Options::spin); nullopt keeps the engine's default.
-  std::optional<absl::Duration> spin;
-  // sim only: every rank a user-space fiber instead of an OS thread
-  // (sim::Options::ranks = kFibers, docs/sim_scale.md).
-  bool sim_fibers = false;
-  // sim only: each rank's stack, bytes (sim::Options::stack_bytes); 0 keeps
-  // the engine's default.
-  int64_t sim_stack_bytes = 0;
-};
+// The engine description and its inputs live in comm (comm/engine.h), so
+// that each engine registers itself next to its own code; train names them
+// here as before.
+using LaunchContext = comm::LaunchContext;
+using RunOptions = comm::RunOptions;
+using Engine = comm::Engine;
 
 // What each rank runs.
 using RankMain = std::function<absl::Status(comm::Communicator& comm)>;
-
-struct Engine {
-  std::string name;         // the --backend value
-  std::string description;  // one line for --help
-  // True when each process is one rank of a world a launcher started (mpi);
-  // false when this process hosts the whole world (sim, nccl).
-  bool joins_launched_world = false;
-  // The launchers (comm::LaunchEnv::launcher) whose worlds it joins: mpi
-  // joins "OpenMPI" and "Slurm", gloo "torchrun"; the advice after a
-  // private-world error names the engines that join the detected launcher.
-  // An engine that hosts its world in this process (joins_launched_world
-  // false) but lists a launcher runs one rank per process under it instead
-  // (nccl under torchrun: one process per GPU).
-  std::vector<std::string> launchers;
-  // Whether `auto` picks this engine here; auto takes the first engine, in
-  // ascending `auto_order`, for which this says yes.
-  std::function<bool(const LaunchContext&)> auto_picks;
-  int auto_order = 0;
-  // The world size when none is asked for.
-  std::function<int(const LaunchContext&)> default_world_size;
-  // OK when `world_size` ranks can run here now; otherwise an error that
-  // says why and what to run instead.
-  std::function<absl::Status(int world_size, const LaunchContext&)> available;
-  // A launcher for one job.
-  std::function<std::unique_ptr<comm::Launcher>(const RunOptions&)>
-      make_launcher;
-  // Called for each failed rank this process hosts, before Run returns;
-  // optional (mpi: prints the error and ends the job).
-  std::function<void(const comm::RankStatus&)> on_rank_error;
-};
 
 struct BackendChoice {
   std::string backend = "auto";  // an engine's name or "auto"

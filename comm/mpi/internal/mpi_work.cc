@@ -2,8 +2,12 @@
 
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -27,6 +31,34 @@ absl::Status MpiError(absl::string_view call, int code, int rank) {
       absl::StrCat(call, " on rank ", rank, " failed: ", what));
 }
 
+namespace {
+
+struct KeptBuffers {
+  std::mutex mu;
+  std::vector<std::shared_ptr<const void>> buffers;  // guarded by mu
+};
+
+KeptBuffers& Kept() {
+  // Never destroyed: a static destructor runs after main's MPI_Finalize,
+  // or without it at all, and must not free what MPI may still write to.
+  static KeptBuffers* const kept = new KeptBuffers;
+  return *kept;
+}
+
+}  // namespace
+
+void KeepForMpi(std::shared_ptr<const void> buffer) {
+  KeptBuffers& kept = Kept();
+  std::lock_guard<std::mutex> lock(kept.mu);
+  kept.buffers.push_back(std::move(buffer));
+}
+
+int64_t KeptForMpiCount() {
+  KeptBuffers& kept = Kept();
+  std::lock_guard<std::mutex> lock(kept.mu);
+  return static_cast<int64_t>(kept.buffers.size());
+}
+
 MpiWork::MpiWork(WorkRecord record, const WaitPolicy& policy)
     : Work(std::move(record)),
       policy_(policy),
@@ -36,6 +68,15 @@ MpiWork::MpiWork(WorkRecord record, const WaitPolicy& policy)
 
 MpiWork::~MpiWork() {
   if (check_ != nullptr) check_->Remove(*this);
+  // A completed request is MPI_REQUEST_NULL (MPI_Testall sets it); any
+  // other is still MPI's, and so is scratch_ if it was handed to it. The
+  // move keeps the same heap block, the one MPI holds a pointer to.
+  const bool in_flight =
+      std::any_of(requests_.begin(), requests_.end(),
+                  [](MPI_Request r) { return r != MPI_REQUEST_NULL; });
+  if (in_flight && !scratch_.empty()) {
+    KeepForMpi(std::make_shared<std::vector<float>>(std::move(scratch_)));
+  }
 }
 
 void MpiWork::Fail(absl::Status status) {
@@ -157,6 +198,24 @@ absl::Status MpiWork::Wait(absl::Duration timeout) {
 
 CollectiveCheck::CollectiveCheck(MPI_Comm comm, int rank, int size)
     : comm_(comm), rank_(rank), size_(size) {}
+
+CollectiveCheck::~CollectiveCheck() {
+  // MPI holds pointers into each in-flight entry (mine, gathered): splice
+  // those nodes, unmoved, into a list that is kept; finished ones are freed.
+  auto in_flight = std::make_shared<std::list<Pending>>();
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    auto next = std::next(it);
+    int flag = 0;
+    const int rc = MPI_Test(&it->request, &flag, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS && !flag) {
+      it->launch = nullptr;  // never launched; drops the captured views
+      it->work = nullptr;
+      in_flight->splice(in_flight->end(), queue_, it);
+    }
+    it = next;
+  }
+  if (!in_flight->empty()) KeepForMpi(std::move(in_flight));
+}
 
 void CollectiveCheck::Enqueue(MpiWork& work, MpiWork::Launch launch) {
   Pending& p = queue_.emplace_back();

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,20 @@ namespace tandem::comm::mpi_internal {
 
 // "<call> on rank <rank> failed: <MPI's error string>".
 absl::Status MpiError(absl::string_view call, int code, int rank);
+
+// Keeps `buffer` alive until the process ends, because an MPI request that
+// will never be completed still reads or writes it. MPI can neither cancel
+// nor free a nonblocking collective (MPI_Cancel and MPI_Request_free on one
+// are erroneous), so once its owner is destroyed while it is in flight
+// (after a timeout, or a Work dropped unwaited) any later progress call,
+// MPI_Finalize's included, may still move a peer's data into it: freeing it
+// then corrupts the heap (the buffer's memory reused, or malloc's chunk
+// headers overwritten). Kept buffers are never freed (the process ends
+// after such a failure); they stay reachable, so leak checkers do not
+// report them. Thread-safe.
+void KeepForMpi(std::shared_ptr<const void> buffer);
+// How many buffers KeepForMpi holds (for tests).
+int64_t KeptForMpiCount();
 
 // How a Work waits: its rank, the per-operation timeout (from issue), and
 // how often rank 0 prints "still waiting for ..." to stderr while blocked
@@ -49,6 +64,9 @@ class CollectiveCheck;
 class MpiWork final : public Work {
  public:
   MpiWork(WorkRecord record, const WaitPolicy& policy);
+  // Leaves a check still in flight to the CollectiveCheck; a data operation
+  // still in flight (timed out, or never waited) keeps scratch() alive
+  // through KeepForMpi, since MPI may still write into it.
   ~MpiWork() override;
 
   // Takes ownership of a started request.
@@ -94,6 +112,13 @@ class CollectiveCheck {
  public:
   // `comm`: a communicator used for nothing else.
   CollectiveCheck(MPI_Comm comm, int rank, int size);
+  // Exchanges still in flight (a rank never issued the collective: this
+  // rank timed out) hand their buffers to KeepForMpi: the late ranks' data
+  // still arrives in them, during any later MPI call or MPI_Finalize.
+  // Call before MPI_Comm_free of `comm` and before MPI_Finalize.
+  ~CollectiveCheck();
+  CollectiveCheck(const CollectiveCheck&) = delete;
+  CollectiveCheck& operator=(const CollectiveCheck&) = delete;
 
   // Sends `work`'s fingerprint and queues its launch behind earlier ones.
   void Enqueue(MpiWork& work, MpiWork::Launch launch);
