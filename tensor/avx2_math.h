@@ -1,7 +1,8 @@
 // Double-precision AVX2 + FMA building blocks shared by the f32 CPU
-// kernels that compute in double and round once (attention_avx2.cc,
-// gelu_avx2.cc). Every function carries the target attribute, so callers
-// build without -march=native; callers run them only after Avx2FmaCpu().
+// kernels that take exponentials, tanh and sums in double
+// (attention_avx2.cc's softmax, gelu_avx2.cc). Every function carries the
+// target attribute, so callers build without -march=native; callers run them
+// only after Avx2FmaCpu().
 //
 // Thread-safety: pure functions.
 #ifndef TANDEM_TENSOR_AVX2_MATH_H_

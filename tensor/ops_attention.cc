@@ -27,9 +27,9 @@ namespace {
 
 // The portable CPU kernels: one (batch, head) at a time, rows of T;
 // products summed in double and rounded once to T. f32 on a CPU with AVX2
-// and FMA takes tensor/attention_avx2.h's kernels instead (the same sums,
-// vectorised); these remain for f64, other CPUs and head sizes not a
-// multiple of 4.
+// and FMA takes tensor/attention_avx2.h's kernels instead (f32 GEMMs over
+// causal row blocks, PyTorch's bmm arithmetic); these remain for f64 and
+// other CPUs, and are the reference its tests compare with.
 template <typename T>
 void CpuForward(const T* q, const T* k, const T* v, const T* mask, int64_t bh,
                 int64_t t, int64_t hd, bool causal, double scale, T* probs,
@@ -133,11 +133,10 @@ absl::Status CpuAttention(const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& mask, bool causal, double scale,
                           const Tensor& probs, const Tensor& y) {
   if (q.dtype() == DType::kF32 && internal::AttentionAvx2Usable(q.dim(3))) {
-    internal::AttentionForwardAvx2(
+    return internal::AttentionForwardAvx2(
         q.data<float>(), k.data<float>(), v.data<float>(), OrNull<float>(mask),
         q.dim(0) * q.dim(1), q.dim(2), q.dim(3), causal, scale,
         probs.data<float>(), y.data<float>());
-    return absl::OkStatus();
   }
   internal::DispatchFloat(q.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -156,12 +155,11 @@ absl::Status CpuAttentionBackward(const Tensor& gy, const Tensor& q,
                                   bool causal, double scale, const Tensor& gq,
                                   const Tensor& gk, const Tensor& gv) {
   if (q.dtype() == DType::kF32 && internal::AttentionAvx2Usable(q.dim(3))) {
-    internal::AttentionBackwardAvx2(
+    return internal::AttentionBackwardAvx2(
         gy.data<float>(), q.data<float>(), k.data<float>(), v.data<float>(),
         probs.data<float>(), OrNull<float>(mask), q.dim(0) * q.dim(1), q.dim(2),
         q.dim(3), causal, scale, gq.data<float>(), gk.data<float>(),
         gv.data<float>());
-    return absl::OkStatus();
   }
   internal::DispatchFloat(q.dtype(), [&](auto zero) {
     using T = decltype(zero);

@@ -815,14 +815,21 @@ TEST(AttentionTest, MatchesPyTorchsMath) {
   for (const AttCase& c : kF32) Check(DType::kF32, c, 1e-6);
 }
 
-// The f32 kernels (AVX2 + FMA where the CPU has them: head sizes that are
-// multiples of 4) against the f64 kernels on the same values: every output
-// and gradient is the f64 result's float rounding to 1e-6 of the largest
-// magnitude. Lengths not a multiple of a vector or tile (37, 70) exercise
-// the tails; with dropout, both draw the same mask from the same seed.
+// The f32 kernels (f32 GEMMs over causal row blocks where the CPU has AVX2
+// + FMA) against the f64 kernels (double sums) on the same values: every
+// output and gradient is the f64 result to 1e-6 of the largest magnitude.
+// Lengths not a multiple of a vector or of the 64-row block (37, 70, 200:
+// blocks of 64, 64, 64 and 8) exercise the tails and the causal block skip
+// (a block that wrongly skipped or double-counted a tile of keys would be
+// off by whole terms); head sizes not a multiple of a vector (3) too; with
+// dropout, both draw the same mask from the same seed.
 TEST(AttentionTest, F32KernelsMatchF64OnGptShapes) {
   std::mt19937 rng(41);
-  const Shape shapes[] = {{2, 3, 37, 8}, {1, 2, 70, 64}, {1, 1, 5, 4}};
+  const Shape shapes[] = {{2, 3, 37, 8},
+                          {1, 2, 70, 64},
+                          {1, 1, 5, 4},
+                          {1, 2, 200, 16},
+                          {2, 1, 9, 3}};
   for (const Shape& shape : shapes) {
     for (bool causal : {true, false}) {
       for (double p : {0.0, 0.2}) {
