@@ -284,7 +284,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                                     adam));
             return std::make_unique<optim::AdamW>(std::move(a));
           },
-          config.amp, DdpCommHook::kAllReduce, kBlocks));
+          {.fsdp_param_dtype = config.amp, .fsdp_unit_layers = kBlocks}));
 
   // Checkpoints: the files an unsharded run writes, in every mode.
   checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,

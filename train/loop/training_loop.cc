@@ -146,13 +146,25 @@ TrainingLoop::TrainingLoop(comm::Communicator& comm, nn::Module& model,
   }
 }
 
+namespace {
+
+// options.strategy, its fsdp dtype defaulting to the autocast dtype.
+StrategyOptions StrategyFor(const LoopOptions& options) {
+  StrategyOptions out = options.strategy;
+  if (!out.fsdp_param_dtype.has_value()) {
+    out.fsdp_param_dtype = options.autocast;
+  }
+  return out;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TrainingLoop>> TrainingLoop::Create(
     comm::Communicator& comm, nn::Module& model, ShardMode mode,
     const ShardOptimizerFactory& make_optimizer, LoopOptions options) {
-  TANDEM_ASSIGN_OR_RETURN(
-      std::unique_ptr<Strategy> strategy,
-      Strategy::Create(mode, model, comm, make_optimizer, options.autocast,
-                       options.comm_hook));
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy,
+                          Strategy::Create(mode, model, comm, make_optimizer,
+                                           StrategyFor(options)));
   auto loop = std::make_unique<TrainingLoop>(comm, model, *strategy,
                                              std::move(options));
   loop->owned_strategy_ = std::move(strategy);
