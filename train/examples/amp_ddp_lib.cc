@@ -121,11 +121,13 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
   options.autocast = config.amp;
   options.grad_scaler =
       optim::GradScalerOptions{.enabled = config.amp.has_value()};
-  options.strategy.comm_hook = config.comm_hook;
+  StrategyOptions strategy;
+  strategy.comm_hook = config.comm_hook;
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<TrainingLoop> loop,
       TrainingLoop::Create(comm, *model, ShardMode::kNone,
-                           SgdFactory(config.lr), std::move(options)));
+                           SgdFactory(config.lr), std::move(options),
+                           std::move(strategy)));
   const comm::RankPrinter printer(comm);
   RandomBatches data(config.seed + 1000 + static_cast<uint64_t>(rank),
                      config.batch_size, config.steps);

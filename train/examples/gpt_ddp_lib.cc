@@ -332,7 +332,6 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   // f16's narrow range needs loss scaling (ddp only: CheckGptDdpConfig).
   if (config.amp == DType::kF16)
     options.grad_scaler = optim::GradScalerOptions{};
-  options.strategy.fsdp_unit_layers = kBlocks;
   options.max_steps =
       config.stop_after > 0 && config.stop_after < config.max_steps
           ? config.stop_after
@@ -342,7 +341,8 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   options.position_by_global_step = true;
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<TrainingLoop> loop,
-      TrainingLoop::Create(comm, *model, mode, make_adamw, std::move(options)));
+      TrainingLoop::Create(comm, *model, mode, make_adamw, std::move(options),
+                           {.fsdp_unit_layers = kBlocks}));
   Strategy& trainer = loop->strategy();
 
   // Checkpoints: the files an unsharded run writes, in every mode.

@@ -164,23 +164,25 @@ TrainingLoop::TrainingLoop(comm::Communicator& comm, nn::Module& model,
 
 namespace {
 
-// options.strategy, its fsdp dtype defaulting to the autocast dtype.
-StrategyOptions StrategyFor(const LoopOptions& options) {
-  StrategyOptions out = options.strategy;
-  if (!out.fsdp_param_dtype.has_value()) {
-    out.fsdp_param_dtype = options.autocast;
+// `strategy`, its fsdp dtype defaulting to the autocast dtype.
+StrategyOptions StrategyFor(StrategyOptions strategy,
+                            const LoopOptions& options) {
+  if (!strategy.fsdp_param_dtype.has_value()) {
+    strategy.fsdp_param_dtype = options.autocast;
   }
-  return out;
+  return strategy;
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TrainingLoop>> TrainingLoop::Create(
     comm::Communicator& comm, nn::Module& model, ShardMode mode,
-    const ShardOptimizerFactory& make_optimizer, LoopOptions options) {
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> strategy,
-                          Strategy::Create(mode, model, comm, make_optimizer,
-                                           StrategyFor(options)));
+    const ShardOptimizerFactory& make_optimizer, LoopOptions options,
+    StrategyOptions strategy_options) {
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<Strategy> strategy,
+      Strategy::Create(mode, model, comm, make_optimizer,
+                       StrategyFor(std::move(strategy_options), options)));
   auto loop = std::make_unique<TrainingLoop>(comm, model, *strategy,
                                              std::move(options));
   loop->owned_strategy_ = std::move(strategy);

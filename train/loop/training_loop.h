@@ -18,7 +18,7 @@
 //     GradScaler the loop owns (loss scaled, gradients unscaled before
 //     clipping, a step skipped on every rank when any rank found inf/nan,
 //     its scale and growth tracker in every checkpoint); DDP's gradient comm
-//     hook (LoopOptions::strategy, when TrainingLoop::Create builds the
+//     hook (StrategyOptions, when TrainingLoop::Create builds the
 //     strategy);
 //   - learning-rate schedules (SetLrScheduler: stepped per epoch or per
 //     step, their state in every checkpoint);
@@ -143,9 +143,6 @@ struct LoopOptions {
   // the scale's double bits, "grad_scaler.growth_tracker") and comes back
   // on resume (InvalidArgument when a checkpoint lacks it).
   std::optional<optim::GradScalerOptions> grad_scaler{};
-  // When TrainingLoop::Create builds the strategy: its options (DDP's comm
-  // hook, FSDP's units); fsdp_param_dtype unset takes `autocast`.
-  StrategyOptions strategy{};
   // Per-rank running sums of each epoch that the loop keeps for the example
   // (their names, e.g. {"loss", "count"}): zeroed when an epoch starts,
   // restored on a mid-epoch resume, carried in mid-epoch checkpoints
@@ -270,12 +267,15 @@ class TrainingLoop {
   TrainingLoop(comm::Communicator& comm, nn::Module& model, Strategy& strategy,
                LoopOptions options);
   // Builds the strategy too (Strategy::Create(mode, model, comm,
-  // make_optimizer, options.strategy), its fsdp_param_dtype defaulting to
-  // options.autocast) and owns it.
+  // make_optimizer, strategy), its fsdp_param_dtype defaulting to
+  // options.autocast) and owns it. (StrategyOptions is not a LoopOptions
+  // field: GCC 12 -O2 warns falsely, maybe-uninitialized, on designated
+  // initialisers of a LoopOptions that nests its std::string.)
   // Collective like Strategy::Create; its errors.
   static absl::StatusOr<std::unique_ptr<TrainingLoop>> Create(
       comm::Communicator& comm, nn::Module& model, ShardMode mode,
-      const ShardOptimizerFactory& make_optimizer, LoopOptions options);
+      const ShardOptimizerFactory& make_optimizer, LoopOptions options,
+      StrategyOptions strategy = {});
 
   Strategy& strategy() const { return strategy_; }
 

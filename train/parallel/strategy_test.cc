@@ -367,11 +367,11 @@ TEST(StrategyTest, OptionsReachTheWrappers) {
         EXPECT_EQ(layers, (std::vector<int64_t>{0, 2}));  // the two Linears
 
         TANDEM_ASSIGN_OR_RETURN(auto ddp_model, Mlp());
+        StrategyOptions bf16_hook;  // field by field: see StrategyOptions
+        bf16_hook.comm_hook = DdpCommHook::kBf16Compress;
         TANDEM_ASSIGN_OR_RETURN(
-            auto ddp,
-            Strategy::Create(ShardMode::kZero1, *ddp_model, comm,
-                             Factory(Opt::kSgd),
-                             {.comm_hook = DdpCommHook::kBf16Compress}));
+            auto ddp, Strategy::Create(ShardMode::kZero1, *ddp_model, comm,
+                                       Factory(Opt::kSgd), bf16_hook));
         EXPECT_EQ(ddp->ddp()->options().comm_hook, DdpCommHook::kBf16Compress);
         return absl::OkStatus();
       });
