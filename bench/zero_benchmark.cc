@@ -146,7 +146,7 @@ GptSizes Gpt2Sizes(int64_t b, int64_t t) {
 // What a case trains: the model, how fsdp wraps it, and one step's loss.
 struct Workload {
   std::unique_ptr<nn::Module> model;
-  std::string fsdp_unit_layers;  // Strategy::Create's
+  std::string fsdp_unit_layers;  // StrategyOptions::fsdp_unit_layers
   std::function<absl::StatusOr<Tensor>(train::Strategy&)> loss;
 };
 
@@ -235,8 +235,7 @@ absl::StatusOr<CaseResult> RunCase(bench::RankMemory& memory, ShardMode mode,
                           {.lr = 1e-4}));
                   return std::make_unique<optim::AdamW>(std::move(adam));
                 },
-                std::nullopt, train::DdpCommHook::kAllReduce,
-                work.fsdp_unit_layers));
+                {.fsdp_unit_layers = work.fsdp_unit_layers}));
         int64_t forward_bytes = 0;
         auto step = [&]() -> absl::Status {
           trainer->ZeroGrad();

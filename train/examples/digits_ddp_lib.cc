@@ -12,6 +12,7 @@
 #include "tensor/nn/linear.h"
 #include "tensor/nn/sequential.h"
 #include "train/examples/digits_data.h"
+#include "train/examples/rank_flags.h"
 #include "train/launch/config_agreement.h"
 #include "train/loop/evaluate.h"
 #include "train/loop/training_loop.h"
@@ -43,42 +44,26 @@ absl::Status CheckGlobalBatch(int64_t global_batch_size, int world_size) {
       "or change the number of ranks"));
 }
 
-// lr and momentum are checked where the optimizer is built (Sgd::Create).
-absl::Status CheckConfig(const DigitsConfig& c) {
-  if (c.epochs < 0 || c.epochs > kMaxEpochs || c.global_batch_size < 1 ||
-      c.hidden < 1 || !(c.test_fraction > 0 && c.test_fraction < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("digits_ddp: bad configuration: epochs=", c.epochs,
-                     " global_batch_size=", c.global_batch_size,
-                     " hidden=", c.hidden, " test_fraction=", c.test_fraction,
-                     " (need 0 <= epochs <= ", kMaxEpochs,
-                     ", global_batch_size >= 1, hidden >= 1, "
-                     "0 < test_fraction < 1)"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                                           const DigitsConfig& config,
                                           Device device) {
   // First, before any rank can fail alone on its own flags (mpirun MPMD).
-  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(
-      comm, device,
-      {{"--epochs", config.epochs},
-       {"--global_batch_size", config.global_batch_size},
-       {"--lr", config.lr},
-       {"--momentum", config.momentum},
-       {"--hidden", config.hidden},
-       {"--seed", config.seed},
-       {"--split_seed", config.split_seed},
-       {"--test_fraction", config.test_fraction},
-       {"--checkpoint_dir", config.checkpoint.dir},
-       {"--checkpoint_every", config.checkpoint.every_steps},
-       {"--shard", config.shard},
-       {"--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off"}}));
-  TANDEM_RETURN_IF_ERROR(CheckConfig(config));
+  TANDEM_RETURN_IF_ERROR(CheckRankFlags(
+      comm, device, "digits_ddp",
+      {IntFlag("--epochs", config.epochs, 0, kMaxEpochs),
+       IntFlag("--global_batch_size", config.global_batch_size, 1),
+       Flag("--lr", config.lr),  // Sgd::Create checks lr and momentum
+       Flag("--momentum", config.momentum),
+       IntFlag("--hidden", config.hidden, 1), Flag("--seed", config.seed),
+       Flag("--split_seed", config.split_seed),
+       OpenRangeFlag("--test_fraction", config.test_fraction, 0, 1),
+       Flag("--checkpoint_dir", config.checkpoint.dir),
+       Flag("--checkpoint_every", config.checkpoint.every_steps),
+       Flag("--shard", config.shard),
+       Flag("--amp",
+            config.amp.has_value() ? DTypeName(*config.amp) : "off")}));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
   TANDEM_RETURN_IF_ERROR(CheckShardAmp(shard, config.amp));
   TANDEM_RETURN_IF_ERROR(

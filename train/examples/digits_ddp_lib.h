@@ -74,9 +74,10 @@ struct DigitsResult {
 };
 
 // Collective: every rank calls it. Prints through comm::RankPrinter on rank 0.
-// The ranks first check that they agree on the config, then (once loaded)
-// on the data set's size and hash (CheckRanksAgree: a difference fails
-// every rank naming each rank's value); after every step, that the loss and
+// The ranks first check that they agree on the config and that each value
+// is in range (CheckRankFlags, rank_flags.h), then (once loaded) agree on
+// the data set's size and hash (CheckRanksAgree: a difference fails every
+// rank naming each rank's value); after every step, that the loss and
 // the parameters (every kParameterCheckInterval steps and at the end of each
 // epoch) are finite (CheckStepFinite: every rank stops with the epoch, step,
 // rank and value).

@@ -105,7 +105,9 @@ TEST(DigitsDdpTest, BadConfigAndMissingFileAreErrors) {
   sim::RunResult r1 = sim::Run(1, [&](int, comm::Communicator& comm) {
     return RunDigitsDdp(comm, bad).status();
   });
-  EXPECT_THAT(r1.status().message(), HasSubstr("global_batch_size=0"));
+  EXPECT_THAT(
+      r1.status().message(),
+      HasSubstr("--global_batch_size=0 (expected global_batch_size >= 1)"));
   DigitsConfig missing;
   missing.data_path = "no/such/file.csv";
   sim::RunResult r2 = sim::Run(2, [&](int, comm::Communicator& comm) {

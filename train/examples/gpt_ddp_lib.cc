@@ -29,7 +29,7 @@
 #include "train/hf/gpt2_pretrained.h"
 #include "train/launch/config_agreement.h"
 #include "train/loop/run_monitor.h"
-#include "train/parallel/core/finite_check.h"
+#include "train/loop/training_loop.h"
 #include "train/parallel/core/tensor_comm.h"
 #include "train/parallel/strategy.h"
 
@@ -91,6 +91,37 @@ uint64_t DropoutSeed(uint64_t seed, int rank, int64_t step) {
   h = HashBytes(&rank, sizeof(rank), h);
   return HashBytes(&step, sizeof(step), h);
 }
+
+// The training blocks of each epoch: the sampler's order (SetEpoch), a
+// step's batch_size x grad_accum blocks in order (the loop cuts them into
+// grad_accum micro-batches of batch_size).
+class GptBatches : public EpochBatches {
+ public:
+  GptBatches(const TokenBlocks& data, DistributedSampler sampler,
+             int64_t steps_per_epoch, int64_t per_step)
+      : data_(data),
+        sampler_(std::move(sampler)),
+        steps_per_epoch_(steps_per_epoch),
+        per_step_(per_step) {}
+  absl::StatusOr<int64_t> BeginEpoch(int64_t epoch) override {
+    sampler_.SetEpoch(epoch);
+    order_ = sampler_.Indices();
+    return steps_per_epoch_;
+  }
+  absl::StatusOr<Batch> GetBatch(int64_t step) override {
+    const auto first = order_.begin() + step * per_step_;
+    const std::vector<int64_t> indices(first, first + per_step_);
+    TANDEM_ASSIGN_OR_RETURN(TokenBatch b, data_.Batch(indices));
+    return Batch{.features = std::move(b.x), .labels = std::move(b.y)};
+  }
+
+ private:
+  const TokenBlocks& data_;
+  DistributedSampler sampler_;
+  int64_t steps_per_epoch_;
+  int64_t per_step_;
+  std::vector<int64_t> order_;
+};
 
 std::string Printable(const std::string& bytes) {
   std::string out;
@@ -171,7 +202,15 @@ absl::Status CheckGptDdpConfig(const GptDdpConfig& c) {
                             ") with --lr_decay=cosine"));
   }
   TANDEM_ASSIGN_OR_RETURN(const ShardMode mode, ModeOf(c.parallel));
-  return CheckShardAmp(mode, c.amp);
+  if (c.amp == DType::kF16 && mode != ShardMode::kNone) {
+    return Bad("amp", "f16",
+               absl::StrCat("bf16 or off with --parallel=", c.parallel,
+                            ": f16's narrow range needs loss scaling (a "
+                            "GradScaler), which steps the whole model's "
+                            "optimizer, so --amp=f16 runs with --parallel=ddp "
+                            "only"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<TokenBlocks> LoadGptCorpus(const std::string& path,
@@ -271,40 +310,43 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   // sharded modes follow), or the rank's 1-d shards (zero1, zero2, fsdp),
   // which all land in the no-decay group and then take their parameters'
   // weight decay (Strategy: shard_weight_decay.h).
+  auto make_adamw = [&](std::vector<Tensor> params)
+      -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+    TANDEM_ASSIGN_OR_RETURN(
+        optim::AdamW a,
+        optim::AdamW::Create(
+            optim::WeightDecayGroups(std::move(params), config.weight_decay),
+            adam));
+    return std::make_unique<optim::AdamW>(std::move(a));
+  };
+  // One schedule of max_steps steps over epochs of the sampler's order
+  // (stop_after cuts it short for the resume tests). Field by field: GCC 12
+  // -O2 warns falsely on nested designated initialisers.
+  LoopOptions options;
+  options.who = "gpt_ddp";
+  options.epochs = (config.max_steps + steps_per_epoch - 1) / steps_per_epoch;
+  options.device = device;
+  options.checkpoint = config.checkpoint;
+  options.autocast = config.amp;
+  options.max_grad_norm = config.grad_clip;
+  // f16's narrow range needs loss scaling (ddp only: CheckGptDdpConfig).
+  if (config.amp == DType::kF16)
+    options.grad_scaler = optim::GradScalerOptions{};
+  options.max_steps =
+      config.stop_after > 0 && config.stop_after < config.max_steps
+          ? config.stop_after
+          : config.max_steps;
+  options.grad_accum = config.grad_accum;
+  options.checkpoint_extra = {{kModelKey, model_desc}};
+  options.position_by_global_step = true;
   TANDEM_ASSIGN_OR_RETURN(
-      std::unique_ptr<Strategy> trainer,
-      Strategy::Create(
-          mode, *model, comm,
-          [&](std::vector<Tensor> params)
-              -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
-            TANDEM_ASSIGN_OR_RETURN(
-                optim::AdamW a, optim::AdamW::Create(
-                                    optim::WeightDecayGroups(
-                                        std::move(params), config.weight_decay),
-                                    adam));
-            return std::make_unique<optim::AdamW>(std::move(a));
-          },
-          config.amp, DdpCommHook::kAllReduce, kBlocks));
+      std::unique_ptr<TrainingLoop> loop,
+      TrainingLoop::Create(comm, *model, mode, make_adamw, std::move(options),
+                           {.fsdp_unit_layers = kBlocks}));
+  Strategy& trainer = loop->strategy();
 
   // Checkpoints: the files an unsharded run writes, in every mode.
-  checkpoint::RunCheckpointer checkpointer(config.checkpoint, comm, device,
-                                           "gpt_ddp");
-  checkpoint::TrainingState state;
-  checkpoint::FullTrainingState full;
-  const bool sharded = trainer->full_optimizer() == nullptr;
-  if (sharded) {
-    state.load_model = [&trainer](const nn::StateDict& s) {
-      return trainer->LoadFullModelState(s);
-    };
-    state.load_optimizer = [&trainer](const std::vector<optim::StateEntry>& s) {
-      return trainer->LoadFullOptimizerState(s);
-    };
-  } else {
-    state.model = gpt;
-    state.optimizer = trainer->full_optimizer();
-  }
-  absl::StatusOr<checkpoint::TrainingProgress> resumed =
-      checkpointer.Resume(state);
+  absl::StatusOr<checkpoint::TrainingProgress> resumed = loop->Resume();
   if (!resumed.ok()) {
     return absl::Status(
         resumed.status().code(),
@@ -315,8 +357,9 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   }
   const checkpoint::TrainingProgress start = *resumed;
   if (start.global_step > 0) {
-    auto it = state.extra.find(kModelKey);
-    const std::string saved = it == state.extra.end() ? "none" : it->second;
+    auto it = loop->resumed_extra().find(kModelKey);
+    const std::string saved =
+        it == loop->resumed_extra().end() ? "none" : it->second;
     if (saved != model_desc) {
       return absl::InvalidArgumentError(absl::StrCat(
           "gpt_ddp: the checkpoint in ", config.checkpoint.dir,
@@ -366,7 +409,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
       TANDEM_ASSIGN_OR_RETURN(Tensor y, b.y.To(device));
       std::optional<amp::Autocast> autocast;
       if (config.amp.has_value()) autocast.emplace(device.type(), *config.amp);
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(x));
+      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer.Forward(x));
       TANDEM_ASSIGN_OR_RETURN(Tensor loss, nn::Gpt::Loss(logits, y));
       if (r < static_cast<int64_t>(mine.size())) {
         TANDEM_ASSIGN_OR_RETURN(double v, loss.Item());
@@ -379,92 +422,50 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
     return sums[0] / sums[1];
   };
 
-  RunMonitor* const monitor = comm.rank() == 0 ? ActiveRunMonitor() : nullptr;
   GptDdpResult result;
   const int64_t tokens_per_step =
       per_step * config.block_size * static_cast<int64_t>(comm.size());
-  model->Train();
-  std::vector<int64_t> order;
-  int64_t order_epoch = -1;
-  for (int64_t s = start.global_step; s < config.max_steps; ++s) {
-    const auto t0 = std::chrono::steady_clock::now();
-    const int64_t epoch = s / steps_per_epoch;
-    const int64_t step_in_epoch = s % steps_per_epoch;
-    if (epoch != order_epoch) {
-      sampler.SetEpoch(epoch);
-      order = sampler.Indices();
-      order_epoch = epoch;
-    }
-    const double lr = LrAt(config, s);
-    optim::Optimizer* local = trainer->local_optimizer();
+  GptBatches batches(data, std::move(sampler), steps_per_epoch, per_step);
+  std::chrono::steady_clock::time_point t0;
+  double seconds = 0;
+  LoopHooks hooks;
+  hooks.begin_step = [&](const StepView& v) -> absl::Status {
+    t0 = std::chrono::steady_clock::now();
+    optim::Optimizer* local = trainer.local_optimizer();
     if (local != nullptr) {
       for (size_t g = 0; g < local->num_param_groups(); ++g) {
-        TANDEM_RETURN_IF_ERROR(local->set_lr(g, lr));
+        TANDEM_RETURN_IF_ERROR(local->set_lr(g, LrAt(config, v.global_step)));
       }
     }
-    gen.ManualSeed(DropoutSeed(config.seed, comm.rank(), s));
-    trainer->ZeroGrad();
-    double loss_sum = 0;
-    for (int64_t m = 0; m < config.grad_accum; ++m) {
-      const int64_t first =
-          (step_in_epoch * config.grad_accum + m) * config.batch_size;
-      std::vector<int64_t> indices(order.begin() + first,
-                                   order.begin() + first + config.batch_size);
-      TANDEM_ASSIGN_OR_RETURN(TokenBatch batch, data.Batch(indices));
-      TANDEM_ASSIGN_OR_RETURN(Tensor x, batch.x.To(device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor y, batch.y.To(device));
-      // DDP's NoSync for every micro-batch but the last.
-      std::optional<DistributedDataParallel::NoSyncGuard> no_sync =
-          m + 1 < config.grad_accum ? trainer->NoSync() : std::nullopt;
-      Tensor loss;
-      {
-        std::optional<amp::Autocast> autocast;
-        if (config.amp.has_value()) {
-          autocast.emplace(device.type(), *config.amp);
-        }
-        TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(x));
-        TANDEM_ASSIGN_OR_RETURN(loss, nn::Gpt::Loss(logits, y));
-      }
-      TANDEM_ASSIGN_OR_RETURN(double v, loss.Item());
-      loss_sum += v;
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor scaled, Div(loss, static_cast<double>(config.grad_accum)));
-      TANDEM_RETURN_IF_ERROR(trainer->Backward(scaled));
-    }
-    const double local_loss = loss_sum / static_cast<double>(config.grad_accum);
-    // Every rank stops together on a non-finite loss, before the step.
-    TANDEM_RETURN_IF_ERROR(
-        CheckStepFinite(comm, *gpt,
-                        {.epoch = epoch,
-                         .step = step_in_epoch,
-                         .loss = local_loss,
-                         .check_parameters =
-                             trainer->parameters_resident() &&
-                             ParameterCheckDue(step_in_epoch, steps_per_epoch)})
-            .status());
-    if (config.grad_clip > 0) {
-      TANDEM_RETURN_IF_ERROR(trainer->ClipGradNorm(config.grad_clip).status());
-    }
-    TANDEM_RETURN_IF_ERROR(trainer->Step());
-    std::vector<double> mean = {local_loss};
+    gen.ManualSeed(DropoutSeed(config.seed, comm.rank(), v.global_step));
+    return absl::OkStatus();
+  };
+  hooks.after_step = [&](const StepView& v) -> absl::Status {
+    // The step's loss: the mean over ranks (and micro-batches).
+    std::vector<double> mean = {v.loss};
     TANDEM_RETURN_IF_ERROR(SumOverRanks(comm, device, mean));
     result.final_loss = mean[0] / comm.size();
-    const double seconds =
+    seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
+    return absl::OkStatus();
+  };
+  hooks.step_report = [&](const StepView& v, StepReport& report) {
+    // The progress line counts the run's steps as one epoch, and tokens.
+    report.epoch = 0;
+    report.epochs = 1;
+    report.step = v.global_step;
+    report.steps_per_epoch = config.max_steps;
+    report.samples = tokens_per_step;
+    report.loss = result.final_loss;
+  };
+  hooks.after_checked_step = [&](const StepView& v) -> absl::Status {
+    const int64_t s = v.global_step;
     if ((s + 1) % config.log_every == 0 || s + 1 == config.max_steps) {
       out.PrintOnRank0(absl::StrFormat(
           "step %d | loss %.6f | lr %.4e | tokens/s %.0f", s + 1,
-          result.final_loss, lr,
+          result.final_loss, LrAt(config, s),
           seconds > 0 ? static_cast<double>(tokens_per_step) / seconds : 0.0));
-    }
-    if (monitor != nullptr) {
-      monitor->Step({.epoch = 0,
-                     .epochs = 1,
-                     .step = s,
-                     .steps_per_epoch = config.max_steps,
-                     .samples = tokens_per_step,
-                     .loss = result.final_loss});
     }
     if ((config.eval_every > 0 && (s + 1) % config.eval_every == 0) ||
         s + 1 == config.max_steps) {
@@ -472,36 +473,21 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
       out.PrintOnRank0(
           absl::StrFormat("step %d | val loss %.6f", s + 1, result.val_loss));
     }
-    state.extra = {{kModelKey, model_desc}};
-    // The run's last step ends an epoch for the checkpointer, so the run's
-    // end is always saved (the saved progress then points at the next
-    // epoch; resuming reads only its global step).
-    const int64_t epoch_steps =
-        s + 1 == config.max_steps ? step_in_epoch + 1 : steps_per_epoch;
-    if (sharded && checkpointer.SaveDueAfter(step_in_epoch, epoch_steps)) {
-      // Collective: every rank gathers, rank 0 saves.
-      TANDEM_ASSIGN_OR_RETURN(nn::StateDict full_model,
-                              trainer->FullModelState());
-      full.model = std::move(full_model);
-      TANDEM_ASSIGN_OR_RETURN(full.optimizer, trainer->FullOptimizerState());
-      full.lr = trainer->lr();
-      full.param_groups = trainer->FullParamGroups();
-      state.full = &full;
-    }
-    TANDEM_RETURN_IF_ERROR(
-        checkpointer.AfterStep(state, epoch, step_in_epoch, epoch_steps));
-    state.full = nullptr;
-    full = {};
-    if (config.stop_after > 0 && s + 1 >= config.stop_after &&
-        s + 1 < config.max_steps) {
-      return result;
-    }
+    return absl::OkStatus();
+  };
+  TANDEM_RETURN_IF_ERROR(loop->Run(
+      batches,
+      [](const Tensor& logits, const Tensor& y) {
+        return nn::Gpt::Loss(logits, y);
+      },
+      hooks));
+  if (config.stop_after > 0 && config.stop_after < config.max_steps) {
+    return result;  // stopped as if killed: no export, no sample
   }
 
   if (!config.export_hf.empty()) {
     // Collective under fsdp (every unit gathered); rank 0 writes.
-    TANDEM_ASSIGN_OR_RETURN(nn::StateDict full_model,
-                            trainer->FullModelState());
+    TANDEM_ASSIGN_OR_RETURN(nn::StateDict full_model, trainer.FullModelState());
     if (comm.rank() == 0) {
       TANDEM_RETURN_IF_ERROR(hf::SaveGpt2Pretrained(
           config.export_hf, std::move(full_model), config.model));
@@ -523,7 +509,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
       std::vector<int64_t> window(context.end() - t, context.end());
       TANDEM_ASSIGN_OR_RETURN(Tensor x, Tensor::FromVector(window, {1, t}));
       TANDEM_ASSIGN_OR_RETURN(x, x.To(device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(x));
+      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer.Forward(x));
       TANDEM_ASSIGN_OR_RETURN(logits, logits.To(Device::CPU()));
       TANDEM_ASSIGN_OR_RETURN(logits, logits.View((t - 1) * v, {v}));
       TANDEM_ASSIGN_OR_RETURN(Tensor f32, logits.To(DType::kF32));

@@ -43,6 +43,14 @@
 // collective), printed by rank 0 with bytes outside printable ASCII
 // escaped.
 //
+// The steps run on train/loop's TrainingLoop (training_loop.h): one
+// schedule of max_steps steps over the sampler's epochs
+// (LoopOptions::position_by_global_step), grad_accum micro-batches per step,
+// clipping, autocast in --amp's dtype, the finite check, checkpoints and the
+// monitor; --amp=f16 (ddp only) adds the loop's GradScaler (PyTorch's
+// defaults: scale 65536, grown every 2000 clean steps), its state in every
+// checkpoint.
+//
 // Checkpoints (--checkpoint_dir, --checkpoint_every): rank 0 saves the
 // model (Hugging Face's names), AdamW's state, the progress, every rank's
 // dropout generator and the model's configuration; a resumed run prints the
@@ -119,7 +127,8 @@ struct GptDdpResult {
 // model.block_size], the counts >= 1 (eval_every, sample_tokens >= 0),
 // lr, min_lr, weight_decay, grad_clip finite and >= 0, betas in [0, 1),
 // warmup_steps < max_steps under cosine, lr_decay and parallel known, amp
-// allowed with the mode. InvalidArgument naming the flag, its value and what
+// allowed with the mode (f16 needs ddp: its GradScaler steps the whole
+// model's optimizer). InvalidArgument naming the flag, its value and what
 // is expected.
 absl::Status CheckGptDdpConfig(const GptDdpConfig& config);
 

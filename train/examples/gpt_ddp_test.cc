@@ -2,8 +2,8 @@
 // corpus): the log lines, the same losses under ddp, zero1, zero2 and fsdp
 // (within 1e-6, with gradient accumulation, dropout, clipping and weight
 // decay on), a resumed run equal to an uninterrupted one bit for bit in
-// every mode, a checkpoint of another configuration refused, a corpus too
-// small for the batch refused.
+// every mode, --amp=f16 under a GradScaler, a checkpoint of another
+// configuration refused, a corpus too small for the batch refused.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -193,6 +193,40 @@ TEST(GptDdpTest, ResumedRunEqualsUninterruptedBitForBit) {
     EXPECT_EQ(rest.results[0].val_loss, whole.results[0].val_loss);
     EXPECT_EQ(rest.results[0].sample, whole.results[0].sample);
   }
+}
+
+// --amp=f16 trains through the loop's GradScaler (ddp only): its state
+// rides in the checkpoints (a resumed run equals the whole one bit for bit;
+// a checkpoint without it is refused), and the sharded modes refuse f16.
+TEST(GptDdpTest, F16TrainsUnderAGradScaler) {
+  GptDdpConfig config = Tiny();
+  config.amp = DType::kF16;
+  config.parallel = "zero1";
+  EXPECT_THAT(CheckGptDdpConfig(config).message(),
+              HasSubstr("--amp=f16; expected bf16 or off with "
+                        "--parallel=zero1: f16's narrow range needs loss "
+                        "scaling (a GradScaler)"));
+  config.parallel = "ddp";
+  ASSERT_TRUE(CheckGptDdpConfig(config).ok());
+  SimRun whole = RunOnSim(config);
+  ASSERT_TRUE(whole.status.ok()) << whole.status;
+  config.checkpoint = {.dir = TempDir("gpt_f16"), .every_steps = 2};
+  config.stop_after = 4;
+  ASSERT_TRUE(RunOnSim(config).status.ok());
+  config.stop_after = 0;
+  SimRun rest = RunOnSim(config);
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  EXPECT_EQ(rest.results[0].final_loss, whole.results[0].final_loss);
+  EXPECT_EQ(rest.results[0].val_loss, whole.results[0].val_loss);
+
+  GptDdpConfig f32 = Tiny();
+  f32.checkpoint = {.dir = TempDir("gpt_f32_then_f16"), .every_steps = 2};
+  f32.stop_after = 2;
+  ASSERT_TRUE(RunOnSim(f32).status.ok());
+  f32.amp = DType::kF16;
+  f32.stop_after = 0;
+  EXPECT_THAT(RunOnSim(f32).status.message(),
+              HasSubstr("the checkpoint has no valid GradScaler state"));
 }
 
 TEST(GptDdpTest, RefusesACheckpointOfAnotherConfiguration) {

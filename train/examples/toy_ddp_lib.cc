@@ -14,7 +14,7 @@
 #include "tensor/nn/linear.h"
 #include "tensor/nn/py_repr.h"
 #include "tensor/nn/sequential.h"
-#include "train/launch/config_agreement.h"
+#include "train/examples/rank_flags.h"
 #include "train/loop/evaluate.h"
 #include "train/loop/training_loop.h"
 
@@ -64,25 +64,16 @@ absl::StatusOr<std::unique_ptr<nn::Module>> BuildToyModel(Generator& gen) {
 absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        Device device) {
   // First, before any rank can fail alone on its own flags (mpirun MPMD).
-  TANDEM_RETURN_IF_ERROR(
-      CheckRanksAgree(comm, device,
-                      {{"--epochs", config.epochs},
-                       {"--batch_size", config.batch_size},
-                       {"--lr", config.lr},
-                       {"--seed", config.seed},
-                       {"--loss_precision", config.loss_precision},
-                       {"--log_ranks", config.log_all_ranks ? "all" : "0"},
-                       {"--checkpoint_dir", config.checkpoint.dir},
-                       {"--checkpoint_every", config.checkpoint.every_steps}}));
-  if (config.epochs < 0 || config.epochs > kMaxEpochs ||
-      config.batch_size < 1 || config.loss_precision < 0 ||
-      config.loss_precision > 17) {  // lr: Sgd::Create checks it
-    return absl::InvalidArgumentError(absl::StrCat(
-        "toy_ddp: expected 0 <= epochs <= ", kMaxEpochs,
-        ", batch_size >= 1 and 0 <= loss_precision <= 17; got epochs = ",
-        config.epochs, ", batch_size = ", config.batch_size,
-        ", loss_precision = ", config.loss_precision));
-  }
+  TANDEM_RETURN_IF_ERROR(CheckRankFlags(
+      comm, device, "toy_ddp",
+      {IntFlag("--epochs", config.epochs, 0, kMaxEpochs),
+       IntFlag("--batch_size", config.batch_size, 1),
+       Flag("--lr", config.lr),  // Sgd::Create checks it
+       Flag("--seed", config.seed),
+       IntFlag("--loss_precision", config.loss_precision, 0, 17),
+       Flag("--log_ranks", config.log_all_ranks ? "all" : "0"),
+       Flag("--checkpoint_dir", config.checkpoint.dir),
+       Flag("--checkpoint_every", config.checkpoint.every_steps)}));
   const comm::RankPrinter printer(comm);
   auto log = [&](const std::string& text) {
     if (config.log_all_ranks) return printer.PrintOnAllRanks(text);

@@ -63,12 +63,14 @@ struct ToyDdpConfig {
 // predictions and losses come back to the host for printing. The CPU path
 // makes no copies. On a GPU the printed values may differ from the CPU's in
 // their last digits. Before anything else the ranks check that they were
-// given the same config (CheckRanksAgree: per-rank flags fail on every rank
-// with each rank's value); after every step they check that the loss and
-// the parameters (every kParameterCheckInterval steps and at the end of each
-// epoch) are finite (CheckStepFinite: every rank stops with the epoch, step,
-// rank and value). Errors: ranks that disagree, a non-finite
-// loss or parameter, a bad config (named), an empty shard (the
+// given the same config, then that each value is in range (CheckRankFlags,
+// rank_flags.h: per-rank flags fail on every rank with each rank's value; an
+// out-of-range flag is named with its value and range); after every step
+// they check that the loss and the parameters (every
+// kParameterCheckInterval steps and at the end of each epoch) are finite
+// (CheckStepFinite: every rank stops with the epoch, step, rank and value).
+// Errors: ranks that disagree, a non-finite loss or parameter, a bad config
+// (each flag named), an empty shard (the
 // tutorial divides by zero there: the message says to lower --batch_size or
 // the world size), a device that cannot be used, or a failure of DDP or the
 // communicator.

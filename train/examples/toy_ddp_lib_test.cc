@@ -53,14 +53,16 @@ TEST(RunToyDdpTest, RejectsBadConfig) {
     return RunToyDdp(comm, config);
   });
   EXPECT_EQ(result.ranks[0].code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(result.ranks[0].message(), HasSubstr("batch_size = 0"));
+  EXPECT_THAT(result.ranks[0].message(),
+              HasSubstr("--batch_size=0 (expected batch_size >= 1)"));
 
   config = ToyDdpConfig();
   config.epochs = -1;
   result = sim::Run(1, [&](int, comm::Communicator& comm) {
     return RunToyDdp(comm, config);
   });
-  EXPECT_THAT(result.ranks[0].message(), HasSubstr("epochs = -1"));
+  EXPECT_THAT(result.ranks[0].message(),
+              HasSubstr("--epochs=-1 (expected 0 <= epochs <= 1000000)"));
 }
 
 TEST(RunToyDdpTest, EmptyShardIsAnErrorNotADivisionByZero) {

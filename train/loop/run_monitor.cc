@@ -190,11 +190,13 @@ absl::Status RunMonitor::Finish() {
   return absl::OkStatus();
 }
 
-void ReportStep(RunMonitor& monitor, const DistributedDataParallel& ddp,
-                StepReport report) {
-  report.comm_seconds = ddp.last_sync_stats().all_reduce_seconds;
-  report.wait_seconds = ddp.last_sync_stats().wait_seconds;
-  monitor.Step(report);
+StepReport WithCommTimes(const DistributedDataParallel* ddp,
+                         StepReport report) {
+  report.comm_seconds =
+      ddp != nullptr ? ddp->last_sync_stats().all_reduce_seconds : 0.0;
+  report.wait_seconds =
+      ddp != nullptr ? ddp->last_sync_stats().wait_seconds : 0.0;
+  return report;
 }
 
 RunMonitor* ActiveRunMonitor() {

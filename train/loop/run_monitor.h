@@ -147,10 +147,10 @@ class RunMonitor {
   bool line_open_ ABSL_GUARDED_BY(mu_) = false;  // a redrawn line is showing
 };
 
-// monitor.Step(report) with this step's gradient all-reduce figures taken
-// from `ddp` (DistributedDataParallel::last_sync_stats(): comm_s, wait_s).
-void ReportStep(RunMonitor& monitor, const DistributedDataParallel& ddp,
-                StepReport report);
+// `report` with this step's gradient all-reduce figures taken from `ddp`
+// (DistributedDataParallel::last_sync_stats(): comm_s, wait_s), or 0 for
+// both without DDP (nullptr: no gradient all-reduce).
+StepReport WithCommTimes(const DistributedDataParallel* ddp, StepReport report);
 
 // The runner's monitor of this process (nullptr when none: a library user
 // calling the example directly, or a rank other than rank 0's process).

@@ -69,6 +69,22 @@ absl::StatusOr<Tensor> OnDevice(const Tensor& t, Device device) {
   return t.To(device);
 }
 
+// Micro-batch `m` of `count` equal parts of `t` along its first dimension
+// (a view); InvalidArgument when `count` does not divide its rows.
+absl::StatusOr<Tensor> MicroBatch(const Tensor& t, int64_t m, int64_t count,
+                                  const std::string& who) {
+  if (t.shape().empty() || t.dim(0) % count != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, ": gradient accumulation cuts each batch into ", count,
+        " equal micro-batches along its first dimension; this batch has ",
+        t.shape().empty() ? 0 : t.dim(0),
+        " rows: give batches of a multiple of grad_accum rows"));
+  }
+  Shape shape = t.shape();
+  shape[0] /= count;
+  return t.View(m * (t.numel() / count), std::move(shape));
+}
+
 constexpr char kScaleBitsKey[] = "grad_scaler.scale_bits";
 constexpr char kGrowthTrackerKey[] = "grad_scaler.growth_tracker";
 constexpr char kSchedulerPrefix[] = "lr_scheduler.";
@@ -146,13 +162,27 @@ TrainingLoop::TrainingLoop(comm::Communicator& comm, nn::Module& model,
   }
 }
 
+namespace {
+
+// `strategy`, its fsdp dtype defaulting to the autocast dtype.
+StrategyOptions StrategyFor(StrategyOptions strategy,
+                            const LoopOptions& options) {
+  if (!strategy.fsdp_param_dtype.has_value()) {
+    strategy.fsdp_param_dtype = options.autocast;
+  }
+  return strategy;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TrainingLoop>> TrainingLoop::Create(
     comm::Communicator& comm, nn::Module& model, ShardMode mode,
-    const ShardOptimizerFactory& make_optimizer, LoopOptions options) {
+    const ShardOptimizerFactory& make_optimizer, LoopOptions options,
+    StrategyOptions strategy_options) {
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<Strategy> strategy,
-      Strategy::Create(mode, model, comm, make_optimizer, options.autocast,
-                       options.comm_hook));
+      Strategy::Create(mode, model, comm, make_optimizer,
+                       StrategyFor(std::move(strategy_options), options)));
   auto loop = std::make_unique<TrainingLoop>(comm, model, *strategy,
                                              std::move(options));
   loop->owned_strategy_ = std::move(strategy);
@@ -223,6 +253,9 @@ absl::Status TrainingLoop::Save(int64_t epoch, int64_t step, int64_t steps,
                             hooks.mid_epoch_extra());
     state_.extra.merge(extra);
   }
+  for (const auto& [key, value] : options_.checkpoint_extra) {
+    state_.extra[key] = value;
+  }
   if (scaler_.has_value())
     ScalerStateToExtra(scaler_->StateDict(), state_.extra);
   if (scheduler_ != nullptr) {
@@ -249,23 +282,41 @@ absl::Status TrainingLoop::TrainStep(const Tensor& features,
                                      const Tensor& labels,
                                      const LossFn& loss_fn,
                                      const LoopHooks& hooks, StepView& view) {
+  const int64_t parts = options_.grad_accum;
   Tensor loss;
-  {
-    // Forward and loss under autocast; backward outside it, as in
-    // PyTorch's recipe.
-    std::optional<amp::Autocast> autocast;
-    if (options_.autocast.has_value()) {
-      autocast.emplace(options_.device.type(), *options_.autocast);
+  double loss_sum = 0;  // of the micro-batches' losses (parts > 1)
+  for (int64_t m = 0; m < parts; ++m) {
+    Tensor x = features;
+    Tensor y = labels;
+    if (parts > 1) {
+      TANDEM_ASSIGN_OR_RETURN(x, MicroBatch(features, m, parts, options_.who));
+      TANDEM_ASSIGN_OR_RETURN(y, MicroBatch(labels, m, parts, options_.who));
     }
-    TANDEM_ASSIGN_OR_RETURN(view.output, strategy_.Forward(features));
-    TANDEM_ASSIGN_OR_RETURN(loss, loss_fn(view.output, labels));
-  }
-  strategy_.ZeroGrad();
-  if (scaler_.has_value()) {
-    TANDEM_ASSIGN_OR_RETURN(Tensor scaled, scaler_->Scale(loss));
-    TANDEM_RETURN_IF_ERROR(strategy_.Backward(scaled));
-  } else {
-    TANDEM_RETURN_IF_ERROR(strategy_.Backward(loss));
+    // DDP's NoSync for every micro-batch but the last.
+    std::optional<DistributedDataParallel::NoSyncGuard> no_sync =
+        m + 1 < parts ? strategy_.NoSync() : std::nullopt;
+    {
+      // Forward and loss under autocast; backward outside it, as in
+      // PyTorch's recipe.
+      std::optional<amp::Autocast> autocast;
+      if (options_.autocast.has_value()) {
+        autocast.emplace(options_.device.type(), *options_.autocast);
+      }
+      TANDEM_ASSIGN_OR_RETURN(view.output, strategy_.Forward(x));
+      TANDEM_ASSIGN_OR_RETURN(loss, loss_fn(view.output, y));
+    }
+    if (m == 0) strategy_.ZeroGrad();
+    if (parts > 1) {
+      TANDEM_ASSIGN_OR_RETURN(const double v, loss.Item());
+      loss_sum += v;
+      TANDEM_ASSIGN_OR_RETURN(loss, Div(loss, static_cast<double>(parts)));
+    }
+    if (scaler_.has_value()) {
+      TANDEM_ASSIGN_OR_RETURN(Tensor scaled, scaler_->Scale(loss));
+      TANDEM_RETURN_IF_ERROR(strategy_.Backward(scaled));
+    } else {
+      TANDEM_RETURN_IF_ERROR(strategy_.Backward(loss));
+    }
   }
   if (hooks.before_optimizer_step) {
     TANDEM_RETURN_IF_ERROR(hooks.before_optimizer_step(view));
@@ -288,7 +339,11 @@ absl::Status TrainingLoop::TrainStep(const Tensor& features,
   } else {
     TANDEM_RETURN_IF_ERROR(strategy_.Step());
   }
-  TANDEM_ASSIGN_OR_RETURN(view.loss, loss.Item());
+  if (parts > 1) {
+    view.loss = loss_sum / static_cast<double>(parts);
+  } else {
+    TANDEM_ASSIGN_OR_RETURN(view.loss, loss.Item());
+  }
   return absl::OkStatus();
 }
 
@@ -309,7 +364,31 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                      "found ",
                      options_.max_steps));
   }
-  TANDEM_ASSIGN_OR_RETURN(const checkpoint::TrainingProgress start, Resume());
+  if (options_.grad_accum < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options_.who, ": grad_accum must be >= 1; found ",
+                     options_.grad_accum));
+  }
+  if (options_.position_by_global_step && options_.max_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options_.who,
+        ": a run positioned by its global step is one schedule of max_steps "
+        "steps; max_steps is ",
+        options_.max_steps, ": set it >= 1"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start, Resume());
+  // Steps per epoch, when the run is placed by its global step (-1: not
+  // known, or not so placed).
+  int64_t per_epoch = -1;
+  if (options_.position_by_global_step && start.global_step > 0) {
+    TANDEM_ASSIGN_OR_RETURN(per_epoch, data.BeginEpoch(0));
+    if (per_epoch < 1) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(options_.who, ": the data gives no steps in an epoch"));
+    }
+    start.epoch = start.global_step / per_epoch;
+    start.step_in_epoch = start.global_step % per_epoch;
+  }
   const comm::RankPrinter printer(comm_);
   const Device device = options_.device;
   int64_t global_step = start.global_step;
@@ -321,6 +400,12 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
   for (int64_t epoch = start.epoch; epoch < options_.epochs && !limit_reached();
        ++epoch) {
     TANDEM_ASSIGN_OR_RETURN(const int64_t steps, data.BeginEpoch(epoch));
+    if (per_epoch >= 0 && steps != per_epoch) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          options_.who, ": epoch ", epoch + 1, " has ", steps,
+          " steps and epoch 1 ", per_epoch,
+          "; a run positioned by its global step needs epochs of one length"));
+    }
     model_.Train();
     const int64_t first_step = epoch == start.epoch ? start.step_in_epoch : 0;
     sums_.assign(options_.epoch_sums.size(), 0.0);
@@ -344,26 +429,23 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                     .batch = &batch,
                     .global_step = global_step,
                     .sums = &sums_};
+      if (hooks.begin_step) TANDEM_RETURN_IF_ERROR(hooks.begin_step(view));
       TANDEM_RETURN_IF_ERROR(TrainStep(features, labels, loss_fn, hooks, view));
       ++global_step;
       if (hooks.after_step) TANDEM_RETURN_IF_ERROR(hooks.after_step(view));
       if (monitor != nullptr) {
         // Every rank's batch has this size (the sampler pads evenly).
-        StepReport report{.epoch = epoch,
-                          .epochs = options_.epochs,
-                          .step = b,
-                          .steps_per_epoch = steps,
-                          .samples = batch.labels.dim(0) * comm_.size(),
-                          .loss = view.loss,
-                          .loss_scale = view.loss_scale,
-                          .skipped = view.skipped};
-        if (strategy_.ddp() != nullptr) {
-          ReportStep(*monitor, *strategy_.ddp(), report);
-        } else {
-          report.comm_seconds = 0.0;
-          report.wait_seconds = 0.0;
-          monitor->Step(report);
-        }
+        StepReport report = WithCommTimes(
+            strategy_.ddp(), {.epoch = epoch,
+                              .epochs = options_.epochs,
+                              .step = b,
+                              .steps_per_epoch = steps,
+                              .samples = batch.labels.dim(0) * comm_.size(),
+                              .loss = view.loss,
+                              .loss_scale = view.loss_scale,
+                              .skipped = view.skipped});
+        if (hooks.step_report) hooks.step_report(view, report);
+        monitor->Step(report);
       }
       // Every rank stops together on a non-finite loss (every step, unless
       // the scaler skipped it) or parameter (scanned every
@@ -388,7 +470,10 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
           (schedule_every_ == ScheduleEvery::kStep || b + 1 == steps)) {
         TANDEM_RETURN_IF_ERROR(scheduler_->Step());
       }
-      TANDEM_RETURN_IF_ERROR(Save(epoch, b, steps, hooks));
+      // A run placed by its global step saves its last step as the end of
+      // its epoch (Resume places it by the global step).
+      const bool last = options_.position_by_global_step && limit_reached();
+      TANDEM_RETURN_IF_ERROR(Save(epoch, b, last ? b + 1 : steps, hooks));
     }
     if (!sums_.empty()) {
       TANDEM_RETURN_IF_ERROR(AllReduceF64(comm_, device, absl::MakeSpan(sums_),

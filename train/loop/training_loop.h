@@ -18,7 +18,7 @@
 //     GradScaler the loop owns (loss scaled, gradients unscaled before
 //     clipping, a step skipped on every rank when any rank found inf/nan,
 //     its scale and growth tracker in every checkpoint); DDP's gradient comm
-//     hook (LoopOptions::comm_hook, when TrainingLoop::Create builds the
+//     hook (StrategyOptions, when TrainingLoop::Create builds the
 //     strategy);
 //   - learning-rate schedules (SetLrScheduler: stepped per epoch or per
 //     step, their state in every checkpoint);
@@ -37,8 +37,9 @@
 //   TANDEM_RETURN_IF_ERROR(loop->Run(data, CrossEntropyLoss(),
 //       {.after_step = [&](const StepView& s) { ...print...; return Ok; }}));
 //
-// Each step: the batch is copied to the device, forward and loss (under
-// autocast), ZeroGrad, Backward (of the scaled loss under a scaler),
+// Each step: hooks.begin_step, the batch is copied to the device, forward
+// and loss (under autocast), ZeroGrad, Backward (of the scaled loss under a
+// scaler; per micro-batch under LoopOptions::grad_accum),
 // hooks.before_optimizer_step, clipping (after unscaling), Step (through the
 // scaler, then its Update), the loss read back; then hooks.after_step (the
 // example's line), the monitor, the finite check, hooks.after_checked_step,
@@ -142,9 +143,6 @@ struct LoopOptions {
   // the scale's double bits, "grad_scaler.growth_tracker") and comes back
   // on resume (InvalidArgument when a checkpoint lacks it).
   std::optional<optim::GradScalerOptions> grad_scaler{};
-  // How DDP's buckets travel (none, zero1, zero2) when TrainingLoop::Create
-  // builds the strategy.
-  DdpCommHook comm_hook = DdpCommHook::kAllReduce;
   // Per-rank running sums of each epoch that the loop keeps for the example
   // (their names, e.g. {"loss", "count"}): zeroed when an epoch starts,
   // restored on a mid-epoch resume, carried in mid-epoch checkpoints
@@ -157,6 +155,25 @@ struct LoopOptions {
   // it stops in (hooks.end_epoch runs). 0: no limit. Negative: Run fails
   // with InvalidArgument.
   int64_t max_steps = 0;
+  // Gradient accumulation: each step's batch is cut along its first
+  // dimension into this many equal micro-batches (views), each run forward,
+  // its loss divided by grad_accum and run backward, all but the last inside
+  // the strategy's NoSync; then one clip and one optimizer step. The step's
+  // loss (StepView::loss) is the mean of the micro-batches' losses. 1: the
+  // whole batch at once. < 1, or a batch whose rows it does not divide:
+  // InvalidArgument.
+  int64_t grad_accum = 1;
+  // Metadata every checkpoint carries (e.g. the model's configuration, for
+  // the example to compare on resume: resumed_extra()).
+  checkpoint::Metadata checkpoint_extra{};
+  // The run is one schedule of steps over epochs of equal length (nanoGPT's
+  // max_iters; needs max_steps > 0): its last step is always checkpointed,
+  // as the end of its epoch, and Resume's position is the checkpoint's
+  // global step alone (epoch global_step / steps per epoch, step
+  // global_step % steps per epoch), whatever epoch the checkpoint names, so
+  // a run stopped at max_steps resumes inside that epoch when given more
+  // steps. An epoch of another length after a resume: FailedPrecondition.
+  bool position_by_global_step = false;
 };
 
 // The most epochs an example takes: far beyond any use of them; more is a
@@ -206,6 +223,10 @@ struct EpochEnd {
 // run with it (on this rank: hooks that communicate fail every rank only if
 // they do so themselves).
 struct LoopHooks {
+  // Before each step, ahead of its forward (the batch is set; output, loss
+  // and sums not yet): per-step state such as a learning rate or a dropout
+  // seed that is a function of StepView::global_step.
+  std::function<absl::Status(const StepView& step)> begin_step;
   // Before the first step of each epoch; first_step > 0 when the run
   // resumed in the middle of it (TrainingLoop::resumed_extra() then holds
   // what mid_epoch_extra gave the checkpoint).
@@ -216,6 +237,10 @@ struct LoopHooks {
   // are reduced, and still scaled under a GradScaler; output and loss are
   // set, loss_scale and skipped not yet).
   std::function<absl::Status(const StepView& step)> before_optimizer_step;
+  // On rank 0 with a run monitor: adjusts the step's report before the
+  // monitor gets it (the loop fills epoch, step, samples, this rank's loss,
+  // DDP's communication times and the scaler's scale).
+  std::function<void(const StepView& step, StepReport& report)> step_report;
   // After the finite check passed for the step (a line that a failing step
   // must not print).
   std::function<absl::Status(const StepView& step)> after_checked_step;
@@ -242,11 +267,15 @@ class TrainingLoop {
   TrainingLoop(comm::Communicator& comm, nn::Module& model, Strategy& strategy,
                LoopOptions options);
   // Builds the strategy too (Strategy::Create(mode, model, comm,
-  // make_optimizer, options.autocast, options.comm_hook)) and owns it.
+  // make_optimizer, strategy), its fsdp_param_dtype defaulting to
+  // options.autocast) and owns it. (StrategyOptions is not a LoopOptions
+  // field: GCC 12 -O2 warns falsely, maybe-uninitialized, on designated
+  // initialisers of a LoopOptions that nests its std::string.)
   // Collective like Strategy::Create; its errors.
   static absl::StatusOr<std::unique_ptr<TrainingLoop>> Create(
       comm::Communicator& comm, nn::Module& model, ShardMode mode,
-      const ShardOptimizerFactory& make_optimizer, LoopOptions options);
+      const ShardOptimizerFactory& make_optimizer, LoopOptions options,
+      StrategyOptions strategy = {});
 
   Strategy& strategy() const { return strategy_; }
 

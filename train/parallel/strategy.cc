@@ -68,8 +68,7 @@ ShardOptimizerFactory SgdFactory(double lr, optim::SgdOptions options) {
 absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     ShardMode mode, nn::Module& model, comm::Communicator& comm,
     const ShardOptimizerFactory& make_optimizer,
-    std::optional<DType> fsdp_param_dtype, DdpCommHook comm_hook,
-    const std::string& fsdp_unit_layers) {
+    const StrategyOptions& options) {
   if (mode == ShardMode::kPipeline) {
     return absl::InvalidArgumentError(
         "the pipeline strategy needs a schedule, micro-batch count and loss: "
@@ -90,7 +89,7 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
   // The sharded modes: the param groups of an optimizer of the model's own
   // parameters, read before wrapping (FSDP frees the parameters).
   const std::vector<nn::NamedTensor> named = model.NamedParameters();
-  if (mode == ShardMode::kFsdp && fsdp_unit_layers.empty() &&
+  if (mode == ShardMode::kFsdp && options.fsdp_unit_layers.empty() &&
       dynamic_cast<nn::Sequential*>(&model) == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "fsdp shards one unit per layer of an nn::Sequential; the model is "
@@ -102,11 +101,11 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     TANDEM_ASSIGN_OR_RETURN(t->groups_, make_optimizer(model.Parameters()));
   }
   if (mode == ShardMode::kFsdp) {
-    FsdpOptions options;
-    options.param_dtype = fsdp_param_dtype;
-    options.unit_layers = fsdp_unit_layers;
+    FsdpOptions fsdp_options;
+    fsdp_options.param_dtype = options.fsdp_param_dtype;
+    fsdp_options.unit_layers = options.fsdp_unit_layers;
     TANDEM_ASSIGN_OR_RETURN(
-        t->fsdp_, FullyShardedDataParallel::Create(model, comm, options));
+        t->fsdp_, FullyShardedDataParallel::Create(model, comm, fsdp_options));
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_,
                             make_optimizer(t->fsdp_->ShardParameters()));
     TANDEM_RETURN_IF_ERROR(ApplyParamGroupWeightDecay(
@@ -114,7 +113,7 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     return t;
   }
   DdpOptions ddp_options;
-  ddp_options.comm_hook = comm_hook;
+  ddp_options.comm_hook = options.comm_hook;
   TANDEM_ASSIGN_OR_RETURN(
       t->ddp_, DistributedDataParallel::Create(model, comm, ddp_options));
   if (mode == ShardMode::kNone) {

@@ -29,6 +29,9 @@
 //   TANDEM_ASSIGN_OR_RETURN(ShardMode mode, ParseShardMode(flag));
 //   TANDEM_ASSIGN_OR_RETURN(auto trainer,
 //                           Strategy::Create(mode, *model, comm, make));
+//   // or, with the settings some modes read (StrategyOptions):
+//   //   Strategy::Create(mode, *model, comm, make,
+//   //                    {.fsdp_unit_layers = "transformer.h"});
 //   trainer->ZeroGrad();
 //   TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer->Forward(x));
 //   ... loss ...
@@ -130,6 +133,31 @@ struct PipelineStrategyOptions {
   absl::Duration timeout = absl::Minutes(5);  // PipelineOptions::timeout
 };
 
+// What Strategy::Create takes beyond the mode, model, communicator and
+// optimizer factory: settings that only some modes read (the others ignore
+// them). Designated-initialiser friendly:
+//   Strategy::Create(mode, model, comm, make,
+//                    {.fsdp_param_dtype = DType::kBF16,
+//                     .fsdp_unit_layers = "transformer.h"});
+// (GCC 12 at -O2 warns falsely, -Wmaybe-uninitialized, on some nested
+// designated initialisers of structs holding a std::string: set the fields
+// one by one where that bites.)
+struct StrategyOptions {
+  // fsdp (the examples' --amp): the units are gathered and computed in this
+  // dtype and reduced in it (FsdpOptions::param_dtype; the masters stay
+  // f32). The other modes keep f32 parameters and leave low precision to
+  // autocast. nullopt: f32.
+  std::optional<DType> fsdp_param_dtype{};
+  // none, zero1, zero2: how DDP's buckets travel (DdpOptions::comm_hook;
+  // zero2 takes only the plain all-reduce).
+  DdpCommHook comm_hook = DdpCommHook::kAllReduce;
+  // fsdp (FsdpOptions::unit_layers): the dotted name of the Sequential
+  // inside the model whose layers are units (GPT-2: "transformer.h", one
+  // unit per block, the rest the root unit); empty: the model is the
+  // Sequential.
+  std::string fsdp_unit_layers{};
+};
+
 class Strategy {
  public:
   // `make_optimizer` builds the optimizer of the tensors it is given: the
@@ -140,24 +168,14 @@ class Strategy {
   // factory that builds nanoGPT's decay / no-decay groups from the tensors
   // it gets (decay on >= 2 dims: 1-d shards land in no-decay, then take
   // their parameters' decay) steps the same weights in every mode. fsdp
-  // needs an nn::Sequential (one unit per layer) and local a communicator of
-  // one rank: InvalidArgument saying so otherwise. `fsdp_param_dtype` (the
-  // examples' --amp): under fsdp the units are gathered and computed in it and
-  // reduced in it (FsdpOptions::param_dtype; the masters stay f32); the other
-  // modes keep f32 parameters and leave low precision to autocast.
-  // `comm_hook`: how DDP's buckets travel under none, zero1 and zero2
-  // (DdpOptions::comm_hook; zero2 takes only the plain all-reduce); unused
-  // under local and fsdp.
-  // `fsdp_unit_layers` (FsdpOptions::unit_layers): under fsdp, the dotted name
-  // of the Sequential inside `model` whose layers are units (GPT-2:
-  // "transformer.h", one unit per block, the rest the root unit); empty:
-  // `model` is the Sequential.
+  // needs an nn::Sequential (one unit per layer; or
+  // StrategyOptions::fsdp_unit_layers) and local a communicator of one rank:
+  // InvalidArgument saying so otherwise. `options`: the mode-specific
+  // settings (StrategyOptions; the defaults suit every mode).
   static absl::StatusOr<std::unique_ptr<Strategy>> Create(
       ShardMode mode, nn::Module& model, comm::Communicator& comm,
       const ShardOptimizerFactory& make_optimizer,
-      std::optional<DType> fsdp_param_dtype = std::nullopt,
-      DdpCommHook comm_hook = DdpCommHook::kAllReduce,
-      const std::string& fsdp_unit_layers = "");
+      const StrategyOptions& options = {});
 
   // The pipeline strategy of world rank comm.rank(): `stage_module` is
   // this rank's stage (PlacePipeline(comm.size(), comm.rank(),

@@ -329,6 +329,55 @@ TEST(StrategyTest, FsdpNeedsASequential) {
   EXPECT_TRUE(r.status().ok()) << r.status();
 }
 
+// A module whose layers live in a Sequential registered as "body".
+class Holder : public nn::Module {
+ public:
+  absl::Status Init() {
+    TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> body, Mlp());
+    TANDEM_ASSIGN_OR_RETURN(body_, RegisterModule("body", std::move(body)));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Tensor> Forward(const Tensor& input) override {
+    return body_->Forward(input);
+  }
+  std::string_view type_name() const override { return "Holder"; }
+
+ private:
+  nn::Sequential* body_ = nullptr;  // owned by the Module base
+};
+
+// StrategyOptions reach the wrappers: FSDP's units and gathered dtype, DDP's
+// comm hook (each field would be lost silently otherwise: the defaults
+// work too).
+TEST(StrategyTest, OptionsReachTheWrappers) {
+  sim::RunResult r =
+      sim::Run(2, [&](int, comm::Communicator& comm) -> absl::Status {
+        Holder fsdp_model;
+        TANDEM_RETURN_IF_ERROR(fsdp_model.Init());
+        TANDEM_ASSIGN_OR_RETURN(
+            auto fsdp, Strategy::Create(ShardMode::kFsdp, fsdp_model, comm,
+                                        Factory(Opt::kSgd),
+                                        {.fsdp_param_dtype = DType::kBF16,
+                                         .fsdp_unit_layers = "body"}));
+        std::vector<int64_t> layers;
+        for (const FsdpUnitInfo& unit : fsdp->fsdp()->units()) {
+          layers.push_back(unit.layer);
+          EXPECT_EQ(unit.compute_dtype, DType::kBF16);
+        }
+        EXPECT_EQ(layers, (std::vector<int64_t>{0, 2}));  // the two Linears
+
+        TANDEM_ASSIGN_OR_RETURN(auto ddp_model, Mlp());
+        StrategyOptions bf16_hook;  // field by field: see StrategyOptions
+        bf16_hook.comm_hook = DdpCommHook::kBf16Compress;
+        TANDEM_ASSIGN_OR_RETURN(
+            auto ddp, Strategy::Create(ShardMode::kZero1, *ddp_model, comm,
+                                       Factory(Opt::kSgd), bf16_hook));
+        EXPECT_EQ(ddp->ddp()->options().comm_hook, DdpCommHook::kBf16Compress);
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(r.status().ok()) << r.status();
+}
+
 TEST(StrategyTest, ModeNames) {
   EXPECT_EQ(ShardModeName(ShardMode::kLocal), "local");
   // local is chosen by code, not by --shard.

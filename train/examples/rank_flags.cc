@@ -1,0 +1,61 @@
+#include "train/examples/rank_flags.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+
+namespace tandem::train {
+namespace {
+
+// "--epochs" -> "epochs": the rule's words name the bare flag.
+std::string Bare(const std::string& name) {
+  return name.rfind("--", 0) == 0 ? name.substr(2) : name;
+}
+
+}  // namespace
+
+RankFlag IntFlag(std::string name, int64_t value, int64_t min, int64_t max) {
+  const std::string bare = Bare(name);
+  std::string expected = max == std::numeric_limits<int64_t>::max()
+                             ? absl::StrCat(bare, " >= ", min)
+                             : absl::StrCat(min, " <= ", bare, " <= ", max);
+  return RankFlag{.entry = ConfigEntry(std::move(name), value),
+                  .ok = value >= min && value <= max,
+                  .expected = std::move(expected)};
+}
+
+RankFlag OpenRangeFlag(std::string name, double value, double above,
+                       double below) {
+  std::string expected = absl::StrCat(above, " < ", Bare(name), " < ", below);
+  return RankFlag{.entry = ConfigEntry(std::move(name), value),
+                  .ok = value > above && value < below,
+                  .expected = std::move(expected)};
+}
+
+absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
+                            std::string_view who,
+                            const std::vector<RankFlag>& flags) {
+  std::vector<ConfigEntry> entries;
+  entries.reserve(flags.size());
+  for (const RankFlag& f : flags) entries.push_back(f.entry);
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, entries));
+  std::vector<std::string> bad;
+  for (const RankFlag& f : flags) {
+    if (!f.ok) {
+      bad.push_back(absl::StrCat(f.entry.name, "=", f.entry.value,
+                                 " (expected ", f.expected, ")"));
+    }
+  }
+  if (bad.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(who), ": ", absl::StrJoin(bad, "; "),
+                   ". Every rank was given ",
+                   bad.size() == 1 ? "this value" : "these values",
+                   ": fix the flags and start again"));
+}
+
+}  // namespace tandem::train

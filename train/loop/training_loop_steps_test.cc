@@ -1,0 +1,271 @@
+// TrainingLoop's per-step options on simulated ranks (training_loop_test
+// covers the rest):
+//   - grad_accum: the loop trains the weights of a hand-written loop that
+//     runs each batch's micro-batches (loss / grad_accum, NoSync for all but
+//     the last) bit for bit, under DDP and FSDP, and its StepView::loss is
+//     the micro-batches' mean; a batch it does not divide, and grad_accum
+//     0, are InvalidArgument;
+//   - begin_step runs before every step with its global step;
+//   - position_by_global_step: a run stopped at max_steps inside an epoch
+//     resumes there when given more steps (the checkpoint names the next
+//     epoch) and ends with the uninterrupted run's weights bit for bit;
+//     checkpoint_extra rides in the checkpoint; max_steps 0 is refused;
+//   - step_report adjusts what the monitor writes.
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "comm/communicator.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/sim.h"
+#include "tensor/generator.h"
+#include "tensor/nn/activation.h"
+#include "tensor/nn/linear.h"
+#include "tensor/nn/sequential.h"
+#include "tensor/ops.h"
+#include "tensor/tensor.h"
+#include "train/loop/run_monitor.h"
+#include "train/loop/training_loop.h"
+
+namespace tandem::train {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int64_t kSamples = 16;  // 8 per rank at 2 ranks
+constexpr int64_t kBatch = 4;     // 2 steps per epoch (drop_last)
+
+absl::StatusOr<TensorDataset> Data() {
+  Generator gen(5);
+  std::vector<float> x(kSamples * 3);
+  gen.Uniform(x.data(), static_cast<int64_t>(x.size()), -1.f, 1.f);
+  std::vector<int64_t> y(kSamples);
+  for (int64_t i = 0; i < kSamples; ++i) y[i] = (i * 5) % 2;
+  TANDEM_ASSIGN_OR_RETURN(Tensor features,
+                          Tensor::FromVector(x, {kSamples, 3}));
+  TANDEM_ASSIGN_OR_RETURN(Tensor labels, Tensor::FromVector(y));
+  return TensorDataset::Create(features, labels);
+}
+
+absl::StatusOr<std::unique_ptr<nn::Sequential>> Mlp() {
+  Generator gen(9);
+  auto model = std::make_unique<nn::Sequential>();
+  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(3, 6, gen)));
+  TANDEM_RETURN_IF_ERROR(model->Append(std::make_unique<nn::ReLU>()));
+  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(6, 2, gen)));
+  return model;
+}
+
+struct Outcome {
+  absl::Status status;
+  std::vector<std::vector<float>> weights;  // rank 0's full state
+  std::vector<double> losses;               // rank 0's StepView::loss
+  std::vector<std::string> steps;           // "global@epoch:step"
+  std::string resumed_model;                // resumed_extra()["test.model"]
+};
+
+// The loop (or, with `by_hand`, a hand-written loop of micro-batches) on 2
+// ranks in `mode`.
+Outcome Train(ShardMode mode, const LoopOptions& options,
+              bool by_hand = false) {
+  Outcome out;
+  sim::RunResult r =
+      sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Data());
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
+        TANDEM_ASSIGN_OR_RETURN(
+            std::unique_ptr<Strategy> strategy,
+            Strategy::Create(mode, *model, comm,
+                             SgdFactory(0.2, {.momentum = 0.9})));
+        TANDEM_ASSIGN_OR_RETURN(
+            SampledBatches batches,
+            SampledBatches::Create(data, comm, kBatch, /*drop_last=*/true));
+        Outcome seen;
+        if (by_hand) {
+          const int64_t parts = options.grad_accum;
+          for (int64_t epoch = 0; epoch < options.epochs; ++epoch) {
+            TANDEM_ASSIGN_OR_RETURN(int64_t steps, batches.BeginEpoch(epoch));
+            for (int64_t b = 0; b < steps; ++b) {
+              TANDEM_ASSIGN_OR_RETURN(Batch batch, batches.GetBatch(b));
+              strategy->ZeroGrad();
+              double sum = 0;
+              const int64_t rows = kBatch / parts;
+              for (int64_t m = 0; m < parts; ++m) {
+                TANDEM_ASSIGN_OR_RETURN(
+                    Tensor x, batch.features.View(m * rows * 3, {rows, 3}));
+                TANDEM_ASSIGN_OR_RETURN(Tensor y,
+                                        batch.labels.View(m * rows, {rows}));
+                auto no_sync =
+                    m + 1 < parts ? strategy->NoSync() : std::nullopt;
+                TANDEM_ASSIGN_OR_RETURN(Tensor out, strategy->Forward(x));
+                TANDEM_ASSIGN_OR_RETURN(Tensor loss, CrossEntropy(out, y));
+                TANDEM_ASSIGN_OR_RETURN(double v, loss.Item());
+                sum += v;
+                TANDEM_ASSIGN_OR_RETURN(loss,
+                                        Div(loss, static_cast<double>(parts)));
+                TANDEM_RETURN_IF_ERROR(strategy->Backward(loss));
+              }
+              TANDEM_RETURN_IF_ERROR(strategy->Step());
+              seen.losses.push_back(sum / static_cast<double>(parts));
+            }
+          }
+        } else {
+          TrainingLoop loop(comm, *model, *strategy, options);
+          LoopHooks hooks;
+          int64_t begun = -1;
+          hooks.begin_step = [&](const StepView& s) -> absl::Status {
+            begun = s.global_step;
+            return absl::OkStatus();
+          };
+          hooks.after_step = [&](const StepView& s) -> absl::Status {
+            EXPECT_EQ(begun, s.global_step);  // begin_step ran for this step
+            seen.losses.push_back(s.loss);
+            seen.steps.push_back(
+                absl::StrCat(s.global_step, "@", s.epoch, ":", s.step));
+            return absl::OkStatus();
+          };
+          TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start,
+                                  loop.Resume());
+          if (start.global_step > 0) {
+            auto it = loop.resumed_extra().find("test.model");
+            if (it != loop.resumed_extra().end()) {
+              seen.resumed_model = it->second;
+            }
+          }
+          TANDEM_RETURN_IF_ERROR(loop.Run(batches, CrossEntropyLoss(), hooks));
+        }
+        TANDEM_ASSIGN_OR_RETURN(nn::StateDict state,
+                                strategy->FullModelState());
+        for (const nn::NamedTensor& e : state) {
+          TANDEM_ASSIGN_OR_RETURN(std::vector<float> v,
+                                  e.tensor.ToVector<float>());
+          seen.weights.push_back(std::move(v));
+        }
+        if (rank == 0) out = std::move(seen);
+        return absl::OkStatus();
+      });
+  out.status = r.status();
+  return out;
+}
+
+TEST(TrainingLoopStepsTest, GradAccumIsMicroBatchesUnderNoSync) {
+  for (ShardMode mode : {ShardMode::kNone, ShardMode::kFsdp}) {
+    SCOPED_TRACE(ShardModeName(mode));
+    LoopOptions options;
+    options.who = "test";
+    options.epochs = 2;
+    options.grad_accum = 2;
+    Outcome hand = Train(mode, options, /*by_hand=*/true);
+    ASSERT_TRUE(hand.status.ok()) << hand.status;
+    Outcome loop = Train(mode, options);
+    ASSERT_TRUE(loop.status.ok()) << loop.status;
+    ASSERT_FALSE(loop.weights.empty());
+    EXPECT_EQ(loop.weights, hand.weights);
+    EXPECT_EQ(loop.losses, hand.losses);
+    // Accumulation changes the step (so the equality above covers it).
+    options.grad_accum = 1;
+    Outcome whole = Train(mode, options);
+    ASSERT_TRUE(whole.status.ok()) << whole.status;
+    EXPECT_NE(whole.losses, loop.losses);
+  }
+}
+
+TEST(TrainingLoopStepsTest, RefusesMicroBatchesThatDoNotDivideTheBatch) {
+  LoopOptions options;
+  options.who = "test";
+  options.epochs = 1;
+  options.grad_accum = 3;
+  Outcome three = Train(ShardMode::kNone, options);
+  EXPECT_EQ(three.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(three.status.message(),
+              HasSubstr("test: gradient accumulation cuts each batch into 3 "
+                        "equal micro-batches along its first dimension; this "
+                        "batch has 4 rows"));
+  options.grad_accum = 0;
+  Outcome zero = Train(ShardMode::kNone, options);
+  EXPECT_EQ(zero.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(zero.status.message(), HasSubstr("grad_accum must be >= 1"));
+}
+
+TEST(TrainingLoopStepsTest, PositionByGlobalStepResumesInsideTheEpoch) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/by_global");
+  std::filesystem::remove_all(dir);
+  LoopOptions options;
+  options.who = "test";
+  options.epochs = 4;  // 8 steps
+  options.max_steps = 8;
+  options.position_by_global_step = true;
+  Outcome straight = Train(ShardMode::kNone, options);
+  ASSERT_TRUE(straight.status.ok()) << straight.status;
+  ASSERT_EQ(straight.steps.size(), 8u);
+
+  options.checkpoint.dir = dir;
+  options.checkpoint_extra = {{"test.model", "m1"}};
+  options.max_steps = 5;  // stops after epoch 2's first step, saved there
+  Outcome first = Train(ShardMode::kNone, options);
+  ASSERT_TRUE(first.status.ok()) << first.status;
+  EXPECT_EQ(first.steps.back(), "4@2:0");
+  options.max_steps = 8;
+  Outcome rest = Train(ShardMode::kNone, options);
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  EXPECT_EQ(rest.resumed_model, "m1");
+  EXPECT_EQ(rest.steps, (std::vector<std::string>{"5@2:1", "6@3:0", "7@3:1"}));
+  EXPECT_EQ(rest.weights, straight.weights);
+
+  options.max_steps = 0;
+  Outcome unbounded = Train(ShardMode::kNone, options);
+  EXPECT_EQ(unbounded.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(unbounded.status.message(),
+              HasSubstr("one schedule of max_steps steps"));
+}
+
+TEST(TrainingLoopStepsTest, StepReportAdjustsTheMonitorsRecord) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/steps.jsonl");
+  std::filesystem::remove(path);
+  RunMonitor monitor(
+      {.name = "test", .progress = ProgressMode::kOff, .metrics_path = path});
+  {
+    ScopedActiveRunMonitor active(&monitor);
+    sim::RunResult r =
+        sim::Run(2, [&](int, comm::Communicator& comm) -> absl::Status {
+          TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Data());
+          TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
+          LoopOptions options;
+          options.who = "test";
+          options.epochs = 1;
+          TANDEM_ASSIGN_OR_RETURN(
+              auto loop, TrainingLoop::Create(comm, *model, ShardMode::kNone,
+                                              SgdFactory(0.1), options));
+          TANDEM_ASSIGN_OR_RETURN(
+              SampledBatches batches,
+              SampledBatches::Create(data, comm, kBatch, /*drop_last=*/true));
+          LoopHooks hooks;
+          hooks.step_report = [](const StepView& s, StepReport& report) {
+            report.samples = 1000 + s.global_step;
+            report.loss = 0.5;
+          };
+          return loop->Run(batches, CrossEntropyLoss(), hooks);
+        });
+    ASSERT_TRUE(r.status().ok()) << r.status();
+  }
+  ASSERT_TRUE(monitor.Finish().ok());
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_THAT(text.str(), HasSubstr("\"samples\":1000,\"loss\":0.5"));
+  EXPECT_THAT(text.str(), HasSubstr("\"samples\":1001,\"loss\":0.5"));
+}
+
+}  // namespace
+}  // namespace tandem::train
