@@ -44,11 +44,11 @@ absl::StatusOr<Tensor> FakeMatMul(const Tensor&, const Tensor&, bool, bool) {
 absl::StatusOr<Tensor> FakeLinear(const Tensor&, const Tensor&, const Tensor&) {
   return Fake("Linear");
 }
-absl::StatusOr<Tensor> FakeBinary(BinaryOp, const Tensor&, const Tensor&,
-                                  const internal::BroadcastPlan&) {
+absl::Status FakeBinary(BinaryOp, const Tensor&, const Tensor&,
+                        const internal::BroadcastPlan&, const Tensor&) {
   return Fake("Binary");
 }
-absl::StatusOr<Tensor> FakeUnary(UnaryOp, const Tensor&, double) {
+absl::Status FakeUnary(UnaryOp, const Tensor&, double, const Tensor&) {
   return Fake("Unary");
 }
 absl::StatusOr<Tensor> FakeSoftmax(const Tensor&, int64_t, bool) {
@@ -63,19 +63,20 @@ absl::StatusOr<Tensor> FakeSumDim(const Tensor&, int64_t, bool, bool) {
 absl::StatusOr<Tensor> FakeArgmax(const Tensor&, int64_t) {
   return Fake("Argmax");
 }
-absl::StatusOr<Tensor> FakeConv2d(const Tensor&, const Tensor&, const Tensor&,
-                                  const Conv2dOptions&) {
+absl::Status FakeConv2d(const Tensor&, const Tensor&, const Tensor&,
+                        const Conv2dOptions&, const Tensor&) {
   return Fake("Conv2d");
 }
 absl::Status FakePool2d(const Tensor&, const Tensor&, const Tensor&,
                         const Pool2dArgs&) {
   return Fake("Pool2d");
 }
-absl::StatusOr<Tensor> FakeCrossEntropy(const Tensor&, const Tensor&,
-                                        const CrossEntropyOptions&) {
+absl::Status FakeCrossEntropy(const Tensor&, const Tensor&,
+                              const CrossEntropyOptions&, const Tensor&,
+                              const Tensor&, int64_t*) {
   return Fake("CrossEntropy");
 }
-absl::StatusOr<Tensor> FakeMse(const Tensor&, const Tensor&) {
+absl::Status FakeMse(const Tensor&, const Tensor&, const Tensor&) {
   return Fake("Mse");
 }
 absl::Status FakeAddInPlace(const Tensor&, const Tensor&, double) {

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tensor/autograd.h"
 #include "tensor/elementwise_op.h"  // IWYU pragma: export
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
@@ -58,6 +59,13 @@ struct AdamWStepArgs {
   bool maximize = false;
 };
 
+// A gradient a backward kernel writes: the buffer autograd hands out
+// (GradSink::GetBuffer), with the input's shape, dtype and device. When
+// `accumulate` is set it holds earlier contributions and the kernel ADDS
+// (gemm beta = 1); otherwise the kernel overwrites every element. An
+// undefined tensor means that gradient is not wanted.
+using GradOut = GradSink::Buffer;
+
 // ---- Signatures. Same contracts as the ops of tensor/ops.h, on checked
 // arguments (see each op's definition for what it checked).
 using MatMulKernel = absl::StatusOr<Tensor>(const Tensor& a, const Tensor& b,
@@ -65,12 +73,29 @@ using MatMulKernel = absl::StatusOr<Tensor>(const Tensor& a, const Tensor& b,
 using LinearKernel = absl::StatusOr<Tensor>(const Tensor& x,
                                             const Tensor& weight,
                                             const Tensor& bias);
-using BinaryKernel =
-    absl::StatusOr<Tensor>(BinaryOp op, const Tensor& a, const Tensor& b,
-                           const internal::BroadcastPlan& plan);
-// `scalar` is used by the k*Scalar kinds only.
-using UnaryKernel = absl::StatusOr<Tensor>(UnaryOp op, const Tensor& x,
-                                           double scalar);
+// ---- Elementwise (tensor/ops_elementwise.cc defines them; CUDA's kernels
+// are in tensor/cuda/ops_elementwise.cc). out (plan.out_shape) = a op b,
+// allocated by the definition.
+using BinaryKernel = absl::Status(BinaryOp op, const Tensor& a, const Tensor& b,
+                                  const internal::BroadcastPlan& plan,
+                                  const Tensor& out);
+// The gradient of operand `input` (0: a, 1: b) given g (out's shape),
+// summed over the positions a broadcast operand was repeated at. a and b
+// are defined where the formula reads them (Mul, Div), else undefined.
+using BinaryBackwardKernel = absl::Status(BinaryOp op, int input,
+                                          const Tensor& a, const Tensor& b,
+                                          const Tensor& g,
+                                          const internal::BroadcastPlan& plan,
+                                          const GradOut& out);
+// y = op(x), allocated by the definition; `scalar` is used by the k*Scalar
+// kinds only.
+using UnaryKernel = absl::Status(UnaryOp op, const Tensor& x, double scalar,
+                                 const Tensor& y);
+// gx = op'(x, y) * g. x is defined for Relu and Log, y for Sigmoid, Tanh
+// and Exp (what the derivative reads); the others are undefined.
+using UnaryBackwardKernel = absl::Status(UnaryOp op, double scalar,
+                                         const Tensor& x, const Tensor& y,
+                                         const Tensor& g, const GradOut& out);
 // `dim` is normalised to [0, ndim).
 using SoftmaxKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim,
                                              bool log);
@@ -79,10 +104,21 @@ using SumAllKernel = absl::StatusOr<Tensor>(const Tensor& x, bool mean);
 using SumDimKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim,
                                             bool keepdim, bool mean);
 using ArgmaxKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim);
-using Conv2dKernel = absl::StatusOr<Tensor>(const Tensor& x,
-                                            const Tensor& weight,
-                                            const Tensor& bias,
-                                            const Conv2dOptions& options);
+// ---- Conv2d (tensor/ops_conv.cc defines it; CUDA's kernels are in
+// tensor/cuda/ops_conv.cc). x [N, C, H, W], weight [O, C, kh, kw], bias [O]
+// or undefined; the definition checked them and allocated y [N, O, oh, ow].
+using Conv2dKernel = absl::Status(const Tensor& x, const Tensor& weight,
+                                  const Tensor& bias,
+                                  const Conv2dOptions& options,
+                                  const Tensor& y);
+// The gradients of the forward above given g (y's shape): each wanted one
+// (a defined GradOut) is written, or added to when it accumulates.
+using Conv2dBackwardKernel = absl::Status(const Tensor& g, const Tensor& x,
+                                          const Tensor& weight,
+                                          const Conv2dOptions& options,
+                                          const GradOut& gx,
+                                          const GradOut& gweight,
+                                          const GradOut& gbias);
 // ---- Pooling (tensor/ops_pool.cc). One geometry for the three pools;
 // the op's definition resolved defaults and output sizes.
 enum class PoolMode : int8_t { kMax, kAvg, kAdaptiveAvg };
@@ -105,13 +141,34 @@ using Pool2dKernel = absl::Status(const Tensor& x, const Tensor& y,
 using Pool2dBackwardKernel = absl::Status(const Tensor& g, const Tensor& argmax,
                                           const Tensor& gx,
                                           const Pool2dArgs& args);
-// Labels equal to options.ignore_index are skipped; the others are checked
-// against [0, C) by the kernel, where they are read.
-using CrossEntropyKernel =
-    absl::StatusOr<Tensor>(const Tensor& logits, const Tensor& labels,
-                           const CrossEntropyOptions& options);
-using MseKernel = absl::StatusOr<Tensor>(const Tensor& prediction,
-                                         const Tensor& target);
+// ---- Losses (tensor/ops_loss.cc defines them; CUDA's kernels are in
+// tensor/cuda/ops_loss.cc). CrossEntropy: logits [N, C], labels [N] (i64);
+// labels equal to options.ignore_index are skipped, the others are checked
+// against [0, C) by the kernel, where they are read
+// (internal::LabelOutOfRange). The definition allocated the 0-d loss and
+// `saved` ([N, C], logits' dtype), which the kernel fills with what its
+// device's backward kernel reads (the definition only keeps it); *counted
+// <- the number of rows not ignored.
+using CrossEntropyKernel = absl::Status(const Tensor& logits,
+                                        const Tensor& labels,
+                                        const CrossEntropyOptions& options,
+                                        const Tensor& loss, const Tensor& saved,
+                                        int64_t* counted);
+// The gradient of the loss w.r.t. the logits given g (0-d).
+using CrossEntropyBackwardKernel =
+    absl::Status(const Tensor& g, const Tensor& saved, const Tensor& labels,
+                 const CrossEntropyOptions& options, int64_t counted,
+                 const GradOut& glogits);
+// Mse: loss (0-d, allocated) = mean of (prediction - target)^2, summed in
+// double.
+using MseKernel = absl::Status(const Tensor& prediction, const Tensor& target,
+                               const Tensor& loss);
+// The gradient w.r.t. the prediction, 2 (p - t) / n * g, or its negation
+// (the target's) when `negate`.
+using MseBackwardKernel = absl::Status(const Tensor& g,
+                                       const Tensor& prediction,
+                                       const Tensor& target, bool negate,
+                                       const GradOut& out);
 // In place, never recorded.
 using AddInPlaceKernel = absl::Status(const Tensor& dst, const Tensor& src,
                                       double alpha);
@@ -214,16 +271,22 @@ using LayerNormBackwardKernel =
 TANDEM_OP_ROW(MatMulKernels, MatMulKernel, "MatMul")
 TANDEM_OP_ROW(LinearKernels, LinearKernel, "Linear")
 TANDEM_OP_ROW(BinaryKernels, BinaryKernel, "Binary")
+TANDEM_OP_ROW(BinaryBackwardKernels, BinaryBackwardKernel, "BinaryBackward")
 TANDEM_OP_ROW(UnaryKernels, UnaryKernel, "Unary")
+TANDEM_OP_ROW(UnaryBackwardKernels, UnaryBackwardKernel, "UnaryBackward")
 TANDEM_OP_ROW(SoftmaxKernels, SoftmaxKernel, "Softmax")
 TANDEM_OP_ROW(SumAllKernels, SumAllKernel, "SumAll")
 TANDEM_OP_ROW(SumDimKernels, SumDimKernel, "SumDim")
 TANDEM_OP_ROW(ArgmaxKernels, ArgmaxKernel, "Argmax")
 TANDEM_OP_ROW(Conv2dKernels, Conv2dKernel, "Conv2d")
+TANDEM_OP_ROW(Conv2dBackwardKernels, Conv2dBackwardKernel, "Conv2dBackward")
 TANDEM_OP_ROW(Pool2dKernels, Pool2dKernel, "Pool2d")
 TANDEM_OP_ROW(Pool2dBackwardKernels, Pool2dBackwardKernel, "Pool2dBackward")
 TANDEM_OP_ROW(CrossEntropyKernels, CrossEntropyKernel, "CrossEntropy")
+TANDEM_OP_ROW(CrossEntropyBackwardKernels, CrossEntropyBackwardKernel,
+              "CrossEntropyBackward")
 TANDEM_OP_ROW(MseKernels, MseKernel, "Mse")
+TANDEM_OP_ROW(MseBackwardKernels, MseBackwardKernel, "MseBackward")
 TANDEM_OP_ROW(AddInPlaceKernels, AddInPlaceKernel, "AddInPlace")
 TANDEM_OP_ROW(ScaleInPlaceKernels, ScaleInPlaceKernel, "ScaleInPlace")
 TANDEM_OP_ROW(FillInPlaceKernels, FillInPlaceKernel, "FillInPlace")

@@ -51,6 +51,11 @@ absl::StatusOr<Device> OpDevice(const char* op, const Ts&... tensors) {
   if (other != nullptr) return DeviceMismatch(op, first, other->device());
   return first;
 }
+// The gradient handed to an op's backward is defined and on the op's
+// device (`device`); an InternalError naming `op` otherwise (the autograd
+// engine keeps gradients on their tensors' devices, so this is a bug).
+absl::Status CheckGradDevice(const Tensor& g, Device device, const char* op);
+
 // Same dtype for both (after CheckFloat of each).
 absl::Status CheckSameDType(const Tensor& a, const Tensor& b, const char* op);
 

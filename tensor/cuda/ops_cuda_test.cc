@@ -340,6 +340,7 @@ TEST_P(OpsCudaTest, Conv2d) {
     Shape x, w;
     Conv2dOptions o;
     bool bias;
+    bool x_grad = true;
   };
   const std::vector<Case> cases = {
       {"3x3 pad 1", {2, 3, 7, 6}, {4, 3, 3, 3}, {{1, 1}, {1, 1}}, true},
@@ -354,10 +355,18 @@ TEST_P(OpsCudaTest, Conv2d) {
        {{2, 2}, {0, 0}},
        false},
       {"pointwise", {3, 6, 5, 4}, {4, 6, 1, 1}, {{1, 1}, {0, 0}}, true},
+      // A first layer: x needs no gradient, so Conv2dBackward gets no dx.
+      {"3x3 pad 1, x without grad",
+       {2, 3, 7, 6},
+       {4, 3, 3, 3},
+       {{1, 1}, {1, 1}},
+       true,
+       false},
   };
   uint32_t seed = 80;
   for (const Case& c : cases) {
-    std::vector<Arg> args = {F(c.x, seed++), F(c.w, seed++, -0.5, 0.5)};
+    std::vector<Arg> args = {F(c.x, seed++, -2, 2, c.x_grad),
+                             F(c.w, seed++, -0.5, 0.5)};
     if (c.bias) args.push_back(F({c.w[0]}, seed++));
     const Conv2dOptions o = c.o;
     const bool bias = c.bias;

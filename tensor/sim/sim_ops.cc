@@ -67,50 +67,6 @@ absl::StatusOr<Tensor> SimLinear(const Tensor& x, const Tensor& weight,
                                  const Tensor& bias) {
   return Back(::tandem::Linear(Host(x), Host(weight), Host(bias)), x.device());
 }
-absl::StatusOr<Tensor> SimBinary(BinaryOp op, const Tensor& a, const Tensor& b,
-                                 const internal::BroadcastPlan&) {
-  const Device d = a.device();
-  const Tensor ha = Host(a);
-  const Tensor hb = Host(b);
-  switch (op) {
-    case BinaryOp::kAdd:
-      return Back(::tandem::Add(ha, hb), d);
-    case BinaryOp::kSub:
-      return Back(::tandem::Sub(ha, hb), d);
-    case BinaryOp::kMul:
-      return Back(::tandem::Mul(ha, hb), d);
-    case BinaryOp::kDiv:
-      return Back(::tandem::Div(ha, hb), d);
-  }
-  return absl::InternalError("unknown BinaryOp");
-}
-absl::StatusOr<Tensor> SimUnary(UnaryOp op, const Tensor& x, double scalar) {
-  const Device d = x.device();
-  const Tensor h = Host(x);
-  switch (op) {
-    case UnaryOp::kNeg:
-      return Back(::tandem::Neg(h), d);
-    case UnaryOp::kRelu:
-      return Back(::tandem::Relu(h), d);
-    case UnaryOp::kSigmoid:
-      return Back(::tandem::Sigmoid(h), d);
-    case UnaryOp::kTanh:
-      return Back(::tandem::Tanh(h), d);
-    case UnaryOp::kExp:
-      return Back(::tandem::Exp(h), d);
-    case UnaryOp::kLog:
-      return Back(::tandem::Log(h), d);
-    case UnaryOp::kAddScalar:
-      return Back(::tandem::Add(h, scalar), d);
-    case UnaryOp::kSubScalar:
-      return Back(::tandem::Sub(h, scalar), d);
-    case UnaryOp::kMulScalar:
-      return Back(::tandem::Mul(h, scalar), d);
-    case UnaryOp::kDivScalar:
-      return Back(::tandem::Div(h, scalar), d);
-  }
-  return absl::InternalError("unknown UnaryOp");
-}
 absl::StatusOr<Tensor> SimSoftmax(const Tensor& x, int64_t dim, bool log) {
   return Back(log ? ::tandem::LogSoftmax(Host(x), dim)
                   : ::tandem::Softmax(Host(x), dim),
@@ -129,23 +85,6 @@ absl::StatusOr<Tensor> SimSumDim(const Tensor& x, int64_t dim, bool keepdim,
 absl::StatusOr<Tensor> SimArgmax(const Tensor& x, int64_t dim) {
   return Back(::tandem::Argmax(Host(x), dim), x.device());
 }
-absl::StatusOr<Tensor> SimConv2d(const Tensor& x, const Tensor& weight,
-                                 const Tensor& bias,
-                                 const Conv2dOptions& options) {
-  return Back(::tandem::Conv2d(Host(x), Host(weight), Host(bias), options),
-              x.device());
-}
-absl::StatusOr<Tensor> SimCrossEntropy(const Tensor& logits,
-                                       const Tensor& labels,
-                                       const CrossEntropyOptions& options) {
-  return Back(::tandem::CrossEntropy(Host(logits), Host(labels), options),
-              logits.device());
-}
-absl::StatusOr<Tensor> SimMse(const Tensor& prediction, const Tensor& target) {
-  return Back(::tandem::Mse(Host(prediction), Host(target)),
-              prediction.device());
-}
-
 absl::Status SimAddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
   return ::tandem::AddInPlace(Raw(dst), Raw(src), alpha);
 }
@@ -229,6 +168,9 @@ std::vector<Tensor> OnHost(absl::Span<const Tensor> ts) {
   for (const Tensor& t : ts) out.push_back(Raw(t));
   return out;
 }
+GradOut OnHost(const GradOut& out) {
+  return GradOut{Raw(out.tensor), out.accumulate};
+}
 template <typename T>
 T OnHost(T value) {
   return value;
@@ -259,15 +201,10 @@ absl::Status RegisterSimKernels() {
   for (absl::Status s : {
            MatMulKernels().Register(kSim, SimMatMul),
            LinearKernels().Register(kSim, SimLinear),
-           BinaryKernels().Register(kSim, SimBinary),
-           UnaryKernels().Register(kSim, SimUnary),
            SoftmaxKernels().Register(kSim, SimSoftmax),
            SumAllKernels().Register(kSim, SimSumAll),
            SumDimKernels().Register(kSim, SimSumDim),
            ArgmaxKernels().Register(kSim, SimArgmax),
-           Conv2dKernels().Register(kSim, SimConv2d),
-           CrossEntropyKernels().Register(kSim, SimCrossEntropy),
-           MseKernels().Register(kSim, SimMse),
            AddInPlaceKernels().Register(kSim, SimAddInPlace),
            ScaleInPlaceKernels().Register(kSim, SimScaleInPlace),
            FillInPlaceKernels().Register(kSim, SimFillInPlace),
@@ -298,6 +235,23 @@ absl::Status RegisterSimKernels() {
            Pool2dKernels().Register(kSim, &ViaCpu<&Pool2dKernels>),
            Pool2dBackwardKernels().Register(kSim,
                                             &ViaCpu<&Pool2dBackwardKernels>),
+           // Elementwise.
+           BinaryKernels().Register(kSim, &ViaCpu<&BinaryKernels>),
+           BinaryBackwardKernels().Register(kSim,
+                                            &ViaCpu<&BinaryBackwardKernels>),
+           UnaryKernels().Register(kSim, &ViaCpu<&UnaryKernels>),
+           UnaryBackwardKernels().Register(kSim,
+                                           &ViaCpu<&UnaryBackwardKernels>),
+           // Conv2d.
+           Conv2dKernels().Register(kSim, &ViaCpu<&Conv2dKernels>),
+           Conv2dBackwardKernels().Register(kSim,
+                                            &ViaCpu<&Conv2dBackwardKernels>),
+           // Losses.
+           CrossEntropyKernels().Register(kSim, &ViaCpu<&CrossEntropyKernels>),
+           CrossEntropyBackwardKernels().Register(
+               kSim, &ViaCpu<&CrossEntropyBackwardKernels>),
+           MseKernels().Register(kSim, &ViaCpu<&MseKernels>),
+           MseBackwardKernels().Register(kSim, &ViaCpu<&MseBackwardKernels>),
            // Permute (gpt).
            PermuteKernels().Register(kSim, &ViaCpu<&PermuteKernels>),
        }) {
