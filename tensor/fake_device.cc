@@ -38,10 +38,12 @@ absl::Status Fake(const char* name) {
   return absl::UnimplementedError(absl::StrCat("fake device: ", name));
 }
 
-absl::StatusOr<Tensor> FakeMatMul(const Tensor&, const Tensor&, bool, bool) {
+absl::Status FakeMatMul(const Tensor&, const Tensor&, bool, bool,
+                        const GradOut&) {
   return Fake("MatMul");
 }
-absl::StatusOr<Tensor> FakeLinear(const Tensor&, const Tensor&, const Tensor&) {
+absl::Status FakeLinear(const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&) {
   return Fake("Linear");
 }
 absl::Status FakeBinary(BinaryOp, const Tensor&, const Tensor&,

@@ -68,11 +68,22 @@ using GradOut = GradSink::Buffer;
 
 // ---- Signatures. Same contracts as the ops of tensor/ops.h, on checked
 // arguments (see each op's definition for what it checked).
-using MatMulKernel = absl::StatusOr<Tensor>(const Tensor& a, const Tensor& b,
-                                            bool transpose_a, bool transpose_b);
-using LinearKernel = absl::StatusOr<Tensor>(const Tensor& x,
-                                            const Tensor& weight,
-                                            const Tensor& bias);
+// ---- MatMul and Linear (tensor/ops_matmul.cc defines them; CUDA's kernels
+// are in tensor/cuda/ops_matmul.cc). c [m, n] = op(a) op(b), written or
+// (c.accumulate) added to, op transposing where its flag is set: MatMul's
+// forward (c allocated by the definition) and every GEMM of MatMul's and
+// Linear's backward (c a gradient buffer). f32/f64, and f16/bf16 where the
+// device has them natively.
+using MatMulKernel = absl::Status(const Tensor& a, const Tensor& b,
+                                  bool transpose_a, bool transpose_b,
+                                  const GradOut& c);
+// y [batch, out] = x [batch, in] weight^T + bias (bias [out] or undefined);
+// y allocated by the definition.
+using LinearKernel = absl::Status(const Tensor& x, const Tensor& weight,
+                                  const Tensor& bias, const Tensor& y);
+// out [cols] = (or +=) the column sums of g [rows, cols]: Linear's bias
+// gradient.
+using ColumnSumsKernel = absl::Status(const Tensor& g, const GradOut& out);
 // ---- Elementwise (tensor/ops_elementwise.cc defines them; CUDA's kernels
 // are in tensor/cuda/ops_elementwise.cc). out (plan.out_shape) = a op b,
 // allocated by the definition.
@@ -270,6 +281,7 @@ using LayerNormBackwardKernel =
   }
 TANDEM_OP_ROW(MatMulKernels, MatMulKernel, "MatMul")
 TANDEM_OP_ROW(LinearKernels, LinearKernel, "Linear")
+TANDEM_OP_ROW(ColumnSumsKernels, ColumnSumsKernel, "ColumnSums")
 TANDEM_OP_ROW(BinaryKernels, BinaryKernel, "Binary")
 TANDEM_OP_ROW(BinaryBackwardKernels, BinaryBackwardKernel, "BinaryBackward")
 TANDEM_OP_ROW(UnaryKernels, UnaryKernel, "Unary")

@@ -150,6 +150,19 @@ TEST_P(OpsCudaTest, Linear) {
           [](const std::vector<Tensor>& in) {
             return Linear(in[0], in[1], Tensor());
           });
+  // The backward formula keeps only what it reads: a frozen layer (no dW,
+  // no db), and an input without grad (no dx).
+  CheckOp(
+      "Linear frozen", dt(),
+      {F({6, 4}, 10), F({5, 4}, 11, -2, 2, false), F({5}, 12, -2, 2, false)},
+      [](const std::vector<Tensor>& in) {
+        return Linear(in[0], in[1], in[2]);
+      });
+  CheckOp("Linear, x without grad", dt(),
+          {F({6, 4}, 13, -2, 2, false), F({5, 4}, 14), F({5}, 15)},
+          [](const std::vector<Tensor>& in) {
+            return Linear(in[0], in[1], in[2]);
+          });
 }
 
 TEST_P(OpsCudaTest, BinaryWithBroadcasting) {

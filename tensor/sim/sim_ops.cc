@@ -58,15 +58,6 @@ Tensor Raw(const Tensor& t) {
 // The kernels. Each op's definition has checked that its tensors share
 // one simulated device; the kernel runs the CPU op on host views, which
 // repeats the CPU checks (harmless, and the errors read the same).
-absl::StatusOr<Tensor> SimMatMul(const Tensor& a, const Tensor& b,
-                                 bool transpose_a, bool transpose_b) {
-  return Back(::tandem::MatMul(Host(a), Host(b), transpose_a, transpose_b),
-              a.device());
-}
-absl::StatusOr<Tensor> SimLinear(const Tensor& x, const Tensor& weight,
-                                 const Tensor& bias) {
-  return Back(::tandem::Linear(Host(x), Host(weight), Host(bias)), x.device());
-}
 absl::StatusOr<Tensor> SimSoftmax(const Tensor& x, int64_t dim, bool log) {
   return Back(log ? ::tandem::LogSoftmax(Host(x), dim)
                   : ::tandem::Softmax(Host(x), dim),
@@ -199,8 +190,6 @@ const OpKernels<PointwiseKernel>& GeluBackwardRow() {
 absl::Status RegisterSimKernels() {
   constexpr DeviceType kSim = DeviceType::kSim;
   for (absl::Status s : {
-           MatMulKernels().Register(kSim, SimMatMul),
-           LinearKernels().Register(kSim, SimLinear),
            SoftmaxKernels().Register(kSim, SimSoftmax),
            SumAllKernels().Register(kSim, SimSumAll),
            SumDimKernels().Register(kSim, SimSumDim),
@@ -235,6 +224,10 @@ absl::Status RegisterSimKernels() {
            Pool2dKernels().Register(kSim, &ViaCpu<&Pool2dKernels>),
            Pool2dBackwardKernels().Register(kSim,
                                             &ViaCpu<&Pool2dBackwardKernels>),
+           // MatMul and Linear.
+           MatMulKernels().Register(kSim, &ViaCpu<&MatMulKernels>),
+           LinearKernels().Register(kSim, &ViaCpu<&LinearKernels>),
+           ColumnSumsKernels().Register(kSim, &ViaCpu<&ColumnSumsKernels>),
            // Elementwise.
            BinaryKernels().Register(kSim, &ViaCpu<&BinaryKernels>),
            BinaryBackwardKernels().Register(kSim,
