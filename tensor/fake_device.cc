@@ -53,16 +53,16 @@ absl::Status FakeBinary(BinaryOp, const Tensor&, const Tensor&,
 absl::Status FakeUnary(UnaryOp, const Tensor&, double, const Tensor&) {
   return Fake("Unary");
 }
-absl::StatusOr<Tensor> FakeSoftmax(const Tensor&, int64_t, bool) {
+absl::Status FakeSoftmax(const Tensor&, int64_t, bool, const Tensor&) {
   return Fake("Softmax");
 }
-absl::StatusOr<Tensor> FakeSumAll(const Tensor&, bool) {
+absl::Status FakeSumAll(const Tensor&, bool, const Tensor&) {
   return Fake("SumAll");
 }
-absl::StatusOr<Tensor> FakeSumDim(const Tensor&, int64_t, bool, bool) {
+absl::Status FakeSumDim(const Tensor&, int64_t, bool, const Tensor&) {
   return Fake("SumDim");
 }
-absl::StatusOr<Tensor> FakeArgmax(const Tensor&, int64_t) {
+absl::Status FakeArgmax(const Tensor&, int64_t, const Tensor&) {
   return Fake("Argmax");
 }
 absl::Status FakeConv2d(const Tensor&, const Tensor&, const Tensor&,

@@ -5,9 +5,11 @@
 // Each op's definition (tensor/ops_*.cc) checks its arguments once for every
 // device (defined, one device, dtypes, shapes; the messages live there),
 // then calls the kernel of the inputs' device type with checked arguments:
-// dims already normalised, the broadcast plan already made. A kernel
-// computes on its device, allocates its outputs there and, for the ops that
-// record autograd, records a backward that runs there too. Results are in
+// dims already normalised, the broadcast plan already made, the outputs
+// allocated on that device. A kernel only computes (it may allocate scratch
+// of its own) and records no autograd: the definition records the node once
+// for every device, and its backward formula calls the backward rows below
+// (or forward rows again), whose kernels write a GradOut. Results are in
 // the device's stream order: a kernel returns once its work is queued;
 // errors found only while the work runs surface at the next synchronising
 // call (a copy to the host, Item(), cuda::Synchronize).
@@ -107,14 +109,34 @@ using UnaryKernel = absl::Status(UnaryOp op, const Tensor& x, double scalar,
 using UnaryBackwardKernel = absl::Status(UnaryOp op, double scalar,
                                          const Tensor& x, const Tensor& y,
                                          const Tensor& g, const GradOut& out);
-// `dim` is normalised to [0, ndim).
-using SoftmaxKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim,
-                                             bool log);
-// Over all elements (0-d result); mean divides by numel.
-using SumAllKernel = absl::StatusOr<Tensor>(const Tensor& x, bool mean);
-using SumDimKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim,
-                                            bool keepdim, bool mean);
-using ArgmaxKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim);
+// ---- Reductions and Softmax (tensor/ops_reduce.cc defines them; CUDA's
+// kernels are in tensor/cuda/ops_reduce.cc). `dim` is normalised to
+// [0, ndim); outputs are allocated by the definition.
+// y = softmax (or log_softmax when `log`) of x along dim.
+using SoftmaxKernel = absl::Status(const Tensor& x, int64_t dim, bool log,
+                                   const Tensor& y);
+// The gradient from the forward's output y: softmax: y (g - sum(g y)); log:
+// g - e^y sum(g).
+using SoftmaxBackwardKernel = absl::Status(const Tensor& g, const Tensor& y,
+                                           int64_t dim, bool log,
+                                           const GradOut& out);
+// out (0-d) = the sum over all elements, in double; mean divides by numel.
+using SumAllKernel = absl::Status(const Tensor& x, bool mean,
+                                  const Tensor& out);
+// Every element of out = g (0-d), over numel when mean.
+using SumAllBackwardKernel = absl::Status(const Tensor& g, bool mean,
+                                          const GradOut& out);
+// out = the sums along dim (x's shape without it, or with 1 there: one
+// layout); mean divides by its size.
+using SumDimKernel = absl::Status(const Tensor& x, int64_t dim, bool mean,
+                                  const Tensor& out);
+// out (x's shape) = g repeated along dim, over its size when mean.
+using SumDimBackwardKernel = absl::Status(const Tensor& g, int64_t dim,
+                                          bool mean, const GradOut& out);
+// out (i64, x's shape without dim) = the index of the first maximum along
+// dim (x.dim(dim) > 0); any dtype.
+using ArgmaxKernel = absl::Status(const Tensor& x, int64_t dim,
+                                  const Tensor& out);
 // ---- Conv2d (tensor/ops_conv.cc defines it; CUDA's kernels are in
 // tensor/cuda/ops_conv.cc). x [N, C, H, W], weight [O, C, kh, kw], bias [O]
 // or undefined; the definition checked them and allocated y [N, O, oh, ow].
@@ -287,8 +309,11 @@ TANDEM_OP_ROW(BinaryBackwardKernels, BinaryBackwardKernel, "BinaryBackward")
 TANDEM_OP_ROW(UnaryKernels, UnaryKernel, "Unary")
 TANDEM_OP_ROW(UnaryBackwardKernels, UnaryBackwardKernel, "UnaryBackward")
 TANDEM_OP_ROW(SoftmaxKernels, SoftmaxKernel, "Softmax")
+TANDEM_OP_ROW(SoftmaxBackwardKernels, SoftmaxBackwardKernel, "SoftmaxBackward")
 TANDEM_OP_ROW(SumAllKernels, SumAllKernel, "SumAll")
+TANDEM_OP_ROW(SumAllBackwardKernels, SumAllBackwardKernel, "SumAllBackward")
 TANDEM_OP_ROW(SumDimKernels, SumDimKernel, "SumDim")
+TANDEM_OP_ROW(SumDimBackwardKernels, SumDimBackwardKernel, "SumDimBackward")
 TANDEM_OP_ROW(ArgmaxKernels, ArgmaxKernel, "Argmax")
 TANDEM_OP_ROW(Conv2dKernels, Conv2dKernel, "Conv2d")
 TANDEM_OP_ROW(Conv2dBackwardKernels, Conv2dBackwardKernel, "Conv2dBackward")
