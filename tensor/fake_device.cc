@@ -38,44 +38,47 @@ absl::Status Fake(const char* name) {
   return absl::UnimplementedError(absl::StrCat("fake device: ", name));
 }
 
-absl::StatusOr<Tensor> FakeMatMul(const Tensor&, const Tensor&, bool, bool) {
+absl::Status FakeMatMul(const Tensor&, const Tensor&, bool, bool,
+                        const GradOut&) {
   return Fake("MatMul");
 }
-absl::StatusOr<Tensor> FakeLinear(const Tensor&, const Tensor&, const Tensor&) {
+absl::Status FakeLinear(const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&) {
   return Fake("Linear");
 }
-absl::StatusOr<Tensor> FakeBinary(BinaryOp, const Tensor&, const Tensor&,
-                                  const internal::BroadcastPlan&) {
+absl::Status FakeBinary(BinaryOp, const Tensor&, const Tensor&,
+                        const internal::BroadcastPlan&, const Tensor&) {
   return Fake("Binary");
 }
-absl::StatusOr<Tensor> FakeUnary(UnaryOp, const Tensor&, double) {
+absl::Status FakeUnary(UnaryOp, const Tensor&, double, const Tensor&) {
   return Fake("Unary");
 }
-absl::StatusOr<Tensor> FakeSoftmax(const Tensor&, int64_t, bool) {
+absl::Status FakeSoftmax(const Tensor&, int64_t, bool, const Tensor&) {
   return Fake("Softmax");
 }
-absl::StatusOr<Tensor> FakeSumAll(const Tensor&, bool) {
+absl::Status FakeSumAll(const Tensor&, bool, const Tensor&) {
   return Fake("SumAll");
 }
-absl::StatusOr<Tensor> FakeSumDim(const Tensor&, int64_t, bool, bool) {
+absl::Status FakeSumDim(const Tensor&, int64_t, bool, const Tensor&) {
   return Fake("SumDim");
 }
-absl::StatusOr<Tensor> FakeArgmax(const Tensor&, int64_t) {
+absl::Status FakeArgmax(const Tensor&, int64_t, const Tensor&) {
   return Fake("Argmax");
 }
-absl::StatusOr<Tensor> FakeConv2d(const Tensor&, const Tensor&, const Tensor&,
-                                  const Conv2dOptions&) {
+absl::Status FakeConv2d(const Tensor&, const Tensor&, const Tensor&,
+                        const Conv2dOptions&, const Tensor&) {
   return Fake("Conv2d");
 }
 absl::Status FakePool2d(const Tensor&, const Tensor&, const Tensor&,
                         const Pool2dArgs&) {
   return Fake("Pool2d");
 }
-absl::StatusOr<Tensor> FakeCrossEntropy(const Tensor&, const Tensor&,
-                                        const CrossEntropyOptions&) {
+absl::Status FakeCrossEntropy(const Tensor&, const Tensor&,
+                              const CrossEntropyOptions&, const Tensor&,
+                              const Tensor&, int64_t*) {
   return Fake("CrossEntropy");
 }
-absl::StatusOr<Tensor> FakeMse(const Tensor&, const Tensor&) {
+absl::Status FakeMse(const Tensor&, const Tensor&, const Tensor&) {
   return Fake("Mse");
 }
 absl::Status FakeAddInPlace(const Tensor&, const Tensor&, double) {

@@ -5,9 +5,11 @@
 // Each op's definition (tensor/ops_*.cc) checks its arguments once for every
 // device (defined, one device, dtypes, shapes; the messages live there),
 // then calls the kernel of the inputs' device type with checked arguments:
-// dims already normalised, the broadcast plan already made. A kernel
-// computes on its device, allocates its outputs there and, for the ops that
-// record autograd, records a backward that runs there too. Results are in
+// dims already normalised, the broadcast plan already made, the outputs
+// allocated on that device. A kernel only computes (it may allocate scratch
+// of its own) and records no autograd: the definition records the node once
+// for every device, and its backward formula calls the backward rows below
+// (or forward rows again), whose kernels write a GradOut. Results are in
 // the device's stream order: a kernel returns once its work is queued;
 // errors found only while the work runs surface at the next synchronising
 // call (a copy to the host, Item(), cuda::Synchronize).
@@ -20,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tensor/autograd.h"
 #include "tensor/elementwise_op.h"  // IWYU pragma: export
 #include "tensor/op_table.h"
 #include "tensor/ops.h"
@@ -58,31 +61,97 @@ struct AdamWStepArgs {
   bool maximize = false;
 };
 
+// A gradient a backward kernel writes: the buffer autograd hands out
+// (GradSink::GetBuffer), with the input's shape, dtype and device. When
+// `accumulate` is set it holds earlier contributions and the kernel ADDS
+// (gemm beta = 1); otherwise the kernel overwrites every element. An
+// undefined tensor means that gradient is not wanted.
+using GradOut = GradSink::Buffer;
+
 // ---- Signatures. Same contracts as the ops of tensor/ops.h, on checked
 // arguments (see each op's definition for what it checked).
-using MatMulKernel = absl::StatusOr<Tensor>(const Tensor& a, const Tensor& b,
-                                            bool transpose_a, bool transpose_b);
-using LinearKernel = absl::StatusOr<Tensor>(const Tensor& x,
-                                            const Tensor& weight,
-                                            const Tensor& bias);
-using BinaryKernel =
-    absl::StatusOr<Tensor>(BinaryOp op, const Tensor& a, const Tensor& b,
-                           const internal::BroadcastPlan& plan);
-// `scalar` is used by the k*Scalar kinds only.
-using UnaryKernel = absl::StatusOr<Tensor>(UnaryOp op, const Tensor& x,
-                                           double scalar);
-// `dim` is normalised to [0, ndim).
-using SoftmaxKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim,
-                                             bool log);
-// Over all elements (0-d result); mean divides by numel.
-using SumAllKernel = absl::StatusOr<Tensor>(const Tensor& x, bool mean);
-using SumDimKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim,
-                                            bool keepdim, bool mean);
-using ArgmaxKernel = absl::StatusOr<Tensor>(const Tensor& x, int64_t dim);
-using Conv2dKernel = absl::StatusOr<Tensor>(const Tensor& x,
-                                            const Tensor& weight,
-                                            const Tensor& bias,
-                                            const Conv2dOptions& options);
+// ---- MatMul and Linear (tensor/ops_matmul.cc defines them; CUDA's kernels
+// are in tensor/cuda/ops_matmul.cc). c [m, n] = op(a) op(b), written or
+// (c.accumulate) added to, op transposing where its flag is set: MatMul's
+// forward (c allocated by the definition) and every GEMM of MatMul's and
+// Linear's backward (c a gradient buffer). f32/f64, and f16/bf16 where the
+// device has them natively.
+using MatMulKernel = absl::Status(const Tensor& a, const Tensor& b,
+                                  bool transpose_a, bool transpose_b,
+                                  const GradOut& c);
+// y [batch, out] = x [batch, in] weight^T + bias (bias [out] or undefined);
+// y allocated by the definition.
+using LinearKernel = absl::Status(const Tensor& x, const Tensor& weight,
+                                  const Tensor& bias, const Tensor& y);
+// out [cols] = (or +=) the column sums of g [rows, cols]: Linear's bias
+// gradient.
+using ColumnSumsKernel = absl::Status(const Tensor& g, const GradOut& out);
+// ---- Elementwise (tensor/ops_elementwise.cc defines them; CUDA's kernels
+// are in tensor/cuda/ops_elementwise.cc). out (plan.out_shape) = a op b,
+// allocated by the definition.
+using BinaryKernel = absl::Status(BinaryOp op, const Tensor& a, const Tensor& b,
+                                  const internal::BroadcastPlan& plan,
+                                  const Tensor& out);
+// The gradient of operand `input` (0: a, 1: b) given g (out's shape),
+// summed over the positions a broadcast operand was repeated at. a and b
+// are defined where the formula reads them (Mul, Div), else undefined.
+using BinaryBackwardKernel = absl::Status(BinaryOp op, int input,
+                                          const Tensor& a, const Tensor& b,
+                                          const Tensor& g,
+                                          const internal::BroadcastPlan& plan,
+                                          const GradOut& out);
+// y = op(x), allocated by the definition; `scalar` is used by the k*Scalar
+// kinds only.
+using UnaryKernel = absl::Status(UnaryOp op, const Tensor& x, double scalar,
+                                 const Tensor& y);
+// gx = op'(x, y) * g. x is defined for Relu and Log, y for Sigmoid, Tanh
+// and Exp (what the derivative reads); the others are undefined.
+using UnaryBackwardKernel = absl::Status(UnaryOp op, double scalar,
+                                         const Tensor& x, const Tensor& y,
+                                         const Tensor& g, const GradOut& out);
+// ---- Reductions and Softmax (tensor/ops_reduce.cc defines them; CUDA's
+// kernels are in tensor/cuda/ops_reduce.cc). `dim` is normalised to
+// [0, ndim); outputs are allocated by the definition.
+// y = softmax (or log_softmax when `log`) of x along dim.
+using SoftmaxKernel = absl::Status(const Tensor& x, int64_t dim, bool log,
+                                   const Tensor& y);
+// The gradient from the forward's output y: softmax: y (g - sum(g y)); log:
+// g - e^y sum(g).
+using SoftmaxBackwardKernel = absl::Status(const Tensor& g, const Tensor& y,
+                                           int64_t dim, bool log,
+                                           const GradOut& out);
+// out (0-d) = the sum over all elements, in double; mean divides by numel.
+using SumAllKernel = absl::Status(const Tensor& x, bool mean,
+                                  const Tensor& out);
+// Every element of out = g (0-d), over numel when mean.
+using SumAllBackwardKernel = absl::Status(const Tensor& g, bool mean,
+                                          const GradOut& out);
+// out = the sums along dim (x's shape without it, or with 1 there: one
+// layout); mean divides by its size.
+using SumDimKernel = absl::Status(const Tensor& x, int64_t dim, bool mean,
+                                  const Tensor& out);
+// out (x's shape) = g repeated along dim, over its size when mean.
+using SumDimBackwardKernel = absl::Status(const Tensor& g, int64_t dim,
+                                          bool mean, const GradOut& out);
+// out (i64, x's shape without dim) = the index of the first maximum along
+// dim (x.dim(dim) > 0); any dtype.
+using ArgmaxKernel = absl::Status(const Tensor& x, int64_t dim,
+                                  const Tensor& out);
+// ---- Conv2d (tensor/ops_conv.cc defines it; CUDA's kernels are in
+// tensor/cuda/ops_conv.cc). x [N, C, H, W], weight [O, C, kh, kw], bias [O]
+// or undefined; the definition checked them and allocated y [N, O, oh, ow].
+using Conv2dKernel = absl::Status(const Tensor& x, const Tensor& weight,
+                                  const Tensor& bias,
+                                  const Conv2dOptions& options,
+                                  const Tensor& y);
+// The gradients of the forward above given g (y's shape): each wanted one
+// (a defined GradOut) is written, or added to when it accumulates.
+using Conv2dBackwardKernel = absl::Status(const Tensor& g, const Tensor& x,
+                                          const Tensor& weight,
+                                          const Conv2dOptions& options,
+                                          const GradOut& gx,
+                                          const GradOut& gweight,
+                                          const GradOut& gbias);
 // ---- Pooling (tensor/ops_pool.cc). One geometry for the three pools;
 // the op's definition resolved defaults and output sizes.
 enum class PoolMode : int8_t { kMax, kAvg, kAdaptiveAvg };
@@ -105,13 +174,34 @@ using Pool2dKernel = absl::Status(const Tensor& x, const Tensor& y,
 using Pool2dBackwardKernel = absl::Status(const Tensor& g, const Tensor& argmax,
                                           const Tensor& gx,
                                           const Pool2dArgs& args);
-// Labels equal to options.ignore_index are skipped; the others are checked
-// against [0, C) by the kernel, where they are read.
-using CrossEntropyKernel =
-    absl::StatusOr<Tensor>(const Tensor& logits, const Tensor& labels,
-                           const CrossEntropyOptions& options);
-using MseKernel = absl::StatusOr<Tensor>(const Tensor& prediction,
-                                         const Tensor& target);
+// ---- Losses (tensor/ops_loss.cc defines them; CUDA's kernels are in
+// tensor/cuda/ops_loss.cc). CrossEntropy: logits [N, C], labels [N] (i64);
+// labels equal to options.ignore_index are skipped, the others are checked
+// against [0, C) by the kernel, where they are read
+// (internal::LabelOutOfRange). The definition allocated the 0-d loss and
+// `saved` ([N, C], logits' dtype), which the kernel fills with what its
+// device's backward kernel reads (the definition only keeps it); *counted
+// <- the number of rows not ignored.
+using CrossEntropyKernel = absl::Status(const Tensor& logits,
+                                        const Tensor& labels,
+                                        const CrossEntropyOptions& options,
+                                        const Tensor& loss, const Tensor& saved,
+                                        int64_t* counted);
+// The gradient of the loss w.r.t. the logits given g (0-d).
+using CrossEntropyBackwardKernel =
+    absl::Status(const Tensor& g, const Tensor& saved, const Tensor& labels,
+                 const CrossEntropyOptions& options, int64_t counted,
+                 const GradOut& glogits);
+// Mse: loss (0-d, allocated) = mean of (prediction - target)^2, summed in
+// double.
+using MseKernel = absl::Status(const Tensor& prediction, const Tensor& target,
+                               const Tensor& loss);
+// The gradient w.r.t. the prediction, 2 (p - t) / n * g, or its negation
+// (the target's) when `negate`.
+using MseBackwardKernel = absl::Status(const Tensor& g,
+                                       const Tensor& prediction,
+                                       const Tensor& target, bool negate,
+                                       const GradOut& out);
 // In place, never recorded.
 using AddInPlaceKernel = absl::Status(const Tensor& dst, const Tensor& src,
                                       double alpha);
@@ -213,17 +303,27 @@ using LayerNormBackwardKernel =
   }
 TANDEM_OP_ROW(MatMulKernels, MatMulKernel, "MatMul")
 TANDEM_OP_ROW(LinearKernels, LinearKernel, "Linear")
+TANDEM_OP_ROW(ColumnSumsKernels, ColumnSumsKernel, "ColumnSums")
 TANDEM_OP_ROW(BinaryKernels, BinaryKernel, "Binary")
+TANDEM_OP_ROW(BinaryBackwardKernels, BinaryBackwardKernel, "BinaryBackward")
 TANDEM_OP_ROW(UnaryKernels, UnaryKernel, "Unary")
+TANDEM_OP_ROW(UnaryBackwardKernels, UnaryBackwardKernel, "UnaryBackward")
 TANDEM_OP_ROW(SoftmaxKernels, SoftmaxKernel, "Softmax")
+TANDEM_OP_ROW(SoftmaxBackwardKernels, SoftmaxBackwardKernel, "SoftmaxBackward")
 TANDEM_OP_ROW(SumAllKernels, SumAllKernel, "SumAll")
+TANDEM_OP_ROW(SumAllBackwardKernels, SumAllBackwardKernel, "SumAllBackward")
 TANDEM_OP_ROW(SumDimKernels, SumDimKernel, "SumDim")
+TANDEM_OP_ROW(SumDimBackwardKernels, SumDimBackwardKernel, "SumDimBackward")
 TANDEM_OP_ROW(ArgmaxKernels, ArgmaxKernel, "Argmax")
 TANDEM_OP_ROW(Conv2dKernels, Conv2dKernel, "Conv2d")
+TANDEM_OP_ROW(Conv2dBackwardKernels, Conv2dBackwardKernel, "Conv2dBackward")
 TANDEM_OP_ROW(Pool2dKernels, Pool2dKernel, "Pool2d")
 TANDEM_OP_ROW(Pool2dBackwardKernels, Pool2dBackwardKernel, "Pool2dBackward")
 TANDEM_OP_ROW(CrossEntropyKernels, CrossEntropyKernel, "CrossEntropy")
+TANDEM_OP_ROW(CrossEntropyBackwardKernels, CrossEntropyBackwardKernel,
+              "CrossEntropyBackward")
 TANDEM_OP_ROW(MseKernels, MseKernel, "Mse")
+TANDEM_OP_ROW(MseBackwardKernels, MseBackwardKernel, "MseBackward")
 TANDEM_OP_ROW(AddInPlaceKernels, AddInPlaceKernel, "AddInPlace")
 TANDEM_OP_ROW(ScaleInPlaceKernels, ScaleInPlaceKernel, "ScaleInPlace")
 TANDEM_OP_ROW(FillInPlaceKernels, FillInPlaceKernel, "FillInPlace")

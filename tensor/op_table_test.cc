@@ -192,6 +192,34 @@ TEST(DispatchTest, AnOpWithoutAKernelOnTheDeviceSaysSo) {
   EXPECT_THAT(y.status().message(), HasSubstr("kernels for: cpu"));
 }
 
+// An op's backward formula lives in its definition and calls the backward
+// row of the inputs' device: a device with the forward kernel but not the
+// backward one fails Backward with an error naming that row and the device.
+absl::Status HostNeg(UnaryOp, const Tensor& x, double, const Tensor& y) {
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    y.data<float>()[i] = -x.data<float>()[i];
+  }
+  return absl::OkStatus();
+}
+
+TEST(DispatchTest, AMissingBackwardKernelNamesTheRowAndTheDevice) {
+  FakeDevice::Install();
+  UnaryKernel* fake_unary = UnaryKernels().For(kDev).value();
+  ASSERT_TRUE(UnaryKernels().Register(DeviceType::kCUDA, HostNeg).ok());
+  Tensor x = OnDevice({1, 2}, {2});
+  ASSERT_TRUE(x.set_requires_grad(true).ok());
+  absl::StatusOr<Tensor> y = Neg(x);
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_THAT(y->To(Device::CPU()).value().ToVector<float>().value(),
+              ElementsAre(-1.f, -2.f));
+  absl::Status s = y->Backward(OnDevice({1, 1}, {2}));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(s.message(),
+              HasSubstr("op UnaryBackward has no kernel for cuda:0"));
+  EXPECT_THAT(s.message(), HasSubstr("kernels for: cpu"));
+  ASSERT_TRUE(UnaryKernels().Register(DeviceType::kCUDA, fake_unary).ok());
+}
+
 TEST(DispatchTest, TensorMethodsUseTheDeviceKernels) {
   FakeKernels& fake = *FakeDevice::Install().kernels;
   fake.ClearCalls();

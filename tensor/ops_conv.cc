@@ -46,78 +46,86 @@ void StoreGrad(const std::vector<T>& src, bool accumulate, T* dst) {
   }
 }
 
-// ConvBackward on oneDNN (float only; callers check UseOneDnn).
+// The convolution of x [N, C, H, W] with weight [O, C, kh, kw] that the
+// definition checked.
+cpu::ConvProblem ProblemOf(const Tensor& x, const Tensor& weight,
+                           const Conv2dOptions& options) {
+  return {.geometry = {.channels = x.dim(1),
+                       .height = x.dim(2),
+                       .width = x.dim(3),
+                       .kernel_h = weight.dim(2),
+                       .kernel_w = weight.dim(3),
+                       .stride_h = options.stride[0],
+                       .stride_w = options.stride[1],
+                       .pad_h = options.padding[0],
+                       .pad_w = options.padding[1]},
+          .batch = x.dim(0),
+          .out_channels = weight.dim(0)};
+}
+
+// Whether this f32/f64 convolution runs on oneDNN. A function of the
+// geometry and the process's KernelChoice (set once by a binary at start),
+// so the backward takes the forward's path.
+bool OnOneDnn(DType dtype, const cpu::ConvProblem& p) {
+  return dtype == DType::kF32 && UseOneDnn<float>(p);
+}
+
+// ConvBackward on oneDNN (float only; callers check OnOneDnn).
 absl::Status OneDnnConvBackward(const cpu::ConvProblem& p, const Tensor& x,
                                 const Tensor& w, const Tensor& g,
-                                GradSink& sink) {
+                                const GradOut& gx, const GradOut& gw,
+                                const GradOut& gb) {
   const float* pg = g.data<float>();
-  if (sink.needs(1) || sink.needs(2)) {
+  if (gw.tensor.defined() || gb.tensor.defined()) {
     std::vector<float> dw(static_cast<size_t>(w.numel()));
     std::vector<float> db(static_cast<size_t>(p.out_channels));
-    TANDEM_RETURN_IF_ERROR(
-        cpu::OneDnnConvBackwardWeights(p, x.data<float>(), pg, dw.data(),
-                                       sink.needs(2) ? db.data() : nullptr));
-    if (sink.needs(1)) {
-      TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(1));
-      StoreGrad(dw, b.accumulate, b.tensor.data<float>());
+    TANDEM_RETURN_IF_ERROR(cpu::OneDnnConvBackwardWeights(
+        p, x.data<float>(), pg, dw.data(),
+        gb.tensor.defined() ? db.data() : nullptr));
+    if (gw.tensor.defined()) {
+      StoreGrad(dw, gw.accumulate, gw.tensor.data<float>());
     }
-    if (sink.needs(2)) {
-      TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(2));
-      StoreGrad(db, b.accumulate, b.tensor.data<float>());
+    if (gb.tensor.defined()) {
+      StoreGrad(db, gb.accumulate, gb.tensor.data<float>());
     }
   }
-  if (sink.needs(0)) {
-    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(0));
-    if (b.accumulate) {
+  if (gx.tensor.defined()) {
+    if (gx.accumulate) {
       std::vector<float> dx(static_cast<size_t>(x.numel()));
       TANDEM_RETURN_IF_ERROR(
           cpu::OneDnnConvBackwardData(p, w.data<float>(), pg, dx.data()));
-      StoreGrad(dx, true, b.tensor.data<float>());
+      StoreGrad(dx, true, gx.tensor.data<float>());
     } else {
       TANDEM_RETURN_IF_ERROR(cpu::OneDnnConvBackwardData(
-          p, w.data<float>(), pg, b.tensor.data<float>()));
+          p, w.data<float>(), pg, gx.tensor.data<float>()));
     }
   }
   return absl::OkStatus();
 }
 
 template <typename T>
-absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
-                          int64_t out_channels, bool onednn, const Tensor& x,
-                          const Tensor& w, const Tensor& g, GradSink& sink) {
-  const cpu::ConvProblem problem{
-      .geometry = geo, .batch = batch, .out_channels = out_channels};
+absl::Status ConvBackward(const cpu::ConvProblem& problem, const Tensor& x,
+                          const Tensor& w, const Tensor& g, const GradOut& gx,
+                          const GradOut& gw, const GradOut& gb) {
   if constexpr (std::is_same_v<T, float>) {
-    if (onednn) {
-      return OneDnnConvBackward(problem, x, w, g, sink);
+    if (OnOneDnn(DType::kF32, problem)) {
+      return OneDnnConvBackward(problem, x, w, g, gx, gw, gb);
     }
   }
-  const int64_t cols = geo.col_cols();
+  const int64_t batch = problem.batch, out_channels = problem.out_channels;
+  const int64_t cols = problem.geometry.col_cols();
   const int64_t out_plane = out_channels * cols;
   const T* pg = g.data<T>();
-  {  // dW and dx in one call: they share the gathered gradient.
-    T* dw = nullptr;
-    T* dx = nullptr;
-    bool accumulate_dw = false, accumulate_dx = false;
-    if (sink.needs(1)) {
-      TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(1));
-      dw = b.tensor.data<T>();
-      accumulate_dw = b.accumulate;
-    }
-    if (sink.needs(0)) {
-      TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer b, sink.GetBuffer(0));
-      dx = b.tensor.data<T>();
-      accumulate_dx = b.accumulate;
-    }
-    if (dw != nullptr || dx != nullptr) {
-      TANDEM_RETURN_IF_ERROR(
-          cpu::ConvGemmBackward<T>(problem, x.data<T>(), w.data<T>(), pg, dw,
-                                   accumulate_dw, dx, accumulate_dx));
-    }
+  // dW and dx in one call: they share the gathered gradient.
+  T* dw = gw.tensor.defined() ? gw.tensor.data<T>() : nullptr;
+  T* dx = gx.tensor.defined() ? gx.tensor.data<T>() : nullptr;
+  if (dw != nullptr || dx != nullptr) {
+    TANDEM_RETURN_IF_ERROR(
+        cpu::ConvGemmBackward<T>(problem, x.data<T>(), w.data<T>(), pg, dw,
+                                 gw.accumulate, dx, gx.accumulate));
   }
-  if (sink.needs(2)) {  // db [O] = sum over n, h, w of g
-    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db, sink.GetBuffer(2));
-    T* pdb = db.tensor.data<T>();
+  if (gb.tensor.defined()) {  // db [O] = sum over n, h, w of g
+    T* pdb = gb.tensor.data<T>();
     for (int64_t o = 0; o < out_channels; ++o) {
       double acc = 0;
       for (int64_t n = 0; n < batch; ++n) {
@@ -131,65 +139,46 @@ absl::Status ConvBackward(const cpu::ConvGeometry& geo, int64_t batch,
         for (; i < cols; ++i) lane[0] += p[i];
         for (int l = 0; l < 8; ++l) acc += lane[l];
       }
-      pdb[o] = static_cast<T>((db.accumulate ? pdb[o] : T(0)) + acc);
+      pdb[o] = static_cast<T>((gb.accumulate ? pdb[o] : T(0)) + acc);
     }
   }
   return absl::OkStatus();
 }
 
-// The CPU kernel, on arguments checked by Conv2d below.
-absl::StatusOr<Tensor> CpuConv2d(const Tensor& x, const Tensor& weight,
-                                 const Tensor& bias,
-                                 const Conv2dOptions& options) {
-  const int64_t batch = x.dim(0), out_channels = weight.dim(0);
-  const cpu::ConvGeometry geo{.channels = x.dim(1),
-                              .height = x.dim(2),
-                              .width = x.dim(3),
-                              .kernel_h = weight.dim(2),
-                              .kernel_w = weight.dim(3),
-                              .stride_h = options.stride[0],
-                              .stride_w = options.stride[1],
-                              .pad_h = options.padding[0],
-                              .pad_w = options.padding[1]};
-  // Decided once, so backward takes the same path as forward.
-  const bool onednn =
-      x.dtype() == DType::kF32 &&
-      UseOneDnn<float>(
-          {.geometry = geo, .batch = batch, .out_channels = out_channels});
-  TANDEM_ASSIGN_OR_RETURN(
-      Tensor y,
-      internal::NewLike({batch, out_channels, geo.out_h(), geo.out_w()},
-                        x.dtype()));
-  TANDEM_RETURN_IF_ERROR(
-      DispatchFloat(x.dtype(), [&](auto zero) -> absl::Status {
-        using T = decltype(zero);
-        if constexpr (std::is_same_v<T, float>) {
-          if (onednn) {
-            return cpu::OneDnnConvForward(
-                {.geometry = geo, .batch = batch, .out_channels = out_channels},
-                x.data<float>(), weight.data<float>(),
-                bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
-          }
-        }
-        return cpu::ConvGemmForward<T>(
-            {.geometry = geo, .batch = batch, .out_channels = out_channels},
-            x.data<T>(), weight.data<T>(),
-            bias.defined() ? bias.data<T>() : nullptr, y.data<T>());
-      }));
-  if (ShouldRecord({x, weight, bias})) {
-    RecordOp("Conv2d", y, {x, weight, bias},
-             [geo, batch, out_channels, onednn, sx = x.Detach(),
-              sw = weight.Detach()](const Tensor& g, GradSink& sink) {
-               return DispatchFloat(g.dtype(), [&](auto zero) {
-                 using T = decltype(zero);
-                 return ConvBackward<T>(geo, batch, out_channels, onednn, sx,
-                                        sw, g, sink);
-               });
-             });
-  }
-  return y;
+// The CPU kernels, on arguments checked by Conv2d below.
+absl::Status CpuConv2d(const Tensor& x, const Tensor& weight,
+                       const Tensor& bias, const Conv2dOptions& options,
+                       const Tensor& y) {
+  const cpu::ConvProblem problem = ProblemOf(x, weight, options);
+  const bool onednn = OnOneDnn(x.dtype(), problem);
+  return DispatchFloat(x.dtype(), [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, float>) {
+      if (onednn) {
+        return cpu::OneDnnConvForward(
+            problem, x.data<float>(), weight.data<float>(),
+            bias.defined() ? bias.data<float>() : nullptr, y.data<float>());
+      }
+    }
+    return cpu::ConvGemmForward<T>(problem, x.data<T>(), weight.data<T>(),
+                                   bias.defined() ? bias.data<T>() : nullptr,
+                                   y.data<T>());
+  });
 }
 TANDEM_REGISTER_KERNEL(Conv2dKernels(), DeviceType::kCPU, CpuConv2d);
+
+absl::Status CpuConv2dBackward(const Tensor& g, const Tensor& x,
+                               const Tensor& weight,
+                               const Conv2dOptions& options, const GradOut& gx,
+                               const GradOut& gw, const GradOut& gb) {
+  const cpu::ConvProblem problem = ProblemOf(x, weight, options);
+  return DispatchFloat(g.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    return ConvBackward<T>(problem, x, weight, g, gx, gw, gb);
+  });
+}
+TANDEM_REGISTER_KERNEL(Conv2dBackwardKernels(), DeviceType::kCPU,
+                       CpuConv2dBackward);
 
 }  // namespace
 
@@ -245,7 +234,36 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
     }
   }
   TANDEM_ASSIGN_OR_RETURN(Conv2dKernel * kernel, Conv2dKernels().For(device));
-  return kernel(x, weight, bias, options);
+  const int64_t out_h = (height + 2 * ph - kernel_h) / sh + 1;
+  const int64_t out_w = (width + 2 * pw - kernel_w) / sw + 1;
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor y,
+      Tensor::Empty({x.dim(0), out_channels, out_h, out_w}, x.dtype(), device));
+  TANDEM_RETURN_IF_ERROR(kernel(x, weight, bias, options, y));
+  if (ShouldRecord({x, weight, bias})) {
+    // The one backward formula: Conv2dBackward writes (or adds) each
+    // wanted gradient in place (gemm beta = 1 where it accumulates).
+    RecordOp("Conv2d", y, {x, weight, bias},
+             [sx = x.Detach(), sw = weight.Detach(), options, device](
+                 const Tensor& g, GradSink& sink) -> absl::Status {
+               TANDEM_RETURN_IF_ERROR(
+                   internal::CheckGradDevice(g, device, "Conv2d"));
+               TANDEM_ASSIGN_OR_RETURN(Conv2dBackwardKernel * backward,
+                                       Conv2dBackwardKernels().For(device));
+               GradOut gx, gw, gb;
+               if (sink.needs(0)) {
+                 TANDEM_ASSIGN_OR_RETURN(gx, sink.GetBuffer(0));
+               }
+               if (sink.needs(1)) {
+                 TANDEM_ASSIGN_OR_RETURN(gw, sink.GetBuffer(1));
+               }
+               if (sink.needs(2)) {
+                 TANDEM_ASSIGN_OR_RETURN(gb, sink.GetBuffer(2));
+               }
+               return backward(g, sx, sw, options, gx, gw, gb);
+             });
+  }
+  return y;
 }
 
 }  // namespace tandem

@@ -20,7 +20,6 @@ namespace {
 
 using internal::Describe;
 using internal::DispatchFloat;
-using internal::NewLike;
 // The broadcasting rules are shared with the device kernels (ops_internal.h).
 using Operand = internal::BroadcastOperand;
 using Plan = internal::BroadcastPlan;
@@ -95,73 +94,57 @@ AmpOp ToAmpOp(BinaryOp k) {
   return AmpOp::kAdd;
 }
 
+// Operand `i`'s gradient of `a kind b` (a and b are undefined where the
+// formula does not read them).
 template <typename T>
-absl::Status BinaryBackward(BinaryOp kind, const Plan& p, const Tensor& a,
-                            const Tensor& b, const Tensor& g, GradSink& sink) {
+void BinaryBackward(BinaryOp kind, int i, const Plan& p, const Tensor& a,
+                    const Tensor& b, const Tensor& g, const GradOut& buf) {
   const T* pa = a.defined() ? a.data<T>() : nullptr;
   const T* pb = b.defined() ? b.data<T>() : nullptr;
   const T* pg = g.data<T>();
-  for (int i = 0; i < 2; ++i) {
-    if (!sink.needs(i)) continue;
-    const Operand& x = i == 0 ? p.a : p.b;
-    // Pass-through gradients of equal-shape operands are handed over
-    // without a copy.
-    if (!x.broadcast && i == 0 &&
-        (kind == BinaryOp::kAdd || kind == BinaryOp::kSub)) {
-      TANDEM_RETURN_IF_ERROR(sink.Add(0, g));
-      continue;
-    }
-    if (!x.broadcast && i == 1 && kind == BinaryOp::kAdd) {
-      TANDEM_RETURN_IF_ERROR(sink.Add(1, g));
-      continue;
-    }
-    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(i));
-    T* out = buf.tensor.data<T>();
-    const int64_t n = buf.tensor.numel();
-    const bool acc = buf.accumulate;
-    // Operands a closure ignores point at g, which is indexable everywhere.
-    switch (kind) {
-      case BinaryOp::kAdd:
+  const Operand& x = i == 0 ? p.a : p.b;
+  T* out = buf.tensor.data<T>();
+  const int64_t n = buf.tensor.numel();
+  const bool acc = buf.accumulate;
+  // Operands a closure ignores point at g, which is indexable everywhere.
+  switch (kind) {
+    case BinaryOp::kAdd:
+      BackwardLoop<T>(p, x, pg, pg, pg, out, n, acc,
+                      [](T, T, T gv) { return gv; });
+      break;
+    case BinaryOp::kSub:
+      if (i == 0) {
         BackwardLoop<T>(p, x, pg, pg, pg, out, n, acc,
                         [](T, T, T gv) { return gv; });
-        break;
-      case BinaryOp::kSub:
-        if (i == 0) {
-          BackwardLoop<T>(p, x, pg, pg, pg, out, n, acc,
-                          [](T, T, T gv) { return gv; });
-        } else {
-          BackwardLoop<T>(p, x, pg, pg, pg, out, n, acc,
-                          [](T, T, T gv) { return -gv; });
-        }
-        break;
-      case BinaryOp::kMul:
-        if (i == 0) {
-          BackwardLoop<T>(p, x, pg, pb, pg, out, n, acc,
-                          [](T, T bv, T gv) { return gv * bv; });
-        } else {
-          BackwardLoop<T>(p, x, pa, pg, pg, out, n, acc,
-                          [](T av, T, T gv) { return gv * av; });
-        }
-        break;
-      case BinaryOp::kDiv:
-        if (i == 0) {
-          BackwardLoop<T>(p, x, pg, pb, pg, out, n, acc,
-                          [](T, T bv, T gv) { return gv / bv; });
-        } else {
-          BackwardLoop<T>(p, x, pa, pb, pg, out, n, acc, [](T av, T bv, T gv) {
-            return -gv * av / (bv * bv);
-          });
-        }
-        break;
-    }
+      } else {
+        BackwardLoop<T>(p, x, pg, pg, pg, out, n, acc,
+                        [](T, T, T gv) { return -gv; });
+      }
+      break;
+    case BinaryOp::kMul:
+      if (i == 0) {
+        BackwardLoop<T>(p, x, pg, pb, pg, out, n, acc,
+                        [](T, T bv, T gv) { return gv * bv; });
+      } else {
+        BackwardLoop<T>(p, x, pa, pg, pg, out, n, acc,
+                        [](T av, T, T gv) { return gv * av; });
+      }
+      break;
+    case BinaryOp::kDiv:
+      if (i == 0) {
+        BackwardLoop<T>(p, x, pg, pb, pg, out, n, acc,
+                        [](T, T bv, T gv) { return gv / bv; });
+      } else {
+        BackwardLoop<T>(p, x, pa, pb, pg, out, n, acc,
+                        [](T av, T bv, T gv) { return -gv * av / (bv * bv); });
+      }
+      break;
   }
-  return absl::OkStatus();
 }
 
-// The CPU kernel of Add/Sub/Mul/Div (checked by Binary below).
-absl::StatusOr<Tensor> CpuBinary(BinaryOp kind, const Tensor& a,
-                                 const Tensor& b, const Plan& plan) {
-  TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike(plan.out_shape, a.dtype()));
+// The CPU kernels of Add/Sub/Mul/Div (checked by Binary below).
+absl::Status CpuBinary(BinaryOp kind, const Tensor& a, const Tensor& b,
+                       const Plan& plan, const Tensor& out) {
   DispatchFloat(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* pa = a.data<T>();
@@ -178,22 +161,21 @@ absl::StatusOr<Tensor> CpuBinary(BinaryOp kind, const Tensor& a,
         return ForwardLoop<T>(plan, pa, pb, po, [](T x, T y) { return x / y; });
     }
   });
-  if (ShouldRecord({a, b})) {
-    // Only Mul and Div read the operands in backward.
-    const bool saves = kind == BinaryOp::kMul || kind == BinaryOp::kDiv;
-    Tensor sa = saves ? a.Detach() : Tensor();
-    Tensor sb = saves ? b.Detach() : Tensor();
-    RecordOp(BinaryOpName(kind), out, {a, b},
-             [kind, plan, sa, sb](const Tensor& g, GradSink& sink) {
-               return DispatchFloat(g.dtype(), [&](auto zero) {
-                 using T = decltype(zero);
-                 return BinaryBackward<T>(kind, plan, sa, sb, g, sink);
-               });
-             });
-  }
-  return out;
+  return absl::OkStatus();
 }
 TANDEM_REGISTER_KERNEL(BinaryKernels(), DeviceType::kCPU, CpuBinary);
+
+absl::Status CpuBinaryBackward(BinaryOp kind, int input, const Tensor& a,
+                               const Tensor& b, const Tensor& g,
+                               const Plan& plan, const GradOut& out) {
+  DispatchFloat(g.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    BinaryBackward<T>(kind, input, plan, a, b, g, out);
+  });
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(BinaryBackwardKernels(), DeviceType::kCPU,
+                       CpuBinaryBackward);
 
 // Add/Sub/Mul/Div on every device: the one argument check, then the
 // kernel of the operands' device.
@@ -211,107 +193,135 @@ absl::StatusOr<Tensor> Binary(BinaryOp kind, const Tensor& a, const Tensor& b) {
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, name));
   TANDEM_ASSIGN_OR_RETURN(const Plan plan, MakeBroadcastPlan(a, b, name));
   TANDEM_ASSIGN_OR_RETURN(BinaryKernel * kernel, BinaryKernels().For(device));
-  return kernel(kind, a, b, plan);
-}
-
-// y = f(x) elementwise; gx = df(x, y) * g.
-template <typename F, typename DF>
-absl::StatusOr<Tensor> UnaryLoop(const char* name, const Tensor& x, F f, DF df,
-                                 bool needs_x, bool needs_y) {
-  TANDEM_ASSIGN_OR_RETURN(Tensor y, NewLike(x.shape(), x.dtype()));
-  DispatchFloat(x.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
-    const int64_t n = x.numel();  // hoisted: lets the loop vectorise
-    for (int64_t i = 0; i < n; ++i) py[i] = f(px[i]);
-  });
-  if (ShouldRecord({x})) {
-    Tensor sx = needs_x ? x.Detach() : Tensor();
-    Tensor sy = needs_y ? y.Detach() : Tensor();
-    RecordOp(name, y, {x},
-             [sx, sy, df](const Tensor& g, GradSink& sink) -> absl::Status {
-               TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-               DispatchFloat(g.dtype(), [&](auto zero) {
-                 using T = decltype(zero);
-                 const T* px = sx.defined() ? sx.data<T>() : nullptr;
-                 const T* py = sy.defined() ? sy.data<T>() : nullptr;
-                 const T* pg = g.data<T>();
-                 T* out = buf.tensor.data<T>();
-                 const int64_t n = g.numel();
-                 for (int64_t i = 0; i < n; ++i) {
-                   const T d = df(px ? px[i] : T(0), py ? py[i] : T(0), pg[i]);
-                   out[i] = buf.accumulate ? out[i] + d : d;
-                 }
-               });
-               return absl::OkStatus();
-             });
+  TANDEM_ASSIGN_OR_RETURN(Tensor out,
+                          Tensor::Empty(plan.out_shape, a.dtype(), device));
+  TANDEM_RETURN_IF_ERROR(kernel(kind, a, b, plan, out));
+  if (ShouldRecord({a, b})) {
+    // The one backward formula. Only Mul and Div read the operands.
+    const bool saves = kind == BinaryOp::kMul || kind == BinaryOp::kDiv;
+    RecordOp(
+        name, out, {a, b},
+        [kind, plan, device, sa = saves ? a.Detach() : Tensor(),
+         sb = saves ? b.Detach() : Tensor()](const Tensor& g,
+                                             GradSink& sink) -> absl::Status {
+          const char* name = BinaryOpName(kind);
+          TANDEM_RETURN_IF_ERROR(internal::CheckGradDevice(g, device, name));
+          for (int i = 0; i < 2; ++i) {
+            if (!sink.needs(i)) continue;
+            const Operand& x = i == 0 ? plan.a : plan.b;
+            // Pass-through gradients of equal-shape operands are handed
+            // over without a copy.
+            if (!x.broadcast && ((i == 0 && (kind == BinaryOp::kAdd ||
+                                             kind == BinaryOp::kSub)) ||
+                                 (i == 1 && kind == BinaryOp::kAdd))) {
+              TANDEM_RETURN_IF_ERROR(sink.Add(i, g));
+              continue;
+            }
+            TANDEM_ASSIGN_OR_RETURN(BinaryBackwardKernel * backward,
+                                    BinaryBackwardKernels().For(device));
+            TANDEM_ASSIGN_OR_RETURN(GradOut buf, sink.GetBuffer(i));
+            TANDEM_RETURN_IF_ERROR(backward(kind, i, sa, sb, g, plan, buf));
+          }
+          return absl::OkStatus();
+        });
   }
-  return y;
+  return out;
 }
 
-// The CPU kernel of the elementwise functions (checked by Unary below).
-absl::StatusOr<Tensor> CpuUnary(UnaryOp op, const Tensor& x, double s) {
-  const char* name = UnaryOpName(op);
+// Calls v(f, df) with op's function y = f(x) and its derivative
+// gx = df(x, y, g), each generic over the element type.
+template <typename V>
+void VisitUnary(UnaryOp op, double s, V&& v) {
   switch (op) {
     case UnaryOp::kAddScalar:
-      return UnaryLoop(
-          name, x, [s](auto v) { return v + static_cast<decltype(v)>(s); },
-          [](auto, auto, auto g) { return g; }, false, false);
+      return v([s](auto x) { return x + static_cast<decltype(x)>(s); },
+               [](auto, auto, auto g) { return g; });
     case UnaryOp::kSubScalar:
-      return UnaryLoop(
-          name, x, [s](auto v) { return v - static_cast<decltype(v)>(s); },
-          [](auto, auto, auto g) { return g; }, false, false);
+      return v([s](auto x) { return x - static_cast<decltype(x)>(s); },
+               [](auto, auto, auto g) { return g; });
     case UnaryOp::kMulScalar:
-      return UnaryLoop(
-          name, x, [s](auto v) { return v * static_cast<decltype(v)>(s); },
-          [s](auto, auto, auto g) { return g * static_cast<decltype(g)>(s); },
-          false, false);
+      return v(
+          [s](auto x) { return x * static_cast<decltype(x)>(s); },
+          [s](auto, auto, auto g) { return g * static_cast<decltype(g)>(s); });
     case UnaryOp::kDivScalar:
-      return UnaryLoop(
-          name, x, [s](auto v) { return v / static_cast<decltype(v)>(s); },
-          [s](auto, auto, auto g) { return g / static_cast<decltype(g)>(s); },
-          false, false);
+      return v(
+          [s](auto x) { return x / static_cast<decltype(x)>(s); },
+          [s](auto, auto, auto g) { return g / static_cast<decltype(g)>(s); });
     case UnaryOp::kNeg:
-      return UnaryLoop(
-          name, x, [](auto v) { return -v; },
-          [](auto, auto, auto g) { return -g; }, false, false);
+      return v([](auto x) { return -x; },
+               [](auto, auto, auto g) { return -g; });
     case UnaryOp::kRelu:
-      // NaN stays NaN (v < 0 is false), as torch.relu.
-      return UnaryLoop(
-          name, x, [](auto v) { return v < 0 ? decltype(v)(0) : v; },
-          [](auto xv, auto, auto g) { return xv > 0 ? g : decltype(g)(0); },
-          true, false);
+      // NaN stays NaN (x < 0 is false), as torch.relu.
+      return v(
+          [](auto x) { return x < 0 ? decltype(x)(0) : x; },
+          [](auto xv, auto, auto g) { return xv > 0 ? g : decltype(g)(0); });
     case UnaryOp::kSigmoid:
-      return UnaryLoop(
-          name, x,
-          [](auto v) {
-            using T = decltype(v);
+      return v(
+          [](auto x) {
+            using T = decltype(x);
             // Never exponentiates a large positive number.
-            if (v >= 0) return T(1) / (T(1) + std::exp(-v));
-            const T e = std::exp(v);
+            if (x >= 0) return T(1) / (T(1) + std::exp(-x));
+            const T e = std::exp(x);
             return e / (T(1) + e);
           },
-          [](auto, auto yv, auto g) { return g * yv * (decltype(g)(1) - yv); },
-          false, true);
+          [](auto, auto yv, auto g) { return g * yv * (decltype(g)(1) - yv); });
     case UnaryOp::kTanh:
-      return UnaryLoop(
-          name, x, [](auto v) { return std::tanh(v); },
-          [](auto, auto yv, auto g) { return g * (decltype(g)(1) - yv * yv); },
-          false, true);
+      return v(
+          [](auto x) { return std::tanh(x); },
+          [](auto, auto yv, auto g) { return g * (decltype(g)(1) - yv * yv); });
     case UnaryOp::kExp:
-      return UnaryLoop(
-          name, x, [](auto v) { return std::exp(v); },
-          [](auto, auto yv, auto g) { return g * yv; }, false, true);
+      return v([](auto x) { return std::exp(x); },
+               [](auto, auto yv, auto g) { return g * yv; });
     case UnaryOp::kLog:
-      return UnaryLoop(
-          name, x, [](auto v) { return std::log(v); },
-          [](auto xv, auto, auto g) { return g / xv; }, true, false);
+      return v([](auto x) { return std::log(x); },
+               [](auto xv, auto, auto g) { return g / xv; });
   }
-  return absl::InternalError(
-      absl::StrCat("unknown UnaryOp ", static_cast<int>(op)));
+}
+
+// What op's derivative reads: x (Relu, Log) or y (Sigmoid, Tanh, Exp).
+bool UnaryBackwardReadsX(UnaryOp op) {
+  return op == UnaryOp::kRelu || op == UnaryOp::kLog;
+}
+bool UnaryBackwardReadsY(UnaryOp op) {
+  return op == UnaryOp::kSigmoid || op == UnaryOp::kTanh || op == UnaryOp::kExp;
+}
+
+// The CPU kernels of the elementwise functions (checked by Unary below).
+absl::Status CpuUnary(UnaryOp op, const Tensor& x, double s, const Tensor& y) {
+  VisitUnary(op, s, [&](auto f, auto) {
+    DispatchFloat(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      const T* px = x.data<T>();
+      T* py = y.data<T>();
+      const int64_t n = x.numel();  // hoisted: lets the loop vectorise
+      for (int64_t i = 0; i < n; ++i) py[i] = f(px[i]);
+    });
+  });
+  return absl::OkStatus();
 }
 TANDEM_REGISTER_KERNEL(UnaryKernels(), DeviceType::kCPU, CpuUnary);
+
+absl::Status CpuUnaryBackward(UnaryOp op, double s, const Tensor& x,
+                              const Tensor& y, const Tensor& g,
+                              const GradOut& buf) {
+  VisitUnary(op, s, [&](auto, auto df) {
+    DispatchFloat(g.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      const T* px = x.defined() ? x.data<T>() : nullptr;
+      const T* py = y.defined() ? y.data<T>() : nullptr;
+      const T* pg = g.data<T>();
+      T* out = buf.tensor.data<T>();
+      const int64_t n = g.numel();
+      for (int64_t i = 0; i < n; ++i) {
+        const T d = df(px ? px[i] : T(0), py ? py[i] : T(0), pg[i]);
+        out[i] = buf.accumulate ? out[i] + d : d;
+      }
+    });
+  });
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(UnaryBackwardKernels(), DeviceType::kCPU,
+                       CpuUnaryBackward);
 
 // The elementwise functions on every device: the one argument check, then
 // the kernel of x's device.
@@ -326,7 +336,25 @@ absl::StatusOr<Tensor> Unary(UnaryOp op, const Tensor& x, double scalar) {
   TANDEM_ASSIGN_OR_RETURN(const Device device, internal::OpDevice(name, x));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(UnaryKernel * kernel, UnaryKernels().For(device));
-  return kernel(op, x, scalar);
+  TANDEM_ASSIGN_OR_RETURN(Tensor y,
+                          Tensor::Empty(x.shape(), x.dtype(), device));
+  TANDEM_RETURN_IF_ERROR(kernel(op, x, scalar, y));
+  if (ShouldRecord({x})) {
+    // The one backward formula: UnaryBackward on what the derivative reads.
+    RecordOp(name, y, {x},
+             [op, scalar, device,
+              sx = UnaryBackwardReadsX(op) ? x.Detach() : Tensor(),
+              sy = UnaryBackwardReadsY(op) ? y.Detach() : Tensor()](
+                 const Tensor& g, GradSink& sink) -> absl::Status {
+               TANDEM_RETURN_IF_ERROR(
+                   internal::CheckGradDevice(g, device, UnaryOpName(op)));
+               TANDEM_ASSIGN_OR_RETURN(UnaryBackwardKernel * backward,
+                                       UnaryBackwardKernels().For(device));
+               TANDEM_ASSIGN_OR_RETURN(GradOut buf, sink.GetBuffer(0));
+               return backward(op, scalar, sx, sy, g, buf);
+             });
+  }
+  return y;
 }
 
 }  // namespace

@@ -63,6 +63,17 @@ absl::Status CheckFloat(const Tensor& t, const char* op, const char* arg) {
   return absl::OkStatus();
 }
 
+absl::Status CheckGradDevice(const Tensor& g, Device device, const char* op) {
+  if (!g.defined() || g.device() != device) {
+    return absl::InternalError(
+        absl::StrCat("the backward of ", op, " on ", device.ToString(),
+                     " received a gradient on ",
+                     g.defined() ? g.device().ToString() : "(undefined)",
+                     "; gradients must stay on the op's device"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckSameDType(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -51,12 +51,17 @@ absl::StatusOr<Device> OpDevice(const char* op, const Ts&... tensors) {
   if (other != nullptr) return DeviceMismatch(op, first, other->device());
   return first;
 }
+// The gradient handed to an op's backward is defined and on the op's
+// device (`device`); an InternalError naming `op` otherwise (the autograd
+// engine keeps gradients on their tensors' devices, so this is a bug).
+absl::Status CheckGradDevice(const Tensor& g, Device device, const char* op);
+
 // Same dtype for both (after CheckFloat of each).
 absl::Status CheckSameDType(const Tensor& a, const Tensor& b, const char* op);
 
 // The product op(a) op(b) of two 2-d tensors is [m, n] with inner size k.
-// InvalidArgument naming both operands when the inner sizes differ. Shared
-// by every MatMul kernel (f32/f64 and bf16).
+// InvalidArgument naming both operands when the inner sizes differ (MatMul's
+// check, for every device and dtype).
 struct MatMulDims {
   int64_t m = 0, n = 0, k = 0;
 };
@@ -64,8 +69,8 @@ absl::StatusOr<MatMulDims> MatMulDimsOf(const Tensor& a, const Tensor& b,
                                         bool transpose_a, bool transpose_b);
 
 // Linear's x [batch, in] against weight [out_features, in_features]:
-// InvalidArgument naming both when the feature counts differ. Shared by every
-// Linear kernel (f32/f64 and bf16); both tensors must already be 2-d.
+// InvalidArgument naming both when the feature counts differ (Linear's
+// check, for every device and dtype); both tensors must already be 2-d.
 absl::Status CheckLinearFeatures(const Tensor& x, const Tensor& weight);
 
 // CrossEntropy's error for the label at `index` of value `label` outside

@@ -23,59 +23,23 @@ using internal::DispatchFloat;
 
 namespace {
 
-// ---- CrossEntropy with ignore_index and reduction (GPT ops, helper
-// gptops). A row is counted when its label is not options.ignore_index;
-// ignored rows add nothing and get a zero gradient. kMean divides by the
-// count (0: NaN, as PyTorch), kSum by nothing.
+// CrossEntropy with ignore_index and reduction: a row is counted when its
+// label is not options.ignore_index; ignored rows add nothing and get a
+// zero gradient. kMean divides by the count (0: NaN, as PyTorch), kSum by
+// nothing.
 
-// PyTorch's cross_entropy on f32: log_softmax, then nll_loss, and backward
-// through both, each in PyTorch's order (softmax_kernels.h), so the loss
-// and the gradient equal PyTorch's bit for bit. Shapes and labels are
-// checked by the caller.
-absl::StatusOr<Tensor> CrossEntropyF32(const Tensor& logits,
-                                       const Tensor& labels,
-                                       const CrossEntropyOptions& options,
-                                       int64_t counted) {
-  const int64_t n = logits.dim(0), c = logits.dim(1);
-  const bool mean = options.reduction == LossReduction::kMean;
-  const int64_t ignore = options.ignore_index;
-  TANDEM_ASSIGN_OR_RETURN(Tensor loss, internal::NewLike({}, DType::kF32));
-  TANDEM_ASSIGN_OR_RETURN(Tensor logp,
-                          internal::NewLike(logits.shape(), DType::kF32));
-  internal::LogSoftmaxRows(logits.data<float>(), n, c, logp.data<float>());
-  loss.data<float>()[0] = internal::NllLoss(
-      logp.data<float>(), labels.data<int64_t>(), n, c, ignore, mean);
-  RecordOp("CrossEntropy", loss, {logits, labels},
-           [logp, labels, n, c, mean, ignore, counted](
-               const Tensor& g, GradSink& sink) -> absl::Status {
-             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-             // nll_loss backward: -(g / count) (mean) or -g (sum) at each
-             // counted label, 0 elsewhere.
-             std::vector<float> glogp(static_cast<size_t>(n * c), 0.0f);
-             const float g0 = g.data<float>()[0];
-             const float at_label =
-                 -(mean ? g0 / static_cast<float>(counted) : g0);
-             const int64_t* pl = labels.data<int64_t>();
-             for (int64_t i = 0; i < n; ++i) {
-               if (pl[i] != ignore) glogp[i * c + pl[i]] = at_label;
-             }
-             std::vector<float> gx(glogp.size());
-             internal::LogSoftmaxBackwardRows(glogp.data(), logp.data<float>(),
-                                              n, c, gx.data());
-             float* out = buf.tensor.data<float>();
-             for (size_t j = 0; j < gx.size(); ++j) {
-               out[j] = buf.accumulate ? out[j] + gx[j] : gx[j];
-             }
-             return absl::OkStatus();
-           });
-  return loss;
-}
-
-// The CPU kernel: shapes and dtypes checked by CrossEntropy; the labels'
-// values are checked here, where they are read.
-absl::StatusOr<Tensor> CpuCrossEntropy(const Tensor& logits,
-                                       const Tensor& labels,
-                                       const CrossEntropyOptions& options) {
+// The CPU kernels. CrossEntropy's `saved` holds, for its backward, the
+// log-probabilities (f32: PyTorch's cross_entropy is log_softmax, then
+// nll_loss, and backward through both, each in PyTorch's order
+// (softmax_kernels.h), so the loss and the gradient equal PyTorch's bit for
+// bit) or the probabilities (f64: softmax(logits) - onehot(labels), times
+// g / count (mean) or g (sum), is the gradient of a counted row). Shapes and
+// dtypes are checked by CrossEntropy; the labels' values are checked here,
+// where they are read.
+absl::Status CpuCrossEntropy(const Tensor& logits, const Tensor& labels,
+                             const CrossEntropyOptions& options,
+                             const Tensor& loss, const Tensor& saved,
+                             int64_t* counted_out) {
   const int64_t n = logits.dim(0), c = logits.dim(1);
   const int64_t ignore = options.ignore_index;
   const bool mean = options.reduction == LossReduction::kMean;
@@ -88,72 +52,86 @@ absl::StatusOr<Tensor> CpuCrossEntropy(const Tensor& logits,
     }
     ++counted;
   }
+  *counted_out = counted;
   if (logits.dtype() == DType::kF32) {
-    return CrossEntropyF32(logits, labels, options, counted);
+    internal::LogSoftmaxRows(logits.data<float>(), n, c, saved.data<float>());
+    loss.data<float>()[0] =
+        internal::NllLoss(saved.data<float>(), pl, n, c, ignore, mean);
+    return absl::OkStatus();
   }
-  TANDEM_ASSIGN_OR_RETURN(Tensor loss, internal::NewLike({}, logits.dtype()));
-  // softmax(logits) - onehot(labels), times g / count (mean) or g (sum), is
-  // the gradient of a counted row; the probabilities are kept for backward.
-  TANDEM_ASSIGN_OR_RETURN(Tensor probs,
-                          internal::NewLike(logits.shape(), logits.dtype()));
-  DispatchFloat(logits.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    const T* px = logits.data<T>();
-    T* pp = probs.data<T>();
-    double total = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      if (pl[i] == ignore) continue;
-      const T* row = px + i * c;
-      T* prow = pp + i * c;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (int64_t k = 0; k < c; ++k) mx = std::max(mx, row[k]);
-      T sum = 0;
-      for (int64_t k = 0; k < c; ++k) {
-        prow[k] = std::exp(row[k] - mx);
-        sum += prow[k];
-      }
-      for (int64_t k = 0; k < c; ++k) prow[k] /= sum;
-      // -log softmax[label] = logsumexp - x[label]
-      total += static_cast<double>(mx + std::log(sum) - row[pl[i]]);
+  using T = double;
+  const T* px = logits.data<T>();
+  T* pp = saved.data<T>();
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (pl[i] == ignore) continue;
+    const T* row = px + i * c;
+    T* prow = pp + i * c;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t k = 0; k < c; ++k) mx = std::max(mx, row[k]);
+    T sum = 0;
+    for (int64_t k = 0; k < c; ++k) {
+      prow[k] = std::exp(row[k] - mx);
+      sum += prow[k];
     }
-    loss.data<T>()[0] =
-        static_cast<T>(mean ? total / static_cast<double>(counted) : total);
-  });
-  RecordOp("CrossEntropy", loss, {logits, labels},
-           [probs, labels, n, c, mean, ignore, counted](
-               const Tensor& g, GradSink& sink) -> absl::Status {
-             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-             DispatchFloat(g.dtype(), [&](auto zero) {
-               using T = decltype(zero);
-               const T scale = mean ? g.data<T>()[0] / static_cast<T>(counted)
-                                    : g.data<T>()[0];
-               const T* pp = probs.data<T>();
-               const int64_t* pl = labels.data<int64_t>();
-               T* out = buf.tensor.data<T>();
-               for (int64_t i = 0; i < n; ++i) {
-                 const bool skip = pl[i] == ignore;
-                 for (int64_t k = 0; k < c; ++k) {
-                   const int64_t j = i * c + k;
-                   const T v =
-                       skip ? T(0)
-                            : scale * (pp[j] - (k == pl[i] ? T(1) : T(0)));
-                   out[j] = buf.accumulate ? out[j] + v : v;
-                 }
-               }
-             });
-             return absl::OkStatus();
-           });
-  return loss;
+    for (int64_t k = 0; k < c; ++k) prow[k] /= sum;
+    // -log softmax[label] = logsumexp - x[label]
+    total += static_cast<double>(mx + std::log(sum) - row[pl[i]]);
+  }
+  loss.data<T>()[0] =
+      static_cast<T>(mean ? total / static_cast<double>(counted) : total);
+  return absl::OkStatus();
 }
-// ---- end CrossEntropy (GPT ops).
-
 TANDEM_REGISTER_KERNEL(CrossEntropyKernels(), DeviceType::kCPU,
                        CpuCrossEntropy);
 
-absl::StatusOr<Tensor> CpuMse(const Tensor& prediction, const Tensor& target) {
+absl::Status CpuCrossEntropyBackward(const Tensor& g, const Tensor& saved,
+                                     const Tensor& labels,
+                                     const CrossEntropyOptions& options,
+                                     int64_t counted, const GradOut& out) {
+  const int64_t n = saved.dim(0), c = saved.dim(1);
+  const int64_t ignore = options.ignore_index;
+  const bool mean = options.reduction == LossReduction::kMean;
+  const int64_t* pl = labels.data<int64_t>();
+  if (g.dtype() == DType::kF32) {
+    // nll_loss backward: -(g / count) (mean) or -g (sum) at each counted
+    // label, 0 elsewhere; then log_softmax's backward.
+    std::vector<float> glogp(static_cast<size_t>(n * c), 0.0f);
+    const float g0 = g.data<float>()[0];
+    const float at_label = -(mean ? g0 / static_cast<float>(counted) : g0);
+    for (int64_t i = 0; i < n; ++i) {
+      if (pl[i] != ignore) glogp[i * c + pl[i]] = at_label;
+    }
+    std::vector<float> gx(glogp.size());
+    internal::LogSoftmaxBackwardRows(glogp.data(), saved.data<float>(), n, c,
+                                     gx.data());
+    float* po = out.tensor.data<float>();
+    for (size_t j = 0; j < gx.size(); ++j) {
+      po[j] = out.accumulate ? po[j] + gx[j] : gx[j];
+    }
+    return absl::OkStatus();
+  }
+  using T = double;
+  const T scale =
+      mean ? g.data<T>()[0] / static_cast<T>(counted) : g.data<T>()[0];
+  const T* pp = saved.data<T>();
+  T* po = out.tensor.data<T>();
+  for (int64_t i = 0; i < n; ++i) {
+    const bool skip = pl[i] == ignore;
+    for (int64_t k = 0; k < c; ++k) {
+      const int64_t j = i * c + k;
+      const T v = skip ? T(0) : scale * (pp[j] - (k == pl[i] ? T(1) : T(0)));
+      po[j] = out.accumulate ? po[j] + v : v;
+    }
+  }
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(CrossEntropyBackwardKernels(), DeviceType::kCPU,
+                       CpuCrossEntropyBackward);
+
+absl::Status CpuMse(const Tensor& prediction, const Tensor& target,
+                    const Tensor& loss) {
   const int64_t n = prediction.numel();
-  TANDEM_ASSIGN_OR_RETURN(Tensor loss,
-                          internal::NewLike({}, prediction.dtype()));
   DispatchFloat(prediction.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* pp = prediction.data<T>();
@@ -165,34 +143,30 @@ absl::StatusOr<Tensor> CpuMse(const Tensor& prediction, const Tensor& target) {
     }
     loss.data<T>()[0] = static_cast<T>(total / static_cast<double>(n));
   });
-  if (ShouldRecord({prediction, target})) {
-    RecordOp("Mse", loss, {prediction, target},
-             [sp = prediction.Detach(), st = target.Detach(), n](
-                 const Tensor& g, GradSink& sink) -> absl::Status {
-               return DispatchFloat(g.dtype(), [&](auto zero) -> absl::Status {
-                 using T = decltype(zero);
-                 // d/dp = 2 (p - t) / n; d/dt = -that.
-                 const T scale = T(2) * g.data<T>()[0] / static_cast<T>(n);
-                 const T* pp = sp.data<T>();
-                 const T* pt = st.data<T>();
-                 for (int i = 0; i < 2; ++i) {
-                   if (!sink.needs(i)) continue;
-                   TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf,
-                                           sink.GetBuffer(i));
-                   const T sign = i == 0 ? T(1) : T(-1);
-                   T* out = buf.tensor.data<T>();
-                   for (int64_t k = 0; k < n; ++k) {
-                     const T v = sign * scale * (pp[k] - pt[k]);
-                     out[k] = buf.accumulate ? out[k] + v : v;
-                   }
-                 }
-                 return absl::OkStatus();
-               });
-             });
-  }
-  return loss;
+  return absl::OkStatus();
 }
 TANDEM_REGISTER_KERNEL(MseKernels(), DeviceType::kCPU, CpuMse);
+
+absl::Status CpuMseBackward(const Tensor& g, const Tensor& prediction,
+                            const Tensor& target, bool negate,
+                            const GradOut& out) {
+  const int64_t n = prediction.numel();
+  DispatchFloat(g.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    // d/dp = 2 (p - t) / n; d/dt = -that.
+    const T scale = T(2) * g.data<T>()[0] / static_cast<T>(n);
+    const T* pp = prediction.data<T>();
+    const T* pt = target.data<T>();
+    const T sign = negate ? T(-1) : T(1);
+    T* po = out.tensor.data<T>();
+    for (int64_t k = 0; k < n; ++k) {
+      const T v = sign * scale * (pp[k] - pt[k]);
+      po[k] = out.accumulate ? po[k] + v : v;
+    }
+  });
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(MseBackwardKernels(), DeviceType::kCPU, CpuMseBackward);
 
 }  // namespace
 
@@ -243,7 +217,29 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& labels,
         absl::StrCat("CrossEntropy: reduction must be kMean or kSum, got ",
                      static_cast<int>(options.reduction)));
   }
-  return kernel(logits, labels, options);
+  TANDEM_ASSIGN_OR_RETURN(Tensor loss,
+                          Tensor::Empty({}, logits.dtype(), device));
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor saved, Tensor::Empty(logits.shape(), logits.dtype(), device));
+  int64_t counted = 0;
+  TANDEM_RETURN_IF_ERROR(
+      kernel(logits, labels, options, loss, saved, &counted));
+  if (ShouldRecord({logits})) {
+    // The one backward formula: CrossEntropyBackward from what the forward
+    // kernel saved; ignored rows get a zero gradient.
+    RecordOp("CrossEntropy", loss, {logits, labels},
+             [saved, labels = labels.Detach(), options, counted, device](
+                 const Tensor& g, GradSink& sink) -> absl::Status {
+               TANDEM_RETURN_IF_ERROR(
+                   internal::CheckGradDevice(g, device, "CrossEntropy"));
+               TANDEM_ASSIGN_OR_RETURN(
+                   CrossEntropyBackwardKernel * backward,
+                   CrossEntropyBackwardKernels().For(device));
+               TANDEM_ASSIGN_OR_RETURN(GradOut out, sink.GetBuffer(0));
+               return backward(g, saved, labels, options, counted, out);
+             });
+  }
+  return loss;
 }
 
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target) {
@@ -263,7 +259,28 @@ absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target) {
                      Describe(target), " must have the same shape"));
   }
   TANDEM_ASSIGN_OR_RETURN(MseKernel * kernel, MseKernels().For(device));
-  return kernel(prediction, target);
+  TANDEM_ASSIGN_OR_RETURN(Tensor loss,
+                          Tensor::Empty({}, prediction.dtype(), device));
+  TANDEM_RETURN_IF_ERROR(kernel(prediction, target, loss));
+  if (ShouldRecord({prediction, target})) {
+    // The one backward formula: 2 (p - t) / n * g for the prediction, its
+    // negation for the target, one input at a time (Mse(p, p) gets both).
+    RecordOp(
+        "Mse", loss, {prediction, target},
+        [sp = prediction.Detach(), st = target.Detach(), device](
+            const Tensor& g, GradSink& sink) -> absl::Status {
+          TANDEM_RETURN_IF_ERROR(internal::CheckGradDevice(g, device, "Mse"));
+          TANDEM_ASSIGN_OR_RETURN(MseBackwardKernel * backward,
+                                  MseBackwardKernels().For(device));
+          for (int i = 0; i < 2; ++i) {
+            if (!sink.needs(i)) continue;
+            TANDEM_ASSIGN_OR_RETURN(GradOut out, sink.GetBuffer(i));
+            TANDEM_RETURN_IF_ERROR(backward(g, sp, st, /*negate=*/i == 1, out));
+          }
+          return absl::OkStatus();
+        });
+  }
+  return loss;
 }
 
 }  // namespace tandem

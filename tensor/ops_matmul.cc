@@ -84,14 +84,6 @@ absl::Status Check2d(const Tensor& t, const char* op, const char* arg,
   return absl::OkStatus();
 }
 
-// C (+)= op(A) op(B) into a gradient buffer.
-template <typename T>
-absl::Status GemmInto(const GradSink::Buffer& c, bool ta, bool tb, int64_t m,
-                      int64_t n, int64_t k, const Tensor& a, const Tensor& b) {
-  return cpu::Gemm<T>(ta, tb, m, n, k, T(1), a.data<T>(), b.data<T>(),
-                      c.accumulate ? T(1) : T(0), c.tensor.data<T>());
-}
-
 }  // namespace
 
 absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
@@ -107,10 +99,42 @@ absl::StatusOr<Tensor> MatMul(const Tensor& a, const Tensor& b,
   TANDEM_RETURN_IF_ERROR(Check2d(a, "MatMul", "a", AmpOp::kMatMul, device));
   TANDEM_RETURN_IF_ERROR(Check2d(b, "MatMul", "b", AmpOp::kMatMul, device));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(a, b, "MatMul"));
+  TANDEM_ASSIGN_OR_RETURN(
+      const internal::MatMulDims dims,
+      internal::MatMulDimsOf(a, b, transpose_a, transpose_b));
+  TANDEM_ASSIGN_OR_RETURN(MatMulKernel * gemm, MatMulKernels().For(device));
+  TANDEM_ASSIGN_OR_RETURN(Tensor out,
+                          Tensor::Empty({dims.m, dims.n}, a.dtype(), device));
   TANDEM_RETURN_IF_ERROR(
-      internal::MatMulDimsOf(a, b, transpose_a, transpose_b).status());
-  TANDEM_ASSIGN_OR_RETURN(MatMulKernel * kernel, MatMulKernels().For(device));
-  return kernel(a, b, transpose_a, transpose_b);
+      gemm(a, b, transpose_a, transpose_b, GradOut{out, false}));
+  if (ShouldRecord({a, b})) {
+    // The one backward formula, two more GEMMs of the same row written
+    // straight into the gradient buffers (beta = 1 where they accumulate).
+    const bool ta = transpose_a, tb = transpose_b;
+    RecordOp("MatMul", out, {a, b},
+             [sa = a.Detach(), sb = b.Detach(), ta, tb, device](
+                 const Tensor& g, GradSink& sink) -> absl::Status {
+               TANDEM_RETURN_IF_ERROR(
+                   internal::CheckGradDevice(g, device, "MatMul"));
+               TANDEM_ASSIGN_OR_RETURN(MatMulKernel * gemm,
+                                       MatMulKernels().For(device));
+               // C = op(A) op(B), dC = g [m, n].
+               if (sink.needs(0)) {
+                 TANDEM_ASSIGN_OR_RETURN(GradOut da, sink.GetBuffer(0));
+                 // dA [m, k] = g op(B)^T, or dA [k, m] = op(B) g^T.
+                 TANDEM_RETURN_IF_ERROR(!ta ? gemm(g, sb, false, !tb, da)
+                                            : gemm(sb, g, tb, true, da));
+               }
+               if (sink.needs(1)) {
+                 TANDEM_ASSIGN_OR_RETURN(GradOut db, sink.GetBuffer(1));
+                 // dB [k, n] = op(A)^T g, or dB [n, k] = g^T op(A).
+                 TANDEM_RETURN_IF_ERROR(!tb ? gemm(sa, g, !ta, false, db)
+                                            : gemm(g, sa, true, ta, db));
+               }
+               return absl::OkStatus();
+             });
+  }
+  return out;
 }
 
 absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
@@ -140,72 +164,67 @@ absl::StatusOr<Tensor> Linear(const Tensor& x, const Tensor& weight,
     }
   }
   TANDEM_ASSIGN_OR_RETURN(LinearKernel * kernel, LinearKernels().For(device));
-  return kernel(x, weight, bias);
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor y, Tensor::Empty({x.dim(0), weight.dim(0)}, x.dtype(), device));
+  TANDEM_RETURN_IF_ERROR(kernel(x, weight, bias, y));
+  if (ShouldRecord({x, weight, bias})) {
+    // The one backward formula: dW = g^T x and dx = g W on MatMul's row,
+    // db = g's column sums. Only what it reads is kept: x for dW, W for dx.
+    Tensor sx = weight.requires_grad() ? x.Detach() : Tensor();
+    Tensor sw = x.requires_grad() ? weight.Detach() : Tensor();
+    RecordOp("Linear", y, {x, weight, bias},
+             [sx, sw, device](const Tensor& g, GradSink& sink) -> absl::Status {
+               TANDEM_RETURN_IF_ERROR(
+                   internal::CheckGradDevice(g, device, "Linear"));
+               TANDEM_ASSIGN_OR_RETURN(MatMulKernel * gemm,
+                                       MatMulKernels().For(device));
+               if (sink.needs(1)) {  // dW [out, in] = g^T x
+                 TANDEM_ASSIGN_OR_RETURN(GradOut dw, sink.GetBuffer(1));
+                 TANDEM_RETURN_IF_ERROR(gemm(g, sx, true, false, dw));
+               }
+               if (sink.needs(2)) {  // db [out] = column sums of g
+                 TANDEM_ASSIGN_OR_RETURN(ColumnSumsKernel * sums,
+                                         ColumnSumsKernels().For(device));
+                 TANDEM_ASSIGN_OR_RETURN(GradOut db, sink.GetBuffer(2));
+                 TANDEM_RETURN_IF_ERROR(sums(g, db));
+               }
+               if (sink.needs(0)) {  // dx [batch, in] = g W
+                 TANDEM_ASSIGN_OR_RETURN(GradOut dx, sink.GetBuffer(0));
+                 TANDEM_RETURN_IF_ERROR(gemm(g, sw, false, false, dx));
+               }
+               return absl::OkStatus();
+             });
+  }
+  return y;
 }
 
 namespace {
 
 // The CPU kernels, on arguments checked above.
-absl::StatusOr<Tensor> CpuMatMul(const Tensor& a, const Tensor& b,
-                                 bool transpose_a, bool transpose_b) {
+absl::Status CpuMatMul(const Tensor& a, const Tensor& b, bool transpose_a,
+                       bool transpose_b, const GradOut& c) {
   if (a.dtype() == DType::kBF16) {
-    return internal::MatMulBf16(a, b, transpose_a, transpose_b);
+    return internal::MatMulBf16(a, b, transpose_a, transpose_b, c.tensor,
+                                c.accumulate);
   }
-  TANDEM_ASSIGN_OR_RETURN(
-      const internal::MatMulDims dims,
-      internal::MatMulDimsOf(a, b, transpose_a, transpose_b));
-  const int64_t m = dims.m, n = dims.n, k = dims.k;
-  TANDEM_ASSIGN_OR_RETURN(Tensor out, internal::NewLike({m, n}, a.dtype()));
-  TANDEM_RETURN_IF_ERROR(DispatchFloat(a.dtype(), [&](auto zero) {
+  const int64_t m = c.tensor.dim(0), n = c.tensor.dim(1);
+  const int64_t k = transpose_a ? a.dim(0) : a.dim(1);
+  return DispatchFloat(a.dtype(), [&](auto zero) {
     using T = decltype(zero);
     return cpu::Gemm<T>(transpose_a, transpose_b, m, n, k, T(1), a.data<T>(),
-                        b.data<T>(), T(0), out.data<T>());
-  }));
-  if (ShouldRecord({a, b})) {
-    const bool ta = transpose_a, tb = transpose_b;
-    RecordOp(
-        "MatMul", out, {a, b},
-        [sa = a.Detach(), sb = b.Detach(), ta, tb, m, n, k](
-            const Tensor& g, GradSink& sink) -> absl::Status {
-          return DispatchFloat(g.dtype(), [&](auto zero) -> absl::Status {
-            using T = decltype(zero);
-            // C = op(A) op(B), dC = g [m, n].
-            if (sink.needs(0)) {
-              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer da, sink.GetBuffer(0));
-              if (!ta) {  // dA [m,k] = g op(B)^T
-                TANDEM_RETURN_IF_ERROR(
-                    GemmInto<T>(da, false, !tb, m, k, n, g, sb));
-              } else {  // dA [k,m] = op(B) g^T
-                TANDEM_RETURN_IF_ERROR(
-                    GemmInto<T>(da, tb, true, k, m, n, sb, g));
-              }
-            }
-            if (sink.needs(1)) {
-              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db, sink.GetBuffer(1));
-              if (!tb) {  // dB [k,n] = op(A)^T g
-                TANDEM_RETURN_IF_ERROR(
-                    GemmInto<T>(db, !ta, false, k, n, m, sa, g));
-              } else {  // dB [n,k] = g^T op(A)
-                TANDEM_RETURN_IF_ERROR(
-                    GemmInto<T>(db, true, ta, n, k, m, g, sa));
-              }
-            }
-            return absl::OkStatus();
-          });
-        });
-  }
-  return out;
+                        b.data<T>(), c.accumulate ? T(1) : T(0),
+                        c.tensor.data<T>());
+  });
 }
-
 TANDEM_REGISTER_KERNEL(MatMulKernels(), DeviceType::kCPU, CpuMatMul);
 
-absl::StatusOr<Tensor> CpuLinear(const Tensor& x, const Tensor& weight,
-                                 const Tensor& bias) {
-  if (x.dtype() == DType::kBF16) return internal::LinearBf16(x, weight, bias);
+absl::Status CpuLinear(const Tensor& x, const Tensor& weight,
+                       const Tensor& bias, const Tensor& y) {
+  if (x.dtype() == DType::kBF16) {
+    return internal::LinearBf16(x, weight, bias, y);
+  }
   const int64_t batch = x.dim(0), in = x.dim(1), out_features = weight.dim(0);
-  TANDEM_ASSIGN_OR_RETURN(Tensor y,
-                          internal::NewLike({batch, out_features}, x.dtype()));
-  TANDEM_RETURN_IF_ERROR(DispatchFloat(x.dtype(), [&](auto zero) {
+  return DispatchFloat(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     T* py = y.data<T>();
     // kPyTorch: PyTorch's addmm call (the direct form below).
@@ -230,46 +249,30 @@ absl::StatusOr<Tensor> CpuLinear(const Tensor& x, const Tensor& weight,
     }
     return cpu::Gemm<T>(false, true, batch, out_features, in, T(1), x.data<T>(),
                         weight.data<T>(), bias.defined() ? T(1) : T(0), py);
-  }));
-  if (ShouldRecord({x, weight, bias})) {
-    // Only what backward reads: x for dW, W for dx.
-    Tensor sx = weight.requires_grad() ? x.Detach() : Tensor();
-    Tensor sw = x.requires_grad() ? weight.Detach() : Tensor();
-    RecordOp(
-        "Linear", y, {x, weight, bias},
-        [sx, sw, batch, in, out_features](const Tensor& g,
-                                          GradSink& sink) -> absl::Status {
-          return DispatchFloat(g.dtype(), [&](auto zero) -> absl::Status {
-            using T = decltype(zero);
-            if (sink.needs(1)) {  // dW [out, in] = g^T x
-              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dw, sink.GetBuffer(1));
-              TANDEM_RETURN_IF_ERROR(
-                  GemmInto<T>(dw, true, false, out_features, in, batch, g, sx));
-            }
-            if (sink.needs(2)) {  // db [out] = column sums of g
-              // In PyTorch's order (grad.sum(0), a cascade sum), then
-              // added to an existing gradient.
-              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db, sink.GetBuffer(2));
-              T* pdb = db.tensor.data<T>();
-              std::vector<T> sums(static_cast<size_t>(out_features));
-              internal::ColumnSums(g.data<T>(), batch, out_features,
-                                   sums.data());
-              for (int64_t c = 0; c < out_features; ++c) {
-                pdb[c] = db.accumulate ? pdb[c] + sums[c] : sums[c];
-              }
-            }
-            if (sink.needs(0)) {  // dx [batch, in] = g W
-              TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dx, sink.GetBuffer(0));
-              TANDEM_RETURN_IF_ERROR(GemmInto<T>(dx, false, false, batch, in,
-                                                 out_features, g, sw));
-            }
-            return absl::OkStatus();
-          });
-        });
-  }
-  return y;
+  });
 }
 TANDEM_REGISTER_KERNEL(LinearKernels(), DeviceType::kCPU, CpuLinear);
+
+// In PyTorch's order (grad.sum(0), a cascade sum), then added to an
+// existing gradient.
+absl::Status CpuColumnSums(const Tensor& g, const GradOut& out) {
+  if (g.dtype() == DType::kBF16) {
+    internal::ColumnSumsBf16(g, out.tensor, out.accumulate);
+    return absl::OkStatus();
+  }
+  const int64_t rows = g.dim(0), cols = g.dim(1);
+  DispatchFloat(g.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    T* po = out.tensor.data<T>();
+    std::vector<T> sums(static_cast<size_t>(cols));
+    internal::ColumnSums(g.data<T>(), rows, cols, sums.data());
+    for (int64_t c = 0; c < cols; ++c) {
+      po[c] = out.accumulate ? po[c] + sums[c] : sums[c];
+    }
+  });
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(ColumnSumsKernels(), DeviceType::kCPU, CpuColumnSums);
 
 }  // namespace
 }  // namespace tandem

@@ -22,12 +22,9 @@ namespace {
 using internal::Describe;
 using internal::DimSplit;
 using internal::DispatchFloat;
-using internal::NewLike;
 
 // Sum over everything, accumulated in double. mean divides by numel.
-absl::StatusOr<Tensor> CpuSumAll(const Tensor& x, bool mean) {
-  const char* name = mean ? "Mean" : "Sum";
-  TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike({}, x.dtype()));
+absl::Status CpuSumAll(const Tensor& x, bool mean, const Tensor& out) {
   const int64_t n = x.numel();
   DispatchFloat(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
@@ -38,38 +35,30 @@ absl::StatusOr<Tensor> CpuSumAll(const Tensor& x, bool mean) {
     out.data<T>()[0] =
         static_cast<T>(mean ? acc / static_cast<double>(n) : acc);
   });
-  RecordOp(name, out, {x},
-           [mean, n](const Tensor& g, GradSink& sink) -> absl::Status {
-             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-             DispatchFloat(g.dtype(), [&](auto zero) {
-               using T = decltype(zero);
-               const T v =
-                   mean ? static_cast<T>(g.data<T>()[0] / static_cast<T>(n))
-                        : g.data<T>()[0];
-               T* p = buf.tensor.data<T>();
-               for (int64_t i = 0; i < n; ++i) {
-                 p[i] = buf.accumulate ? p[i] + v : v;
-               }
-             });
-             return absl::OkStatus();
-           });
-  return out;
+  return absl::OkStatus();
 }
-
 TANDEM_REGISTER_KERNEL(SumAllKernels(), DeviceType::kCPU, CpuSumAll);
 
+absl::Status CpuSumAllBackward(const Tensor& g, bool mean, const GradOut& buf) {
+  const int64_t n = buf.tensor.numel();
+  DispatchFloat(g.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T v = mean ? static_cast<T>(g.data<T>()[0] / static_cast<T>(n))
+                     : g.data<T>()[0];
+    T* p = buf.tensor.data<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      p[i] = buf.accumulate ? p[i] + v : v;
+    }
+  });
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(SumAllBackwardKernels(), DeviceType::kCPU,
+                       CpuSumAllBackward);
+
 // `d` is normalised.
-absl::StatusOr<Tensor> CpuSumDim(const Tensor& x, int64_t d, bool keepdim,
-                                 bool mean) {
-  const char* name = mean ? "Mean" : "Sum";
+absl::Status CpuSumDim(const Tensor& x, int64_t d, bool mean,
+                       const Tensor& out) {
   const DimSplit s = internal::SplitAt(x.shape(), d);
-  Shape out_shape = x.shape();
-  if (keepdim) {
-    out_shape[d] = 1;
-  } else {
-    out_shape.erase(out_shape.begin() + d);
-  }
-  TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike(out_shape, x.dtype()));
   DispatchFloat(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();
@@ -87,53 +76,56 @@ absl::StatusOr<Tensor> CpuSumDim(const Tensor& x, int64_t d, bool keepdim,
       }
     }
   });
-  RecordOp(name, out, {x},
-           [mean, s](const Tensor& g, GradSink& sink) -> absl::Status {
-             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-             DispatchFloat(g.dtype(), [&](auto zero) {
-               using T = decltype(zero);
-               const T* pg = g.data<T>();
-               T* p = buf.tensor.data<T>();
-               const T scale = mean ? T(1) / static_cast<T>(s.size) : T(1);
-               for (int64_t o = 0; o < s.outer; ++o) {
-                 for (int64_t k = 0; k < s.size; ++k) {
-                   T* row = p + (o * s.size + k) * s.inner;
-                   const T* grow = pg + o * s.inner;
-                   for (int64_t i = 0; i < s.inner; ++i) {
-                     const T v = mean ? grow[i] * scale : grow[i];
-                     row[i] = buf.accumulate ? row[i] + v : v;
-                   }
-                 }
-               }
-             });
-             return absl::OkStatus();
-           });
-  return out;
+  return absl::OkStatus();
 }
-
 TANDEM_REGISTER_KERNEL(SumDimKernels(), DeviceType::kCPU, CpuSumDim);
 
+absl::Status CpuSumDimBackward(const Tensor& g, int64_t d, bool mean,
+                               const GradOut& buf) {
+  const DimSplit s = internal::SplitAt(buf.tensor.shape(), d);
+  DispatchFloat(g.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* pg = g.data<T>();
+    T* p = buf.tensor.data<T>();
+    const T scale = mean ? T(1) / static_cast<T>(s.size) : T(1);
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t k = 0; k < s.size; ++k) {
+        T* row = p + (o * s.size + k) * s.inner;
+        const T* grow = pg + o * s.inner;
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const T v = mean ? grow[i] * scale : grow[i];
+          row[i] = buf.accumulate ? row[i] + v : v;
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(SumDimBackwardKernels(), DeviceType::kCPU,
+                       CpuSumDimBackward);
+
+// f32 over the last dim: PyTorch's kernel, bit for bit.
+bool SoftmaxRowsF32(const Tensor& x, const DimSplit& s) {
+  return x.dtype() == DType::kF32 && s.inner == 1;
+}
+
 // Softmax (log = false) or LogSoftmax (log = true) along normalised dim d.
-absl::StatusOr<Tensor> CpuSoftmax(const Tensor& x, int64_t d, bool log) {
-  const char* name = log ? "LogSoftmax" : "Softmax";
+absl::Status CpuSoftmax(const Tensor& x, int64_t d, bool log, const Tensor& y) {
   const DimSplit s = internal::SplitAt(x.shape(), d);
-  TANDEM_ASSIGN_OR_RETURN(Tensor y, NewLike(x.shape(), x.dtype()));
-  // f32 over the last dim: PyTorch's kernel, bit for bit.
-  const bool rows_f32 = x.dtype() == DType::kF32 && s.inner == 1;
+  if (SoftmaxRowsF32(x, s)) {
+    const float* fx = x.data<float>();
+    float* fy = y.data<float>();
+    if (log) {
+      internal::LogSoftmaxRows(fx, s.outer, s.size, fy);
+    } else {
+      internal::SoftmaxRows(fx, s.outer, s.size, fy);
+    }
+    return absl::OkStatus();
+  }
   DispatchFloat(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    if (rows_f32) {
-      const float* fx = x.data<float>();
-      float* fy = y.data<float>();
-      if (log) {
-        internal::LogSoftmaxRows(fx, s.outer, s.size, fy);
-      } else {
-        internal::SoftmaxRows(fx, s.outer, s.size, fy);
-      }
-      return;
-    }
     for (int64_t o = 0; o < s.outer; ++o) {
       for (int64_t i = 0; i < s.inner; ++i) {
         const int64_t base = o * s.size * s.inner + i;
@@ -157,50 +149,50 @@ absl::StatusOr<Tensor> CpuSoftmax(const Tensor& x, int64_t d, bool log) {
       }
     }
   });
-  RecordOp(name, y, {x},
-           [log, s, rows_f32, sy = y.Detach()](const Tensor& g,
-                                               GradSink& sink) -> absl::Status {
-             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-             if (rows_f32) {
-               std::vector<float> gx(static_cast<size_t>(sy.numel()));
-               (log ? internal::LogSoftmaxBackwardRows
-                    : internal::SoftmaxBackwardRows)(g.data<float>(),
-                                                     sy.data<float>(), s.outer,
-                                                     s.size, gx.data());
-               float* p = buf.tensor.data<float>();
-               for (size_t j = 0; j < gx.size(); ++j) {
-                 p[j] = buf.accumulate ? p[j] + gx[j] : gx[j];
-               }
-               return absl::OkStatus();
-             }
-             DispatchFloat(g.dtype(), [&](auto zero) {
-               using T = decltype(zero);
-               const T* py = sy.data<T>();
-               const T* pg = g.data<T>();
-               T* p = buf.tensor.data<T>();
-               for (int64_t o = 0; o < s.outer; ++o) {
-                 for (int64_t i = 0; i < s.inner; ++i) {
-                   const int64_t base = o * s.size * s.inner + i;
-                   auto at = [&](int64_t k) { return base + k * s.inner; };
-                   // softmax: gx = y (g - sum(g y)); log: gx = g - e^y sum(g)
-                   T dot = 0;
-                   for (int64_t k = 0; k < s.size; ++k) {
-                     dot += log ? pg[at(k)] : pg[at(k)] * py[at(k)];
-                   }
-                   for (int64_t k = 0; k < s.size; ++k) {
-                     const int64_t j = at(k);
-                     const T v = log ? pg[j] - std::exp(py[j]) * dot
-                                     : py[j] * (pg[j] - dot);
-                     p[j] = buf.accumulate ? p[j] + v : v;
-                   }
-                 }
-               }
-             });
-             return absl::OkStatus();
-           });
-  return y;
+  return absl::OkStatus();
 }
 TANDEM_REGISTER_KERNEL(SoftmaxKernels(), DeviceType::kCPU, CpuSoftmax);
+
+absl::Status CpuSoftmaxBackward(const Tensor& g, const Tensor& y, int64_t d,
+                                bool log, const GradOut& buf) {
+  const DimSplit s = internal::SplitAt(y.shape(), d);
+  if (SoftmaxRowsF32(y, s)) {
+    std::vector<float> gx(static_cast<size_t>(y.numel()));
+    (log ? internal::LogSoftmaxBackwardRows : internal::SoftmaxBackwardRows)(
+        g.data<float>(), y.data<float>(), s.outer, s.size, gx.data());
+    float* p = buf.tensor.data<float>();
+    for (size_t j = 0; j < gx.size(); ++j) {
+      p[j] = buf.accumulate ? p[j] + gx[j] : gx[j];
+    }
+    return absl::OkStatus();
+  }
+  DispatchFloat(g.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    const T* py = y.data<T>();
+    const T* pg = g.data<T>();
+    T* p = buf.tensor.data<T>();
+    for (int64_t o = 0; o < s.outer; ++o) {
+      for (int64_t i = 0; i < s.inner; ++i) {
+        const int64_t base = o * s.size * s.inner + i;
+        auto at = [&](int64_t k) { return base + k * s.inner; };
+        // softmax: gx = y (g - sum(g y)); log: gx = g - e^y sum(g)
+        T dot = 0;
+        for (int64_t k = 0; k < s.size; ++k) {
+          dot += log ? pg[at(k)] : pg[at(k)] * py[at(k)];
+        }
+        for (int64_t k = 0; k < s.size; ++k) {
+          const int64_t j = at(k);
+          const T v =
+              log ? pg[j] - std::exp(py[j]) * dot : py[j] * (pg[j] - dot);
+          p[j] = buf.accumulate ? p[j] + v : v;
+        }
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(SoftmaxBackwardKernels(), DeviceType::kCPU,
+                       CpuSoftmaxBackward);
 
 template <typename T>
 void ArgmaxTyped(const T* px, const DimSplit& s, int64_t* po) {
@@ -229,11 +221,8 @@ void ArgmaxTyped(const T* px, const DimSplit& s, int64_t* po) {
 }
 
 // `d` is normalised and x.dim(d) > 0.
-absl::StatusOr<Tensor> CpuArgmax(const Tensor& x, int64_t d) {
+absl::Status CpuArgmax(const Tensor& x, int64_t d, const Tensor& out) {
   const DimSplit s = internal::SplitAt(x.shape(), d);
-  Shape out_shape = x.shape();
-  out_shape.erase(out_shape.begin() + d);
-  TANDEM_ASSIGN_OR_RETURN(Tensor out, NewLike(out_shape, DType::kI64));
   int64_t* po = out.data<int64_t>();
   switch (x.dtype()) {
     case DType::kF32:
@@ -258,7 +247,7 @@ absl::StatusOr<Tensor> CpuArgmax(const Tensor& x, int64_t d) {
       break;
     }
   }
-  return out;
+  return absl::OkStatus();
 }
 TANDEM_REGISTER_KERNEL(ArgmaxKernels(), DeviceType::kCPU, CpuArgmax);
 
@@ -275,7 +264,21 @@ absl::StatusOr<Tensor> ReduceAll(const Tensor& x, bool mean) {
   TANDEM_ASSIGN_OR_RETURN(const Device device, internal::OpDevice(name, x));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(SumAllKernel * kernel, SumAllKernels().For(device));
-  return kernel(x, mean);
+  TANDEM_ASSIGN_OR_RETURN(Tensor out, Tensor::Empty({}, x.dtype(), device));
+  TANDEM_RETURN_IF_ERROR(kernel(x, mean, out));
+  if (ShouldRecord({x})) {
+    // The one backward formula: g (over numel when mean) everywhere.
+    RecordOp(
+        name, out, {x},
+        [name, mean, device](const Tensor& g, GradSink& sink) -> absl::Status {
+          TANDEM_RETURN_IF_ERROR(internal::CheckGradDevice(g, device, name));
+          TANDEM_ASSIGN_OR_RETURN(SumAllBackwardKernel * backward,
+                                  SumAllBackwardKernels().For(device));
+          TANDEM_ASSIGN_OR_RETURN(GradOut buf, sink.GetBuffer(0));
+          return backward(g, mean, buf);
+        });
+  }
+  return out;
 }
 
 absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
@@ -292,7 +295,30 @@ absl::StatusOr<Tensor> ReduceDim(const Tensor& x, int64_t dim, bool keepdim,
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
   TANDEM_ASSIGN_OR_RETURN(SumDimKernel * kernel, SumDimKernels().For(device));
-  return kernel(x, d, keepdim, mean);
+  Shape out_shape = x.shape();
+  if (keepdim) {
+    out_shape[d] = 1;
+  } else {
+    out_shape.erase(out_shape.begin() + d);
+  }
+  TANDEM_ASSIGN_OR_RETURN(Tensor out,
+                          Tensor::Empty(out_shape, x.dtype(), device));
+  TANDEM_RETURN_IF_ERROR(kernel(x, d, mean, out));
+  if (ShouldRecord({x})) {
+    // The one backward formula: g (over the dim's size when mean) repeated
+    // along dim d.
+    RecordOp(
+        name, out, {x},
+        [name, d, mean, device](const Tensor& g,
+                                GradSink& sink) -> absl::Status {
+          TANDEM_RETURN_IF_ERROR(internal::CheckGradDevice(g, device, name));
+          TANDEM_ASSIGN_OR_RETURN(SumDimBackwardKernel * backward,
+                                  SumDimBackwardKernels().For(device));
+          TANDEM_ASSIGN_OR_RETURN(GradOut buf, sink.GetBuffer(0));
+          return backward(g, d, mean, buf);
+        });
+  }
+  return out;
 }
 
 absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
@@ -308,7 +334,24 @@ absl::StatusOr<Tensor> SoftmaxImpl(const Tensor& x, int64_t dim, bool log) {
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, name, "x"));
   TANDEM_ASSIGN_OR_RETURN(int64_t d, internal::NormalizeDim(dim, x, name));
   TANDEM_ASSIGN_OR_RETURN(SoftmaxKernel * kernel, SoftmaxKernels().For(device));
-  return kernel(x, d, log);
+  TANDEM_ASSIGN_OR_RETURN(Tensor y,
+                          Tensor::Empty(x.shape(), x.dtype(), device));
+  TANDEM_RETURN_IF_ERROR(kernel(x, d, log, y));
+  if (ShouldRecord({x})) {
+    // The one backward formula, from the output: softmax: gx = y (g -
+    // sum(g y)); log: gx = g - e^y sum(g).
+    RecordOp(
+        name, y, {x},
+        [name, d, log, device, sy = y.Detach()](
+            const Tensor& g, GradSink& sink) -> absl::Status {
+          TANDEM_RETURN_IF_ERROR(internal::CheckGradDevice(g, device, name));
+          TANDEM_ASSIGN_OR_RETURN(SoftmaxBackwardKernel * backward,
+                                  SoftmaxBackwardKernels().For(device));
+          TANDEM_ASSIGN_OR_RETURN(GradOut buf, sink.GetBuffer(0));
+          return backward(g, sy, d, log, buf);
+        });
+  }
+  return y;
 }
 
 }  // namespace
@@ -339,7 +382,12 @@ absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim) {
                      " is empty, so it has no maximum"));
   }
   TANDEM_ASSIGN_OR_RETURN(ArgmaxKernel * kernel, ArgmaxKernels().For(device));
-  return kernel(x, d);
+  Shape out_shape = x.shape();
+  out_shape.erase(out_shape.begin() + d);
+  TANDEM_ASSIGN_OR_RETURN(Tensor out,
+                          Tensor::Empty(out_shape, DType::kI64, device));
+  TANDEM_RETURN_IF_ERROR(kernel(x, d, out));
+  return out;
 }
 
 }  // namespace tandem

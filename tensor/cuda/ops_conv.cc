@@ -11,7 +11,6 @@
 #include <cstdint>
 
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
 #include "tensor/cuda/internal/cuda_ops.h"
 #include "tensor/cuda/internal/gemm.h"
 #include "tensor/cuda/internal/kernels.h"
@@ -58,10 +57,34 @@ absl::StatusOr<Chunking> MakeChunking(const kernels::ConvGeometry& geo,
   return c;
 }
 
-absl::Status ConvBackward(const kernels::ConvGeometry& geo, int64_t batch,
-                          int64_t out_channels, Device device, const Tensor& x,
-                          const Tensor& w, const Tensor& g, GradSink& sink) {
-  TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "Conv2d"));
+// The geometry of the convolution the definition checked.
+kernels::ConvGeometry GeometryOf(const Tensor& x, const Tensor& weight,
+                                 const Conv2dOptions& options) {
+  const auto [sh, sw] = options.stride;
+  const auto [ph, pw] = options.padding;
+  kernels::ConvGeometry geo;
+  geo.channels = x.dim(1);
+  geo.height = x.dim(2);
+  geo.width = x.dim(3);
+  geo.kernel_h = weight.dim(2);
+  geo.kernel_w = weight.dim(3);
+  geo.stride_h = sh;
+  geo.stride_w = sw;
+  geo.pad_h = ph;
+  geo.pad_w = pw;
+  geo.out_h = (geo.height + 2 * ph - geo.kernel_h) / sh + 1;
+  geo.out_w = (geo.width + 2 * pw - geo.kernel_w) / sw + 1;
+  return geo;
+}
+
+// The kernels of tensor/op_kernels.h, on arguments their op checked.
+absl::Status CudaConv2dBackward(const Tensor& g, const Tensor& x,
+                                const Tensor& w, const Conv2dOptions& options,
+                                const GradOut& dx, const GradOut& dw,
+                                const GradOut& db) {
+  const kernels::ConvGeometry geo = GeometryOf(x, w, options);
+  const int64_t batch = x.dim(0), out_channels = w.dim(0);
+  const Device device = x.device();
   const int d = device.index();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(d));
   const DType dtype = g.dtype();
@@ -70,12 +93,11 @@ absl::Status ConvBackward(const kernels::ConvGeometry& geo, int64_t batch,
   const int64_t out_plane = out_channels * cols;
   const bool pointwise = IsPointwise(geo);
   Chunking chunks;  // column scratch, only when dW or dx needs it
-  if (sink.needs(0) || sink.needs(1)) {
+  if (dx.tensor.defined() || dw.tensor.defined()) {
     TANDEM_ASSIGN_OR_RETURN(chunks, MakeChunking(geo, batch, dtype, device));
   }
 
-  if (sink.needs(1)) {  // dW [O, rows] = sum_n g_n [O, cols] · col_n^T
-    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dw, sink.GetBuffer(1));
+  if (dw.tensor.defined()) {  // dW [O, rows] = sum_n g_n [O, cols] · col_n^T
     if (!dw.accumulate && batch == 0) {
       TANDEM_RETURN_IF_ERROR(::tandem::FillInPlace(dw.tensor, 0.0));
     }
@@ -98,14 +120,12 @@ absl::Status ConvBackward(const kernels::ConvGeometry& geo, int64_t batch,
       }
     }
   }
-  if (sink.needs(2)) {  // db [O] = sum over n, h, w of g
-    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer db, sink.GetBuffer(2));
+  if (db.tensor.defined()) {  // db [O] = sum over n, h, w of g
     TANDEM_CUDA_RETURN_IF_ERROR(
         kernels::SumOuterInner(dtype, g.raw_data(), batch, out_channels, cols,
                                db.tensor.raw_data(), db.accumulate, stream));
   }
-  if (sink.needs(0)) {  // dx_n = col2im(W^T [rows, O] · g_n [O, cols])
-    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer dx, sink.GetBuffer(0));
+  if (dx.tensor.defined()) {  // dx_n = col2im(W^T [rows, O] · g_n [O, cols])
     if (pointwise) {
       TANDEM_RETURN_IF_ERROR(GemmStridedBatched(
           d, stream, dtype, true, false, rows, cols, out_channels, 1.0,
@@ -127,35 +147,18 @@ absl::Status ConvBackward(const kernels::ConvGeometry& geo, int64_t batch,
   return absl::OkStatus();
 }
 
-// The kernels of tensor/op_kernels.h, on arguments their ops checked.
-absl::StatusOr<Tensor> CudaConv2d(const Tensor& x, const Tensor& weight,
-                                  const Tensor& bias,
-                                  const Conv2dOptions& options) {
+absl::Status CudaConv2d(const Tensor& x, const Tensor& weight,
+                        const Tensor& bias, const Conv2dOptions& options,
+                        const Tensor& y) {
   const Device device = x.device();
-  const auto [sh, sw] = options.stride;
-  const auto [ph, pw] = options.padding;
   const int64_t batch = x.dim(0), out_channels = weight.dim(0);
-  kernels::ConvGeometry geo;
-  geo.channels = x.dim(1);
-  geo.height = x.dim(2);
-  geo.width = x.dim(3);
-  geo.kernel_h = weight.dim(2);
-  geo.kernel_w = weight.dim(3);
-  geo.stride_h = sh;
-  geo.stride_w = sw;
-  geo.pad_h = ph;
-  geo.pad_w = pw;
-  geo.out_h = (geo.height + 2 * ph - geo.kernel_h) / sh + 1;
-  geo.out_w = (geo.width + 2 * pw - geo.kernel_w) / sw + 1;
+  const kernels::ConvGeometry geo = GeometryOf(x, weight, options);
   const int64_t rows = Rows(geo), cols = Cols(geo);
   const int64_t in_plane = geo.channels * geo.height * geo.width;
   const int64_t out_plane = out_channels * cols;
   const DType dtype = x.dtype();
   const int d = device.index();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(d));
-  TANDEM_ASSIGN_OR_RETURN(
-      Tensor y, Tensor::Empty({batch, out_channels, geo.out_h, geo.out_w},
-                              dtype, device));
   if (bias.defined()) {
     TANDEM_CUDA_RETURN_IF_ERROR(
         kernels::BroadcastMiddle(dtype, bias.raw_data(), batch, out_channels,
@@ -179,18 +182,12 @@ absl::StatusOr<Tensor> CudaConv2d(const Tensor& x, const Tensor& weight,
         bias.defined() ? 1.0 : 0.0, ElementPtr(y, n0 * out_plane), out_plane,
         nb));
   }
-  if (ShouldRecord({x, weight, bias})) {
-    RecordOp("Conv2d", y, {x, weight, bias},
-             [geo, batch, out_channels, device, sx = x.Detach(),
-              sw = weight.Detach()](const Tensor& g, GradSink& sink) {
-               return ConvBackward(geo, batch, out_channels, device, sx, sw, g,
-                                   sink);
-             });
-  }
-  return y;
+  return absl::OkStatus();
 }
 
 TANDEM_REGISTER_KERNEL(Conv2dKernels(), DeviceType::kCUDA, CudaConv2d);
+TANDEM_REGISTER_KERNEL(Conv2dBackwardKernels(), DeviceType::kCUDA,
+                       CudaConv2dBackward);
 
 }  // namespace
 }  // namespace tandem::cuda::internal

@@ -150,6 +150,19 @@ TEST_P(OpsCudaTest, Linear) {
           [](const std::vector<Tensor>& in) {
             return Linear(in[0], in[1], Tensor());
           });
+  // The backward formula keeps only what it reads: a frozen layer (no dW,
+  // no db), and an input without grad (no dx).
+  CheckOp(
+      "Linear frozen", dt(),
+      {F({6, 4}, 10), F({5, 4}, 11, -2, 2, false), F({5}, 12, -2, 2, false)},
+      [](const std::vector<Tensor>& in) {
+        return Linear(in[0], in[1], in[2]);
+      });
+  CheckOp("Linear, x without grad", dt(),
+          {F({6, 4}, 13, -2, 2, false), F({5, 4}, 14), F({5}, 15)},
+          [](const std::vector<Tensor>& in) {
+            return Linear(in[0], in[1], in[2]);
+          });
 }
 
 TEST_P(OpsCudaTest, BinaryWithBroadcasting) {
@@ -340,6 +353,7 @@ TEST_P(OpsCudaTest, Conv2d) {
     Shape x, w;
     Conv2dOptions o;
     bool bias;
+    bool x_grad = true;
   };
   const std::vector<Case> cases = {
       {"3x3 pad 1", {2, 3, 7, 6}, {4, 3, 3, 3}, {{1, 1}, {1, 1}}, true},
@@ -354,10 +368,18 @@ TEST_P(OpsCudaTest, Conv2d) {
        {{2, 2}, {0, 0}},
        false},
       {"pointwise", {3, 6, 5, 4}, {4, 6, 1, 1}, {{1, 1}, {0, 0}}, true},
+      // A first layer: x needs no gradient, so Conv2dBackward gets no dx.
+      {"3x3 pad 1, x without grad",
+       {2, 3, 7, 6},
+       {4, 3, 3, 3},
+       {{1, 1}, {1, 1}},
+       true,
+       false},
   };
   uint32_t seed = 80;
   for (const Case& c : cases) {
-    std::vector<Arg> args = {F(c.x, seed++), F(c.w, seed++, -0.5, 0.5)};
+    std::vector<Arg> args = {F(c.x, seed++, -2, 2, c.x_grad),
+                             F(c.w, seed++, -0.5, 0.5)};
     if (c.bias) args.push_back(F({c.w[0]}, seed++));
     const Conv2dOptions o = c.o;
     const bool bias = c.bias;

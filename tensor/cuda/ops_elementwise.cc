@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
 #include "tensor/convert.h"
 #include "tensor/cuda/internal/cuda_ops.h"
 #include "tensor/cuda/internal/kernels.h"
@@ -33,94 +32,59 @@ kernels::Broadcast ToKernel(const BroadcastPlan& p) {
   return k;
 }
 
-absl::Status BinaryBackward(BinaryOp op, const BroadcastPlan& plan,
-                            Device device, const Tensor& a, const Tensor& b,
-                            const Tensor& g, GradSink& sink) {
-  TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, BinaryOpName(op)));
-  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-  const kernels::Broadcast kp = ToKernel(plan);
-  for (int i = 0; i < 2; ++i) {
-    if (!sink.needs(i)) continue;
-    const BroadcastOperand& x = i == 0 ? plan.a : plan.b;
-    // Pass-through gradients of equal-shape operands, without a copy.
-    if (!x.broadcast &&
-        ((i == 0 && (op == BinaryOp::kAdd || op == BinaryOp::kSub)) ||
-         (i == 1 && op == BinaryOp::kAdd))) {
-      TANDEM_RETURN_IF_ERROR(sink.Add(i, g));
-      continue;
-    }
-    TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(i));
-    Tensor scratch;
-    if (x.outer_stride == 0 && x.inner_stride == 0) {
-      TANDEM_ASSIGN_OR_RETURN(scratch, ReduceScratch(device));
-    }
-    TANDEM_CUDA_RETURN_IF_ERROR(kernels::BinaryBackward(
-        op, i, g.dtype(), kp, a.defined() ? a.raw_data() : nullptr,
-        b.defined() ? b.raw_data() : nullptr, g.raw_data(),
-        buf.tensor.raw_data(), buf.accumulate,
-        scratch.defined() ? scratch.data<double>() : nullptr, stream));
-  }
-  return absl::OkStatus();
-}
-
 // The kernels of tensor/op_kernels.h, on arguments their ops checked.
-absl::StatusOr<Tensor> CudaBinary(BinaryOp op, const Tensor& a, const Tensor& b,
-                                  const BroadcastPlan& plan) {
-  const char* name = BinaryOpName(op);
-  const Device device = a.device();
-  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-  TANDEM_ASSIGN_OR_RETURN(Tensor out,
-                          Tensor::Empty(plan.out_shape, a.dtype(), device));
+absl::Status CudaBinary(BinaryOp op, const Tensor& a, const Tensor& b,
+                        const BroadcastPlan& plan, const Tensor& out) {
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(a.device().index()));
   TANDEM_CUDA_RETURN_IF_ERROR(
       kernels::BinaryForward(op, a.dtype(), ToKernel(plan), a.raw_data(),
                              b.raw_data(), out.raw_data(), stream));
-  if (ShouldRecord({a, b})) {
-    // Only Mul and Div read the operands in backward.
-    const bool saves = op == BinaryOp::kMul || op == BinaryOp::kDiv;
-    RecordOp(
-        name, out, {a, b},
-        [op, plan, device, sa = saves ? a.Detach() : Tensor(),
-         sb = saves ? b.Detach() : Tensor()](const Tensor& g, GradSink& sink) {
-          return BinaryBackward(op, plan, device, sa, sb, g, sink);
-        });
-  }
-  return out;
+  return absl::OkStatus();
 }
-
 TANDEM_REGISTER_KERNEL(BinaryKernels(), DeviceType::kCUDA, CudaBinary);
 
-absl::StatusOr<Tensor> CudaUnary(UnaryOp op, const Tensor& x, double scalar) {
-  const char* name = UnaryOpName(op);
-  const Device device = x.device();
+absl::Status CudaBinaryBackward(BinaryOp op, int input, const Tensor& a,
+                                const Tensor& b, const Tensor& g,
+                                const BroadcastPlan& plan, const GradOut& buf) {
+  const Device device = g.device();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-  TANDEM_ASSIGN_OR_RETURN(Tensor y,
-                          Tensor::Empty(x.shape(), x.dtype(), device));
-  const auto kop = op;
-  TANDEM_CUDA_RETURN_IF_ERROR(kernels::UnaryForward(
-      kop, x.dtype(), scalar, x.raw_data(), y.raw_data(), x.numel(), stream));
-  if (ShouldRecord({x})) {
-    const bool needs_x = op == UnaryOp::kRelu || op == UnaryOp::kLog;
-    const bool needs_y =
-        op == UnaryOp::kSigmoid || op == UnaryOp::kTanh || op == UnaryOp::kExp;
-    RecordOp(
-        name, y, {x},
-        [name, kop, scalar, device, sx = needs_x ? x.Detach() : Tensor(),
-         sy = needs_y ? y.Detach() : Tensor()](const Tensor& g,
-                                               GradSink& sink) -> absl::Status {
-          TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, name));
-          TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-          TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-          TANDEM_CUDA_RETURN_IF_ERROR(kernels::UnaryBackward(
-              kop, g.dtype(), scalar, sx.defined() ? sx.raw_data() : nullptr,
-              sy.defined() ? sy.raw_data() : nullptr, g.raw_data(),
-              buf.tensor.raw_data(), g.numel(), buf.accumulate, stream));
-          return absl::OkStatus();
-        });
+  const BroadcastOperand& x = input == 0 ? plan.a : plan.b;
+  Tensor scratch;
+  if (x.outer_stride == 0 && x.inner_stride == 0) {
+    TANDEM_ASSIGN_OR_RETURN(scratch, ReduceScratch(device));
   }
-  return y;
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::BinaryBackward(
+      op, input, g.dtype(), ToKernel(plan),
+      a.defined() ? a.raw_data() : nullptr,
+      b.defined() ? b.raw_data() : nullptr, g.raw_data(), buf.tensor.raw_data(),
+      buf.accumulate, scratch.defined() ? scratch.data<double>() : nullptr,
+      stream));
+  return absl::OkStatus();
 }
+TANDEM_REGISTER_KERNEL(BinaryBackwardKernels(), DeviceType::kCUDA,
+                       CudaBinaryBackward);
 
+absl::Status CudaUnary(UnaryOp op, const Tensor& x, double scalar,
+                       const Tensor& y) {
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(x.device().index()));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::UnaryForward(
+      op, x.dtype(), scalar, x.raw_data(), y.raw_data(), x.numel(), stream));
+  return absl::OkStatus();
+}
 TANDEM_REGISTER_KERNEL(UnaryKernels(), DeviceType::kCUDA, CudaUnary);
+
+absl::Status CudaUnaryBackward(UnaryOp op, double scalar, const Tensor& x,
+                               const Tensor& y, const Tensor& g,
+                               const GradOut& buf) {
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(g.device().index()));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::UnaryBackward(
+      op, g.dtype(), scalar, x.defined() ? x.raw_data() : nullptr,
+      y.defined() ? y.raw_data() : nullptr, g.raw_data(), buf.tensor.raw_data(),
+      g.numel(), buf.accumulate, stream));
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(UnaryBackwardKernels(), DeviceType::kCUDA,
+                       CudaUnaryBackward);
 
 absl::Status CudaAddInPlace(const Tensor& dst, const Tensor& src,
                             double alpha) {

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
 #include "tensor/cuda/internal/cuda_ops.h"
 #include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
@@ -29,24 +28,20 @@ absl::StatusOr<int64_t> LabelAt(const Tensor& labels, int64_t index) {
 }
 
 // The kernels of tensor/op_kernels.h, on arguments their ops checked.
-// CrossEntropy (ignore_index and reduction: GPT ops, helper gptops): rows
-// whose label is options.ignore_index add nothing and get a zero gradient;
-// the count of the others is summed on the device and read back with the
-// label check (kMean divides by it; 0 gives NaN, as PyTorch).
-absl::StatusOr<Tensor> CudaCrossEntropy(const Tensor& logits,
-                                        const Tensor& labels,
-                                        const CrossEntropyOptions& options) {
+// CrossEntropy: `saved` holds the probabilities; rows whose label is
+// options.ignore_index add nothing and get a zero gradient; the count of
+// the others is summed on the device and read back with the label check
+// (kMean divides by it; 0 gives NaN, as PyTorch).
+absl::Status CudaCrossEntropy(const Tensor& logits, const Tensor& labels,
+                              const CrossEntropyOptions& options,
+                              const Tensor& loss, const Tensor& probs,
+                              int64_t* counted_out) {
   const Device device = logits.device();
   const int64_t n = logits.dim(0), c = logits.dim(1);
   const DType dtype = logits.dtype();
   const int64_t ignore = options.ignore_index;
   const bool mean = options.reduction == LossReduction::kMean;
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-  TANDEM_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({}, dtype, device));
-  // softmax(logits) - onehot(labels), times g / count (or g), is the
-  // gradient of a counted row; the probabilities are kept for backward.
-  TANDEM_ASSIGN_OR_RETURN(Tensor probs,
-                          Tensor::Empty(logits.shape(), dtype, device));
   TANDEM_ASSIGN_OR_RETURN(Tensor row_loss,
                           Tensor::Empty({n}, DType::kF64, device));
   TANDEM_ASSIGN_OR_RETURN(Tensor row_counted,
@@ -75,35 +70,38 @@ absl::StatusOr<Tensor> CudaCrossEntropy(const Tensor& logits,
   }
   TANDEM_ASSIGN_OR_RETURN(Tensor counted_host, counted_dev.To(Device::CPU()));
   const double counted = counted_host.data<double>()[0];
+  *counted_out = static_cast<int64_t>(counted);  // exact: counted <= n
   // loss = (sum of row losses in double) / count (mean) or / 1 (sum).
   TANDEM_CUDA_RETURN_IF_ERROR(kernels::SumAll(
       DType::kF64, row_loss.raw_data(), n, mean ? counted : 1.0, dtype,
       loss.raw_data(), /*accumulate=*/false, scratch.data<double>(), stream));
-  RecordOp("CrossEntropy", loss, {logits, labels},
-           [probs, labels = labels.Detach(), n, c, device, ignore, mean,
-            counted](const Tensor& g, GradSink& sink) -> absl::Status {
-             TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "CrossEntropy"));
-             TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream,
-                                     Enter(device.index()));
-             TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(0));
-             TANDEM_CUDA_RETURN_IF_ERROR(kernels::CrossEntropyBackward(
-                 g.dtype(), probs.raw_data(), labels.data<int64_t>(),
-                 g.raw_data(), n, c, ignore, mean, counted,
-                 buf.tensor.raw_data(), buf.accumulate, stream));
-             return absl::OkStatus();
-           });
-  return loss;
+  return absl::OkStatus();
 }
-
 TANDEM_REGISTER_KERNEL(CrossEntropyKernels(), DeviceType::kCUDA,
                        CudaCrossEntropy);
 
-absl::StatusOr<Tensor> CudaMse(const Tensor& prediction, const Tensor& target) {
+absl::Status CudaCrossEntropyBackward(const Tensor& g, const Tensor& probs,
+                                      const Tensor& labels,
+                                      const CrossEntropyOptions& options,
+                                      int64_t counted, const GradOut& out) {
+  const int64_t n = probs.dim(0), c = probs.dim(1);
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(g.device().index()));
+  TANDEM_CUDA_RETURN_IF_ERROR(kernels::CrossEntropyBackward(
+      g.dtype(), probs.raw_data(), labels.data<int64_t>(), g.raw_data(), n, c,
+      options.ignore_index, options.reduction == LossReduction::kMean,
+      static_cast<double>(counted), out.tensor.raw_data(), out.accumulate,
+      stream));
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(CrossEntropyBackwardKernels(), DeviceType::kCUDA,
+                       CudaCrossEntropyBackward);
+
+absl::Status CudaMse(const Tensor& prediction, const Tensor& target,
+                     const Tensor& loss) {
   const Device device = prediction.device();
   const int64_t n = prediction.numel();
   const DType dtype = prediction.dtype();
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-  TANDEM_ASSIGN_OR_RETURN(Tensor loss, Tensor::Empty({}, dtype, device));
   TANDEM_ASSIGN_OR_RETURN(Tensor sq, Tensor::Empty({n}, DType::kF64, device));
   TANDEM_ASSIGN_OR_RETURN(Tensor scratch, ReduceScratch(device));
   TANDEM_CUDA_RETURN_IF_ERROR(kernels::SquaredDiff(dtype, prediction.raw_data(),
@@ -112,27 +110,22 @@ absl::StatusOr<Tensor> CudaMse(const Tensor& prediction, const Tensor& target) {
   TANDEM_CUDA_RETURN_IF_ERROR(kernels::SumAll(
       DType::kF64, sq.raw_data(), n, static_cast<double>(n), dtype,
       loss.raw_data(), /*accumulate=*/false, scratch.data<double>(), stream));
-  if (ShouldRecord({prediction, target})) {
-    RecordOp(
-        "Mse", loss, {prediction, target},
-        [sp = prediction.Detach(), st = target.Detach(), n, device](
-            const Tensor& g, GradSink& sink) -> absl::Status {
-          TANDEM_RETURN_IF_ERROR(CheckGrad(g, device, "Mse"));
-          TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(device.index()));
-          for (int i = 0; i < 2; ++i) {
-            if (!sink.needs(i)) continue;
-            TANDEM_ASSIGN_OR_RETURN(GradSink::Buffer buf, sink.GetBuffer(i));
-            TANDEM_CUDA_RETURN_IF_ERROR(kernels::MseBackward(
-                g.dtype(), sp.raw_data(), st.raw_data(), g.raw_data(), n,
-                /*negate=*/i == 1, buf.tensor.raw_data(), buf.accumulate,
-                stream));
-          }
-          return absl::OkStatus();
-        });
-  }
-  return loss;
+  return absl::OkStatus();
 }
 TANDEM_REGISTER_KERNEL(MseKernels(), DeviceType::kCUDA, CudaMse);
+
+absl::Status CudaMseBackward(const Tensor& g, const Tensor& prediction,
+                             const Tensor& target, bool negate,
+                             const GradOut& out) {
+  TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(g.device().index()));
+  TANDEM_CUDA_RETURN_IF_ERROR(
+      kernels::MseBackward(g.dtype(), prediction.raw_data(), target.raw_data(),
+                           g.raw_data(), prediction.numel(), negate,
+                           out.tensor.raw_data(), out.accumulate, stream));
+  return absl::OkStatus();
+}
+TANDEM_REGISTER_KERNEL(MseBackwardKernels(), DeviceType::kCUDA,
+                       CudaMseBackward);
 
 }  // namespace
 }  // namespace tandem::cuda::internal

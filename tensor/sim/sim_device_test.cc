@@ -196,6 +196,56 @@ TEST_F(SimDeviceTest, PointwiseTableOpsMatchTheCpuExactly) {
   }
 }
 
+// The built-in ops (Conv2d, the elementwise ops, Sum/Mean, Softmax,
+// MatMul, Linear, CrossEntropy, Mse) on a simulated device: each op's one
+// definition records the autograd node and calls the sim's rows (the CPU
+// kernels on host views), so values and gradients are the CPU's, bit for
+// bit, and stay on the simulated device.
+TEST_F(SimDeviceTest, BuiltInOpsMatchTheCpuExactly) {
+  std::vector<float> xv(2 * 3 * 5 * 5), wv(4 * 3 * 3 * 3), bv(4), mv(4 * 4);
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.05f * ((i * 7) % 23) - 0.5f;
+  for (size_t i = 0; i < wv.size(); ++i) wv[i] = 0.03f * ((i * 5) % 13) - 0.2f;
+  for (size_t i = 0; i < bv.size(); ++i) bv[i] = 0.1f * i - 0.15f;
+  for (size_t i = 0; i < mv.size(); ++i) mv[i] = 0.07f * ((i * 3) % 7) - 0.2f;
+  std::vector<std::vector<float>> results[2];
+  for (int r = 0; r < 2; ++r) {
+    const Device d = r == 0 ? Device::CPU() : Device::Sim(2);
+    auto make = [&](const std::vector<float>& v, Shape shape) {
+      Tensor t = Tensor::FromVector(v, std::move(shape)).value().To(d).value();
+      EXPECT_TRUE(t.set_requires_grad(true).ok());
+      return t;
+    };
+    Tensor x = make(xv, {2, 3, 5, 5});
+    Tensor w = make(wv, {4, 3, 3, 3});
+    Tensor b = make(bv, {4});
+    Tensor m = make(mv, {4, 4});
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(
+        Tensor labels,
+        Tensor::FromVector(std::vector<int64_t>{1, 3}).value().To(d));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor y,
+                                   Conv2d(x, w, b, {.padding = {1, 1}}));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor h, Tanh(y));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(h, Mean(h, 3));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(h, Sum(h, 2));  // [2, 4]
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(h, Div(Sub(h, b).value(), 3.0));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor logits, MatMul(h, m, false, true));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(logits, Linear(logits, m, b));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor ce, CrossEntropy(logits, labels));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor p, Softmax(logits, 1));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor mse, Mse(p, Exp(h).value()));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor loss, Add(ce, mse));
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(loss, Mul(loss, loss));
+    TANDEM_NN_ASSERT_OK(loss.Backward());
+    for (const Tensor& t :
+         {y, logits, loss, x.grad(), w.grad(), b.grad(), m.grad()}) {
+      EXPECT_EQ(t.device(), d);
+      TANDEM_NN_ASSERT_OK_AND_ASSIGN(Tensor host, t.To(Device::CPU()));
+      results[r].push_back(host.ToVector<float>().value());
+    }
+  }
+  EXPECT_EQ(results[0], results[1]);
+}
+
 // BatchNorm2d (norm) on a simulated device: the CPU kernels on host
 // views, so outputs, gradients and running statistics are the CPU's, bit
 // for bit, in training and in eval.

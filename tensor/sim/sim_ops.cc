@@ -1,10 +1,8 @@
-// The kernels of simulated devices: each runs the CPU op on host views of
-// its tensors (which the op's definition checked to share one simulated
-// device) and labels the result with the device. Autograd sees two extra nodes
-// per crossing
-// ("SimToHost", "HostToSim") whose backward relabels the gradient the other
-// way, so gradients of simulated tensors are simulated tensors and every
-// value is bit for bit the CPU's.
+// The kernels of simulated devices: each runs the CPU kernel of its row on
+// host views of its tensors (which the op's definition checked to share one
+// simulated device and allocated there), so every value is bit for bit the
+// CPU's and every output and gradient of a simulated tensor is simulated.
+// The kernels record no autograd: each op's definition does.
 #include <memory>
 #include <vector>
 
@@ -13,7 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
 #include "tensor/convert.h"
 #include "tensor/op_kernels.h"
 #include "tensor/op_table.h"
@@ -27,125 +24,13 @@
 namespace tandem::sim_internal {
 namespace {
 
-// A differentiable relabel: `t`'s elements labelled `to`; the backward
-// relabels the gradient back to t's device. Undefined stays undefined.
-Tensor Move(const Tensor& t, Device to) {
-  if (!t.defined()) return t;
-  Tensor out = Relabel(t, to);
-  if (ShouldRecord({t})) {
-    const Device from = t.device();
-    RecordOp(to.is_cpu() ? "SimToHost" : "HostToSim", out, {t},
-             [from](const Tensor& g, GradSink& sink) -> absl::Status {
-               return sink.Add(0, Relabel(g, from));
-             });
-  }
-  return out;
-}
-
-Tensor Host(const Tensor& t) { return Move(t, Device::CPU()); }
-
-// Relabels a host result back onto `device`.
-absl::StatusOr<Tensor> Back(absl::StatusOr<Tensor> result, Device device) {
-  if (!result.ok()) return result.status();
-  return Move(*result, device);
-}
-
 // A non-recording host view (in-place ops, optimizer steps).
 Tensor Raw(const Tensor& t) {
   return t.defined() ? Relabel(t, Device::CPU()) : t;
 }
 
-// The kernels. Each op's definition has checked that its tensors share
-// one simulated device; the kernel runs the CPU op on host views, which
-// repeats the CPU checks (harmless, and the errors read the same).
-absl::StatusOr<Tensor> SimMatMul(const Tensor& a, const Tensor& b,
-                                 bool transpose_a, bool transpose_b) {
-  return Back(::tandem::MatMul(Host(a), Host(b), transpose_a, transpose_b),
-              a.device());
-}
-absl::StatusOr<Tensor> SimLinear(const Tensor& x, const Tensor& weight,
-                                 const Tensor& bias) {
-  return Back(::tandem::Linear(Host(x), Host(weight), Host(bias)), x.device());
-}
-absl::StatusOr<Tensor> SimBinary(BinaryOp op, const Tensor& a, const Tensor& b,
-                                 const internal::BroadcastPlan&) {
-  const Device d = a.device();
-  const Tensor ha = Host(a);
-  const Tensor hb = Host(b);
-  switch (op) {
-    case BinaryOp::kAdd:
-      return Back(::tandem::Add(ha, hb), d);
-    case BinaryOp::kSub:
-      return Back(::tandem::Sub(ha, hb), d);
-    case BinaryOp::kMul:
-      return Back(::tandem::Mul(ha, hb), d);
-    case BinaryOp::kDiv:
-      return Back(::tandem::Div(ha, hb), d);
-  }
-  return absl::InternalError("unknown BinaryOp");
-}
-absl::StatusOr<Tensor> SimUnary(UnaryOp op, const Tensor& x, double scalar) {
-  const Device d = x.device();
-  const Tensor h = Host(x);
-  switch (op) {
-    case UnaryOp::kNeg:
-      return Back(::tandem::Neg(h), d);
-    case UnaryOp::kRelu:
-      return Back(::tandem::Relu(h), d);
-    case UnaryOp::kSigmoid:
-      return Back(::tandem::Sigmoid(h), d);
-    case UnaryOp::kTanh:
-      return Back(::tandem::Tanh(h), d);
-    case UnaryOp::kExp:
-      return Back(::tandem::Exp(h), d);
-    case UnaryOp::kLog:
-      return Back(::tandem::Log(h), d);
-    case UnaryOp::kAddScalar:
-      return Back(::tandem::Add(h, scalar), d);
-    case UnaryOp::kSubScalar:
-      return Back(::tandem::Sub(h, scalar), d);
-    case UnaryOp::kMulScalar:
-      return Back(::tandem::Mul(h, scalar), d);
-    case UnaryOp::kDivScalar:
-      return Back(::tandem::Div(h, scalar), d);
-  }
-  return absl::InternalError("unknown UnaryOp");
-}
-absl::StatusOr<Tensor> SimSoftmax(const Tensor& x, int64_t dim, bool log) {
-  return Back(log ? ::tandem::LogSoftmax(Host(x), dim)
-                  : ::tandem::Softmax(Host(x), dim),
-              x.device());
-}
-absl::StatusOr<Tensor> SimSumAll(const Tensor& x, bool mean) {
-  return Back(mean ? ::tandem::Mean(Host(x)) : ::tandem::Sum(Host(x)),
-              x.device());
-}
-absl::StatusOr<Tensor> SimSumDim(const Tensor& x, int64_t dim, bool keepdim,
-                                 bool mean) {
-  return Back(mean ? ::tandem::Mean(Host(x), dim, keepdim)
-                   : ::tandem::Sum(Host(x), dim, keepdim),
-              x.device());
-}
-absl::StatusOr<Tensor> SimArgmax(const Tensor& x, int64_t dim) {
-  return Back(::tandem::Argmax(Host(x), dim), x.device());
-}
-absl::StatusOr<Tensor> SimConv2d(const Tensor& x, const Tensor& weight,
-                                 const Tensor& bias,
-                                 const Conv2dOptions& options) {
-  return Back(::tandem::Conv2d(Host(x), Host(weight), Host(bias), options),
-              x.device());
-}
-absl::StatusOr<Tensor> SimCrossEntropy(const Tensor& logits,
-                                       const Tensor& labels,
-                                       const CrossEntropyOptions& options) {
-  return Back(::tandem::CrossEntropy(Host(logits), Host(labels), options),
-              logits.device());
-}
-absl::StatusOr<Tensor> SimMse(const Tensor& prediction, const Tensor& target) {
-  return Back(::tandem::Mse(Host(prediction), Host(target)),
-              prediction.device());
-}
-
+// The kernels of the rows whose CPU kernels do not fit ViaCpu below: each
+// op's definition has checked that its tensors share one simulated device.
 absl::Status SimAddInPlace(const Tensor& dst, const Tensor& src, double alpha) {
   return ::tandem::AddInPlace(Raw(dst), Raw(src), alpha);
 }
@@ -218,16 +103,18 @@ absl::Status SimAdamWStep(const Tensor& param, const Tensor& grad,
   return absl::OkStatus();
 }
 
-// ---- Kernels of the structured ops (norm): the same row's CPU kernel on
-// host views of every tensor (outputs included: the CPU kernel writes the
-// simulated device's memory). Such kernels record no autograd (their op's
-// definition does), so no Move is needed. Add a row with one line below.
+// ---- The one adapter: the same row's CPU kernel on host views of every
+// tensor (outputs and gradient buffers included: the CPU kernel writes the
+// simulated device's memory). Add a row with one line below.
 Tensor OnHost(const Tensor& t) { return Raw(t); }
 std::vector<Tensor> OnHost(absl::Span<const Tensor> ts) {
   std::vector<Tensor> out;
   out.reserve(ts.size());
   for (const Tensor& t : ts) out.push_back(Raw(t));
   return out;
+}
+GradOut OnHost(const GradOut& out) {
+  return GradOut{Raw(out.tensor), out.accumulate};
 }
 template <typename T>
 T OnHost(T value) {
@@ -240,7 +127,7 @@ absl::Status ViaCpu(Args... args) {
   if (!cpu.ok()) return cpu.status();
   return (*cpu)(OnHost(args)...);
 }
-// ---- End of the structured ops' kernels.
+// ---- End of the adapter.
 
 // The Gelu rows, found by name (their definitions keep them private).
 const OpKernels<PointwiseKernel>& GeluRow() {
@@ -257,17 +144,6 @@ const OpKernels<PointwiseKernel>& GeluBackwardRow() {
 absl::Status RegisterSimKernels() {
   constexpr DeviceType kSim = DeviceType::kSim;
   for (absl::Status s : {
-           MatMulKernels().Register(kSim, SimMatMul),
-           LinearKernels().Register(kSim, SimLinear),
-           BinaryKernels().Register(kSim, SimBinary),
-           UnaryKernels().Register(kSim, SimUnary),
-           SoftmaxKernels().Register(kSim, SimSoftmax),
-           SumAllKernels().Register(kSim, SimSumAll),
-           SumDimKernels().Register(kSim, SimSumDim),
-           ArgmaxKernels().Register(kSim, SimArgmax),
-           Conv2dKernels().Register(kSim, SimConv2d),
-           CrossEntropyKernels().Register(kSim, SimCrossEntropy),
-           MseKernels().Register(kSim, SimMse),
            AddInPlaceKernels().Register(kSim, SimAddInPlace),
            ScaleInPlaceKernels().Register(kSim, SimScaleInPlace),
            FillInPlaceKernels().Register(kSim, SimFillInPlace),
@@ -298,6 +174,38 @@ absl::Status RegisterSimKernels() {
            Pool2dKernels().Register(kSim, &ViaCpu<&Pool2dKernels>),
            Pool2dBackwardKernels().Register(kSim,
                                             &ViaCpu<&Pool2dBackwardKernels>),
+           // MatMul and Linear.
+           MatMulKernels().Register(kSim, &ViaCpu<&MatMulKernels>),
+           LinearKernels().Register(kSim, &ViaCpu<&LinearKernels>),
+           ColumnSumsKernels().Register(kSim, &ViaCpu<&ColumnSumsKernels>),
+           // Elementwise.
+           BinaryKernels().Register(kSim, &ViaCpu<&BinaryKernels>),
+           BinaryBackwardKernels().Register(kSim,
+                                            &ViaCpu<&BinaryBackwardKernels>),
+           UnaryKernels().Register(kSim, &ViaCpu<&UnaryKernels>),
+           UnaryBackwardKernels().Register(kSim,
+                                           &ViaCpu<&UnaryBackwardKernels>),
+           // Reductions and Softmax.
+           SoftmaxKernels().Register(kSim, &ViaCpu<&SoftmaxKernels>),
+           SoftmaxBackwardKernels().Register(kSim,
+                                             &ViaCpu<&SoftmaxBackwardKernels>),
+           SumAllKernels().Register(kSim, &ViaCpu<&SumAllKernels>),
+           SumAllBackwardKernels().Register(kSim,
+                                            &ViaCpu<&SumAllBackwardKernels>),
+           SumDimKernels().Register(kSim, &ViaCpu<&SumDimKernels>),
+           SumDimBackwardKernels().Register(kSim,
+                                            &ViaCpu<&SumDimBackwardKernels>),
+           ArgmaxKernels().Register(kSim, &ViaCpu<&ArgmaxKernels>),
+           // Conv2d.
+           Conv2dKernels().Register(kSim, &ViaCpu<&Conv2dKernels>),
+           Conv2dBackwardKernels().Register(kSim,
+                                            &ViaCpu<&Conv2dBackwardKernels>),
+           // Losses.
+           CrossEntropyKernels().Register(kSim, &ViaCpu<&CrossEntropyKernels>),
+           CrossEntropyBackwardKernels().Register(
+               kSim, &ViaCpu<&CrossEntropyBackwardKernels>),
+           MseKernels().Register(kSim, &ViaCpu<&MseKernels>),
+           MseBackwardKernels().Register(kSim, &ViaCpu<&MseBackwardKernels>),
            // Permute (gpt).
            PermuteKernels().Register(kSim, &ViaCpu<&PermuteKernels>),
        }) {

@@ -3,12 +3,13 @@
 // (tensor/op_table.h, tensor/op_kernels.h) for DeviceType::kCUDA.
 //
 // Each op's definition (tensor/ops_*.cc) checked the arguments once for
-// every device (one device, dtypes, shapes). A CUDA kernel enters the device
-// (current device + the thread's current stream), allocates outputs and
-// scratch through the caching allocator, queues kernels (tensor/cuda/
-// kernels.h) or cuBLAS calls (tensor/cuda/internal/gemm.h), and records a
-// backward that runs on the device too. Nothing synchronises except
-// CrossEntropy's label check. The kernels are split over ops_*.cc by topic.
+// every device (one device, dtypes, shapes), allocated the outputs and
+// records the autograd node, whose backward calls the backward rows. A CUDA
+// kernel enters the device (current device + the thread's current stream),
+// allocates scratch through the caching allocator and queues kernels
+// (tensor/cuda/kernels.h) or cuBLAS calls (tensor/cuda/internal/gemm.h).
+// Nothing synchronises except CrossEntropy's label check. The kernels are
+// split over ops_*.cc by topic.
 #ifndef TANDEM_TENSOR_CUDA_INTERNAL_CUDA_OPS_H_
 #define TANDEM_TENSOR_CUDA_INTERNAL_CUDA_OPS_H_
 
@@ -25,9 +26,6 @@
 namespace tandem::cuda::internal {
 
 // ---- Helpers for ops_*.cc.
-
-// A gradient handed to a backward closure is on the op's device.
-absl::Status CheckGrad(const Tensor& g, Device device, const char* op);
 
 // Element `offset` of t's data, as a byte pointer (for per-image slices).
 inline char* ElementPtr(const Tensor& t, int64_t offset) {
