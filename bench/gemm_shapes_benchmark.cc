@@ -31,6 +31,7 @@
 
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
+#include "tensor/cpu/packed_gemm.h"
 #include "tensor/cpu/skinny_gemm.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -106,6 +107,10 @@ void RunProduct(benchmark::State& state, const Product& p, int64_t kernel) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = (i % 13) * 0.07f - 0.4f;
   const int lda = static_cast<int>(p.ta ? p.m : p.k);
   const int ldb = static_cast<int>(p.tb ? p.k : p.n);
+  if (kernel == 5 && !cpu::HasSkinnyGemm()) {
+    state.SkipWithError("PackedGemm runs on AVX2+FMA CPUs only");
+    return;
+  }
   if (kernel == 3 && !(!p.ta && p.tb && cpu::HasSkinnyGemm())) {
     state.SkipWithError("SkinnyGemmNt runs A·Bᵀ on AVX2+FMA CPUs only");
     return;
@@ -139,6 +144,10 @@ void RunProduct(benchmark::State& state, const Product& p, int64_t kernel) {
         cpu::SkinnyGemmNt(p.m, p.n, p.k, 1.f, a.data(), b.data(), p.beta,
                           c.data());
         break;
+      case 5:
+        cpu::PackedGemm(p.ta, p.tb, p.m, p.n, p.k, 1.f, a.data(), b.data(),
+                        p.beta, c.data());
+        break;
       default:
         if (linear) {
           benchmark::DoNotOptimize(Linear(x, w, Tensor()));
@@ -170,7 +179,7 @@ void BM_GemmStep(benchmark::State& state) {
              state.range(3));
 }
 BENCHMARK(BM_GemmStep)
-    ->ArgsProduct({{0, 1, 2}, {1024, 4096}, {1024, 4096}, {0, 1, 2, 3, 4}})
+    ->ArgsProduct({{0, 1, 2}, {1024, 4096}, {1024, 4096}, {0, 1, 2, 3, 4, 5}})
     ->Unit(benchmark::kMillisecond);
 
 // args: batch, kernel (forward at 4096 -> 4096).
