@@ -19,8 +19,16 @@
 //   3 tandem's cpu::SkinnyGemmNt (forward only)
 //   4 cpu::Gemm as tandem dispatches it (KernelChoice::kFastest); for the
 //     forward, the Linear op itself (whatever layout it picks)
+//   5 tandem's cpu::PackedGemm (every layout)
 // GemmXWt: the forward at 4096 -> 4096 for batches 8 to 256 (which kernel
 // wins where: cpu::UseSkinnyGemm's bounds).
+// GemmGpt: the same three products at the GPT example's shapes (rows =
+// batch 8 x block 256 = 2048; d_model 384: qkv 384 -> 1152, attention
+// projection 384 -> 384, MLP 384 -> 1536 and 1536 -> 384, lm_head
+// 384 -> 256), kernels 0, 1, 4 and 5:
+//
+//   ./bazelw run --config=opt //bench:tensor_benchmark --
+//       --benchmark_filter='GemmSquare|GemmGpt'
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -164,12 +172,17 @@ void RunProduct(benchmark::State& state, const Product& p, int64_t kernel) {
       benchmark::Counter::kIsRate);
 }
 
-// args: kernel (0 OpenBLAS, 1 dnnl_sgemm, 2 matmul primitive).
+// args: kernel (0 OpenBLAS, 1 dnnl_sgemm, 2 matmul primitive, 5 packed).
 void BM_GemmSquare2048(benchmark::State& state) {
   OneDnnOnOneThread();
   RunProduct(state, {false, false, 2048, 2048, 2048, 0.f}, state.range(0));
 }
-BENCHMARK(BM_GemmSquare2048)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GemmSquare2048)
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(5)
+    ->Unit(benchmark::kMillisecond);
 
 // args: product, in, out, kernel.
 void BM_GemmStep(benchmark::State& state) {
@@ -189,6 +202,18 @@ void BM_GemmXWt(benchmark::State& state) {
 }
 BENCHMARK(BM_GemmXWt)
     ->ArgsProduct({{8, 16, 32, 64, 128, 192, 256}, {0, 1, 3}})
+    ->Unit(benchmark::kMillisecond);
+
+// args: product, in, out, kernel; 2048 rows.
+void BM_GemmGpt(benchmark::State& state) {
+  OneDnnOnOneThread();
+  RunProduct(state,
+             StepProduct(state.range(0), 2048, state.range(1), state.range(2)),
+             state.range(3));
+}
+BENCHMARK(BM_GemmGpt)
+    ->ArgsProduct({{0, 1, 2}, {384}, {1152, 384, 1536, 256}, {0, 1, 4, 5}})
+    ->ArgsProduct({{0, 1, 2}, {1536}, {384}, {0, 1, 4, 5}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -59,7 +59,14 @@ void Blas<float>(bool onednn, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m,
                c);
     return;
   }
-  if (onednn || (ta == CblasNoTrans && tb == CblasNoTrans && fastest)) {
+  // A·B with at most kSkinnyNnMaxRows rows (Linear's input gradient g·W at
+  // batch 64) stays with OpenBLAS: inside the large MLP's step oneDNN's
+  // sgemm ran it at ~0.6 of the other products' rate, OpenBLAS at ~1.0
+  // (bench/mlp_step_split, bench/PERFORMANCE.md), although the two tie
+  // when the product is timed alone.
+  constexpr int kSkinnyNnMaxRows = 128;
+  if (onednn || (ta == CblasNoTrans && tb == CblasNoTrans && fastest &&
+                 m > kSkinnyNnMaxRows)) {
     // oneDNN for A·B: on Linear's input gradient (M = batch rows, weights
     // as B) it ran 82-106 GFLOP/s per thread here against OpenBLAS's 61-73,
     // and no slower on the other NN shapes measured (2048³, conv's W·col);

@@ -2,7 +2,8 @@
 // rows (Linear's forward at training batch sizes) goes to tandem's own
 // kernel (skinny_gemm.h), f32 Aᵀ·B with a short K (Linear's weight gradient
 // at such batches) to tandem's packed kernel (packed_gemm.h), f32 A·B
-// (neither operand transposed) to oneDNN's dnnl_sgemm, everything else
+// (neither operand transposed) with more than 128 rows to oneDNN's
+// dnnl_sgemm, everything else
 // (the other f32 layouts and shapes, all f64) to OpenBLAS — the fastest for
 // each layout on the shapes training uses (measurements in blas.cc and
 // bench/PERFORMANCE.md). Results may differ from another library's in the last
@@ -62,10 +63,10 @@ int BlasNumThreads();
 // - kFastest (the default): per layout the kernel measured fastest here
 //   (tandem's SkinnyGemmNt for f32 A·Bᵀ with <= 128 rows and PackedGemm for
 //   f32 Aᵀ·B with K <= 127, where the CPU has AVX2 and FMA but no AVX-512;
-//   oneDNN's sgemm for f32 A·B, OpenBLAS otherwise) and Linear's forward at
-//   batch <= 256, where SkinnyGemmNt does not take it, through its transpose.
-//   Sums in another order than PyTorch's: results differ from PyTorch's in the
-//   last bits.
+//   oneDNN's sgemm for f32 A·B with > 128 rows, OpenBLAS otherwise) and
+//   Linear's forward at batch <= 256, where SkinnyGemmNt does not take it,
+//   through its transpose. Sums in another order than PyTorch's: results differ
+//   from PyTorch's in the last bits.
 // - kPyTorch: the calls PyTorch 1.13 makes on the CPU (Debian's build):
 //   OpenBLAS sgemm for every f32 layout, Linear's forward as
 //   bias + x·Wᵀ in one sgemm with beta = 1. With OpenBLAS on one thread

@@ -155,7 +155,6 @@ TANDEM_AVX2 void Tile(int64_t kc, const float* a, const float* b, float* c,
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00,
            c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00,
            c50 = c00, c51 = c00;
-#pragma GCC unroll 4
     for (int64_t p = 0; p < kc; ++p, a += kMr, b += kNr) {
       const __m256 b0 = _mm256_load_ps(b);
       const __m256 b1 = _mm256_load_ps(b + 8);

@@ -4,8 +4,11 @@
 // path (KernelChoice::kFastest) sends it the products of a training step
 // where it measured faster than OpenBLAS and oneDNN's sgemm on this AVX2
 // machine (UsePackedGemm; bench/PERFORMANCE.md, "GEMM at the step's
-// shapes"): Linear's input gradient g·W at a batch of a few dozen rows and
-// its weight gradient gᵀ·x with K = batch.
+// shapes"): Linear's weight gradient gᵀ·x with K = batch (a few dozen
+// rows), where the tiles walk the large C along its rows. In the other
+// layouts it is correct but was measured slower than the libraries (its
+// plain-C micro-kernel reaches ~0.85-0.95 of OpenBLAS's assembly on
+// 1024³-2048³; the skinny g·W loses to the libraries' packing of W).
 //
 // The rounding differs from OpenBLAS's and oneDNN's (another summation
 // order: K in blocks of up to 256, each block's terms summed in order into

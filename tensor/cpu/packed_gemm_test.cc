@@ -184,7 +184,7 @@ TEST(PackedGemmTest, PolicyTakesOnlyShortKWeightGradients) {
   EXPECT_FALSE(UsePackedGemm(true, false, 4096, 4096, 128));  // OpenBLAS
   EXPECT_FALSE(UsePackedGemm(true, false, 10, 4096, 64));     // short m
   EXPECT_FALSE(UsePackedGemm(true, false, 4096, 10, 64));     // short n
-  EXPECT_FALSE(UsePackedGemm(false, false, 64, 4096, 4096));  // g·W: oneDNN
+  EXPECT_FALSE(UsePackedGemm(false, false, 64, 4096, 4096));  // g·W: OpenBLAS
   EXPECT_FALSE(UsePackedGemm(false, true, 64, 4096, 4096));   // skinny
   EXPECT_FALSE(UsePackedGemm(true, true, 4096, 4096, 64));
   // GPT's products (2048 rows, widths 384-1536): the libraries keep them.
