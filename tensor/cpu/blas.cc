@@ -13,7 +13,6 @@
 #include "absl/strings/str_cat.h"
 #include "base/math_tally.h"
 #include "tensor/cpu/onednn_threads.h"
-#include "tensor/cpu/packed_gemm.h"
 #include "tensor/cpu/skinny_gemm.h"
 
 namespace tandem::cpu {
@@ -46,17 +45,6 @@ void Blas<float>(bool onednn, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m,
     // at batch 64 where both libraries ran 62-78 (skinny_gemm.h). Not when
     // the caller asked for oneDNN's bits (GemmOneDnn).
     SkinnyGemmNt(m, n, k, alpha, a, b, beta, c);
-    return;
-  }
-  if (!onednn && fastest &&
-      UsePackedGemm(ta == CblasTrans, tb == CblasTrans, m, n, k) &&
-      lda == (ta == CblasTrans ? m : k) && ldb == (tb == CblasTrans ? k : n) &&
-      ldc == n) {
-    // tandem's packed kernel for Linear's weight gradient gᵀ·x with K =
-    // batch: 80-82 GFLOP/s per thread where OpenBLAS ran 63-82
-    // (packed_gemm.h).
-    PackedGemm(ta == CblasTrans, tb == CblasTrans, m, n, k, alpha, a, b, beta,
-               c);
     return;
   }
   // A·B with at most kSkinnyNnMaxRows rows (Linear's input gradient g·W at

@@ -1,9 +1,7 @@
 // Row-major GEMM on host memory, with tandem's defaults: f32 A·Bᵀ with few
 // rows (Linear's forward at training batch sizes) goes to tandem's own
-// kernel (skinny_gemm.h), f32 Aᵀ·B with a short K (Linear's weight gradient
-// at such batches) to tandem's packed kernel (packed_gemm.h), f32 A·B
-// (neither operand transposed) with more than 128 rows to oneDNN's
-// dnnl_sgemm, everything else
+// kernel (skinny_gemm.h), f32 A·B (neither operand transposed) with more
+// than 128 rows to oneDNN's dnnl_sgemm, everything else
 // (the other f32 layouts and shapes, all f64) to OpenBLAS — the fastest for
 // each layout on the shapes training uses (measurements in blas.cc and
 // bench/PERFORMANCE.md). Results may differ from another library's in the last
@@ -61,9 +59,9 @@ int BlasNumThreads();
 // product with different rounding. Process-wide; every rank of a process
 // should run with the same setting.
 // - kFastest (the default): per layout the kernel measured fastest here
-//   (tandem's SkinnyGemmNt for f32 A·Bᵀ with <= 128 rows and PackedGemm for
-//   f32 Aᵀ·B with K <= 127, where the CPU has AVX2 and FMA but no AVX-512;
-//   oneDNN's sgemm for f32 A·B with > 128 rows, OpenBLAS otherwise) and
+//   (tandem's SkinnyGemmNt for f32 A·Bᵀ with <= 128 rows where the CPU has
+//   AVX2 and FMA but no AVX-512, oneDNN's sgemm for f32 A·B with > 128
+//   rows, OpenBLAS otherwise) and
 //   Linear's forward at batch <= 256, where SkinnyGemmNt does not take it,
 //   through its transpose. Sums in another order than PyTorch's: results differ
 //   from PyTorch's in the last bits.

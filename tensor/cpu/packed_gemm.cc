@@ -255,19 +255,4 @@ void PackedGemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
   Run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
 }
 
-bool UsePackedGemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
-                   int64_t k) {
-  // Measured faster than both libraries (bench/PERFORMANCE.md, "GEMM at
-  // the step's shapes"): Linear's weight gradient gᵀ·x with K = batch
-  // rows (64) and a C of at least 256 x 256, where the tiles walk C along
-  // its rows. Elsewhere the libraries were as fast or faster (the skinny
-  // input gradient g·W, and GPT's 2048-row products at 0.85-0.95 of
-  // OpenBLAS's rate): they keep those.
-  constexpr int64_t kShortK = kRowOrderKc - 1, kLongMin = 256;
-  static const bool tuned_here =
-      HasSkinnyGemm() && !__builtin_cpu_supports("avx512f");
-  return tuned_here && transpose_a && !transpose_b && k <= kShortK &&
-         m >= kLongMin && n >= kLongMin;
-}
-
 }  // namespace tandem::cpu

@@ -1,14 +1,13 @@
 // tandem's own f32 GEMM in every layout: a BLIS-style loop nest (both
 // operands packed into the micro-kernel's order, K in blocks) around a 6x16
-// AVX2 + FMA micro-kernel (12 accumulators of 8 floats). cpu::Gemm's fast
-// path (KernelChoice::kFastest) sends it the products of a training step
-// where it measured faster than OpenBLAS and oneDNN's sgemm on this AVX2
-// machine (UsePackedGemm; bench/PERFORMANCE.md, "GEMM at the step's
-// shapes"): Linear's weight gradient gᵀ·x with K = batch (a few dozen
-// rows), where the tiles walk the large C along its rows. In the other
-// layouts it is correct but was measured slower than the libraries (its
-// plain-C micro-kernel reaches ~0.85-0.95 of OpenBLAS's assembly on
-// 1024³-2048³; the skinny g·W loses to the libraries' packing of W).
+// AVX2 + FMA micro-kernel (12 accumulators of 8 floats). Not on
+// cpu::Gemm's path: a candidate measured against the libraries
+// (bench/gemm_shapes_benchmark.cc, kernel 5; bench/PERFORMANCE.md, "Inside
+// the step"). For Linear's weight gradient gᵀ·x with K = batch (64) its
+// tiles walk the large C along its rows; it beat OpenBLAS there on the
+// loaded machine (load 15-20) but lost by ~5 % inside a quiet step, so
+// OpenBLAS keeps the product. In the other layouts its plain-C
+// micro-kernel reaches ~0.85-0.95 of OpenBLAS's assembly.
 //
 // The rounding differs from OpenBLAS's and oneDNN's (another summation
 // order: K in blocks of up to 256, each block's terms summed in order into
@@ -34,12 +33,6 @@ namespace tandem::cpu {
 void PackedGemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                 int64_t k, float alpha, const float* a, const float* b,
                 float beta, float* c);
-
-// Whether cpu::Gemm's fast path sends this f32 product to PackedGemm: a
-// layout and shape where it measured faster than the libraries here, an
-// AVX2 + FMA CPU without AVX-512 (elsewhere not measured).
-bool UsePackedGemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
-                   int64_t k);
 
 }  // namespace tandem::cpu
 

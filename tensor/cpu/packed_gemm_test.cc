@@ -1,6 +1,5 @@
 #include "tensor/cpu/packed_gemm.h"
 
-#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +9,6 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/cpu/blas.h"
 #include "tensor/cpu/skinny_gemm.h"
 
 namespace tandem::cpu {
@@ -170,56 +168,6 @@ TEST(PackedGemmTest, SameBitsOnEveryThread) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(got[0], want);
   EXPECT_EQ(got[1], want);
-}
-
-TEST(PackedGemmTest, PolicyTakesOnlyShortKWeightGradients) {
-  if (!HasSkinnyGemm() || __builtin_cpu_supports("avx512f")) {
-    EXPECT_FALSE(UsePackedGemm(true, false, 4096, 4096, 64));
-    return;
-  }
-  // The large MLP's weight gradients at batch 64 (and up to 127).
-  EXPECT_TRUE(UsePackedGemm(true, false, 4096, 1024, 64));
-  EXPECT_TRUE(UsePackedGemm(true, false, 4096, 4096, 64));
-  EXPECT_TRUE(UsePackedGemm(true, false, 1024, 4096, 127));
-  EXPECT_FALSE(UsePackedGemm(true, false, 4096, 4096, 128));  // OpenBLAS
-  EXPECT_FALSE(UsePackedGemm(true, false, 10, 4096, 64));     // short m
-  EXPECT_FALSE(UsePackedGemm(true, false, 4096, 10, 64));     // short n
-  EXPECT_FALSE(UsePackedGemm(false, false, 64, 4096, 4096));  // g·W: OpenBLAS
-  EXPECT_FALSE(UsePackedGemm(false, true, 64, 4096, 4096));   // skinny
-  EXPECT_FALSE(UsePackedGemm(true, true, 4096, 4096, 64));
-  // GPT's products (2048 rows, widths 384-1536): the libraries keep them.
-  EXPECT_FALSE(UsePackedGemm(true, false, 1152, 384, 2048));
-}
-
-// cpu::Gemm sends the weight gradient here under kFastest and to OpenBLAS
-// under kPyTorch (PyTorch's calls, bit for bit).
-TEST(PackedGemmTest, GemmRoutesByKernelChoice) {
-  if (!HasSkinnyGemm() || __builtin_cpu_supports("avx512f")) {
-    GTEST_SKIP() << "the packed path is on for AVX2 CPUs without AVX-512";
-  }
-  const int64_t m = 256, n = 260, k = 64;
-  std::mt19937 rng(22);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> a(k * m), b(k * n), c0(m * n);
-  for (float& v : a) v = d(rng);
-  for (float& v : b) v = d(rng);
-  for (float& v : c0) v = d(rng);
-  std::vector<float> packed = c0, blas = c0, fastest = c0, pytorch = c0;
-  PackedGemm(true, false, m, n, k, 1.f, a.data(), b.data(), 1.f, packed.data());
-  ASSERT_TRUE(Gemm<float>(true, false, m, n, k, 1.f, a.data(), b.data(), 1.f,
-                          fastest.data())
-                  .ok());
-  EXPECT_EQ(fastest, packed);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, 1.f, a.data(),
-              m, b.data(), n, 1.f, blas.data(), n);
-  SetKernelChoice(KernelChoice::kPyTorch);
-  const absl::Status s = Gemm<float>(true, false, m, n, k, 1.f, a.data(),
-                                     b.data(), 1.f, pytorch.data());
-  SetKernelChoice(KernelChoice::kFastest);
-  ASSERT_TRUE(s.ok()) << s;
-  EXPECT_EQ(pytorch, blas);
-  // Another summation order than OpenBLAS's: some bits differ.
-  EXPECT_NE(packed, blas);
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 // is never copied: it is read from memory once per call, in six
 // sequential streams), x is packed into 16-row strips (small: L2), and the
 // 6x16 tiles of C^T = W·xᵀ are stored transposed into C. Of the other two
-// products of a step, gᵀ·x goes to packed_gemm.h's kernel and g·W to
-// OpenBLAS, which was as fast or faster (bench/PERFORMANCE.md).
+// products of a step, gᵀ·x and g·W go to OpenBLAS, which was as fast or
+// faster inside the step (bench/PERFORMANCE.md).
 // The rounding differs from OpenBLAS's and oneDNN's (another summation
 // order), so kPyTorch (tensor/cpu/blas.h) never uses it; it is
 // deterministic: the same inputs give the same bits on any thread.
