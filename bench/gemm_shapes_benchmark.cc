@@ -103,10 +103,13 @@ class Matmul {
 };
 
 // oneDNN's OpenMP team on this thread as wide as the BLAS setting (one
-// thread), as cpu::Gemm sizes it for each rank: a 1x1x1 product through it.
+// thread), as cpu::Gemm sizes it for each rank: a 1x1x1 product through
+// GemmOneDnn (cpu::Gemm's own small A·B goes to OpenBLAS, which would leave
+// OpenMP's machine-wide default in place).
 void OneDnnOnOneThread() {
   float a = 1.f, b = 1.f, c = 0.f;
-  cpu::Gemm<float>(false, false, 1, 1, 1, 1.f, &a, &b, 0.f, &c).IgnoreError();
+  cpu::GemmOneDnn<float>(false, false, 1, 1, 1, 1.f, &a, &b, 0.f, &c)
+      .IgnoreError();
 }
 
 void RunProduct(benchmark::State& state, const Product& p, int64_t kernel) {
