@@ -19,8 +19,16 @@
 //   3 tandem's cpu::SkinnyGemmNt (forward only)
 //   4 cpu::Gemm as tandem dispatches it (KernelChoice::kFastest); for the
 //     forward, the Linear op itself (whatever layout it picks)
+//   5 tandem's cpu::PackedGemm (every layout)
 // GemmXWt: the forward at 4096 -> 4096 for batches 8 to 256 (which kernel
 // wins where: cpu::UseSkinnyGemm's bounds).
+// GemmGpt: the same three products at the GPT example's shapes (rows =
+// batch 8 x block 256 = 2048; d_model 384: qkv 384 -> 1152, attention
+// projection 384 -> 384, MLP 384 -> 1536 and 1536 -> 384, lm_head
+// 384 -> 256), kernels 0, 1, 4 and 5:
+//
+//   ./bazelw run --config=opt //bench:tensor_benchmark --
+//       --benchmark_filter='GemmSquare|GemmGpt'
 #include <benchmark/benchmark.h>
 #include <cblas.h>
 
@@ -31,6 +39,7 @@
 
 #include "tensor/autograd.h"
 #include "tensor/cpu/blas.h"
+#include "tensor/cpu/packed_gemm.h"
 #include "tensor/cpu/skinny_gemm.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -94,10 +103,13 @@ class Matmul {
 };
 
 // oneDNN's OpenMP team on this thread as wide as the BLAS setting (one
-// thread), as cpu::Gemm sizes it for each rank: a 1x1x1 product through it.
+// thread), as cpu::Gemm sizes it for each rank: a 1x1x1 product through
+// GemmOneDnn (cpu::Gemm's own small A·B goes to OpenBLAS, which would leave
+// OpenMP's machine-wide default in place).
 void OneDnnOnOneThread() {
   float a = 1.f, b = 1.f, c = 0.f;
-  cpu::Gemm<float>(false, false, 1, 1, 1, 1.f, &a, &b, 0.f, &c).IgnoreError();
+  cpu::GemmOneDnn<float>(false, false, 1, 1, 1, 1.f, &a, &b, 0.f, &c)
+      .IgnoreError();
 }
 
 void RunProduct(benchmark::State& state, const Product& p, int64_t kernel) {
@@ -106,6 +118,10 @@ void RunProduct(benchmark::State& state, const Product& p, int64_t kernel) {
   for (size_t i = 0; i < b.size(); ++i) b[i] = (i % 13) * 0.07f - 0.4f;
   const int lda = static_cast<int>(p.ta ? p.m : p.k);
   const int ldb = static_cast<int>(p.tb ? p.k : p.n);
+  if (kernel == 5 && !cpu::HasSkinnyGemm()) {
+    state.SkipWithError("PackedGemm runs on AVX2+FMA CPUs only");
+    return;
+  }
   if (kernel == 3 && !(!p.ta && p.tb && cpu::HasSkinnyGemm())) {
     state.SkipWithError("SkinnyGemmNt runs A·Bᵀ on AVX2+FMA CPUs only");
     return;
@@ -139,6 +155,10 @@ void RunProduct(benchmark::State& state, const Product& p, int64_t kernel) {
         cpu::SkinnyGemmNt(p.m, p.n, p.k, 1.f, a.data(), b.data(), p.beta,
                           c.data());
         break;
+      case 5:
+        cpu::PackedGemm(p.ta, p.tb, p.m, p.n, p.k, 1.f, a.data(), b.data(),
+                        p.beta, c.data());
+        break;
       default:
         if (linear) {
           benchmark::DoNotOptimize(Linear(x, w, Tensor()));
@@ -155,12 +175,17 @@ void RunProduct(benchmark::State& state, const Product& p, int64_t kernel) {
       benchmark::Counter::kIsRate);
 }
 
-// args: kernel (0 OpenBLAS, 1 dnnl_sgemm, 2 matmul primitive).
+// args: kernel (0 OpenBLAS, 1 dnnl_sgemm, 2 matmul primitive, 5 packed).
 void BM_GemmSquare2048(benchmark::State& state) {
   OneDnnOnOneThread();
   RunProduct(state, {false, false, 2048, 2048, 2048, 0.f}, state.range(0));
 }
-BENCHMARK(BM_GemmSquare2048)->DenseRange(0, 2)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GemmSquare2048)
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Arg(5)
+    ->Unit(benchmark::kMillisecond);
 
 // args: product, in, out, kernel.
 void BM_GemmStep(benchmark::State& state) {
@@ -170,7 +195,7 @@ void BM_GemmStep(benchmark::State& state) {
              state.range(3));
 }
 BENCHMARK(BM_GemmStep)
-    ->ArgsProduct({{0, 1, 2}, {1024, 4096}, {1024, 4096}, {0, 1, 2, 3, 4}})
+    ->ArgsProduct({{0, 1, 2}, {1024, 4096}, {1024, 4096}, {0, 1, 2, 3, 4, 5}})
     ->Unit(benchmark::kMillisecond);
 
 // args: batch, kernel (forward at 4096 -> 4096).
@@ -180,6 +205,18 @@ void BM_GemmXWt(benchmark::State& state) {
 }
 BENCHMARK(BM_GemmXWt)
     ->ArgsProduct({{8, 16, 32, 64, 128, 192, 256}, {0, 1, 3}})
+    ->Unit(benchmark::kMillisecond);
+
+// args: product, in, out, kernel; 2048 rows.
+void BM_GemmGpt(benchmark::State& state) {
+  OneDnnOnOneThread();
+  RunProduct(state,
+             StepProduct(state.range(0), 2048, state.range(1), state.range(2)),
+             state.range(3));
+}
+BENCHMARK(BM_GemmGpt)
+    ->ArgsProduct({{0, 1, 2}, {384}, {1152, 384, 1536, 256}, {0, 1, 4, 5}})
+    ->ArgsProduct({{0, 1, 2}, {1536}, {384}, {0, 1, 4, 5}})
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -47,11 +47,19 @@ void Blas<float>(bool onednn, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m,
     SkinnyGemmNt(m, n, k, alpha, a, b, beta, c);
     return;
   }
-  if (onednn || (ta == CblasNoTrans && tb == CblasNoTrans && fastest)) {
-    // oneDNN for A·B: on Linear's input gradient (M = batch rows, weights
-    // as B) it ran 82-106 GFLOP/s per thread here against OpenBLAS's 61-73,
-    // and no slower on the other NN shapes measured (2048³, conv's W·col);
-    // the transposed layouts (forward X·Wᵀ, weight gradient Gᵀ·X) stay with
+  // A·B with at most kSkinnyNnMaxRows rows (Linear's input gradient g·W at
+  // batch 64) stays with OpenBLAS: inside the large MLP's step oneDNN's
+  // sgemm ran it at ~0.6 of the other products' rate, OpenBLAS at ~1.0
+  // (bench/mlp_step_split, bench/PERFORMANCE.md), although the two tie
+  // when the product is timed alone.
+  constexpr int kSkinnyNnMaxRows = 128;
+  if (onednn || (ta == CblasNoTrans && tb == CblasNoTrans && fastest &&
+                 m > kSkinnyNnMaxRows)) {
+    // oneDNN for the other A·B: timed alone, on Linear's input gradient
+    // (M = batch rows, weights as B) it ran 82-106 GFLOP/s per thread here
+    // against OpenBLAS's 61-73, and no slower on the other NN shapes
+    // measured (2048³, conv's W·col, GPT's 2048-row products); the
+    // transposed layouts (forward X·Wᵀ, weight gradient Gᵀ·X) stay with
     // OpenBLAS, which was as fast or faster there (bench/PERFORMANCE.md).
     ApplyBlasThreadsToOneDnn();
     const dnnl_status_t status = dnnl_sgemm(

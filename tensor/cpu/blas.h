@@ -1,11 +1,11 @@
 // Row-major GEMM on host memory, with tandem's defaults: f32 A·Bᵀ with few
 // rows (Linear's forward at training batch sizes) goes to tandem's own
-// kernel (skinny_gemm.h), f32 A·B (neither operand transposed) to oneDNN's
-// dnnl_sgemm, everything else (the other f32 layouts and shapes, all f64)
-// to OpenBLAS — the fastest for each layout on the shapes training uses
-// (measurements in blas.cc and bench/PERFORMANCE.md). Results may differ from
-// another library's in the last bits, as between any two BLAS builds; they are
-// deterministic.
+// kernel (skinny_gemm.h), f32 A·B (neither operand transposed) with more
+// than 128 rows to oneDNN's dnnl_sgemm, everything else
+// (the other f32 layouts and shapes, all f64) to OpenBLAS — the fastest for
+// each layout on the shapes training uses (measurements in blas.cc and
+// bench/PERFORMANCE.md). Results may differ from another library's in the last
+// bits, as between any two BLAS builds; they are deterministic.
 //
 //   // C[M,N] = alpha * op(A) * op(B) + beta * C
 //   TANDEM_RETURN_IF_ERROR(tandem::cpu::Gemm<float>(
@@ -60,10 +60,11 @@ int BlasNumThreads();
 // should run with the same setting.
 // - kFastest (the default): per layout the kernel measured fastest here
 //   (tandem's SkinnyGemmNt for f32 A·Bᵀ with <= 128 rows where the CPU has
-//   AVX2 and FMA but no AVX-512, oneDNN's sgemm for f32 A·B, OpenBLAS
-//   otherwise) and Linear's forward at batch <= 256, where SkinnyGemmNt does
-//   not take it, through its transpose. Sums in another order than PyTorch's:
-//   results differ from PyTorch's in the last bits.
+//   AVX2 and FMA but no AVX-512, oneDNN's sgemm for f32 A·B with > 128
+//   rows, OpenBLAS otherwise) and
+//   Linear's forward at batch <= 256, where SkinnyGemmNt does not take it,
+//   through its transpose. Sums in another order than PyTorch's: results differ
+//   from PyTorch's in the last bits.
 // - kPyTorch: the calls PyTorch 1.13 makes on the CPU (Debian's build):
 //   OpenBLAS sgemm for every f32 layout, Linear's forward as
 //   bias + x·Wᵀ in one sgemm with beta = 1. With OpenBLAS on one thread

@@ -140,22 +140,26 @@ TEST(BlasTest, Errors) {
   ASSERT_TRUE(SetBlasNumThreads(1).ok());
 }
 
-// The A·B layout runs on oneDNN (OpenMP): every calling thread must get the
-// process-wide thread count, or each rank would run machine-wide teams.
+// The A·B layout with more than 128 rows runs on oneDNN (OpenMP): every
+// calling thread must get the process-wide thread count, or each rank would
+// run machine-wide teams.
 TEST(BlasTest, OneDnnFollowsTheThreadCountInEveryCallingThread) {
-  const std::vector<float> a = {1, 2, 3, 4}, b = {5, 6, 7, 8};
-  std::vector<float> c(4);
+  // A: 130 rows alternating (1, 2) and (3, 4).
+  std::vector<float> a;
+  for (int r = 0; r < 65; ++r) a.insert(a.end(), {1, 2, 3, 4});
+  const std::vector<float> b = {5, 6, 7, 8};
+  std::vector<float> c(260);
   int seen_three = 0, seen_one = 0;
   bool ok = true;
   ASSERT_TRUE(SetBlasNumThreads(3).ok());
   std::thread rank([&] {
-    ok = ok && Gemm<float>(false, false, 2, 2, 2, 1.f, a.data(), b.data(), 0.f,
-                           c.data())
+    ok = ok && Gemm<float>(false, false, 130, 2, 2, 1.f, a.data(), b.data(),
+                           0.f, c.data())
                    .ok();
     seen_three = omp_get_max_threads();
     ASSERT_TRUE(SetBlasNumThreads(1).ok());
-    ok = ok && Gemm<float>(false, false, 2, 2, 2, 1.f, a.data(), b.data(), 0.f,
-                           c.data())
+    ok = ok && Gemm<float>(false, false, 130, 2, 2, 1.f, a.data(), b.data(),
+                           0.f, c.data())
                    .ok();
     seen_one = omp_get_max_threads();
   });
@@ -164,7 +168,11 @@ TEST(BlasTest, OneDnnFollowsTheThreadCountInEveryCallingThread) {
   EXPECT_TRUE(ok);
   EXPECT_EQ(seen_three, 3);
   EXPECT_EQ(seen_one, 1);
-  EXPECT_EQ(c, (std::vector<float>{19, 22, 43, 50}));
+  for (int r = 0; r < 130; r += 2) {
+    EXPECT_EQ(std::vector<float>(c.begin() + 2 * r, c.begin() + 2 * r + 4),
+              (std::vector<float>{19, 22, 43, 50}))
+        << "rows " << r << ", " << r + 1;
+  }
 }
 
 TEST(BlasTest, ConcurrentCallersGetTheirOwnResults) {

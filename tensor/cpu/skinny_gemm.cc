@@ -6,8 +6,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/cpu/avx2_gemm_common.h"
+
 namespace tandem::cpu {
 namespace {
+
+using internal::RoundUp;
+using internal::Scratch;
+using internal::Update;
 
 // The micro-kernel's tile: kMr rows of C by kNr columns (two 8-float
 // vectors), 12 accumulators + 2 B vectors + 1 broadcast of 16 registers.
@@ -18,36 +24,6 @@ constexpr int64_t kPackedFloats = 64 * 1024;
 // K block: kMr rows of W of this many floats stay in L1
 // (24 KiB of 32) while every packed strip of x passes over them.
 constexpr int64_t kMaxKc = 1024;
-
-// The kernels are compiled for AVX2 + FMA whatever the build targets and
-// run only where HasSkinnyGemm() says the CPU has both.
-#define TANDEM_AVX2 __attribute__((target("avx2,fma")))
-
-int64_t RoundUp(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
-
-// A thread's packing buffer of at least `floats` floats, 32-byte aligned.
-float* Scratch(std::vector<float>& buffer, int64_t floats) {
-  if (static_cast<int64_t>(buffer.size()) < floats + 8) {
-    buffer.resize(static_cast<size_t>(floats + 8));
-  }
-  const uintptr_t p = reinterpret_cast<uintptr_t>(buffer.data());
-  return reinterpret_cast<float*>((p + 31) & ~uintptr_t{31});
-}
-
-// How a tile's sums meet C: the first K block computes
-// C = alpha * acc + beta * C (never reading C when beta == 0), later blocks
-// add alpha * acc.
-struct Update {
-  float alpha;
-  float beta;
-  bool first;
-
-  float Apply(float sum, float old) const {
-    const float v = alpha * sum;
-    if (!first) return old + v;
-    return beta == 0.f ? v : beta * old + v;
-  }
-};
 
 // acc[2r], acc[2r + 1] = sum over k < kc of rows[r][k] * b[k * 16 + 0..15]
 // (b: a packed strip, 32-byte aligned).

@@ -8,10 +8,9 @@
 // W's rows are read in place, six at a time, as the broadcast operand (W
 // is never copied: it is read from memory once per call, in six
 // sequential streams), x is packed into 16-row strips (small: L2), and the
-// 6x16 tiles of C^T = W·xᵀ are stored transposed into C. The other two
-// products of a step (g·W, gᵀ·x) were measured with kernels of the same
-// design and stayed with oneDNN and OpenBLAS, which were as fast or faster
-// (bench/PERFORMANCE.md).
+// 6x16 tiles of C^T = W·xᵀ are stored transposed into C. Of the other two
+// products of a step, gᵀ·x and g·W go to OpenBLAS, which was as fast or
+// faster inside the step (bench/PERFORMANCE.md).
 // The rounding differs from OpenBLAS's and oneDNN's (another summation
 // order), so kPyTorch (tensor/cpu/blas.h) never uses it; it is
 // deterministic: the same inputs give the same bits on any thread.

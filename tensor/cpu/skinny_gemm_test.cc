@@ -161,7 +161,7 @@ TEST(SkinnyGemmTest, PolicyTakesOnlySkinnyXWt) {
   EXPECT_FALSE(UseSkinnyGemm(false, true, 129, 4096, 4096));  // OpenBLAS
   EXPECT_FALSE(UseSkinnyGemm(false, true, 64, 10, 4096));     // short n
   EXPECT_FALSE(UseSkinnyGemm(false, true, 64, 4096, 64));     // short k
-  EXPECT_FALSE(UseSkinnyGemm(false, false, 64, 4096, 4096));  // g·W: oneDNN
+  EXPECT_FALSE(UseSkinnyGemm(false, false, 64, 4096, 4096));  // g·W: OpenBLAS
   EXPECT_FALSE(UseSkinnyGemm(true, false, 4096, 4096, 64));   // gᵀ·x
   EXPECT_FALSE(UseSkinnyGemm(true, true, 64, 4096, 4096));
 }
