@@ -91,9 +91,9 @@ class FastLanes {
 
   // Completes rank `rank`'s lane collectives up to and including `seq`, in
   // issue order, waiting for the peers' contributions until `wait_deadline`
-  // (kWaitTimeout) or `op_deadline` (the run aborts with a timeout). Fails
-  // at once if the run has aborted and `seq` is not complete yet. Blocks;
-  // the rank's thread only.
+  // (kWaitTimeout) or `op_deadline` (the run aborts with a timeout). After
+  // an abort a collective still missing a contribution fails at once; one
+  // with all of them posted completes. Blocks; the rank's thread only.
   AwaitResult Complete(Group& group, int rank, int64_t seq,
                        Deadline wait_deadline, Deadline op_deadline,
                        absl::Time issued);

@@ -2,7 +2,9 @@
 // operation (Slot) and the group that owns them (Group). Internal to sim;
 // users see sim::Run and comm::Communicator.
 //
-// Protocol of one operation (a collective, or one Send/Recv pair):
+// Protocol of one operation (a collective, or one Send/Recv pair; a small
+// all-reduce among 2-8 thread ranks takes the lanes of sim/fast_lane.h
+// instead, which share this group's checks):
 //   1. Post. Each participant, when it issues the operation, publishes its
 //      buffers in the operation's Slot and compares its fingerprint with the
 //      first poster's (the slot's reference). The first poster creates the

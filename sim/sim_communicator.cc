@@ -288,6 +288,12 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
   // which costs every collective through its Slot.
   if (clock_ == nullptr && group_.fast_lanes() != nullptr &&
       FastLanes::Eligible(fp)) {
+    // As PostCollective does: an injected delay may have outlasted the run.
+    if (group_.aborted()) {
+      ++next_collective_;
+      return comm::MakeCompletedWork(Annotate(fp, group_.abort_reason()),
+                                     comm::StartRecord(fp, size()));
+    }
     group_.fast_lanes()->Post(rank_, fp, endpoint.recv);
     group_.CountIssued(rank_, fp.seq);
     ++next_collective_;
