@@ -95,6 +95,25 @@ struct CachedAllocator {
   }
 };
 
+// A base that gives class T (its most derived type) BlockCache allocation:
+// `class SimWork : public comm::Work, public RecycledPerThread<SimWork>`, for
+// the objects made once per operation per rank. A class derived from T, of
+// another size, goes to the heap.
+template <typename T>
+struct RecycledPerThread {
+  static void* operator new(size_t size) {
+    if (size != sizeof(T)) return ::operator new(size);
+    return BlockCache<sizeof(T)>::Allocate();
+  }
+  static void operator delete(void* block, size_t size) {
+    if (size != sizeof(T)) {
+      ::operator delete(block, size);
+      return;
+    }
+    BlockCache<sizeof(T)>::Free(block);
+  }
+};
+
 }  // namespace tandem::sim::internal
 
 #endif  // TANDEM_SIM_BLOCK_CACHE_H_

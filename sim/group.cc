@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "comm/stall_note.h"
 #include "comm/types.h"
 #include "sim/cpu_relax.h"
+#include "sim/fast_lane.h"
 #include "sim/slot_pool.h"
 #include "sim/wait_policy.h"
 
@@ -73,6 +75,9 @@ Group::Group(int world_size, const Options& options, Group* parent)
       spin_budget_(spin_ > absl::ZeroDuration()
                        ? std::make_unique<SpinBudget[]>(world_size)
                        : nullptr),
+      fast_(FastLanes::Enabled(world_size, options)
+                ? std::make_unique<FastLanes>(world_size)
+                : nullptr),
       collectives_issued_(std::make_unique<std::atomic<int64_t>[]>(world_size)),
       exited_(world_size, 0) {
   if (spin_budget_ != nullptr) {
@@ -80,12 +85,19 @@ Group::Group(int world_size, const Options& options, Group* parent)
   }
 }
 
+Group::~Group() = default;
+
 absl::StatusOr<std::shared_ptr<Slot>> Group::PostCollective(
     int rank, const comm::Fingerprint& fp, Endpoint endpoint,
     double issue_time_s) {
   if (aborted()) return abort_reason();
-  collectives_issued_[rank].store(fp.seq + 1, std::memory_order_relaxed);
+  // Release: a lane waiter that reads this count sees every node this rank
+  // linked before (sim/fast_lane.h).
+  collectives_issued_[rank].store(fp.seq + 1, std::memory_order_release);
   std::shared_ptr<Slot> slot = FindOrCreateCollective(rank, fp);
+  // A peer waiting for this collective on its lane (a mismatch: it issued a
+  // small all-reduce here) finds the slot now.
+  if (fast_ != nullptr) fast_->Wake(rank);
   if (!comm::SameCollective(slot->reference_, fp)) {
     std::unique_lock<std::mutex> lock = Lock();
     absl::Status mismatch = MismatchLocked(*slot, rank, fp);
@@ -225,30 +237,7 @@ AwaitResult Group::Await(int rank, const Slot& slot, Phase phase,
     return phase == Phase::kReady ? slot.ready() : slot.tasks_done();
   };
   if (reached()) return {};
-  // Bounded spin (sim/wait_policy.h: adapted to how this rank's recent
-  // spins ended): cheap checks, a clock read every 64 rounds. A wait that
-  // cannot spin (a poll: its wait deadline is now) leaves the budget alone.
-  if (spin_budget_ != nullptr) {
-    const Deadline start = Clock::now();
-    const int64_t budget_ns = spin_budget_[rank].Next();
-    const Deadline spin_until =
-        std::min({start + std::chrono::nanoseconds(budget_ns), wait_deadline,
-                  op_deadline});
-    if (budget_ns > 0 && spin_until > start) {
-      bool met = false;
-      for (uint32_t i = 1;; ++i) {
-        if (reached()) {
-          met = true;
-          break;
-        }
-        if (aborted()) break;
-        if ((i & 63) == 0 && Clock::now() >= spin_until) break;
-        CpuRelax();
-      }
-      spin_budget_[rank].Ended(budget_ns, met);
-      if (met) return {};
-    }
-  }
+  if (Spin(rank, wait_deadline, op_deadline, reached)) return {};
   const absl::Duration interval = options_.stall_note_interval;
   const bool notes = rank == 0 && interval > absl::ZeroDuration() &&
                      wait_deadline > Clock::now();
@@ -367,6 +356,13 @@ std::unique_lock<std::mutex> Group::Lock() {
   return std::unique_lock<std::mutex>(mu_);
 }
 
+void Group::AbortIfUnwinding(int rank, const comm::Fingerprint& fp) {
+  if (std::uncaught_exceptions() == 0) return;
+  Abort(absl::AbortedError(absl::StrCat("sim: rank ", rank,
+                                        " threw an exception while ",
+                                        fp.DebugString(), " was in flight")));
+}
+
 void Group::Abort(const absl::Status& reason) {
   std::vector<std::shared_ptr<Group>> children;
   {
@@ -407,6 +403,7 @@ void Group::AbortLocked(const absl::Status& reason) {
 }
 
 void Group::WakeSleepers() {
+  if (fast_ != nullptr) fast_->WakeAll();
   if (sleeping_.load(std::memory_order_seq_cst) == 0) return;
   scanners_.fetch_add(1, std::memory_order_seq_cst);
   const Slot* last = nullptr;
@@ -483,19 +480,22 @@ std::string Group::Describe(const Slot& slot) {
 
 absl::Status Group::MismatchLocked(const Slot& slot, int rank,
                                    const comm::Fingerprint& fp) {
-  // Name the lower rank first so two-rank messages read the same every run.
   // Every poster so far matched the first one's fingerprint (the reference).
-  const int first_rank = slot.first_rank_;
-  const comm::Fingerprint& first = slot.reference_;
-  const bool swap = rank < first_rank;
-  const int a = swap ? rank : first_rank;
-  const int b = swap ? first_rank : rank;
-  const comm::Fingerprint& fa = swap ? fp : first;
-  const comm::Fingerprint& fb = swap ? first : fp;
+  return MismatchStatus(rank, fp, slot.first_rank_, slot.reference_);
+}
+
+absl::Status Group::MismatchStatus(int rank_a, const comm::Fingerprint& a,
+                                   int rank_b, const comm::Fingerprint& b) {
+  // Name the lower rank first so two-rank messages read the same every run.
+  const bool swap = rank_b < rank_a;
+  const int lo = swap ? rank_b : rank_a;
+  const int hi = swap ? rank_a : rank_b;
+  const comm::Fingerprint& flo = swap ? b : a;
+  const comm::Fingerprint& fhi = swap ? a : b;
   return absl::FailedPreconditionError(absl::StrCat(
-      "sim: collective mismatch at collective #", fp.seq, ": rank ", a,
-      " issued ", fa.DebugString(), " but rank ", b, " issued ",
-      fb.DebugString(),
+      "sim: collective mismatch at collective #", std::min(a.seq, b.seq),
+      ": rank ", lo, " issued ", flo.DebugString(), " but rank ", hi,
+      " issued ", fhi.DebugString(),
       ". Every rank must issue the same collectives in the same order, with "
       "the same dtype, count, root and reduce op"));
 }

@@ -2,7 +2,9 @@
 // operation (Slot) and the group that owns them (Group). Internal to sim;
 // users see sim::Run and comm::Communicator.
 //
-// Protocol of one operation (a collective, or one Send/Recv pair):
+// Protocol of one operation (a collective, or one Send/Recv pair; a small
+// all-reduce among 2-8 thread ranks takes the lanes of sim/fast_lane.h
+// instead, which share this group's checks):
 //   1. Post. Each participant, when it issues the operation, publishes its
 //      buffers in the operation's Slot and compares its fingerprint with the
 //      first poster's (the slot's reference). The first poster creates the
@@ -38,6 +40,7 @@
 #ifndef TANDEM_SIM_GROUP_H_
 #define TANDEM_SIM_GROUP_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -56,6 +59,7 @@
 #include "absl/time/time.h"
 #include "comm/fingerprint.h"
 #include "comm/types.h"
+#include "sim/cpu_relax.h"
 #include "sim/futex.h"
 #include "sim/options.h"
 #include "sim/wait_policy.h"
@@ -75,6 +79,7 @@ struct Endpoint {
   void* recv = nullptr;
 };
 
+class FastLanes;
 class Group;
 class SlotPool;
 
@@ -102,6 +107,8 @@ class Slot : public std::enable_shared_from_this<Slot> {
 
   // The first poster's fingerprint.
   const comm::Fingerprint& reference() const { return reference_; }
+  // Who posted first (whose fingerprint reference() is).
+  int first_rank() const { return first_rank_; }
   const std::vector<int>& participant_ranks() const {
     return participant_ranks_;
   }
@@ -195,8 +202,21 @@ class Group {
   Group(int world_size, const Options& options);
   // A sub-group (SubGroup): `parent` outlives it.
   Group(int world_size, const Options& options, Group* parent);
+  ~Group();
 
   int world_size() const { return world_size_; }
+  // The small all-reduce path (sim/fast_lane.h); null when this group has
+  // none (fibers, more than FastLanes::kMaxRanks ranks).
+  FastLanes* fast_lanes() const { return fast_.get(); }
+  // Counts `rank`'s lane collective `seq` as issued (after FastLanes::Post;
+  // the diagnostics and the lanes' mismatch check read it).
+  void CountIssued(int rank, int64_t seq) {
+    collectives_issued_[rank].store(seq + 1, std::memory_order_release);
+  }
+  // "sim: collective mismatch at collective #3: rank 0 issued ... but rank 1
+  // issued ...", the lower rank named first.
+  static absl::Status MismatchStatus(int rank_a, const comm::Fingerprint& a,
+                                     int rank_b, const comm::Fingerprint& b);
   const Options& options() const { return options_; }
 
   // Posts `rank`'s part of its collective `fp.seq`. Returns the slot, or the
@@ -231,6 +251,9 @@ class Group {
 
   // Fails the run: the first reason is kept and returned by every wait.
   void Abort(const absl::Status& reason);
+  // During an exception's unwinding (a rank destroying its Work of `fp`,
+  // still in flight, as it goes down): aborts the run naming both.
+  void AbortIfUnwinding(int rank, const comm::Fingerprint& fp);
   bool aborted() const { return aborted_.load(std::memory_order_seq_cst); }
   // The abort reason (OK if not aborted).
   absl::Status abort_reason() const;
@@ -250,6 +273,15 @@ class Group {
   // Rank `rank` sleeps `d` unless the run aborts first.
   void SleepUnlessAborted(int rank, absl::Duration d);
 
+  // Rank `rank` spins until `reached()` (true), the spin its SpinBudget
+  // grants runs out, either deadline passes or the run aborts (false).
+  // Cheap checks, a clock read every 64 rounds. No spin (and the budget
+  // left alone) when this group does not spin or the wait is a poll (its
+  // wait deadline is now). For Await and the lanes' waits.
+  template <typename Reached>
+  bool Spin(int rank, Deadline wait_deadline, Deadline op_deadline,
+            Reached reached);
+
   // Wakes the sleeping participants of `slot` after a change of its state
   // (no system call when nobody sleeps). Only they are woken: with many
   // ranks on few cores, waking everyone on every change would cost more than
@@ -262,6 +294,8 @@ class Group {
   void WakeHelpers(const Slot& slot);
 
  private:
+  friend class FastLanes;  // its waits share this group's checks
+
   // Locks mu_, spinning on try_lock first while spinning is allowed.
   std::unique_lock<std::mutex> Lock() ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Wakes every slot a rank sleeps on (abort, exit). Never blocks.
@@ -350,6 +384,8 @@ class Group {
   // Each rank's adaptive spin (sim/wait_policy.h); null when spin_ is zero
   // (more ranks than CPUs, fibers): nothing per rank at 8192 ranks.
   const std::unique_ptr<SpinBudget[]> spin_budget_;
+  // The small all-reduce path; null when the group has none.
+  const std::unique_ptr<FastLanes> fast_;
   std::map<std::tuple<int, int, int64_t>, std::shared_ptr<Slot>> open_p2p_
       ABSL_GUARDED_BY(mu_);
   // Diagnostics: collectives issued and exit state per rank; messages issued
@@ -364,6 +400,30 @@ class Group {
   std::map<std::pair<int64_t, int>, std::shared_ptr<Group>> subgroups_
       ABSL_GUARDED_BY(mu_);
 };
+
+template <typename Reached>
+bool Group::Spin(int rank, Deadline wait_deadline, Deadline op_deadline,
+                 Reached reached) {
+  if (spin_budget_ == nullptr) return false;
+  const Deadline start = Clock::now();
+  const int64_t budget_ns = spin_budget_[rank].Next();
+  const Deadline spin_until =
+      std::min({start + std::chrono::nanoseconds(budget_ns), wait_deadline,
+                op_deadline});
+  if (budget_ns <= 0 || spin_until <= start) return false;
+  bool met = false;
+  for (uint32_t i = 1;; ++i) {
+    if (reached()) {
+      met = true;
+      break;
+    }
+    if (aborted()) break;
+    if ((i & 63) == 0 && Clock::now() >= spin_until) break;
+    CpuRelax();
+  }
+  spin_budget_[rank].Ended(budget_ns, met);
+  return met;
+}
 
 }  // namespace tandem::sim::internal
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <exception>
 #include <limits>
 #include <memory>
 #include <string>
@@ -18,6 +17,7 @@
 #include "comm/split_plan.h"
 #include "comm/types.h"
 #include "comm/work.h"
+#include "sim/fast_lane.h"
 #include "sim/fiber.h"
 #include "sim/group.h"
 
@@ -68,29 +68,11 @@ SimWork::SimWork(Group& group, std::shared_ptr<Slot> slot, int home, int rank,
       src_(src),
       dst_(dst) {}
 
-void* SimWork::operator new(size_t size) {
-  // A derived class of another size would need its own operator new.
-  if (size != sizeof(SimWork)) return ::operator new(size);
-  return BlockCache<sizeof(SimWork)>::Allocate();
-}
-
-void SimWork::operator delete(void* block, size_t size) {
-  if (size != sizeof(SimWork)) {
-    ::operator delete(block, size);
-    return;
-  }
-  BlockCache<sizeof(SimWork)>::Free(block);
-}
-
 SimWork::~SimWork() {
   if (finished_) return;
-  if (std::uncaught_exceptions() > 0) {
-    // The rank is going down: its buffers may be gone as soon as the stack
-    // unwinds, so nobody may finish this operation. Fail everyone now.
-    group_.Abort(absl::AbortedError(
-        absl::StrCat("sim: rank ", rank_, " threw an exception while ",
-                     record().fp.DebugString(), " was in flight")));
-  }
+  // The rank is going down: its buffers may be gone as soon as the stack
+  // unwinds, so nobody may finish this operation. Fail everyone now.
+  group_.AbortIfUnwinding(rank_, record().fp);
   // Bounded by the operation timeout; ends at once if the run aborted.
   (void)Wait(absl::InfiniteDuration());
   released_->store(true);
@@ -300,6 +282,26 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
       return comm::MakeCompletedWork(Annotate(fp, injected),
                                      comm::StartRecord(fp, size()));
     }
+  }
+  // Small all-reduces take the lanes (sim/fast_lane.h): the same checks, a
+  // fraction of the Slot path's cache traffic. Not with the network clock,
+  // which costs every collective through its Slot.
+  if (clock_ == nullptr && group_.fast_lanes() != nullptr &&
+      FastLanes::Eligible(fp)) {
+    // As PostCollective does: an injected delay may have outlasted the run.
+    if (group_.aborted()) {
+      ++next_collective_;
+      return comm::MakeCompletedWork(Annotate(fp, group_.abort_reason()),
+                                     comm::StartRecord(fp, size()));
+    }
+    group_.fast_lanes()->Post(rank_, fp, endpoint.recv);
+    group_.CountIssued(rank_, fp.seq);
+    ++next_collective_;
+    std::shared_ptr<std::atomic<bool>> released =
+        TrackInFlight(fp, std::move(access));
+    return std::make_unique<FastWork>(
+        group_, rank_, comm::StartRecord(fp, size()),
+        DeadlineAfter(group_.options().timeout), std::move(released));
   }
   absl::StatusOr<std::shared_ptr<Slot>> slot =
       group_.PostCollective(rank_, fp, endpoint, pause.now_s());

@@ -41,7 +41,7 @@
 
 namespace tandem::sim::internal {
 
-class SimWork : public comm::Work {
+class SimWork : public comm::Work, public RecycledPerThread<SimWork> {
  public:
   // `home`: the task group this participant runs first (its rank for
   // collectives, 0 for Send/Recv).
@@ -55,10 +55,6 @@ class SimWork : public comm::Work {
           std::shared_ptr<std::atomic<bool>> released,
           RankClock* clock = nullptr, int stream = 0, int src = 0, int dst = 0);
   ~SimWork() override;
-
-  // One per operation per rank: recycled per thread (sim/block_cache.h).
-  static void* operator new(size_t size);
-  static void operator delete(void* block, size_t size);
 
   bool IsCompleted() override;
   absl::Status Wait(absl::Duration timeout) override;

@@ -1,0 +1,402 @@
+#include "sim/fast_lane.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "comm/fingerprint.h"
+#include "comm/reduce.h"
+#include "comm/stall_note.h"
+#include "comm/types.h"
+#include "sim/block_cache.h"
+#include "sim/cpu_relax.h"
+
+namespace tandem::sim::internal {
+
+// One rank's contribution to one lane collective. The header shares no line
+// with the data, which the peers stream.
+struct alignas(64) FastLanes::Node {
+  // The owner's next lane collective (null while this is its last).
+  std::atomic<Node*> next{nullptr};
+  // Peers that have not moved past this node; the last gives it back.
+  std::atomic<int> pending{0};
+  Node* free_next = nullptr;  // on a free list
+  comm::Fingerprint fp;
+  alignas(64) unsigned char data[kMaxBytes];
+};
+
+struct alignas(64) FastLanes::Lane {
+  // The owner's side (its thread only).
+  Node* tail = nullptr;      // the last node linked
+  Node* free_own = nullptr;  // nodes taken back from `returned`
+  std::vector<std::unique_ptr<Node>> owned;
+  // Nodes the peers gave back (pushed by them, taken all at once by the
+  // owner: no ABA).
+  alignas(64) std::atomic<Node*> returned{nullptr};
+  // Bumped after every link; a rank waiting for this lane sleeps on it.
+  alignas(64) EventWord event;
+};
+
+struct alignas(64) FastLanes::Consumer {
+  // Per peer: the last node of its lane this rank has moved past (or the
+  // lane's first, empty node).
+  Node* cursor[kMaxRanks] = {};
+  // This rank's own lane collectives not completed yet, in issue order:
+  // pending[head..].
+  struct Posted {
+    comm::Fingerprint fp;
+    void* buf;
+  };
+  std::vector<Posted> posted;
+  size_t head = 0;
+  // The highest completed seq (-1: none). Read by Completed() from any
+  // thread.
+  std::atomic<int64_t> done{-1};
+};
+
+bool FastLanes::Enabled(int world_size, const Options& options) {
+  return options.ranks == RankExecution::kThreads && world_size >= 2 &&
+         world_size <= kMaxRanks;
+}
+
+bool FastLanes::Eligible(const comm::Fingerprint& fp) {
+  return fp.op == comm::OpKind::kAllReduce && fp.reduce_op.has_value() &&
+         fp.count >= 0 && fp.count <= kMaxBytes / comm::DTypeSize(fp.dtype);
+}
+
+FastLanes::FastLanes(int world_size)
+    : world_size_(world_size),
+      lanes_(std::make_unique<Lane[]>(world_size)),
+      consumers_(std::make_unique<Consumer[]>(world_size)) {
+  // Every lane starts with an empty node that every peer "has consumed".
+  for (int p = 0; p < world_size_; ++p) {
+    Lane& lane = lanes_[p];
+    lane.owned.push_back(std::make_unique<Node>());
+    lane.tail = lane.owned.back().get();
+    lane.tail->pending.store(world_size_ - 1, std::memory_order_relaxed);
+    lane.tail->fp.seq = -1;
+    for (int r = 0; r < world_size_; ++r) consumers_[r].cursor[p] = lane.tail;
+  }
+}
+
+FastLanes::~FastLanes() = default;
+
+FastLanes::Node* FastLanes::TakeNode(int rank) {
+  Lane& lane = lanes_[rank];
+  if (lane.free_own == nullptr) {
+    lane.free_own = lane.returned.exchange(nullptr, std::memory_order_acquire);
+  }
+  if (lane.free_own != nullptr) {
+    Node* node = lane.free_own;
+    lane.free_own = node->free_next;
+    return node;
+  }
+  // A deeper pipeline of un-completed collectives than so far: one more
+  // node, kept for the group's life.
+  lane.owned.push_back(std::make_unique<Node>());
+  return lane.owned.back().get();
+}
+
+void FastLanes::Release(int owner, Node* node) {
+  if (node->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  std::atomic<Node*>& returned = lanes_[owner].returned;
+  Node* head = returned.load(std::memory_order_relaxed);
+  do {
+    node->free_next = head;
+  } while (!returned.compare_exchange_weak(
+      head, node, std::memory_order_release, std::memory_order_relaxed));
+}
+
+void FastLanes::Post(int rank, const comm::Fingerprint& fp, void* buf) {
+  Lane& lane = lanes_[rank];
+  Node* node = TakeNode(rank);
+  node->next.store(nullptr, std::memory_order_relaxed);
+  node->pending.store(world_size_ - 1, std::memory_order_relaxed);
+  node->fp = fp;
+  const int64_t bytes = fp.count * comm::DTypeSize(fp.dtype);
+  if (bytes > 0) std::memcpy(node->data, buf, static_cast<size_t>(bytes));
+  lane.tail->next.store(node, std::memory_order_release);
+  lane.tail = node;
+  lane.event.Signal();
+  consumers_[rank].posted.push_back({fp, buf});
+}
+
+bool FastLanes::Completed(int rank, int64_t seq) const {
+  return consumers_[rank].done.load(std::memory_order_acquire) >= seq;
+}
+
+void FastLanes::Wake(int rank) { lanes_[rank].event.Signal(); }
+
+void FastLanes::WakeAll() {
+  for (int p = 0; p < world_size_; ++p) lanes_[p].event.Signal();
+}
+
+absl::Status FastLanes::CheckPeer(Group& group, int rank, int peer,
+                                  const Node* next,
+                                  const comm::Fingerprint& fp) {
+  if (next != nullptr) {
+    if (next->fp.seq == fp.seq) {
+      if (comm::SameCollective(next->fp, fp)) return absl::OkStatus();
+      return Group::MismatchStatus(rank, fp, peer, next->fp);
+    }
+    // The peer's next lane collective is another one: at the lower of the
+    // two numbers one of us issued a collective of the Slot path.
+  } else if (group.collectives_issued_[peer].load(std::memory_order_acquire) <=
+             fp.seq) {
+    return absl::OkStatus();  // not issued yet
+  }
+  // Collective `m` went through a Slot on one side: the Slot names whoever
+  // issued it first there.
+  const int64_t m = next != nullptr ? std::min(next->fp.seq, fp.seq) : fp.seq;
+  const int lane_rank = next != nullptr && next->fp.seq < fp.seq ? peer : rank;
+  const comm::Fingerprint& lane_fp =
+      next != nullptr && next->fp.seq < fp.seq ? next->fp : fp;
+  std::lock_guard<std::mutex> lock(group.mu_);
+  auto it = group.open_collectives_.find(m);
+  if (it == group.open_collectives_.end() || it->second == nullptr) {
+    // Issued but not yet published (PostCollective counts first). Without
+    // a node the caller looks again shortly; with one, the two lane
+    // collectives themselves say enough.
+    if (next == nullptr) return absl::OkStatus();
+    return Group::MismatchStatus(rank, fp, peer, next->fp);
+  }
+  return Group::MismatchStatus(lane_rank, lane_fp, it->second->first_rank(),
+                               it->second->reference());
+}
+
+AwaitResult FastLanes::AwaitNode(Group& group, int rank, int peer,
+                                 const Node& prev, const comm::Fingerprint& fp,
+                                 Deadline wait_deadline, Deadline op_deadline,
+                                 absl::Time issued) {
+  auto linked = [&] {
+    return prev.next.load(std::memory_order_acquire) != nullptr;
+  };
+  // Spin first while ranks have cores of their own (sim/wait_policy.h).
+  if (group.Spin(rank, wait_deadline, op_deadline, linked)) return {};
+  const absl::Duration interval = group.options_.stall_note_interval;
+  const bool notes = rank == 0 && interval > absl::ZeroDuration() &&
+                     wait_deadline > Clock::now();
+  Deadline next_note =
+      notes ? DeadlineAfter(issued + interval - absl::Now()) : Deadline::max();
+  EventWord& event = lanes_[peer].event;
+  for (;;) {
+    const uint32_t generation = event.generation();
+    Deadline recheck = Deadline::max();
+    if (linked()) return {};
+    if (group.aborted()) {
+      return {AwaitResult::Kind::kFailed, group.abort_reason()};
+    }
+    // A peer past this collective without a node issued it on the Slot
+    // path: a mismatch (or it is being published: look again soon).
+    if (group.collectives_issued_[peer].load(std::memory_order_acquire) >
+        fp.seq) {
+      if (linked()) return {};
+      absl::Status mismatch = CheckPeer(group, rank, peer, nullptr, fp);
+      if (!mismatch.ok()) {
+        group.Abort(mismatch);
+        return {AwaitResult::Kind::kFailed, group.abort_reason()};
+      }
+      recheck = Clock::now() + std::chrono::milliseconds(1);
+    }
+    if (group.num_exited_.load(std::memory_order_seq_cst) > 0) {
+      std::unique_lock<std::mutex> lock(group.mu_);
+      if (group.exited_[peer] && !linked() &&
+          group.collectives_issued_[peer].load(std::memory_order_acquire) <=
+              fp.seq) {
+        absl::Status gone = absl::FailedPreconditionError(absl::StrCat(
+            "sim: collective ", fp.DebugString(), " can never complete: rank ",
+            peer, " (after issuing ",
+            group.collectives_issued_[peer].load(std::memory_order_relaxed),
+            " collectives) returned from its function without issuing it. "
+            "Every rank must issue the same operations"));
+        group.AbortLocked(gone);
+        return {AwaitResult::Kind::kFailed, gone};
+      }
+    }
+    const Deadline now = Clock::now();
+    auto missing = [&] { return MissingRanks(group, rank); };
+    if (now >= op_deadline) {
+      std::unique_lock<std::mutex> lock(group.mu_);
+      if (group.aborted()) {
+        return {AwaitResult::Kind::kFailed, group.abort_reason_};
+      }
+      absl::Status timeout = absl::DeadlineExceededError(absl::StrCat(
+          "sim: collective ", fp.DebugString(), " did not complete within ",
+          absl::FormatDuration(group.options_.timeout), ": ", missing(),
+          " never issued it. Check that every rank issues the same "
+          "operations; raise sim::Options::timeout if a rank is legitimately "
+          "that slow"));
+      group.AbortLocked(timeout);
+      return {AwaitResult::Kind::kFailed, timeout};
+    }
+    if (now >= wait_deadline) return {AwaitResult::Kind::kWaitTimeout, {}};
+    if (now >= next_note) {
+      comm::PrintStallNote(0, absl::StrCat("collective ", fp.DebugString()),
+                           absl::Now() - issued,
+                           absl::StrCat("not yet issued by ", missing()),
+                           op_deadline == Deadline::max()
+                               ? absl::InfiniteDuration()
+                               : absl::FromChrono(op_deadline - Clock::now()));
+      next_note = DeadlineAfter(interval);
+    }
+    // EventWord::Sleep caps each sleep at an hour (bounded even for
+    // "infinite" deadlines).
+    event.Sleep(generation,
+                std::min({op_deadline, wait_deadline, next_note, recheck}));
+  }
+}
+
+std::string FastLanes::MissingRanks(const Group& group, int rank) const {
+  std::string out;
+  for (int p = 0; p < world_size_; ++p) {
+    if (p == rank || consumers_[rank].cursor[p]->next.load(
+                         std::memory_order_acquire) != nullptr) {
+      continue;
+    }
+    absl::StrAppend(
+        &out, out.empty() ? "" : ", ", "rank ", p, " (it has issued ",
+        group.collectives_issued_[p].load(std::memory_order_relaxed),
+        " collectives)");
+  }
+  return out;
+}
+
+AwaitResult FastLanes::Complete(Group& group, int rank, int64_t seq,
+                                Deadline wait_deadline, Deadline op_deadline,
+                                absl::Time issued) {
+  Consumer& me = consumers_[rank];
+  // No abort check up front: a collective whose contributions are all
+  // posted completes even if the run aborts meanwhile (as a Slot whose
+  // tasks are done does); one still missing a contribution fails.
+  while (me.head < me.posted.size() && me.posted[me.head].fp.seq <= seq) {
+    const Consumer::Posted& op = me.posted[me.head];
+    const void* srcs[kMaxRanks];
+    Node* got[kMaxRanks] = {};
+    for (int p = 0; p < world_size_; ++p) {
+      if (p == rank) {
+        srcs[p] = op.buf;
+        continue;
+      }
+      const Node* prev = me.cursor[p];
+      Node* next = prev->next.load(std::memory_order_acquire);
+      if (next == nullptr) {
+        AwaitResult r = AwaitNode(group, rank, p, *prev, op.fp, wait_deadline,
+                                  op_deadline, issued);
+        if (r.kind != AwaitResult::Kind::kReached) return r;
+        next = prev->next.load(std::memory_order_acquire);
+      }
+      if (absl::Status s = CheckPeer(group, rank, p, next, op.fp); !s.ok()) {
+        group.Abort(s);
+        return {AwaitResult::Kind::kFailed, group.abort_reason()};
+      }
+      got[p] = next;
+      srcs[p] = next->data;
+    }
+    void* const dsts[] = {op.buf};
+    absl::Status reduced = comm::ReduceInto(
+        op.fp.dtype, *op.fp.reduce_op, op.fp.count,
+        absl::MakeConstSpan(srcs, world_size_), dsts, world_size_);
+    if (!reduced.ok()) {
+      group.Abort(reduced);
+      return {AwaitResult::Kind::kFailed, group.abort_reason()};
+    }
+    for (int p = 0; p < world_size_; ++p) {
+      if (p == rank) continue;
+      Node* old = me.cursor[p];
+      me.cursor[p] = got[p];
+      Release(p, old);
+    }
+    me.done.store(op.fp.seq, std::memory_order_release);
+    if (++me.head == me.posted.size()) {
+      me.posted.clear();  // keeps its capacity
+      me.head = 0;
+    }
+  }
+  if (!Completed(rank, seq)) {
+    // Not posted on the lanes (cannot happen for a FastWork's own seq).
+    return {AwaitResult::Kind::kFailed,
+            absl::InternalError(absl::StrCat(
+                "sim: rank ", rank, " has no lane collective #", seq))};
+  }
+  return {};
+}
+
+// ------------------------------------------------------------- FastWork ---
+
+FastWork::FastWork(Group& group, int rank, comm::WorkRecord record,
+                   Deadline op_deadline,
+                   std::shared_ptr<std::atomic<bool>> released)
+    : comm::Work(std::move(record)),
+      group_(group),
+      rank_(rank),
+      op_deadline_(op_deadline),
+      released_(std::move(released)) {}
+
+FastWork::~FastWork() {
+  if (finished_) return;
+  group_.AbortIfUnwinding(rank_, record().fp);
+  // Bounded by the operation timeout; ends at once if the run aborted.
+  (void)Wait(absl::InfiniteDuration());
+}
+
+bool FastWork::Conclude(const AwaitResult& r) {
+  switch (r.kind) {
+    case AwaitResult::Kind::kReached:
+      Finish(absl::OkStatus());
+      return true;
+    case AwaitResult::Kind::kFailed:
+      Finish(absl::Status(
+          r.status.code(),
+          absl::StrCat("rank ", rank_, ": ", record().fp.DebugString(),
+                       " failed: ", r.status.message())));
+      return true;
+    case AwaitResult::Kind::kWaitTimeout:
+      return false;
+  }
+  return false;
+}
+
+bool FastWork::IsCompleted() {
+  if (finished_) return true;
+  FastLanes& lanes = *group_.fast_lanes();
+  if (lanes.Completed(rank_, record().fp.seq)) {
+    Finish(absl::OkStatus());
+    return true;
+  }
+  return Conclude(lanes.Complete(group_, rank_, record().fp.seq, Clock::now(),
+                                 op_deadline_, record().start));
+}
+
+absl::Status FastWork::Wait(absl::Duration timeout) {
+  if (finished_) return status_;
+  FastLanes& lanes = *group_.fast_lanes();
+  const AwaitResult r =
+      lanes.Complete(group_, rank_, record().fp.seq, DeadlineAfter(timeout),
+                     op_deadline_, record().start);
+  if (Conclude(r)) return status_;
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rank ", rank_, ": ", record().fp.DebugString(),
+      " has not completed after ", absl::FormatDuration(timeout),
+      " (the Wait timeout; the operation is still in flight): not yet issued "
+      "by ",
+      lanes.MissingRanks(group_, rank_)));
+}
+
+void FastWork::Finish(absl::Status status) {
+  finished_ = true;
+  MarkEnded();
+  status_ = std::move(status);
+  released_->store(true);
+}
+
+}  // namespace tandem::sim::internal
