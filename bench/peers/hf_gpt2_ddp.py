@@ -202,13 +202,16 @@ def main():
     p.add_argument("--compare_final", default="",
                    help="a folder of the same run's final weights (gpt_ddp --export_hf) "
                         "to compare the trained model with")
+    p.add_argument("--timeout_s", type=float, default=600,
+                   help="seconds all ranks together may run; then every rank is killed "
+                        "and the script exits 1 naming the rank that hung")
     args = p.parse_args()
     with open(args.data, "rb") as f:
         data = torch.frombuffer(bytearray(f.read()), dtype=torch.uint8)
     if len(data) < args.block_size + 1:
         sys.exit("hf_gpt2_ddp.py: %s holds %d bytes, fewer than one block (%d)"
                  % (args.data, len(data), args.block_size + 1))
-    sys.exit(run_ranks(worker, args, data, args.world_size, 600))
+    sys.exit(run_ranks(worker, args, data, args.world_size, args.timeout_s))
 
 
 if __name__ == "__main__":

@@ -10,14 +10,26 @@
 # largest (hf_gpt2_ddp.py's compare_final says why logits, not weights). Skips (passes, saying why) where the peer's venv cannot be made
 # (bench/peers/hf_venv.sh).
 #
+# Every phase is bounded and says how long it took, so a run that would
+# outlast the test's time says which phase hung: making the venv 240 s (it
+# is made once per machine, normally by ./bazelw), each tandem run 60 s, each
+# peer run 120 s (its ranks 90 s: the peer kills them at its own deadline).
+#
 #   hf_gpt2_fidelity_test.sh GPT_DDP FIXTURE PEER_SCRIPT HF_VENV_SCRIPT CORPUS [WORLD_SIZES]
 set -uo pipefail
 gpt_ddp=$1 fixture=$2 peer=$3 venv=$4 corpus=$5
 world_sizes=${6:-1 2 4}
-if ! python=$("$venv"); then
+began=$SECONDS
+# Prints a phase's outcome and seconds since the previous phase ended.
+phase() {
+  echo "[$((SECONDS - began)) s] $*"
+  began=$SECONDS
+}
+if ! python=$(timeout 240 "$venv"); then
   echo "SKIP: the Hugging Face peer's venv could not be made (see above)"
   exit 0
 fi
+phase "venv ready: $python"
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/hf_fidelity.XXXXXX")
 model=(--n_layer=2 --n_head=2 --n_embd=32 --block_size=32)
 run=(--data="$corpus" --batch_size=2 --max_steps=20 --warmup_steps=3
@@ -25,16 +37,24 @@ run=(--data="$corpus" --batch_size=2 --max_steps=20 --warmup_steps=3
 # The initial weights: a GPT of the run's configuration and seed, exported.
 "$fixture" --vocab=256 "${model[@]}" --seed=1337 --export_hf="$work/init" \
   --logits_out="$work/init_logits.safetensors" || exit 1
+phase "initial weights exported"
 status=0
 for ws in $world_sizes; do
-  "$gpt_ddp" --world_size="$ws" --progress=off "${model[@]}" "${run[@]}" \
+  timeout 60 "$gpt_ddp" --world_size="$ws" --progress=off "${model[@]}" "${run[@]}" \
     --init_from="$work/init" --export_hf="$work/final_$ws" \
-    >"$work/tandem_$ws.txt" 2>&1 ||
-    { cat "$work/tandem_$ws.txt"; exit 1; }
-  "$python" "$peer" --world_size="$ws" --init_from="$work/init" \
+    >"$work/tandem_$ws.txt" 2>&1
+  rc=$?
+  if ((rc != 0)); then
+    cat "$work/tandem_$ws.txt"
+    phase "tandem at $ws ranks failed (exit $rc; 124: timed out)"
+    exit 1
+  fi
+  phase "tandem at $ws ranks done"
+  timeout 120 "$python" "$peer" --world_size="$ws" --init_from="$work/init" --timeout_s=90 \
     --block_size=32 "${run[@]}" --compare_final="$work/final_$ws" \
     >"$work/torch_$ws.txt" 2>&1 ||
-    { cat "$work/torch_$ws.txt"; exit 1; }
+    { cat "$work/torch_$ws.txt"; phase "the peer at $ws ranks failed"; exit 1; }
+  phase "the peer at $ws ranks done"
   /usr/bin/python3 - "$work/tandem_$ws.txt" "$work/torch_$ws.txt" "$ws" <<'PY' || status=1
 import re, sys
 def losses(path):

@@ -21,11 +21,6 @@ fail() {
   echo "hf_venv.sh: $*" >&2
   exit 1
 }
-[[ -x /usr/bin/python3 ]] || fail "no /usr/bin/python3 (Debian's python3)"
-/usr/bin/python3 -c 'import torch' 2>/dev/null ||
-  fail "/usr/bin/python3 has no PyTorch: apt-get install python3-torch"
-/usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null ||
-  fail "/usr/bin/python3 cannot make virtual environments: apt-get install python3-venv"
 if [[ -n ${TANDEM_HF_VENV:-} ]]; then
   dir=$TANDEM_HF_VENV
 else
@@ -38,6 +33,12 @@ if [[ -f $dir/.tandem-ready ]]; then
   echo "$python"
   exit 0
 fi
+# Not made yet: the slower checks (importing torch takes a second).
+[[ -x /usr/bin/python3 ]] || fail "no /usr/bin/python3 (Debian's python3)"
+/usr/bin/python3 -c 'import torch' 2>/dev/null ||
+  fail "/usr/bin/python3 has no PyTorch: apt-get install python3-torch"
+/usr/bin/python3 -c 'import venv, ensurepip' 2>/dev/null ||
+  fail "/usr/bin/python3 cannot make virtual environments: apt-get install python3-venv"
 mkdir -p "$(dirname "$dir")" || fail "cannot create $(dirname "$dir")"
 exec 9>"$dir.lock" || fail "cannot open the lock file $dir.lock"
 flock -w 600 9 || fail "waited 600 s for another setup of $dir (lock $dir.lock)"
