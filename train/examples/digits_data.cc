@@ -169,14 +169,12 @@ absl::StatusOr<std::shared_ptr<const DigitsSplit>> LoadDigitsSplit(
   return cache->Get(key, load);
 }
 
-}  // namespace
-
 // This rank's view of the data. With ranks in separate processes (mpi,
 // gloo) a pipe can be read by one of them only: rank 0 reads it and
 // broadcasts the rows (whether it is a pipe is rank 0's to say: under
 // mpirun the other ranks' stdin is /dev/null). Everything else goes through
 // the per-process cache.
-absl::StatusOr<std::shared_ptr<const DigitsSplit>> LoadDigitsSplit(
+absl::StatusOr<std::shared_ptr<const DigitsSplit>> LoadThisRanksSplit(
     const DigitsSplitOptions& config, comm::Communicator& comm) {
   const bool process_per_rank =
       comm.backend() == "mpi" || comm.backend() == "gloo";
@@ -194,6 +192,19 @@ absl::StatusOr<std::shared_ptr<const DigitsSplit>> LoadDigitsSplit(
                           SplitDigits(config, data, comm.size()));
   split.hash = DatasetHash(split);
   return std::make_shared<const DigitsSplit>(std::move(split));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const DigitsSplit>> LoadDigitsSplit(
+    const DigitsSplitOptions& config, comm::Communicator& comm, Device device) {
+  TANDEM_ASSIGN_OR_RETURN(std::shared_ptr<const DigitsSplit> split,
+                          LoadThisRanksSplit(config, comm));
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(
+      comm, device,
+      {{"dataset size", split->train.size() + split->test.size()},
+       {"dataset hash", HashHex(split->hash)}}));
+  return split;
 }
 
 }  // namespace tandem::train

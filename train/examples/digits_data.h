@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "tensor/device.h"
 #include "train/data/dataset.h"
 
 namespace tandem::train {
@@ -34,13 +35,14 @@ struct DigitsSplit {
                       // that every rank trains on the same data
 };
 
-// This rank's (shared, read-only) split. Collective on a process-per-rank
-// engine when the path may be a pipe (rank 0 says whether it is). Errors:
-// the loader's (file, CSV, labels outside 0..9), 64 pixel columns not
-// found, too few rows for one test sample and one training sample per rank
-// (naming the count).
+// This rank's (shared, read-only) split, once every rank agrees on its
+// size and hash (CheckRanksAgree through `device`: a difference fails every
+// rank naming each rank's value). Collective. Errors: the loader's (file,
+// CSV, labels outside 0..9), 64 pixel columns not found, too few rows for
+// one test sample and one training sample per rank (naming the count), the
+// agreement's.
 absl::StatusOr<std::shared_ptr<const DigitsSplit>> LoadDigitsSplit(
-    const DigitsSplitOptions& options, comm::Communicator& comm);
+    const DigitsSplitOptions& options, comm::Communicator& comm, Device device);
 
 }  // namespace tandem::train
 

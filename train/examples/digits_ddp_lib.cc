@@ -2,49 +2,17 @@
 
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
-#include "tensor/nn/activation.h"
-#include "tensor/nn/linear.h"
-#include "tensor/nn/sequential.h"
+#include "tensor/nn/mlp.h"
 #include "train/examples/digits_data.h"
 #include "train/examples/rank_flags.h"
-#include "train/launch/config_agreement.h"
-#include "train/loop/evaluate.h"
+#include "train/loop/classifier.h"
 #include "train/loop/training_loop.h"
 
 namespace tandem::train {
-namespace {
-
-absl::StatusOr<std::unique_ptr<nn::Sequential>> BuildModel(
-    const DigitsConfig& c) {
-  Generator gen(c.seed);
-  auto model = std::make_unique<nn::Sequential>();
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(64, c.hidden, gen)));
-  TANDEM_RETURN_IF_ERROR(model->Append(std::make_unique<nn::ReLU>()));
-  TANDEM_RETURN_IF_ERROR(model->Append(nn::Linear::Create(c.hidden, 10, gen)));
-  return model;
-}
-
-// Each rank takes global_batch_size / world size samples per step; a size
-// the world does not divide is refused rather than rounded silently.
-absl::Status CheckGlobalBatch(int64_t global_batch_size, int world_size) {
-  if (global_batch_size % world_size == 0) return absl::OkStatus();
-  const int64_t below = global_batch_size / world_size * world_size;
-  const int64_t above = below + world_size;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "digits_ddp: --global_batch_size=", global_batch_size,
-      " is not divisible by ", world_size, " ranks; use ",
-      below > 0 ? absl::StrCat(below, " or ") : "", above,
-      " (each rank takes global_batch_size / world size samples per step), "
-      "or change the number of ranks"));
-}
-
-}  // namespace
 
 absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                                           const DigitsConfig& config,
@@ -66,24 +34,20 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
             config.amp.has_value() ? DTypeName(*config.amp) : "off")}));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
   TANDEM_RETURN_IF_ERROR(CheckShardAmp(shard, config.amp));
-  TANDEM_RETURN_IF_ERROR(
-      CheckGlobalBatch(config.global_batch_size, comm.size()));
+  TANDEM_ASSIGN_OR_RETURN(
+      const int64_t batch_size,
+      PerRankBatch("digits_ddp", config.global_batch_size, comm.size()));
   const comm::RankPrinter out(comm);
   TANDEM_ASSIGN_OR_RETURN(
       std::shared_ptr<const DigitsSplit> split,
       LoadDigitsSplit({.data_path = config.data_path,
                        .split_seed = config.split_seed,
                        .test_fraction = config.test_fraction},
-                      comm));
-  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(
-      comm, device,
-      {{"dataset size", split->train.size() + split->test.size()},
-       {"dataset hash", HashHex(split->hash)}}));
+                      comm, device));
+  Generator gen(config.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
-                          BuildModel(config));
+                          nn::Mlp({64, config.hidden, 10}, gen));
   TANDEM_RETURN_IF_ERROR(model->To(device));
-  // The epoch's sums, per rank, summed before end_epoch: loss * samples,
-  // samples, and the samples the model classified right as it trained.
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<TrainingLoop> loop,
       TrainingLoop::Create(comm, *model, shard,
@@ -93,9 +57,8 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                             .device = device,
                             .checkpoint = config.checkpoint,
                             .autocast = config.amp,
-                            .epoch_sums = {"loss", "count", "correct"}}));
+                            .epoch_sums = ClassifierSums()}));
   TANDEM_RETURN_IF_ERROR(loop->Resume().status());
-  const int64_t batch_size = config.global_batch_size / comm.size();
   TANDEM_ASSIGN_OR_RETURN(SampledBatches train,
                           SampledBatches::Create(split->train, comm, batch_size,
                                                  /*drop_last=*/false));
@@ -107,22 +70,11 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
       shard == ShardMode::kNone ? "" : ", --shard=" + config.shard));
   DigitsResult result;
   LoopHooks hooks;
-  hooks.after_step = [&](const StepView& s) -> absl::Status {
-    const int64_t n = s.batch->labels.numel();
-    TANDEM_ASSIGN_OR_RETURN(const int64_t correct,
-                            CountCorrect(s.output, s.batch->labels));
-    std::vector<double>& sums = *s.sums;
-    sums[0] += s.loss * n;
-    sums[1] += n;
-    sums[2] += static_cast<double>(correct);
-    return absl::OkStatus();
-  };
+  hooks.after_step = AddClassifierSums;
   hooks.end_epoch = [&](int64_t epoch, int64_t) -> absl::StatusOr<EpochEnd> {
-    const std::vector<double>& sums = loop->epoch_sums();
-    result.final_train_loss = sums[0] / sums[1];
-    return EpochEnd{.report = {.train_loss = result.final_train_loss,
-                               .train_accuracy = sums[2] / sums[1],
-                               .samples = static_cast<int64_t>(sums[1])},
+    const EpochReport report = ClassifierEpochReport(loop->epoch_sums());
+    result.final_train_loss = report.train_loss;
+    return EpochEnd{.report = report,
                     .rank0_line = absl::StrFormat(
                         "Epoch: %03d/%03d | Train loss: %.4f", epoch + 1,
                         config.epochs, result.final_train_loss)};
@@ -130,13 +82,9 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_RETURN_IF_ERROR(loop->Run(train, CrossEntropyLoss(), hooks));
 
   // Each rank scores a disjoint strided slice of the test set (no padding).
-  model->Eval();
-  TANDEM_ASSIGN_OR_RETURN(
-      const Score test,
-      StridedScore(comm, loop->strategy(), split->test, device, config.amp));
+  TANDEM_ASSIGN_OR_RETURN(const Score test, HeldOutScore(*loop, split->test));
   result.test_correct = test.correct;
   result.test_total = test.total;
-  loop->ReportTest(test);
   out.PrintOnRank0(absl::StrFormat("Test accuracy: %.4f (%d/%d, all ranks)",
                                    result.test_accuracy(), result.test_correct,
                                    result.test_total));

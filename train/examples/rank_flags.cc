@@ -58,4 +58,20 @@ absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
                    ": fix the flags and start again"));
 }
 
+absl::StatusOr<int64_t> PerRankBatch(std::string_view who,
+                                     int64_t global_batch_size,
+                                     int world_size) {
+  if (global_batch_size % world_size == 0) {
+    return global_batch_size / world_size;
+  }
+  const int64_t below = global_batch_size / world_size * world_size;
+  const int64_t above = below + world_size;
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(who), ": --global_batch_size=", global_batch_size,
+      " is not divisible by ", world_size, " ranks; use ",
+      below > 0 ? absl::StrCat(below, " or ") : "", above,
+      " (each rank takes global_batch_size / world size samples per step), "
+      "or change the number of ranks"));
+}
+
 }  // namespace tandem::train

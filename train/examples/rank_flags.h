@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
 #include "train/launch/config_agreement.h"
@@ -66,6 +67,14 @@ RankFlag OpenRangeFlag(std::string name, double value, double above,
 absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
                             std::string_view who,
                             const std::vector<RankFlag>& flags);
+
+// Each rank's share of a global batch, global_batch_size / world_size (so
+// the optimisation barely depends on the world size). A world size that
+// does not divide it is refused rather than rounded silently:
+// InvalidArgument naming `who`, --global_batch_size, the nearest sizes the
+// world divides, and what to change. Local (every rank finds the same).
+absl::StatusOr<int64_t> PerRankBatch(std::string_view who,
+                                     int64_t global_batch_size, int world_size);
 
 }  // namespace tandem::train
 

@@ -86,5 +86,18 @@ TEST(RankFlagsTest, DisagreementComesFirst) {
   }
 }
 
+TEST(PerRankBatchTest, DividesOrNamesTheNearestSizes) {
+  EXPECT_EQ(*PerRankBatch("demo", 64, 4), 16);
+  EXPECT_EQ(*PerRankBatch("demo", 3, 3), 1);
+  EXPECT_EQ(PerRankBatch("demo", 64, 3).status(),
+            absl::InvalidArgumentError(
+                "demo: --global_batch_size=64 is not divisible by 3 ranks; "
+                "use 63 or 66 (each rank takes global_batch_size / world size "
+                "samples per step), or change the number of ranks"));
+  // Below the world size there is no smaller size to offer.
+  EXPECT_THAT(std::string(PerRankBatch("demo", 2, 4).status().message()),
+              ::testing::HasSubstr("; use 4 (each rank"));
+}
+
 }  // namespace
 }  // namespace tandem::train

@@ -18,35 +18,16 @@
 #include "sim/sim.h"
 #include "tensor/generator.h"
 #include "tensor/nn/linear.h"
+#include "train/loop/eval_testing.h"
 
 namespace tandem::train {
 namespace {
 
-// 7 rows; rows 0-4 labelled as the model predicts, rows 5 and 6 not.
-absl::StatusOr<TensorDataset> Rows() {
-  TANDEM_ASSIGN_OR_RETURN(
-      Tensor x, Tensor::FromVector<float>(
-                    {1, 0, 0, 1, 2, 1, 1, 3, 5, 4, 0, 1, 1, 0}, {7, 2}));
-  TANDEM_ASSIGN_OR_RETURN(Tensor y,
-                          Tensor::FromVector<int64_t>({0, 1, 0, 1, 0, 0, 1}));
-  return TensorDataset::Create(x, y);
-}
-
-absl::StatusOr<std::unique_ptr<nn::Linear>> Identity() {
-  Generator gen(1);
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Linear> model,
-                          nn::Linear::Create(2, 2, gen, {.bias = false}));
-  Tensor weight = model->weight();
-  float* w = weight.data<float>();
-  w[0] = 1, w[1] = 0, w[2] = 0, w[3] = 1;
-  return model;
-}
-
 TEST(EvaluateTest, LoaderAccuracyIsTheF32RatioAndRefusesNoRows) {
   sim::RunResult r =
       sim::Run(1, [](int, comm::Communicator& comm) -> absl::Status {
-        TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Rows());
-        TANDEM_ASSIGN_OR_RETURN(auto model, Identity());
+        TANDEM_ASSIGN_OR_RETURN(TensorDataset data, SevenRows());
+        TANDEM_ASSIGN_OR_RETURN(auto model, IdentityLinear());
         TANDEM_ASSIGN_OR_RETURN(
             auto strategy,
             Strategy::Create(ShardMode::kLocal, *model, comm, SgdFactory(0.1)));
@@ -71,8 +52,8 @@ TEST(EvaluateTest, StridedScoreSumsEveryRanksSlice) {
   for (int world : {1, 3, 8}) {
     sim::RunResult r =
         sim::Run(world, [](int, comm::Communicator& comm) -> absl::Status {
-          TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Rows());
-          TANDEM_ASSIGN_OR_RETURN(auto model, Identity());
+          TANDEM_ASSIGN_OR_RETURN(TensorDataset data, SevenRows());
+          TANDEM_ASSIGN_OR_RETURN(auto model, IdentityLinear());
           TANDEM_ASSIGN_OR_RETURN(
               auto strategy, Strategy::Create(ShardMode::kNone, *model, comm,
                                               SgdFactory(0.1)));

@@ -104,6 +104,7 @@ class SampledBatches : public EpochBatches {
   // Samples per epoch over every rank (the sampler pads each rank's shard
   // to the same size): DistributedSampler::total_size().
   int64_t total_size() const { return sampler_.total_size(); }
+  int64_t batch_size() const { return batch_size_; }
   // The loader of the epoch BeginEpoch prepared (e.g. for an evaluation
   // over the last epoch's order); FailedPrecondition before BeginEpoch.
   absl::StatusOr<const DataLoader*> loader() const;
@@ -278,6 +279,9 @@ class TrainingLoop {
       StrategyOptions strategy = {});
 
   Strategy& strategy() const { return strategy_; }
+  comm::Communicator& comm() const { return comm_; }
+  nn::Module& model() const { return model_; }
+  const LoopOptions& options() const { return options_; }
 
   // The loop steps `scheduler` (built over strategy().full_optimizer() or
   // local_optimizer()) `every` epoch or step, saves its StateDict under
