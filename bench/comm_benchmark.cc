@@ -17,9 +17,10 @@
 // write it once: 2 n S bytes of memory traffic, half reads, half writes, and
 // every line written was just read (so no write-allocate read, and no
 // streaming store can skip one). The bound runs that very access pattern on
-// the same n threads, each over its own two S-byte arrays: "rmw" (a[i] =
-// b[i] = a[i] + b[i]: read 2S, write 2S per thread, counted exactly). The
-// bound is 2 n S / rmw bandwidth; the all-reduce's share is bound time /
+// the same n threads, each over its own two S/2-byte arrays: "rmw" (a[i] =
+// b[i] = a[i] + b[i]: read S, write S per thread, counted exactly; n S
+// bytes touched in all, as the all-reduce's n buffers are). The bound is
+// 2 n S / rmw bandwidth; the all-reduce's share is bound time /
 // all-reduce time. STREAM's copy (c = a) and add (c = a + b) are printed
 // beside it for reference, counted with the write-allocate read of c (3S,
 // 4S), but the bound does not use them: a core that elides that read for
@@ -393,10 +394,19 @@ float FillValue() {
 // add and the bound's rmw on them.
 struct StreamArrays {
   explicit StreamArrays(int64_t count)
-      : count(count), a(count, 1.0f), b(count, 2.0f), c(count, 0.0f) {}
+      : count(count),
+        half(count / 2),
+        a(count, 1.0f),
+        b(count, 2.0f),
+        c(count, 0.0f) {}
 
   std::vector<Body> Bodies() {
-    // rmw's a = b = a + b doubles its values every call: it starts from
+    // rmw runs on the first halves of a and b: two S/2-byte streams per
+    // thread, as each rank's share of a 2-rank all-reduce is (its slice of
+    // both buffers), so that the bound moves the all-reduce's 2 n S bytes
+    // over the all-reduce's footprint (n S in all, not 2 n S: with a 32 MiB
+    // L3 and 64 MiB buffers, a bigger footprint would only slow the bound
+    // down). a = b = a + b doubles its values every call: it starts from
     // FillValue() each segment.
     return {
         {[] {},
@@ -410,17 +420,18 @@ struct StreamArrays {
            return absl::OkStatus();
          }},
         {[this] {
-           std::fill(a.begin(), a.end(), FillValue());
-           std::fill(b.begin(), b.end(), FillValue());
+           std::fill(a.begin(), a.begin() + half, FillValue());
+           std::fill(b.begin(), b.begin() + half, FillValue());
          },
          [this] {
-           RmwKernel(a.data(), b.data(), count);
+           RmwKernel(a.data(), b.data(), half);
            return absl::OkStatus();
          }},
     };
   }
 
   int64_t count;
+  int64_t half;  // rmw's elements per array
   std::vector<float> a, b, c;
 };
 
@@ -535,7 +546,8 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
             // allocate c, write c; rmw: read a and b, write a and b.
             row.copy_gbps = n * 3.0 * elems * 4 / timed[1].per_op / 1e9;
             row.add_gbps = n * 4.0 * elems * 4 / timed[2].per_op / 1e9;
-            row.rmw_gbps = n * 4.0 * elems * 4 / timed[3].per_op / 1e9;
+            row.rmw_gbps = n * 4.0 * static_cast<double>(arrays->half) * 4 /
+                           timed[3].per_op / 1e9;
             row.bound_faults = timed[3].faults;
           }
           arrays.reset();
@@ -581,8 +593,9 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
     std::printf(
         "\n# STREAM-like bound for the AllReduce above, %d threads, each on "
         "its own S-byte arrays\n# (copy and add for reference, counted with "
-        "write-allocate: 3S and 4S per thread;\n# rmw = a = b = a + b, 4S per "
-        "thread, the AllReduce's access pattern). AllReduce memory\n# "
+        "write-allocate: 3S and 4S per thread;\n# rmw = a = b = a + b on the "
+        "first S/2 of a and b, 2S per thread, the AllReduce's access\n# "
+        "pattern and footprint). AllReduce memory "
         "traffic: every buffer read and written once, 2 x %d x S bytes; "
         "bound = that traffic at\n# the rmw bandwidth. share = bound / "
         "AllReduce time. Each figure: the fastest of --repeats segments,\n# "
