@@ -17,24 +17,36 @@
 // write it once: 2 n S bytes of memory traffic, half reads, half writes, and
 // every line written was just read (so no write-allocate read, and no
 // streaming store can skip one). The bound runs that very access pattern on
-// the same n threads, each over its own two S-byte arrays: "rmw" (a[i] =
-// b[i] = a[i] + b[i]: read 2S, write 2S per thread, counted exactly). The
-// bound is 2 n S / rmw bandwidth; the all-reduce's share is bound time /
+// the same n threads, each over its own two S/2-byte arrays: "rmw" (a[i] =
+// b[i] = a[i] + b[i]: read S, write S per thread, counted exactly; n S
+// bytes touched in all, as the all-reduce's n buffers are). The bound is
+// 2 n S / rmw bandwidth; the all-reduce's share is bound time /
 // all-reduce time. STREAM's copy (c = a) and add (c = a + b) are printed
 // beside it for reference, counted with the write-allocate read of c (3S,
-// 4S), but the bound no longer uses them: a core that elides that read for
-// whole-line stores (some do, only under bandwidth pressure) makes their
-// counted bandwidth up to 1.5x too high, which made the share swing between
-// runs (bench/PERFORMANCE.md, "The copy bound").
+// 4S), but the bound does not use them: a core that elides that read for
+// whole-line stores makes their counted bandwidth up to 1.5x too high.
+//
+// How the share is kept from swinging between runs (bench/PERFORMANCE.md,
+// "The copy bound"): the all-reduce's segments and the kernels' are
+// interleaved (all-reduce, copy, add, rmw, all-reduce, ...), so the two
+// sides of the ratio see the same stretch of a shared machine; every
+// segment is timed on one clock from the first rank's start to the last
+// rank's end (never the slowest rank's own elapsed time, which two ranks
+// that did not overlap can make too short); and the all-reduce and rmw run
+// on non-zero data (--fill), as gradients are. The page faults inside the
+// timed segments are printed beside the share.
 //
 // Every time (all-reduces and bound kernels alike) is the fastest of
 // --repeats timed segments: other processes only ever slow a segment down.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,6 +86,10 @@ ABSL_FLAG(bool, stream, true,
           "Also run the memory bound for all_reduce sizes >= 1 MiB.");
 ABSL_FLAG(int64_t, repeats, 3,
           "Timed segments per row; each row reports the fastest.");
+ABSL_FLAG(std::string, fill, "tiny",
+          "What the timed all-reduces and the bound's rmw run on: tiny (a "
+          "small non-zero value, as gradients are) or zeros (to see whether "
+          "this machine treats zeros written over zeros differently).");
 
 namespace tandem {
 namespace {
@@ -114,6 +130,9 @@ struct Row {
   double copy_gbps = 0;  // STREAM, all-reduce only
   double add_gbps = 0;
   double rmw_gbps = 0;  // the bound's kernel
+  // Page faults inside the timed segments (all ranks): the op's, the rmw's.
+  int64_t faults = 0;
+  int64_t bound_faults = 0;
 };
 
 // Elements each rank contributes for total size S (nccl-tests' "count").
@@ -205,40 +224,125 @@ int64_t CountWrong(comm::Communicator& comm, OpKind op, Buffers& buf,
   return wrong;
 }
 
-// Max over ranks of a double (through the communicator being measured).
-absl::Status MaxOverRanks(comm::Communicator& comm, double& v) {
-  return comm.AllReduce(comm::HostView(&v, 1, DType::kF64), ReduceOp::kMax)
-      ->Wait();
+// Minor and major page faults of the calling thread so far.
+int64_t ThreadFaults() {
+  rusage u{};
+  getrusage(RUSAGE_THREAD, &u);
+  return static_cast<int64_t>(u.ru_minflt) + static_cast<int64_t>(u.ru_majflt);
 }
 
-// Times `body` run `iters` times on every rank: the slowest rank's seconds.
-template <typename Body>
-absl::Status TimeIt(comm::Communicator& comm, int64_t iters, Body body,
-                    double& seconds) {
+// One timed segment as every rank saw it.
+struct Segment {
+  double seconds = 0;  // first rank's start to last rank's end
+  int64_t faults = 0;  // page faults inside it, summed over ranks
+};
+
+// Times `body` run `iters` times on every rank, on one clock for all ranks:
+// from the earliest rank's start to the latest rank's end. Each rank timing
+// only itself (and taking the slowest) could read faster than the work
+// allows: two ranks that did not overlap (one ran while the other waited
+// for a core) each had the memory to itself, and a bound measured that way
+// came out up to 2x too fast (bench/PERFORMANCE.md, "The copy bound"). On
+// one clock, a segment can only be slowed down by what else runs.
+// `prepare` runs on each rank before the segment, untimed.
+template <typename Prepare, typename Body>
+absl::Status TimeIt(comm::Communicator& comm, int64_t iters, Prepare prepare,
+                    Body body, Segment& segment) {
+  prepare();
   if (absl::Status s = comm.Barrier(); !s.ok()) return s;
+  const int64_t faults = ThreadFaults();
   const double start = Now();
   for (int64_t i = 0; i < iters; ++i) {
     if (absl::Status s = body(); !s.ok()) return s;
   }
-  seconds = Now() - start;
-  return MaxOverRanks(comm, seconds);
+  const double end = Now();
+  // {latest end, -(earliest start), faults} in one all-reduce: max, max and
+  // (faults are never negative) an upper bound of the sum we print below.
+  double v[3] = {end, -start, static_cast<double>(ThreadFaults() - faults)};
+  double sum_faults = v[2];
+  if (absl::Status s =
+          comm.AllReduce(comm::HostView(v, 3, DType::kF64), ReduceOp::kMax)
+              ->Wait();
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          comm.AllReduce(comm::HostView(&sum_faults, 1, DType::kF64),
+                         ReduceOp::kSum)
+              ->Wait();
+      !s.ok()) {
+    return s;
+  }
+  segment.seconds = v[0] + v[1];
+  segment.faults = static_cast<int64_t>(sum_faults);
+  return absl::OkStatus();
 }
 
-// Every rank computes the same count from the same (all-reduced) probe.
-template <typename Body>
-absl::Status Measure(comm::Communicator& comm, Body body, double& per_op) {
-  double probe = 0;
-  if (absl::Status s = TimeIt(comm, 1, body, probe); !s.ok()) return s;  // warm
-  if (absl::Status s = TimeIt(comm, 2, body, probe); !s.ok()) return s;
-  const int64_t iters = static_cast<int64_t>(std::clamp(
-      absl::GetFlag(FLAGS_target_seconds) / std::max(probe / 2, 1e-9), 2.0,
-      200000.0));
-  per_op = 0;
+// Iterations for about --target_seconds of `body`, the same on every rank
+// (from one all-ranks probe after a warm-up).
+template <typename Prepare, typename Body>
+absl::Status Calibrate(comm::Communicator& comm, Prepare prepare, Body body,
+                       int64_t& iters) {
+  Segment probe;
+  if (absl::Status s = TimeIt(comm, 1, prepare, body, probe); !s.ok()) {
+    return s;  // warm
+  }
+  if (absl::Status s = TimeIt(comm, 2, prepare, body, probe); !s.ok()) {
+    return s;
+  }
+  iters = static_cast<int64_t>(std::clamp(
+      absl::GetFlag(FLAGS_target_seconds) / std::max(probe.seconds / 2, 1e-9),
+      2.0, 200000.0));
+  return absl::OkStatus();
+}
+
+// A measured body: its iterations, its fastest segment per op and the page
+// faults of all its timed segments.
+struct Timed {
+  int64_t iters = 0;
+  double per_op = 0;  // seconds; 0 until a segment is added
+  int64_t segments = 0;
+  int64_t faults = 0;
+
+  void Add(const Segment& s) {
+    const double t = s.seconds / static_cast<double>(iters);
+    per_op = segments++ == 0 ? t : std::min(per_op, t);
+    faults += s.faults;
+  }
+};
+
+// What MeasureInterleaved times: `prepare` on each rank before every
+// segment (untimed), then `run` back to back.
+struct Body {
+  std::function<void()> prepare;
+  std::function<absl::Status()> run;
+};
+
+// --repeats segments of each body, interleaved (A B C, A B C, ...): each
+// body reports its fastest segment, and bodies compared with each other
+// (the all-reduce and its bound) see the same stretch of the machine's
+// weather rather than one each.
+absl::Status MeasureInterleaved(comm::Communicator& comm,
+                                absl::Span<const Body> bodies,
+                                std::vector<Timed>& out) {
+  out.assign(bodies.size(), Timed{});
+  for (size_t b = 0; b < bodies.size(); ++b) {
+    if (absl::Status s =
+            Calibrate(comm, bodies[b].prepare, bodies[b].run, out[b].iters);
+        !s.ok()) {
+      return s;
+    }
+  }
   for (int64_t r = 0; r < absl::GetFlag(FLAGS_repeats); ++r) {
-    double total = 0;
-    if (absl::Status s = TimeIt(comm, iters, body, total); !s.ok()) return s;
-    const double t = total / static_cast<double>(iters);
-    if (r == 0 || t < per_op) per_op = t;
+    for (size_t b = 0; b < bodies.size(); ++b) {
+      Segment seg;
+      if (absl::Status s =
+              TimeIt(comm, out[b].iters, bodies[b].prepare, bodies[b].run, seg);
+          !s.ok()) {
+        return s;
+      }
+      out[b].Add(seg);
+    }
   }
   return absl::OkStatus();
 }
@@ -276,54 +380,60 @@ void RmwKernel(float* __restrict a, float* __restrict b, int64_t n) {
   }
 }
 
-// STREAM copy and add, and the bound's rmw, on this rank's own arrays of
-// `count` floats (first touched here, by this rank's thread, as the
-// all-reduce's buffers are).
-absl::Status Stream(comm::Communicator& comm, int64_t count, double& copy_gbps,
-                    double& add_gbps, double& rmw_gbps) {
-  std::vector<float> a(count, 1.0f), b(count, 2.0f), c(count, 0.0f);
-  double t = 0;
-  if (absl::Status s = Measure(
-          comm,
-          [&] {
-            CopyKernel(a.data(), c.data(), count);
-            return absl::OkStatus();
-          },
-          t);
-      !s.ok()) {
-    return s;
-  }
-  const double n = comm.size();
-  copy_gbps = n * 3.0 * count * 4 / t / 1e9;  // read a, allocate c, write c
-  if (absl::Status s = Measure(
-          comm,
-          [&] {
-            AddKernel(a.data(), b.data(), c.data(), count);
-            return absl::OkStatus();
-          },
-          t);
-      !s.ok()) {
-    return s;
-  }
-  // read a and b, allocate c, write c
-  add_gbps = n * 4.0 * count * 4 / t / 1e9;
-  // Zeros stay zero: from other values, a = b = a + b doubles them every
-  // call, and they would overflow to infinity during the timing.
-  std::fill(a.begin(), a.end(), 0.0f);
-  std::fill(b.begin(), b.end(), 0.0f);
-  if (absl::Status s = Measure(
-          comm,
-          [&] {
-            RmwKernel(a.data(), b.data(), count);
-            return absl::OkStatus();
-          },
-          t);
-      !s.ok()) {
-    return s;
-  }
-  rmw_gbps = n * 4.0 * count * 4 / t / 1e9;  // read a and b, write a and b
-  return absl::OkStatus();
+// The value every timed all-reduce and rmw starts from (the --fill flag):
+// 2^-100, exact, non-zero. An all-reduce of n ranks multiplies it by n per
+// operation, exactly, so a 64 MiB segment (tens of operations) stays
+// finite; the many operations of a small size's segment may reach
+// infinity, which costs an add no more than a finite value does.
+float FillValue() {
+  return absl::GetFlag(FLAGS_fill) == "zeros" ? 0.0f : std::ldexp(1.0f, -100);
 }
+
+// This rank's STREAM arrays of `count` floats (first touched here, by this
+// rank's thread, as the all-reduce's buffers are) and the bodies of copy,
+// add and the bound's rmw on them.
+struct StreamArrays {
+  explicit StreamArrays(int64_t count)
+      : count(count),
+        half(count / 2),
+        a(count, 1.0f),
+        b(count, 2.0f),
+        c(count, 0.0f) {}
+
+  std::vector<Body> Bodies() {
+    // rmw runs on the first halves of a and b: two S/2-byte streams per
+    // thread, as each rank's share of a 2-rank all-reduce is (its slice of
+    // both buffers), so that the bound moves the all-reduce's 2 n S bytes
+    // over the all-reduce's footprint (n S in all, not 2 n S: with a 32 MiB
+    // L3 and 64 MiB buffers, a bigger footprint would only slow the bound
+    // down). a = b = a + b doubles its values every call: it starts from
+    // FillValue() each segment.
+    return {
+        {[] {},
+         [this] {
+           CopyKernel(a.data(), c.data(), count);
+           return absl::OkStatus();
+         }},
+        {[] {},
+         [this] {
+           AddKernel(a.data(), b.data(), c.data(), count);
+           return absl::OkStatus();
+         }},
+        {[this] {
+           std::fill(a.begin(), a.begin() + half, FillValue());
+           std::fill(b.begin(), b.begin() + half, FillValue());
+         },
+         [this] {
+           RmwKernel(a.data(), b.data(), half);
+           return absl::OkStatus();
+         }},
+    };
+  }
+
+  int64_t count;
+  int64_t half;  // rmw's elements per array
+  std::vector<float> a, b, c;
+};
 
 // Never empty once CheckFlags passed (4 <= max_bytes).
 std::vector<int64_t> Sizes() {
@@ -345,6 +455,11 @@ absl::Status CheckFlags(int max_world) {
       "--step_factor", absl::GetFlag(FLAGS_step_factor), 2, INT64_MAX));
   TANDEM_RETURN_IF_ERROR(
       bench::CheckInt("--repeats", absl::GetFlag(FLAGS_repeats), 1, 1000));
+  if (absl::GetFlag(FLAGS_fill) != "tiny" &&
+      absl::GetFlag(FLAGS_fill) != "zeros") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--fill must be tiny or zeros, got '", absl::GetFlag(FLAGS_fill), "'"));
+  }
   const double spin = absl::GetFlag(FLAGS_spin_us);
   if (std::isnan(spin) || spin > 1e6) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -402,13 +517,40 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
           Row row;
           row.count = count;
           row.bytes = (gathers ? n * count : count) * 4;
-          std::fill(buf.a.begin(), buf.a.end(), 0.0f);
-          if (absl::Status s = Measure(
-                  comm, [&] { return Issue(comm, op, buf, count); },
-                  row.seconds);
+          // The all-reduce, and for the bound's sizes copy, add and rmw
+          // interleaved with it.
+          std::vector<Body> bodies = {
+              {[&] {
+                 const int64_t sent =
+                     op == OpKind::kReduceScatter ? n * count : count;
+                 std::fill(buf.a.begin(), buf.a.begin() + sent, FillValue());
+               },
+               [&] { return Issue(comm, op, buf, count); }}};
+          std::optional<StreamArrays> arrays;
+          if (op == OpKind::kAllReduce && absl::GetFlag(FLAGS_stream) &&
+              bytes >= (int64_t{1} << 20)) {
+            arrays.emplace(count);
+            for (Body& b : arrays->Bodies()) bodies.push_back(std::move(b));
+          }
+          std::vector<Timed> timed;
+          if (absl::Status s = MeasureInterleaved(comm, bodies, timed);
               !s.ok()) {
             return s;
           }
+          row.seconds = timed[0].per_op;
+          row.faults = timed[0].faults;
+          if (arrays.has_value()) {
+            const double n = comm.size();
+            const double elems = static_cast<double>(count);
+            // copy: read a, allocate c, write c; add: read a and b,
+            // allocate c, write c; rmw: read a and b, write a and b.
+            row.copy_gbps = n * 3.0 * elems * 4 / timed[1].per_op / 1e9;
+            row.add_gbps = n * 4.0 * elems * 4 / timed[2].per_op / 1e9;
+            row.rmw_gbps = n * 4.0 * static_cast<double>(arrays->half) * 4 /
+                           timed[3].per_op / 1e9;
+            row.bound_faults = timed[3].faults;
+          }
+          arrays.reset();
           absl::Status status;
           int64_t wrong = CountWrong(comm, op, buf, count, status);
           if (!status.ok()) return status;
@@ -420,14 +562,6 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
             return s;
           }
           row.wrong = wrong;
-          if (op == OpKind::kAllReduce && absl::GetFlag(FLAGS_stream) &&
-              bytes >= (int64_t{1} << 20)) {
-            if (absl::Status s = Stream(comm, count, row.copy_gbps,
-                                        row.add_gbps, row.rmw_gbps);
-                !s.ok()) {
-              return s;
-            }
-          }
           if (rank == 0) {
             std::fputs(
                 table
@@ -459,27 +593,36 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
     std::printf(
         "\n# STREAM-like bound for the AllReduce above, %d threads, each on "
         "its own S-byte arrays\n# (copy and add for reference, counted with "
-        "write-allocate: 3S and 4S per thread;\n# rmw = a = b = a + b, 4S per "
-        "thread, the AllReduce's access pattern). AllReduce memory\n# "
+        "write-allocate: 3S and 4S per thread;\n# rmw = a = b = a + b on the "
+        "first S/2 of a and b, 2S per thread, the AllReduce's access\n# "
+        "pattern and footprint). AllReduce memory "
         "traffic: every buffer read and written once, 2 x %d x S bytes; "
         "bound = that traffic at\n# the rmw bandwidth. share = bound / "
-        "AllReduce time.\n",
-        n, n);
-    std::printf("# %12s | %9s  %9s  %9s | %9s  %11s  %12s  %6s\n", "size",
-                "copy", "add", "rmw", "bound", "AllReduce", "AllReduce",
-                "share");
-    std::printf("# %12s | %9s  %9s  %9s | %9s  %11s  %12s  %6s\n", "(B)",
-                "(GB/s)", "(GB/s)", "(GB/s)", "(us)", "(us)", "mem (GB/s)", "");
+        "AllReduce time. Each figure: the fastest of --repeats segments,\n# "
+        "the AllReduce's and the kernels' interleaved, each timed from the "
+        "first rank's start to\n# the last rank's end, on --fill=%s data. "
+        "faults: page faults in all timed segments\n# of the AllReduce and "
+        "of rmw (every rank).\n",
+        n, n, absl::GetFlag(FLAGS_fill).c_str());
+    std::printf("# %12s | %9s  %9s  %9s | %9s  %11s  %12s  %6s | %6s  %6s\n",
+                "size", "copy", "add", "rmw", "bound", "AllReduce", "AllReduce",
+                "share", "faults", "faults");
+    std::printf("# %12s | %9s  %9s  %9s | %9s  %11s  %12s  %6s | %6s  %6s\n",
+                "(B)", "(GB/s)", "(GB/s)", "(GB/s)", "(us)", "(us)",
+                "mem (GB/s)", "", "op", "rmw");
     for (const auto& [bytes, row] : rows) {
       if (row.rmw_gbps <= 0) continue;
       const double traffic = 2.0 * n * row.bytes;
       const double bound_s = traffic / (row.rmw_gbps * 1e9);
       const double share = bound_s / row.seconds;
       std::printf(
-          "  %12lld | %9.2f  %9.2f  %9.2f | %9.1f  %11.1f  %12.2f  %5.1f%%\n",
+          "  %12lld | %9.2f  %9.2f  %9.2f | %9.1f  %11.1f  %12.2f  %5.1f%% | "
+          "%6lld  %6lld\n",
           static_cast<long long>(row.bytes), row.copy_gbps, row.add_gbps,
           row.rmw_gbps, bound_s * 1e6, row.seconds * 1e6,
-          traffic / row.seconds / 1e9, share * 100);
+          traffic / row.seconds / 1e9, share * 100,
+          static_cast<long long>(row.faults),
+          static_cast<long long>(row.bound_faults));
       if (n == 2 && bytes == (int64_t{64} << 20)) targets.share_64mib = share;
     }
   }

@@ -23,17 +23,28 @@
 
 namespace tandem::sim::internal {
 
-// One rank's contribution to one lane collective. The header shares no line
-// with the data, which the peers stream.
+// One rank's contribution to one lane collective. Its first cache line
+// holds what a peer reads, written only by the owner: the link to the next
+// node, the fingerprint and the first bytes of the data (all of an 8- or
+// 16-byte all-reduce), so a peer completing a small all-reduce moves
+// one line of the node, not two. What the peers write (the release count)
+// sits on a line of its own after the data: before, it shared the header's
+// line, which every release then pulled away from the owner.
 struct alignas(64) FastLanes::Node {
   // The owner's next lane collective (null while this is its last).
   std::atomic<Node*> next{nullptr};
-  // Peers that have not moved past this node; the last gives it back.
-  std::atomic<int> pending{0};
-  Node* free_next = nullptr;  // on a free list
   comm::Fingerprint fp;
-  alignas(64) unsigned char data[kMaxBytes];
+  unsigned char data[kMaxBytes];
+  // Peers that have not moved past this node; the last gives it back.
+  alignas(64) std::atomic<int> pending{0};
+  Node* free_next = nullptr;  // on a free list
 };
+
+// The link and the fingerprint leave at least 8 (here 16) bytes of the
+// first line to the data.
+static_assert(sizeof(std::atomic<void*>) + sizeof(comm::Fingerprint) <= 56,
+              "an 8-byte all-reduce's data should share the node's first "
+              "cache line with its header");
 
 struct alignas(64) FastLanes::Lane {
   // The owner's side (its thread only).
@@ -373,7 +384,7 @@ bool FastWork::IsCompleted() {
     Finish(absl::OkStatus());
     return true;
   }
-  return Conclude(lanes.Complete(group_, rank_, record().fp.seq, Clock::now(),
+  return Conclude(lanes.Complete(group_, rank_, record().fp.seq, kPoll,
                                  op_deadline_, record().start));
 }
 

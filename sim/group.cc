@@ -1,5 +1,7 @@
 #include "sim/group.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -55,6 +57,28 @@ Deadline DeadlineAfter(absl::Duration d) {
   const Deadline now = Clock::now();
   if (d <= absl::ZeroDuration()) return now;
   return now + absl::ToChronoNanoseconds(d);
+}
+
+Deadline OpDeadlineAfter(absl::Duration d) {
+  if (d > absl::Hours(24 * 365 * 100)) return Deadline::max();
+#if defined(CLOCK_MONOTONIC_COARSE)
+  // One tick of the coarse clock (its resolution), read once per process.
+  static const std::chrono::nanoseconds tick = [] {
+    timespec res{};
+    clock_getres(CLOCK_MONOTONIC_COARSE, &res);
+    return std::chrono::seconds(res.tv_sec) +
+           std::chrono::nanoseconds(res.tv_nsec);
+  }();
+  timespec ts{};
+  if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0) {
+    const Deadline now(std::chrono::duration_cast<Clock::duration>(
+        std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec) +
+        tick));
+    if (d <= absl::ZeroDuration()) return now;
+    return now + absl::ToChronoNanoseconds(d);
+  }
+#endif
+  return DeadlineAfter(d);
 }
 
 // ---------------------------------------------------------------- Group ---

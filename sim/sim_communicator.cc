@@ -98,8 +98,8 @@ bool SimWork::Poll() {
   if (!slot_->ready()) {
     // Non-blocking check (wait deadline = now) that still enforces the
     // operation timeout and notices ranks that exited without issuing it.
-    AwaitResult r = group_.Await(rank_, *slot_, Group::Phase::kReady,
-                                 Clock::now(), op_deadline_, record().start);
+    AwaitResult r = group_.Await(rank_, *slot_, Group::Phase::kReady, kPoll,
+                                 op_deadline_, record().start);
     if (r.kind == AwaitResult::Kind::kFailed) {
       (void)Fail(r.status);
       return true;
@@ -301,7 +301,7 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
         TrackInFlight(fp, std::move(access));
     return std::make_unique<FastWork>(
         group_, rank_, comm::StartRecord(fp, size()),
-        DeadlineAfter(group_.options().timeout), std::move(released));
+        OpDeadlineAfter(group_.options().timeout), std::move(released));
   }
   absl::StatusOr<std::shared_ptr<Slot>> slot =
       group_.PostCollective(rank_, fp, endpoint, pause.now_s());
@@ -314,7 +314,7 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
       TrackInFlight(fp, std::move(access));
   return std::make_unique<SimWork>(
       group_, *std::move(slot), /*home=*/rank_, rank_,
-      comm::StartRecord(fp, size()), DeadlineAfter(group_.options().timeout),
+      comm::StartRecord(fp, size()), OpDeadlineAfter(group_.options().timeout),
       std::move(released), clock_.get(), clock_stream_);
 }
 
@@ -343,7 +343,7 @@ std::unique_ptr<comm::Work> SimCommunicator::IssuePointToPoint(
       TrackInFlight(fp, std::move(access));
   return std::make_unique<SimWork>(
       group_, *std::move(slot), /*home=*/0, rank_,
-      comm::StartRecord(fp, size()), DeadlineAfter(group_.options().timeout),
+      comm::StartRecord(fp, size()), OpDeadlineAfter(group_.options().timeout),
       std::move(released), clock_.get(), clock_stream_, src, dst);
 }
 

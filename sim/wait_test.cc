@@ -4,6 +4,7 @@
 // whichever rank arrives last, at 2 ranks (spinning or not) and at many
 // ranks (parked on the futex). A lost wake-up fails these tests with the
 // operation timeout's error (or the watchdog), never by hanging CI.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "comm/communicator.h"
 #include "comm/types.h"
 #include "gtest/gtest.h"
+#include "sim/group.h"
 #include "sim/options.h"
 #include "sim/sim.h"
 #include "sim/test_util.h"
@@ -83,6 +85,54 @@ TEST(WaitPolicyTest, SpinBudgetHalvesWhenItRunsOutAndDoublesWhenItPays) {
   EXPECT_EQ(budget.Next(), 0);
   budget.Ended(0, true);
   EXPECT_EQ(budget.Next(), 0);
+}
+
+// A poll (kPoll) never spins: it does not even look at the condition, and
+// it leaves the rank's spin budget alone. A real wait checks the condition
+// from its first round on (before any clock read) and returns as soon as
+// it holds.
+TEST(WaitPolicyTest, APollNeverSpinsAndAWaitEndsWhenTheConditionHolds) {
+  Options options;
+  options.ranks = RankExecution::kThreads;
+  options.spin = absl::Seconds(3600);
+  // One rank: it always has a CPU of its own, so the group spins.
+  internal::Group group(1, options);
+  int checks = 0;
+  EXPECT_FALSE(group.Spin(0, internal::kPoll, internal::Deadline::max(), [&] {
+    ++checks;
+    return true;
+  }));
+  EXPECT_EQ(checks, 0);
+  checks = 0;
+  EXPECT_TRUE(group.Spin(0, internal::Deadline::max(),
+                         internal::Deadline::max(),
+                         [&] { return ++checks == 3; }));
+  EXPECT_EQ(checks, 3);
+  // A condition that never holds: the spin ends at the operation deadline
+  // (here already passed), found at the first clock read, after 64 rounds.
+  checks = 0;
+  EXPECT_FALSE(group.Spin(0, internal::Deadline::max(),
+                          internal::DeadlineAfter(absl::ZeroDuration()), [&] {
+                            ++checks;
+                            return false;
+                          }));
+  EXPECT_EQ(checks, 64);
+}
+
+// The operation deadline set at issue reads the coarse clock: the same
+// clock as DeadlineAfter's (a wrong clock would be off by years or by the
+// time since boot), within a few of its ticks, and "never" stays
+// Deadline::max().
+TEST(WaitPolicyTest, OpDeadlineIsOnTheSteadyClockWithinATick) {
+  EXPECT_EQ(internal::OpDeadlineAfter(absl::InfiniteDuration()),
+            internal::Deadline::max());
+  const internal::Deadline precise = internal::DeadlineAfter(absl::Hours(1));
+  const internal::Deadline coarse = internal::OpDeadlineAfter(absl::Hours(1));
+  EXPECT_LT(std::chrono::abs(coarse - precise), std::chrono::seconds(1));
+  const internal::Deadline now = internal::DeadlineAfter(absl::ZeroDuration());
+  EXPECT_LT(
+      std::chrono::abs(internal::OpDeadlineAfter(absl::ZeroDuration()) - now),
+      std::chrono::seconds(1));
 }
 
 // Spin for up to an hour: the wait must still end at its own timeout.
