@@ -14,7 +14,7 @@
 //          Flatten -> Linear(14400, 10) -> Softmax, batch 64
 // One step, on every rank, on a fixed random batch of its own:
 //   logits = ddp.Forward(x); loss = CrossEntropy(logits, y);
-//   model.ZeroGrad(); ddp.Backward(loss); sgd.Step()        (lr 0.01)
+//   model.MarkGradsZero(); ddp.Backward(loss); sgd.Step()   (lr 0.01)
 // which is the tutorials' loop (and torch_ddp.py's).
 //
 // Modes of a case:
@@ -370,7 +370,9 @@ absl::StatusOr<CaseResult> RunCase(comm::Communicator& comm, const Case& c) {
       }
       TANDEM_ASSIGN_OR_RETURN(loss, CrossEntropy(logits, y));
     }
-    model->ZeroGrad();
+    // Marked, not filled: the backward's first write overwrites (what
+    // train::Strategy does for local and DDP steps).
+    model->MarkGradsZero();
     if (ddp != nullptr) {
       TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
     } else {

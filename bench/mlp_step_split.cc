@@ -43,6 +43,10 @@ ABSL_FLAG(int64_t, steps, 10,
           "Timed steps (after 2 untimed); each phase's least time counts.");
 ABSL_FLAG(std::string, kernels, "fastest",
           "cpu::KernelChoice: fastest (tandem's default) or pytorch.");
+ABSL_FLAG(std::string, zero_grad, "mark",
+          "How gradients are reset before each backward: mark "
+          "(Module::MarkGradsZero, what train::Strategy and ddp_benchmark "
+          "do) or fill (Module::ZeroGrad).");
 
 namespace tandem::bench {
 namespace {
@@ -76,7 +80,7 @@ absl::StatusOr<std::vector<int64_t>> ParseWidths(const std::string& text) {
 }
 
 absl::Status Run(const std::vector<int64_t>& widths, int64_t batch,
-                 int64_t steps) {
+                 int64_t steps, bool mark_zero) {
   Generator gen(1234);
   nn::Sequential model;
   double flops = 0;  // GEMM FLOPs per step: as ddp_benchmark counts them
@@ -118,7 +122,11 @@ absl::Status Run(const std::vector<int64_t>& widths, int64_t batch,
       TANDEM_ASSIGN_OR_RETURN(loss, CrossEntropy(logits, y));
     }
     mark(kForward);
-    model.ZeroGrad();
+    if (mark_zero) {
+      model.MarkGradsZero();
+    } else {
+      model.ZeroGrad();
+    }
     mark(kZeroGrad);
     TANDEM_RETURN_IF_ERROR(loss.Backward());
     mark(kBackward);
@@ -134,10 +142,12 @@ absl::Status Run(const std::vector<int64_t>& widths, int64_t batch,
     }
     if (step < best_step) best_step = step, best_step_gemm = step_gemm;
   }
-  std::printf("# MLP %s, batch %lld, %.3f GEMM GFLOP per step, kernels=%s\n",
-              absl::GetFlag(FLAGS_widths).c_str(),
-              static_cast<long long>(batch), flops / 1e9,
-              absl::GetFlag(FLAGS_kernels).c_str());
+  std::printf(
+      "# MLP %s, batch %lld, %.3f GEMM GFLOP per step, kernels=%s, "
+      "zero_grad=%s\n",
+      absl::GetFlag(FLAGS_widths).c_str(), static_cast<long long>(batch),
+      flops / 1e9, absl::GetFlag(FLAGS_kernels).c_str(),
+      absl::GetFlag(FLAGS_zero_grad).c_str());
   std::printf("%-14s %10s %10s %10s\n", "phase (best)", "cpu ms", "gemm ms",
               "other ms");
   for (int p = 0; p < kPhases; ++p) {
@@ -178,6 +188,11 @@ int main(int argc, char** argv) {
         tandem::bench::CheckInt("--steps", steps, 1, 1000)}) {
     if (usage.ok()) usage = s;
   }
+  const std::string zero_grad = absl::GetFlag(FLAGS_zero_grad);
+  if (usage.ok() && zero_grad != "mark" && zero_grad != "fill") {
+    usage = absl::InvalidArgumentError(
+        "--zero_grad: expected mark or fill, got '" + zero_grad + "'");
+  }
   if (usage.ok() && kernels != "fastest" && kernels != "pytorch") {
     usage = absl::InvalidArgumentError(
         "--kernels: expected fastest or pytorch, got '" + kernels + "'");
@@ -190,7 +205,9 @@ int main(int argc, char** argv) {
   tandem::cpu::SetKernelChoice(kernels == "pytorch"
                                    ? tandem::cpu::KernelChoice::kPyTorch
                                    : tandem::cpu::KernelChoice::kFastest);
-  if (absl::Status s = tandem::bench::Run(*widths, batch, steps); !s.ok()) {
+  if (absl::Status s =
+          tandem::bench::Run(*widths, batch, steps, zero_grad == "mark");
+      !s.ok()) {
     std::fprintf(stderr, "mlp_step_split: %s\n",
                  std::string(s.message()).c_str());
     return 1;

@@ -159,6 +159,18 @@ void RecordOp(std::string_view name, const Tensor& output,
   output.impl()->grad_fn = std::move(node);
 }
 
+namespace {
+
+// Fills a leaf's gradient marked zero (MarkGradZero) with zeros and drops
+// the mark; nothing to do otherwise.
+absl::Status WriteMarkedZero(TensorImpl& impl) {
+  if (!impl.grad_marked_zero) return absl::OkStatus();
+  impl.grad_marked_zero = false;
+  return FillInPlace(impl.grad, 0.0);
+}
+
+}  // namespace
+
 // ---- GradSink.
 
 bool GradSink::needs(int i) const {
@@ -182,7 +194,12 @@ absl::Status GradSink::Add(int i, Tensor g) {
   internal::Slot& slot = state_->slots.at(input.impl().get());
   TensorImpl& impl = *slot.impl;
   if (IsLeaf(impl)) {
-    if (impl.grad.defined()) return AddInPlace(impl.grad, g);
+    if (impl.grad.defined()) {
+      // A gradient marked zero is filled first: 0 + g, the bits of
+      // ZeroGrad then Backward (only kernels writing in place skip it).
+      TANDEM_RETURN_IF_ERROR(WriteMarkedZero(impl));
+      return AddInPlace(impl.grad, g);
+    }
     if (IsUniquelyOwned(g)) {
       impl.grad = std::move(g);
     } else {
@@ -216,6 +233,11 @@ absl::StatusOr<GradSink::Buffer> GradSink::GetBuffer(int i) {
   internal::Slot& slot = state_->slots.at(input.impl().get());
   TensorImpl& impl = *slot.impl;
   Tensor& target = IsLeaf(impl) ? impl.grad : slot.buffer;
+  if (target.defined() && IsLeaf(impl) && impl.grad_marked_zero) {
+    // Marked zero (MarkGradZero): the kernel overwrites it in place.
+    impl.grad_marked_zero = false;
+    return Buffer{target, /*accumulate=*/false};
+  }
   if (target.defined()) {
     if (!IsLeaf(impl) && !slot.owned) {
       TANDEM_ASSIGN_OR_RETURN(target, CopyOf(target));
@@ -278,6 +300,7 @@ absl::Status RunBackward(const Tensor& root, const Tensor& seed,
   if (IsLeaf(*root.impl())) {
     TensorImpl& impl = *root.impl();
     if (impl.grad.defined()) {
+      TANDEM_RETURN_IF_ERROR(WriteMarkedZero(impl));
       TANDEM_RETURN_IF_ERROR(AddInPlace(impl.grad, seed));
     } else {
       TANDEM_ASSIGN_OR_RETURN(impl.grad, CopyOf(seed));
@@ -412,7 +435,13 @@ std::string Tensor::grad_fn_name() const {
   return impl_ && impl_->grad_fn ? impl_->grad_fn->name : std::string();
 }
 
-Tensor Tensor::grad() const { return impl_ ? impl_->grad : Tensor(); }
+Tensor Tensor::grad() const {
+  if (!impl_) return Tensor();
+  // CPU grads always succeed; a device fill fails only on a broken device,
+  // which the next synchronising call reports.
+  WriteMarkedZero(*impl_).IgnoreError();
+  return impl_->grad;
+}
 
 bool Tensor::has_grad() const { return impl_ && impl_->grad.defined(); }
 
@@ -422,6 +451,7 @@ absl::Status Tensor::set_grad(const Tensor& grad) const {
   }
   if (!grad.defined()) {
     impl_->grad = Tensor();
+    impl_->grad_marked_zero = false;
     return absl::OkStatus();
   }
   if (grad.shape() != shape() || grad.dtype() != dtype() ||
@@ -433,19 +463,27 @@ absl::Status Tensor::set_grad(const Tensor& grad) const {
         " on ", device().ToString(), "; they must match"));
   }
   impl_->grad = grad.Detach();  // same storage, no autograd history
+  impl_->grad_marked_zero = false;
   return absl::OkStatus();
 }
 
 void Tensor::ClearGrad() const {
-  if (impl_) impl_->grad = Tensor();
+  if (!impl_) return;
+  impl_->grad = Tensor();
+  impl_->grad_marked_zero = false;
 }
 
 void Tensor::ZeroGrad() const {
   if (impl_ && impl_->grad.defined()) {
+    impl_->grad_marked_zero = false;
     // CPU grads always succeed; a device fill fails only on a broken
     // device, which the next synchronising call reports.
     FillInPlace(impl_->grad, 0.0).IgnoreError();
   }
+}
+
+void Tensor::MarkGradZero() const {
+  if (impl_ && impl_->grad.defined()) impl_->grad_marked_zero = true;
 }
 
 absl::StatusOr<HookHandle> Tensor::AddPostAccumulateGradHook(

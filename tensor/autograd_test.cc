@@ -4,16 +4,24 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "base/status_macros.h"
+#include "tensor/cpu/blas.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 namespace tandem {
 namespace {
 
+using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -305,6 +313,167 @@ TEST(AutogradTest, IndependentGraphsOnThreads) {
     const float want = 20 * (r + 1) / 2.0f;
     EXPECT_THAT(grads[r], ElementsAre(want, want, want, want));
   }
+}
+
+// ---- Tensor::MarkGradZero: a gradient that reads as zero without being
+// written. The backward's first write overwrites the stale memory (kernels
+// get GradSink::Buffer::accumulate == false), later contributions add, any
+// read through grad() sees zeros, and installing or dropping a gradient
+// drops the mark.
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// `count` values from `seed`: small integers (every sum of a few hundred
+// products is exact in f32, whatever the kernel's order) or reals.
+std::vector<float> Draw(int64_t count, uint64_t seed, bool integers) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> ints(-2, 2);
+  std::uniform_real_distribution<float> reals(-1.f, 1.f);
+  std::vector<float> v(static_cast<size_t>(count));
+  for (float& x : v) x = integers ? static_cast<float>(ints(rng)) : reals(rng);
+  return v;
+}
+
+// Linear's parameters [out, in] and [out], and a batch of rows.
+struct LinearCase {
+  Tensor w, b, x;
+};
+LinearCase MakeCase(int64_t rows, int64_t in, int64_t out, bool integers) {
+  return {Param(Draw(out * in, 1, integers), {out, in}),
+          Param(Draw(out, 2, integers), {out}),
+          Tensor::FromVector(Draw(rows * in, 3, integers), {rows, in}).value()};
+}
+
+// sum(y * y) of y = x wᵀ + b: the weight gradient is 2 yᵀ x, a GEMM.
+absl::Status Backward(const LinearCase& c) {
+  TANDEM_ASSIGN_OR_RETURN(Tensor y, Linear(c.x, c.w, c.b));
+  TANDEM_ASSIGN_OR_RETURN(Tensor loss, Sum(Mul(y, y).value()));
+  return loss.Backward();
+}
+
+// 64 x 256 -> 256 takes cpu::Gemm's packed weight-gradient path under
+// kFastest (K = 64 rows, beta 0); 5 x 7 -> 3 the libraries'.
+TEST(MarkGradZeroTest, OverwritesStaleMemoryWithTheExactGradient) {
+  for (const auto& [rows, in, out] :
+       {std::tuple<int64_t, int64_t, int64_t>{64, 256, 256}, {5, 7, 3}}) {
+    const LinearCase fresh = MakeCase(rows, in, out, /*integers=*/true);
+    ASSERT_TRUE(Backward(fresh).ok());
+    const std::vector<float> dw = Values(fresh.w.grad());
+    const std::vector<float> db = Values(fresh.b.grad());
+
+    const LinearCase marked = MakeCase(rows, in, out, /*integers=*/true);
+    Tensor w_buffer = Tensor::Full({out, in}, kNaN).value();
+    Tensor b_buffer = Tensor::Full({out}, kNaN).value();
+    ASSERT_TRUE(marked.w.set_grad(w_buffer).ok());
+    ASSERT_TRUE(marked.b.set_grad(b_buffer).ok());
+    marked.w.MarkGradZero();
+    marked.b.MarkGradZero();
+    ASSERT_TRUE(Backward(marked).ok());
+    EXPECT_EQ(Values(w_buffer), dw) << rows;  // written in place, no NaN
+    EXPECT_EQ(Values(b_buffer), db) << rows;
+    EXPECT_TRUE(marked.w.grad().SharesStorageWith(w_buffer));
+
+    // A second backward accumulates as usual.
+    ASSERT_TRUE(Backward(marked).ok());
+    std::vector<float> twice = dw;
+    for (float& v : twice) v *= 2;
+    EXPECT_EQ(Values(marked.w.grad()), twice) << rows;
+
+    // Read before any backward wrote it: zeros, in the buffer itself.
+    marked.w.MarkGradZero();
+    EXPECT_THAT(Values(marked.w.grad()), Each(0.f));
+    EXPECT_THAT(Values(w_buffer), Each(0.f));
+    ASSERT_TRUE(Backward(marked).ok());
+    marked.b.MarkGradZero();  // b still holds three backwards' worth
+    ASSERT_TRUE(Backward(marked).ok());
+    EXPECT_EQ(Values(marked.w.grad()), twice) << rows;  // 0 + dw + dw
+    EXPECT_EQ(Values(marked.b.grad()), db) << rows;
+  }
+}
+
+// PyTorch's bits (KernelChoice::kPyTorch) on real values: marking then
+// backward gives the bits of ZeroGrad then backward.
+TEST(MarkGradZeroTest, SameBitsAsZeroGradUnderPyTorchKernels) {
+  cpu::SetKernelChoice(cpu::KernelChoice::kPyTorch);
+  const LinearCase filled = MakeCase(64, 256, 256, /*integers=*/false);
+  const LinearCase marked = MakeCase(64, 256, 256, /*integers=*/false);
+  for (int step = 0; step < 2; ++step) {
+    filled.w.ZeroGrad();
+    filled.b.ZeroGrad();
+    marked.w.MarkGradZero();
+    marked.b.MarkGradZero();
+    ASSERT_TRUE(Backward(filled).ok());
+    ASSERT_TRUE(Backward(marked).ok());
+  }
+  cpu::SetKernelChoice(cpu::KernelChoice::kFastest);
+  for (const auto& [f, m] :
+       {std::pair{filled.w, marked.w}, {filled.b, marked.b}}) {
+    const std::vector<float> fv = Values(f.grad()), mv = Values(m.grad());
+    ASSERT_EQ(fv.size(), mv.size());
+    EXPECT_EQ(std::memcmp(fv.data(), mv.data(), fv.size() * sizeof(float)), 0);
+  }
+}
+
+// Gradients that reach the leaf through GradSink::Add (no kernel writing in
+// place), and a leaf that is the root itself.
+TEST(MarkGradZeroTest, AddedContributionsAndTheRootSeed) {
+  Tensor w = Param({1, -1}, {2});
+  ASSERT_TRUE(w.set_grad(Tensor::Full({2}, kNaN).value()).ok());
+  w.MarkGradZero();
+  ASSERT_TRUE(Sum(Mul(w, 2.0).value()).value().Backward().ok());
+  EXPECT_THAT(Values(w.grad()), ElementsAre(2, 2));
+  ASSERT_TRUE(Sum(Mul(w, 2.0).value()).value().Backward().ok());
+  EXPECT_THAT(Values(w.grad()), ElementsAre(4, 4));
+
+  ASSERT_TRUE(w.set_grad(Tensor::Full({2}, kNaN).value()).ok());
+  w.MarkGradZero();
+  const Tensor seed = Tensor::FromVector(std::vector<float>{1, 10}).value();
+  ASSERT_TRUE(w.Backward(seed).ok());
+  EXPECT_THAT(Values(w.grad()), ElementsAre(1, 10));
+}
+
+TEST(MarkGradZeroTest, SetGradZeroGradAndClearGradDropTheMark) {
+  Tensor w = Param({1, -1}, {2});
+  w.MarkGradZero();  // no gradient yet: nothing to mark
+  EXPECT_FALSE(w.has_grad());
+  auto backward = [&] {
+    ASSERT_TRUE(Sum(Mul(w, 2.0).value()).value().Backward().ok());
+  };
+  backward();
+  w.MarkGradZero();
+  ASSERT_TRUE(w.set_grad(Tensor::Full({2}, 5.0).value()).ok());
+  backward();  // onto the installed 5s
+  EXPECT_THAT(Values(w.grad()), ElementsAre(7, 7));
+  w.MarkGradZero();
+  w.ZeroGrad();
+  backward();
+  EXPECT_THAT(Values(w.grad()), ElementsAre(2, 2));
+  w.MarkGradZero();
+  w.ClearGrad();
+  EXPECT_FALSE(w.has_grad());
+  backward();
+  EXPECT_THAT(Values(w.grad()), ElementsAre(2, 2));
+}
+
+// A gradient that is a view into a flat bucket (DDP's layout): the marked
+// view is overwritten, its neighbours are not touched.
+TEST(MarkGradZeroTest, BucketViewsAreOverwrittenInPlace) {
+  Tensor w = Param({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = Param({0, 0}, {2});
+  Tensor bucket = Tensor::Full({12}, 100.0).value();
+  ASSERT_TRUE(w.set_grad(bucket.View(1, {2, 3}).value()).ok());
+  ASSERT_TRUE(b.set_grad(bucket.View(8, {2}).value()).ok());
+  w.MarkGradZero();
+  b.MarkGradZero();
+  Tensor x = Tensor::FromVector(std::vector<float>{1, 2, 3}, {1, 3}).value();
+  for (int backward = 0; backward < 2; ++backward) {
+    ASSERT_TRUE(Sum(Linear(x, w, b).value()).value().Backward().ok());
+  }
+  // dW = gᵀ x with g = ones: every row is x, twice; db = 1, twice.
+  EXPECT_THAT(Values(bucket),
+              ElementsAre(100, 2, 4, 6, 2, 4, 6, 100, 2, 2, 100, 100));
+  EXPECT_TRUE(w.grad().SharesStorageWith(bucket));
+  EXPECT_EQ(w.grad().storage_offset(), 1);
 }
 
 }  // namespace

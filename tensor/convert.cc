@@ -94,6 +94,14 @@ void ConvertElements(const void* src, DType src_dtype, void* dst,
 
 void FillElements(void* dst, DType dtype, int64_t n, double value) {
   if (n <= 0) return;
+  if (value == 0.0 && !std::signbit(value)) {
+    // +0 is all zero bits in every dtype. memset, not std::fill's vector
+    // stores: for large buffers glibc streams the stores past the caches
+    // (no read for ownership): the large MLP's 100 MB zero_grad took
+    // 4.3-4.9 ms of CPU instead of 7.1-7.8 (bench/mlp_step_split).
+    std::memset(dst, 0, static_cast<size_t>(n * DTypeSize(dtype)));
+    return;
+  }
   DispatchAll(dtype, [&](auto d) {
     using D = decltype(d);
     const D v = Narrow<D>(value);

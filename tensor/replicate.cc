@@ -34,6 +34,7 @@ absl::Status ReplicateInto(const Tensor& source, const Tensor& replica) {
     impl.offset = copy.storage_offset();
   }
   impl.grad = Tensor();
+  impl.grad_marked_zero = false;
   impl.grad_fn = nullptr;
   impl.requires_grad = false;
   const Device from = source.device();

@@ -219,7 +219,9 @@ class Tensor {
   std::string grad_fn_name() const;
 
   // The accumulated gradient of a leaf (undefined when none). The result
-  // aliases the stored gradient: writing to it changes it.
+  // aliases the stored gradient: writing to it changes it. A gradient
+  // marked zero (MarkGradZero) is filled with zeros here first, so every
+  // reader through grad() sees zeros.
   Tensor grad() const;
   bool has_grad() const;
   // Installs `grad` as the gradient buffer; Backward then ACCUMULATES INTO
@@ -231,6 +233,21 @@ class Tensor {
   // Fills an existing gradient with zeros in place, keeping its aliasing
   // (like zero_grad(set_to_none=False)); no-op without a gradient.
   void ZeroGrad() const;
+  // Makes an existing gradient read as zero WITHOUT writing it: the buffer
+  // and its aliasing are kept, and the next Backward that reaches this leaf
+  // overwrites it where it would have added to it (Linear's weight
+  // gradient: a GEMM with beta = 0, no 100 MB fill and no read of C per
+  // step); later contributions, in the same or a later Backward, add as
+  // usual. grad() fills the zeros first if the gradient is read before a
+  // Backward wrote it; set_grad, ClearGrad and ZeroGrad drop the mark.
+  // No-op without a gradient. Same values as ZeroGrad then Backward; an
+  // element that comes out exactly -0 may keep its sign where the fill then
+  // add gives +0. Only for gradients that nothing writes or reads except
+  // through autograd and grad(): code that uses the buffer's storage
+  // directly (a flat bucket) must call grad() first (DDP does, for the
+  // parameters a step leaves without a gradient). Not thread-safe, as the
+  // rest of a leaf's autograd state.
+  void MarkGradZero() const;
 
   // Registers `hook` on a leaf that requires grad; it runs exactly once per
   // Backward that reaches this leaf, after all of that pass's contributions

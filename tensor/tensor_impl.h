@@ -31,6 +31,12 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;
   // Leaves only: the accumulated gradient (undefined when none).
   Tensor grad;
+  // Leaves only: `grad`'s value is zero but its memory was not written
+  // (Tensor::MarkGradZero). The backward engine's first write overwrites
+  // it (a GEMM with beta = 0) and clears the mark; Tensor::grad() writes
+  // the zeros first when anything else reads it; installing or dropping a
+  // gradient clears the mark.
+  bool grad_marked_zero = false;
   std::vector<std::pair<HookHandle, PostAccumulateGradHook>> hooks;
   HookHandle next_hook_handle = 0;
   // Non-leaves only: the storage-less twin that the nodes consuming this

@@ -8,17 +8,36 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "base/math_tally.h"
 #include "tensor/cpu/onednn_threads.h"
+#include "tensor/cpu/packed_gemm.h"
 #include "tensor/cpu/skinny_gemm.h"
 
 namespace tandem::cpu {
 namespace {
 
 std::atomic<KernelChoice> kernel_choice{KernelChoice::kFastest};
+
+// C = 0 before an OpenBLAS call with beta == 0, which then runs with beta =
+// 1. OpenBLAS's driver does exactly this itself (its beta kernel zeroes C,
+// then the micro-kernels add into it), so the bits are the same (checked
+// on 24 shapes and layouts); but its zeroing loop is slow: 4096 x 4096 x 64
+// Aᵀ·B took 31.4 ms with beta 0 against 27.7 ms as memset + beta 1 and
+// 25.4 ms with beta 1 alone, one thread (bench/PERFORMANCE.md).
+template <typename T>
+void ZeroForBlas(int m, int n, T* c, int ldc) {
+  if (ldc == n) {
+    std::memset(c, 0, sizeof(T) * static_cast<size_t>(m) * n);
+    return;
+  }
+  for (int i = 0; i < m; ++i) {
+    std::memset(c + static_cast<int64_t>(i) * ldc, 0, sizeof(T) * n);
+  }
+}
 
 // Applies tandem's default (one OpenBLAS thread) exactly once, before the
 // first GEMM or explicit setting.
@@ -47,6 +66,14 @@ void Blas<float>(bool onednn, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m,
     SkinnyGemmNt(m, n, k, alpha, a, b, beta, c);
     return;
   }
+  if (!onednn && fastest &&
+      UsePackedGemmTn(ta == CblasTrans, tb == CblasTrans, m, n, k, beta) &&
+      lda == m && ldb == n && ldc == n) {
+    // Linear's weight gradient written into a gradient marked zero: stores
+    // C without reading it (packed_gemm.h).
+    PackedGemm(true, false, m, n, k, alpha, a, b, beta, c);
+    return;
+  }
   // A·B with at most kSkinnyNnMaxRows rows (Linear's input gradient g·W at
   // batch 64) stays with OpenBLAS: inside the large MLP's step oneDNN's
   // sgemm ran it at ~0.6 of the other products' rate, OpenBLAS at ~1.0
@@ -69,6 +96,7 @@ void Blas<float>(bool onednn, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m,
     // Only argument errors fail, and Gemm checked those: fall through to
     // OpenBLAS rather than leave C unwritten.
   }
+  if (beta == 0.f) ZeroForBlas(m, n, c, ldc), beta = 1.f;
   cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
               ldc);
 }
@@ -77,6 +105,7 @@ template <>
 void Blas<double>(bool /*onednn*/, CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb,
                   int m, int n, int k, double alpha, const double* a, int lda,
                   const double* b, int ldb, double beta, double* c, int ldc) {
+  if (beta == 0.0) ZeroForBlas(m, n, c, ldc), beta = 1.0;
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
               ldc);
 }

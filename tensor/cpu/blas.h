@@ -1,6 +1,8 @@
 // Row-major GEMM on host memory, with tandem's defaults: f32 A·Bᵀ with few
 // rows (Linear's forward at training batch sizes) goes to tandem's own
-// kernel (skinny_gemm.h), f32 A·B (neither operand transposed) with more
+// kernel (skinny_gemm.h), f32 Aᵀ·B with K <= 128 and beta == 0 (Linear's
+// weight gradient written into a gradient marked zero) to its packed GEMM
+// (packed_gemm.h), f32 A·B (neither operand transposed) with more
 // than 128 rows to oneDNN's dnnl_sgemm, everything else
 // (the other f32 layouts and shapes, all f64) to OpenBLAS — the fastest for
 // each layout on the shapes training uses (measurements in blas.cc and
@@ -15,7 +17,8 @@
 // Dimensions are int64_t; a dimension beyond OpenBLAS's 32-bit int is an
 // InvalidArgument error. M == 0 or N == 0 is a no-op; K == 0 skips BLAS
 // and sets C = beta * C (C = 0 when beta == 0, never reading C), so callers
-// never special-case empty tensors.
+// never special-case empty tensors. With beta == 0 C is never read (NaN in
+// C does not propagate) on every path.
 //
 // Threads: the first Gemm (or SetBlasNumThreads) sets OpenBLAS to ONE thread
 // because several simulated ranks share the cores. The thread count is
@@ -60,7 +63,8 @@ int BlasNumThreads();
 // should run with the same setting.
 // - kFastest (the default): per layout the kernel measured fastest here
 //   (tandem's SkinnyGemmNt for f32 A·Bᵀ with <= 128 rows where the CPU has
-//   AVX2 and FMA but no AVX-512, oneDNN's sgemm for f32 A·B with > 128
+//   AVX2 and FMA but no AVX-512, its PackedGemm for f32 Aᵀ·B with K <= 128
+//   and beta == 0 there, oneDNN's sgemm for f32 A·B with > 128
 //   rows, OpenBLAS otherwise) and
 //   Linear's forward at batch <= 256, where SkinnyGemmNt does not take it,
 //   through its transpose. Sums in another order than PyTorch's: results differ

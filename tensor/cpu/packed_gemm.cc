@@ -255,4 +255,16 @@ void PackedGemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
   Run(transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
 }
 
+bool UsePackedGemmTn(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
+                     int64_t k, float beta) {
+  // Only where it wins (bench/PERFORMANCE.md, "zero_grad as a mark"): a
+  // short K and beta == 0, so C is only written; with beta == 1 OpenBLAS
+  // was ~5 % faster inside the step.
+  constexpr int64_t kShortKMax = 128, kLongMin = 256;
+  static const bool tuned_here =
+      HasSkinnyGemm() && !__builtin_cpu_supports("avx512f");
+  return tuned_here && transpose_a && !transpose_b && beta == 0.f &&
+         k <= kShortKMax && m >= kLongMin && n >= kLongMin;
+}
+
 }  // namespace tandem::cpu

@@ -1,13 +1,16 @@
 // tandem's own f32 GEMM in every layout: a BLIS-style loop nest (both
 // operands packed into the micro-kernel's order, K in blocks) around a 6x16
-// AVX2 + FMA micro-kernel (12 accumulators of 8 floats). Not on
-// cpu::Gemm's path: a candidate measured against the libraries
-// (bench/gemm_shapes_benchmark.cc, kernel 5; bench/PERFORMANCE.md, "Inside
-// the step"). For Linear's weight gradient gᵀ·x with K = batch (64) its
-// tiles walk the large C along its rows; it beat OpenBLAS there on the
-// loaded machine (load 15-20) but lost by ~5 % inside a quiet step, so
-// OpenBLAS keeps the product. In the other layouts its plain-C
-// micro-kernel reaches ~0.85-0.95 of OpenBLAS's assembly.
+// AVX2 + FMA micro-kernel (12 accumulators of 8 floats). On cpu::Gemm's
+// fast path (KernelChoice::kFastest) for one case only (UsePackedGemmTn):
+// Linear's weight gradient gᵀ·x with K = batch (<= 128) written with
+// beta == 0, i.e. into a gradient marked zero (Tensor::MarkGradZero). There
+// its tiles walk the large C along its rows and store them without reading
+// C: 24.7 ms for 4096 x 4096 x 64 against OpenBLAS's 27.7 (zero fill +
+// beta 1) or 31.4 (its own beta 0), one thread (bench/PERFORMANCE.md). With
+// beta == 1 it lost by ~5 % inside a quiet step, so OpenBLAS keeps the
+// accumulating product. In the other layouts its plain-C micro-kernel
+// reaches ~0.85-0.95 of OpenBLAS's assembly (bench/gemm_shapes_benchmark.cc,
+// kernel 5).
 //
 // The rounding differs from OpenBLAS's and oneDNN's (another summation
 // order: K in blocks of up to 256, each block's terms summed in order into
@@ -33,6 +36,13 @@ namespace tandem::cpu {
 void PackedGemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                 int64_t k, float alpha, const float* a, const float* b,
                 float beta, float* c);
+
+// Whether cpu::Gemm's fast path sends this f32 product to PackedGemm:
+// op(A)·op(B) = Aᵀ·B (transpose_a only) with beta == 0, K <= 128, M and N
+// >= 256 (a weight gradient written, not accumulated), HasSkinnyGemm(), and
+// no AVX-512 (measured on AVX2 only, as UseSkinnyGemm).
+bool UsePackedGemmTn(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
+                     int64_t k, float beta);
 
 }  // namespace tandem::cpu
 

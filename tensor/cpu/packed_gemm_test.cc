@@ -1,5 +1,6 @@
 #include "tensor/cpu/packed_gemm.h"
 
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "tensor/cpu/blas.h"
 #include "tensor/cpu/skinny_gemm.h"
 
 namespace tandem::cpu {
@@ -168,6 +170,63 @@ TEST(PackedGemmTest, SameBitsOnEveryThread) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(got[0], want);
   EXPECT_EQ(got[1], want);
+}
+
+// Linear's weight gradient gᵀ·x (K = batch) goes to PackedGemm under
+// kFastest only when it is written (beta 0: a gradient marked zero), and
+// never under kPyTorch, whose beta-0 product keeps OpenBLAS's own bits
+// (blas.cc zeroes C and runs beta 1, which is what OpenBLAS's driver does).
+TEST(PackedGemmTest, GemmRoutesTheWrittenWeightGradient) {
+  if (!HasSkinnyGemm() || __builtin_cpu_supports("avx512f")) {
+    GTEST_SKIP() << "the packed path is on for AVX2 CPUs without AVX-512";
+  }
+  const int64_t m = 256, n = 272, k = 64;
+  EXPECT_TRUE(UsePackedGemmTn(true, false, m, n, k, 0.f));
+  EXPECT_FALSE(UsePackedGemmTn(true, false, m, n, k, 1.f));
+  EXPECT_FALSE(UsePackedGemmTn(true, false, m, n, 129, 0.f));
+  EXPECT_FALSE(UsePackedGemmTn(true, false, 255, n, k, 0.f));
+  EXPECT_FALSE(UsePackedGemmTn(false, false, m, n, k, 0.f));
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  std::vector<float> a(k * m), b(k * n);
+  for (float& v : a) v = d(rng);
+  for (float& v : b) v = d(rng);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> packed(m * n), fastest(m * n, nan);
+  PackedGemm(true, false, m, n, k, 1.f, a.data(), b.data(), 0.f, packed.data());
+  ASSERT_TRUE(Gemm<float>(true, false, m, n, k, 1.f, a.data(), b.data(), 0.f,
+                          fastest.data())
+                  .ok());
+  EXPECT_EQ(fastest, packed);
+  // beta 1 accumulates on OpenBLAS, under either choice.
+  std::vector<float> blas_acc(m * n, 0.5f), fastest_acc(m * n, 0.5f);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, 1.f, a.data(),
+              m, b.data(), n, 1.f, blas_acc.data(), n);
+  ASSERT_TRUE(Gemm<float>(true, false, m, n, k, 1.f, a.data(), b.data(), 1.f,
+                          fastest_acc.data())
+                  .ok());
+  EXPECT_EQ(fastest_acc, blas_acc);
+  // kPyTorch: OpenBLAS's beta-0 bits in every layout, NaN in C ignored.
+  SetKernelChoice(KernelChoice::kPyTorch);
+  for (const bool ta : {false, true}) {
+    for (const bool tb : {false, true}) {
+      std::vector<float> blas(m * n, nan), pytorch(m * n, nan);
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+                  tb ? CblasTrans : CblasNoTrans, m, n, k, 1.f, a.data(),
+                  ta ? m : k, b.data(), tb ? k : n, 0.f, blas.data(), n);
+      const bool ok = Gemm<float>(ta, tb, m, n, k, 1.f, a.data(), b.data(), 0.f,
+                                  pytorch.data())
+                          .ok();
+      EXPECT_TRUE(ok);
+      EXPECT_EQ(pytorch, blas) << ta << tb;
+    }
+  }
+  SetKernelChoice(KernelChoice::kFastest);
+  // The two kernels sum in different orders (what kPyTorch is for).
+  std::vector<float> blas0(m * n);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, 1.f, a.data(),
+              m, b.data(), n, 0.f, blas0.data(), n);
+  EXPECT_NE(packed, blas0);
 }
 
 }  // namespace

@@ -335,6 +335,10 @@ void Module::ZeroGrad(bool set_to_none) {
   }
 }
 
+void Module::MarkGradsZero() {
+  for (const Tensor& p : Parameters()) p.MarkGradZero();
+}
+
 absl::Status Module::To(Device device) {
   // Every tensor that moves: parameters, their gradients, buffers.
   struct Entry {

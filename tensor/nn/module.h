@@ -138,6 +138,12 @@ class Module {
   // aliases such as DDP bucket views: PyTorch 1.13's
   // zero_grad(set_to_none=False)); with set_to_none, dropped.
   void ZeroGrad(bool set_to_none = false);
+  // Gradients of all parameters marked zero without being written
+  // (Tensor::MarkGradZero): the next backward overwrites them, sparing the
+  // fill and the GEMMs' read of the old gradient. For a step whose
+  // gradients only autograd writes (a local or DDP step; not ZeRO's or
+  // FSDP's shards, which those write themselves).
+  void MarkGradsZero();
 
   // ---- Placement.
   // Moves every parameter and buffer of this module and its descendants,

@@ -153,6 +153,11 @@ void Strategy::ZeroGrad() {
     zero_->ZeroGrad();
   } else if (fsdp_ != nullptr) {
     optimizer_->ZeroGrad();
+  } else if (pipeline_ == nullptr) {
+    // Local and DDP: only autograd writes these gradients (DDP's through
+    // its bucket views), so they are marked zero instead of filled: the
+    // backward's first write overwrites (Tensor::MarkGradZero).
+    model_->MarkGradsZero();
   } else {
     model_->ZeroGrad();
   }

@@ -537,6 +537,11 @@ absl::Status DistributedDataParallel::FinishGradientSync() {
         if (!p.has_local_grad) {
           status = FillInPlace(p.view, 0.0);
           if (status.ok()) status = p.param.set_grad(p.view);
+        } else {
+          // NoSync steps accumulated into the view, but a gradient marked
+          // zero since (Tensor::MarkGradZero) still holds them in memory:
+          // grad() writes the zeros the bucket's reduction must read.
+          p.param.grad();
         }
         if (status.ok()) status = MarkReady(i);
         if (!status.ok()) {

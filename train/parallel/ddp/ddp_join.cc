@@ -115,6 +115,10 @@ absl::Status DistributedDataParallel::ShadowStep(const JoinStep& step) {
   // the same collectives (the same ops: divisor_ decides kAvg or kSum).
   divisor_ = divide_by_initial_world_size_ ? world_size_ : step.active_ranks;
   absl::Status status;
+  // The buckets receive the reduced sums below: a gradient marked zero
+  // (Tensor::MarkGradZero) is written now, or its first read would
+  // overwrite them with zeros.
+  for (const ParamState& p : params_) p.param.grad();
   for (const DdpBucket& bucket : buckets_) {
     if (!bucket.flat.storage()->is_allocated()) {
       status.Update(bucket.flat.storage()->Reallocate());

@@ -916,5 +916,59 @@ TEST(DdpNoSyncTest, AccumulatesLocallyThenReducesTheSum) {
   }
 }
 
+// Module::MarkGradsZero in place of ZeroGrad (what train::Strategy does for
+// DDP): the same gradients bit for bit, also for a parameter a synchronised
+// step leaves unused after a NoSync step gave it a local gradient (its
+// bucket view still holds that gradient in memory when marked zero).
+TEST(DdpMarkGradsZeroTest, SameGradientsAsZeroGradWithUnusedParameters) {
+  DdpOptions options;
+  options.find_unused_parameters = true;
+  options.first_bucket_cap_bytes = 8;  // one bucket per parameter
+  options.bucket_cap_bytes = 8;
+  // [mark][rank][step]: every parameter's gradient after each synced step.
+  std::vector<std::vector<float>> grads[2][2][2];
+  for (const bool mark : {false, true}) {
+    sim::RunResult result =
+        sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+          TANDEM_ASSIGN_OR_RETURN(auto model, PartlyUsed::Create(1));
+          TANDEM_ASSIGN_OR_RETURN(
+              auto ddp, DistributedDataParallel::Create(*model, comm, options));
+          auto step = [&](bool use_both, uint64_t seed) -> absl::Status {
+            model->use_both = use_both;
+            TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(2, 3, seed));
+            TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x));
+            TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+            return ddp->Backward(loss);
+          };
+          {
+            auto no_sync = ddp->NoSync();  // every parameter: a local grad
+            TANDEM_RETURN_IF_ERROR(step(true, 5 + rank));
+          }
+          for (int s = 0; s < 2; ++s) {
+            if (mark) {
+              model->MarkGradsZero();
+            } else {
+              model->ZeroGrad();
+            }
+            // Rank 1 leaves "unused" without a gradient.
+            TANDEM_RETURN_IF_ERROR(step(rank == 0, 7 + s + rank));
+            for (const Tensor& p : model->Parameters()) {
+              grads[mark][rank][s].push_back(Values(p.grad()));
+            }
+          }
+          return absl::OkStatus();
+        });
+    ASSERT_OK(result.status());
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    for (int s = 0; s < 2; ++s) {
+      EXPECT_EQ(grads[true][rank][s], grads[false][rank][s]) << rank << s;
+      ASSERT_EQ(grads[true][rank][s].size(), 4u);
+      // Not vacuous: "unused" got rank 0's gradient (halved), not zeros.
+      EXPECT_NE(grads[true][rank][s][3], std::vector<float>(2, 0.f));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::train
