@@ -84,8 +84,10 @@ absl::Status AttentionBackwardAvx2(const float* gy, const float* q,
                                    float* gk, float* gv,
                                    int64_t row_block = kAttentionRowBlock);
 
-// The same two kernels on strided heads (the same arithmetic: the GEMMs
-// read and write through leading dimensions, cpu::GemmStrided): q, k, v
+// The same two kernels on strided heads (the same arithmetic: q k^T and
+// gy v^T on each head gathered into a contiguous [t, hd] scratch, which
+// keeps tandem's skinny A·Bᵀ kernel; the other GEMMs read and write
+// through leading dimensions, cpu::GemmStrided): q, k, v
 // and gq, gk, gv are laid out by `in`, y and gy by `out`; probs and mask
 // stay contiguous [bh, t, t]. Rows of different heads must not overlap
 // where they are written (y; gq, gk, gv).
