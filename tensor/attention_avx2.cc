@@ -109,6 +109,21 @@ TANDEM_AVX2 void SoftmaxBackwardRow(const float* p, const float* m, int64_t jn,
   std::fill(ds + jn, ds + nk, 0.0f);
 }
 
+// The [t, hd] rows of one head, `ld` apart, as a contiguous block: src
+// itself when already contiguous, else gathered into `scratch` (t * hd
+// floats). A · Bᵀ on contiguous operands of up to 128 rows takes tandem's
+// skinny kernel (cpu::UseSkinnyGemm), which ran these products faster than
+// OpenBLAS on strided operands, and the gathered head stays in cache for
+// the head's products.
+const float* ContiguousHead(const float* src, int64_t t, int64_t hd, int64_t ld,
+                            std::vector<float>& scratch) {
+  if (ld == hd) return src;
+  for (int64_t i = 0; i < t; ++i) {
+    std::copy(src + i * ld, src + i * ld + hd, scratch.data() + i * hd);
+  }
+  return scratch.data();
+}
+
 }  // namespace
 
 bool AttentionAvx2Usable(int64_t hd) { return avx2::Avx2FmaCpu() && hd > 0; }
@@ -118,20 +133,51 @@ absl::Status AttentionForwardAvx2(const float* q, const float* k,
                                   int64_t t, int64_t hd, bool causal,
                                   double scale, float* probs, float* y,
                                   int64_t row_block) {
+  const HeadLayout layout = HeadLayout::Contiguous(t, hd);
+  return AttentionForwardAvx2Strided(q, k, v, layout, mask, bh, t, hd, causal,
+                                     scale, probs, y, layout, row_block);
+}
+
+absl::Status AttentionBackwardAvx2(const float* gy, const float* q,
+                                   const float* k, const float* v,
+                                   const float* probs, const float* mask,
+                                   int64_t bh, int64_t t, int64_t hd,
+                                   bool causal, double scale, float* gq,
+                                   float* gk, float* gv, int64_t row_block) {
+  const HeadLayout layout = HeadLayout::Contiguous(t, hd);
+  return AttentionBackwardAvx2Strided(gy, layout, q, k, v, layout, probs, mask,
+                                      bh, t, hd, causal, scale, gq, gk, gv,
+                                      row_block);
+}
+
+absl::Status AttentionForwardAvx2Strided(const float* q, const float* k,
+                                         const float* v, const HeadLayout& in,
+                                         const float* mask, int64_t bh,
+                                         int64_t t, int64_t hd, bool causal,
+                                         double scale, float* probs, float* y,
+                                         const HeadLayout& out,
+                                         int64_t row_block) {
   const int64_t rows = std::min(row_block, t);
+  const int64_t ld = in.row_stride, ldy = out.row_stride;
   // One block's scores, then (in place) its weights A = probs * mask.
   std::vector<float> s(static_cast<size_t>(rows * t + kPad));
   std::vector<double> e(static_cast<size_t>(RoundUp(t, kLanes) + kPad), 0.0);
   const float scale_f = static_cast<float>(scale);
+  std::vector<float> q_head, k_head;
+  if (ld != hd) {
+    q_head.resize(static_cast<size_t>(t * hd));
+    k_head.resize(static_cast<size_t>(t * hd));
+  }
   for (int64_t h = 0; h < bh; ++h) {
-    const int64_t off = h * t * hd;
+    const int64_t off = in.Offset(h), off_y = out.Offset(h);
+    const float* qh = ContiguousHead(q + off, t, hd, ld, q_head);
+    const float* kh = ContiguousHead(k + off, t, hd, ld, k_head);
     for (int64_t i0 = 0; i0 < t; i0 += row_block) {
       const int64_t i1 = std::min(i0 + row_block, t);
       const int64_t r = i1 - i0;
       const int64_t nk = causal ? i1 : t;  // keys any row here sees
-      TANDEM_RETURN_IF_ERROR(cpu::Gemm<float>(false, true, r, nk, hd, 1.0f,
-                                              q + off + i0 * hd, k + off, 0.0f,
-                                              s.data()));
+      TANDEM_RETURN_IF_ERROR(cpu::Gemm<float>(
+          false, true, r, nk, hd, 1.0f, qh + i0 * hd, kh, 0.0f, s.data()));
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t jn = causal ? i + 1 : t;
         float* row = s.data() + (i - i0) * nk;
@@ -141,26 +187,31 @@ absl::Status AttentionForwardAvx2(const float* q, const float* k,
         WeightsRow(p, mask != nullptr ? mask + (h * t + i) * t : nullptr, jn,
                    nk, row);
       }
-      TANDEM_RETURN_IF_ERROR(cpu::Gemm<float>(false, false, r, hd, nk, 1.0f,
-                                              s.data(), v + off, 0.0f,
-                                              y + off + i0 * hd));
+      TANDEM_RETURN_IF_ERROR(cpu::GemmStrided<float>(
+          false, false, r, hd, nk, 1.0f, s.data(), nk, v + off, ld, 0.0f,
+          y + off_y + i0 * ldy, ldy));
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status AttentionBackwardAvx2(const float* gy, const float* q,
-                                   const float* k, const float* v,
-                                   const float* probs, const float* mask,
-                                   int64_t bh, int64_t t, int64_t hd,
-                                   bool causal, double scale, float* gq,
-                                   float* gk, float* gv, int64_t row_block) {
+absl::Status AttentionBackwardAvx2Strided(
+    const float* gy, const HeadLayout& out, const float* q, const float* k,
+    const float* v, const HeadLayout& in, const float* probs, const float* mask,
+    int64_t bh, int64_t t, int64_t hd, bool causal, double scale, float* gq,
+    float* gk, float* gv, int64_t row_block) {
   const int64_t rows = std::min(row_block, t);
+  const int64_t ld = in.row_stride, ldy = out.row_stride;
   std::vector<float> ds(static_cast<size_t>(rows * t + kPad));
   std::vector<float> a(static_cast<size_t>(rows * t + kPad));
   const int64_t blocks = (t + row_block - 1) / row_block;
+  std::vector<float> gy_head, v_head;
+  if (ldy != hd) gy_head.resize(static_cast<size_t>(t * hd));
+  if (ld != hd) v_head.resize(static_cast<size_t>(t * hd));
   for (int64_t h = 0; h < bh; ++h) {
-    const int64_t off = h * t * hd;
+    const int64_t off = in.Offset(h);
+    const float* gyh = ContiguousHead(gy + out.Offset(h), t, hd, ldy, gy_head);
+    const float* vh = ContiguousHead(v + off, t, hd, ld, v_head);
     // Last block first: it reaches every key, so its gk and gv products
     // overwrite (beta 0) every row the earlier blocks then add to.
     for (int64_t b = blocks - 1; b >= 0; --b) {
@@ -169,10 +220,10 @@ absl::Status AttentionBackwardAvx2(const float* gy, const float* q,
       const int64_t r = i1 - i0;
       const int64_t nk = causal ? i1 : t;
       const float beta = b == blocks - 1 ? 0.0f : 1.0f;
+      const float* gy_block = gyh + i0 * hd;
       // dA = gy v^T on the block's rows and keys.
       TANDEM_RETURN_IF_ERROR(cpu::Gemm<float>(false, true, r, nk, hd, 1.0f,
-                                              gy + off + i0 * hd, v + off, 0.0f,
-                                              ds.data()));
+                                              gy_block, vh, 0.0f, ds.data()));
       for (int64_t i = i0; i < i1; ++i) {
         const int64_t jn = causal ? i + 1 : t;
         const float* p = probs + (h * t + i) * t;
@@ -180,15 +231,15 @@ absl::Status AttentionBackwardAvx2(const float* gy, const float* q,
         SoftmaxBackwardRow(p, m, jn, nk, scale, ds.data() + (i - i0) * nk);
         WeightsRow(p, m, jn, nk, a.data() + (i - i0) * nk);
       }
-      TANDEM_RETURN_IF_ERROR(cpu::Gemm<float>(false, false, r, hd, nk, 1.0f,
-                                              ds.data(), k + off, 0.0f,
-                                              gq + off + i0 * hd));
-      TANDEM_RETURN_IF_ERROR(cpu::Gemm<float>(true, false, nk, hd, r, 1.0f,
-                                              ds.data(), q + off + i0 * hd,
-                                              beta, gk + off));
-      TANDEM_RETURN_IF_ERROR(cpu::Gemm<float>(true, false, nk, hd, r, 1.0f,
-                                              a.data(), gy + off + i0 * hd,
-                                              beta, gv + off));
+      TANDEM_RETURN_IF_ERROR(
+          cpu::GemmStrided<float>(false, false, r, hd, nk, 1.0f, ds.data(), nk,
+                                  k + off, ld, 0.0f, gq + off + i0 * ld, ld));
+      TANDEM_RETURN_IF_ERROR(
+          cpu::GemmStrided<float>(true, false, nk, hd, r, 1.0f, ds.data(), nk,
+                                  q + off + i0 * ld, ld, beta, gk + off, ld));
+      TANDEM_RETURN_IF_ERROR(
+          cpu::GemmStrided<float>(true, false, nk, hd, r, 1.0f, a.data(), nk,
+                                  gy_block, hd, beta, gv + off, ld));
     }
   }
   return absl::OkStatus();

@@ -21,6 +21,9 @@
 //
 // Shapes as in tensor/attention_kernels.h: q, k, v, y, gy, gq, gk, gv
 // [bh, t, hd]; probs and mask [bh, t, t], all contiguous; mask may be null.
+// The *Strided forms read and write the [t, hd] heads through a HeadLayout
+// instead (CausalSelfAttentionQkv: heads in place in a fused QKV
+// projection, no permuted copies).
 //
 // Thread-safety: pure functions on caller-owned memory; each call allocates
 // its own scratch. Errors are cpu::Gemm's (a dimension beyond BLAS's int).
@@ -36,6 +39,27 @@ namespace tandem::internal {
 // Query rows per GEMM block: with T = 256, four blocks, and the causal
 // product computes 10 of 16 [64, 64] tiles.
 inline constexpr int64_t kAttentionRowBlock = 64;
+
+// Where the rows of head h in [0, bh) live in a q/k/v/y (or gradient)
+// buffer: head h is (batch h / n_head, head h % n_head), starting at
+// (h / n_head) * batch_stride + (h % n_head) * head_stride, its t rows of
+// hd floats row_stride apart. Contiguous [bh, t, hd] is {1, t * hd, 0, hd};
+// a fused QKV projection [B, T, 3, H, hd] read in place is, for q,
+// {H, T * 3C, hd, 3C} (k and v: the same from base + C and + 2C), and
+// y [B, T, H, hd] is {H, T * C, hd, C}.
+struct HeadLayout {
+  int64_t n_head = 1;
+  int64_t batch_stride = 0;
+  int64_t head_stride = 0;
+  int64_t row_stride = 0;
+
+  static HeadLayout Contiguous(int64_t t, int64_t hd) {
+    return HeadLayout{1, t * hd, 0, hd};
+  }
+  int64_t Offset(int64_t h) const {
+    return (h / n_head) * batch_stride + (h % n_head) * head_stride;
+  }
+};
 
 // True when this CPU runs AVX2 and FMA (asked once) and hd > 0; false sends
 // the caller to the portable kernels.
@@ -59,6 +83,24 @@ absl::Status AttentionBackwardAvx2(const float* gy, const float* q,
                                    bool causal, double scale, float* gq,
                                    float* gk, float* gv,
                                    int64_t row_block = kAttentionRowBlock);
+
+// The same two kernels on strided heads (the same arithmetic: q k^T and
+// gy v^T on each head gathered into a contiguous [t, hd] scratch, which
+// keeps tandem's skinny A·Bᵀ kernel; the other GEMMs read and write
+// through leading dimensions, cpu::GemmStrided): q, k, v
+// and gq, gk, gv are laid out by `in`, y and gy by `out`; probs and mask
+// stay contiguous [bh, t, t]. Rows of different heads must not overlap
+// where they are written (y; gq, gk, gv).
+absl::Status AttentionForwardAvx2Strided(
+    const float* q, const float* k, const float* v, const HeadLayout& in,
+    const float* mask, int64_t bh, int64_t t, int64_t hd, bool causal,
+    double scale, float* probs, float* y, const HeadLayout& out,
+    int64_t row_block = kAttentionRowBlock);
+absl::Status AttentionBackwardAvx2Strided(
+    const float* gy, const HeadLayout& out, const float* q, const float* k,
+    const float* v, const HeadLayout& in, const float* probs, const float* mask,
+    int64_t bh, int64_t t, int64_t hd, bool causal, double scale, float* gq,
+    float* gk, float* gv, int64_t row_block = kAttentionRowBlock);
 
 }  // namespace tandem::internal
 

@@ -4,6 +4,7 @@
 #ifndef TANDEM_TENSOR_DROPOUT_MASK_H_
 #define TANDEM_TENSOR_DROPOUT_MASK_H_
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
@@ -17,6 +18,11 @@ namespace tandem::internal {
 // Requires 0 < p < 1 (callers check). Draws shape's element count.
 absl::StatusOr<Tensor> DropoutMask(const Shape& shape, DType dtype, double p,
                                    Generator& gen);
+
+// The attention ops' dropout arguments: InvalidArgument naming `op` when
+// dropout_p is outside [0, 1) or dropout_p > 0 comes without a generator.
+absl::Status CheckAttentionDropout(const char* op, double dropout_p,
+                                   const Generator* gen);
 
 }  // namespace tandem::internal
 

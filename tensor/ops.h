@@ -259,6 +259,23 @@ absl::StatusOr<Tensor> ScaledDotProductAttention(
     const Tensor& q, const Tensor& k, const Tensor& v, bool causal = true,
     double dropout_p = 0, Generator* gen = nullptr);
 
+// GPT-2's attention core from its fused QKV projection: qkv [B, T, 3C]
+// (q, k, v side by side, each C = n_head * hd wide) -> y [B, T, C], the
+// heads merged; equal to
+//   x = Permute(Reshape(qkv, {B, T, 3, n_head, hd}), {2, 0, 3, 1, 4});
+//   q, k, v = x[0], x[1], x[2];
+//   y = ScaledDotProductAttention(q, k, v, /*causal=*/true, dropout_p, gen);
+//   Reshape(Permute(y, {0, 2, 1, 3}), {B, T, C})
+// with the same dropout draws. On CPU f32 with AVX2 + FMA the heads are
+// read and written in place (no permuted copies forward or backward; the
+// same arithmetic, GEMMs through leading dimensions); elsewhere it is that
+// composition. qkv gets the gradient. InvalidArgument when qkv is not
+// [B, T, 3C], n_head does not divide C, dropout_p is outside [0, 1), or
+// dropout_p > 0 comes without a generator.
+absl::StatusOr<Tensor> CausalSelfAttentionQkv(const Tensor& qkv, int64_t n_head,
+                                              double dropout_p = 0,
+                                              Generator* gen = nullptr);
+
 // ---- In place, never recorded by autograd (optimizers, DDP, zero_grad).
 // Same dtype and element count (any shapes); CPU; f32/f64 except Fill
 // (AddInPlace also f16/bf16: the sum in float, rounded once).

@@ -190,17 +190,7 @@ absl::Status CheckAttentionArgs(const Tensor& q, const Tensor& k,
         internal::Describe(q), ", k ", internal::Describe(k), ", v ",
         internal::Describe(v)));
   }
-  if (!(dropout_p >= 0 && dropout_p < 1)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kOp, ": dropout_p must be in [0, 1), got ", dropout_p));
-  }
-  if (dropout_p > 0 && gen == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        kOp, ": dropout_p is ", dropout_p,
-        " but no generator was given; pass the rank's Generator (or "
-        "dropout_p = 0 in eval)"));
-  }
-  return absl::OkStatus();
+  return internal::CheckAttentionDropout(kOp, dropout_p, gen);
 }
 
 }  // namespace

@@ -39,6 +39,21 @@ void FillMask(T* mask, int64_t n, double q, T keep, Generator& gen) {
 
 namespace internal {
 
+absl::Status CheckAttentionDropout(const char* op, double dropout_p,
+                                   const Generator* gen) {
+  if (!(dropout_p >= 0 && dropout_p < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(op, ": dropout_p must be in [0, 1), got ", dropout_p));
+  }
+  if (dropout_p > 0 && gen == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        op, ": dropout_p is ", dropout_p,
+        " but no generator was given; pass the rank's Generator (or "
+        "dropout_p = 0 in eval)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Tensor> DropoutMask(const Shape& shape, DType dtype, double p,
                                    Generator& gen) {
   // 1 / (1 - p) becomes the tensor's type as PyTorch's noise.div_(1 - p)

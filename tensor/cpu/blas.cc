@@ -127,52 +127,81 @@ void ApplyBlasThreadsToOneDnn() {
   }
 }
 
+// lda, ldb, ldc: < 0 for the row-major defaults.
 template <typename T>
 absl::Status GemmOn(bool onednn, bool transpose_a, bool transpose_b, int64_t m,
-                    int64_t n, int64_t k, T alpha, const T* a, const T* b,
-                    T beta, T* c) {
+                    int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                    const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
   if (m < 0 || n < 0 || k < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Gemm: negative dimension M=", m, " N=", n, " K=", k));
+  }
+  const int64_t a_row = transpose_a ? m : k;
+  const int64_t b_row = transpose_b ? k : n;
+  if (lda < 0) lda = a_row;
+  if (ldb < 0) ldb = b_row;
+  if (ldc < 0) ldc = n;
+  if (lda < a_row || ldb < b_row || ldc < n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gemm: leading dimensions lda=", lda, " ldb=", ldb,
+                     " ldc=", ldc, " are shorter than the stored rows (", a_row,
+                     ", ", b_row, ", ", n, ") of M=", m, " N=", n, " K=", k,
+                     "; pass each operand's row pitch in elements"));
   }
   if (m == 0 || n == 0) return absl::OkStatus();
   base::ScopedMathKernel tally;  // the network clock's FLOP-bound share
   if (k == 0) {
     // op(A)·op(B) is zero; BLAS would still scale C, do it here.
-    const int64_t count = m * n;
-    if (beta == T(0)) {
-      std::fill(c, c + count, T(0));
-    } else if (beta != T(1)) {
-      for (int64_t i = 0; i < count; ++i) c[i] *= beta;
+    for (int64_t i = 0; i < m; ++i) {
+      T* row = c + i * ldc;
+      if (beta == T(0)) {
+        std::fill(row, row + n, T(0));
+      } else if (beta != T(1)) {
+        for (int64_t j = 0; j < n; ++j) row[j] *= beta;
+      }
     }
     return absl::OkStatus();
   }
-  if (std::max({m, n, k}) > INT_MAX) {
+  if (std::max({m, n, k, lda, ldb, ldc}) > INT_MAX) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Gemm: dimension too large for OpenBLAS's 32-bit int: M=", m, " N=", n,
-        " K=", k));
+        " K=", k, " lda=", lda, " ldb=", ldb, " ldc=", ldc));
   }
   EnsureDefaultThreads();
-  const int lda = static_cast<int>(transpose_a ? m : k);
-  const int ldb = static_cast<int>(transpose_b ? k : n);
   Blas<T>(onednn, transpose_a ? CblasTrans : CblasNoTrans,
           transpose_b ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-          static_cast<int>(n), static_cast<int>(k), alpha, a, lda, b, ldb, beta,
-          c, static_cast<int>(n));
+          static_cast<int>(n), static_cast<int>(k), alpha, a,
+          static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+          static_cast<int>(ldc));
   return absl::OkStatus();
 }
 
 template <typename T>
 absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                   int64_t k, T alpha, const T* a, const T* b, T beta, T* c) {
-  return GemmOn(false, transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+  return GemmOn(false, transpose_a, transpose_b, m, n, k, alpha, a, -1, b, -1,
+                beta, c, -1);
+}
+
+template <typename T>
+absl::Status GemmStrided(bool transpose_a, bool transpose_b, int64_t m,
+                         int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                         const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (lda < 0 || ldb < 0 || ldc < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GemmStrided: negative leading dimension lda=", lda,
+                     " ldb=", ldb, " ldc=", ldc));
+  }
+  return GemmOn(false, transpose_a, transpose_b, m, n, k, alpha, a, lda, b, ldb,
+                beta, c, ldc);
 }
 
 template <typename T>
 absl::Status GemmOneDnn(bool transpose_a, bool transpose_b, int64_t m,
                         int64_t n, int64_t k, T alpha, const T* a, const T* b,
                         T beta, T* c) {
-  return GemmOn(true, transpose_a, transpose_b, m, n, k, alpha, a, b, beta, c);
+  return GemmOn(true, transpose_a, transpose_b, m, n, k, alpha, a, -1, b, -1,
+                beta, c, -1);
 }
 
 template absl::Status GemmOneDnn<float>(bool, bool, int64_t, int64_t, int64_t,
@@ -181,6 +210,14 @@ template absl::Status GemmOneDnn<float>(bool, bool, int64_t, int64_t, int64_t,
 template absl::Status GemmOneDnn<double>(bool, bool, int64_t, int64_t, int64_t,
                                          double, const double*, const double*,
                                          double, double*);
+template absl::Status GemmStrided<float>(bool, bool, int64_t, int64_t, int64_t,
+                                         float, const float*, int64_t,
+                                         const float*, int64_t, float, float*,
+                                         int64_t);
+template absl::Status GemmStrided<double>(bool, bool, int64_t, int64_t, int64_t,
+                                          double, const double*, int64_t,
+                                          const double*, int64_t, double,
+                                          double*, int64_t);
 template absl::Status Gemm<float>(bool, bool, int64_t, int64_t, int64_t, float,
                                   const float*, const float*, float, float*);
 template absl::Status Gemm<double>(bool, bool, int64_t, int64_t, int64_t,

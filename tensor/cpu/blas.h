@@ -41,6 +41,17 @@ template <typename T>
 absl::Status Gemm(bool transpose_a, bool transpose_b, int64_t m, int64_t n,
                   int64_t k, T alpha, const T* a, const T* b, T beta, T* c);
 
+// As Gemm, with explicit leading dimensions (row-major: the distance in
+// elements between rows of A, B and C as stored), so operands can be views
+// into wider rows (attention's heads read in place from a fused QKV
+// projection). lda >= op(A)'s stored row length (K, or M when transposed),
+// likewise ldb, ldc >= N; InvalidArgument otherwise. With the default
+// leading dimensions it is Gemm, bit for bit (the same kernel choice).
+template <typename T>
+absl::Status GemmStrided(bool transpose_a, bool transpose_b, int64_t m,
+                         int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+                         const T* b, int64_t ldb, T beta, T* c, int64_t ldc);
+
 // As Gemm, but f32 goes to oneDNN's sgemm in every layout and under either
 // KernelChoice (f64: OpenBLAS, as Gemm). For a caller that measured oneDNN
 // faster on its own shapes: conv_gemm's weight gradient, A·Bᵀ with K =

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -57,6 +58,59 @@ TEST(BlasTest, AllTransposesAndBetas) {
       }
     }
   }
+}
+
+// GemmStrided: operands as views into wider rows (pitch = stored row + 3),
+// every layout, C's padding untouched; with the default pitches it is Gemm
+// bit for bit; a pitch shorter than the row is refused.
+TEST(BlasTest, GemmStridedReadsAndWritesViewsIntoWiderRows) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> d(-1, 1);
+  const int64_t m = 5, n = 6, k = 7, pad = 3;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+      const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+      std::vector<double> a(a_rows * a_cols), b(b_rows * b_cols);
+      for (auto* v : {&a, &b})
+        for (double& x : *v) x = d(rng);
+      const std::vector<double> ref = Naive(ta, tb, m, n, k, a, b);
+      const int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+      std::vector<double> wa(a_rows * lda, 99), wb(b_rows * ldb, 99);
+      for (int64_t i = 0; i < a_rows; ++i)
+        std::copy_n(&a[i * a_cols], a_cols, &wa[i * lda]);
+      for (int64_t i = 0; i < b_rows; ++i)
+        std::copy_n(&b[i * b_cols], b_cols, &wb[i * ldb]);
+      std::vector<double> wc(m * ldc, 7.0);
+      ASSERT_TRUE(GemmStrided<double>(ta, tb, m, n, k, 2.0, wa.data(), lda,
+                                      wb.data(), ldb, 1.0, wc.data(), ldc)
+                      .ok());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < ldc; ++j) {
+          const double want = j < n ? 7.0 + 2 * ref[i * n + j] : 7.0;
+          EXPECT_NEAR(wc[i * ldc + j], want, 1e-12) << i << "," << j;
+        }
+      }
+      // Default pitches: Gemm's bits (f32, where kernels could differ).
+      std::vector<float> fa(a.begin(), a.end()), fb(b.begin(), b.end());
+      std::vector<float> c0(m * n), c1(m * n);
+      ASSERT_TRUE(Gemm<float>(ta, tb, m, n, k, 1.f, fa.data(), fb.data(), 0.f,
+                              c0.data())
+                      .ok());
+      ASSERT_TRUE(GemmStrided<float>(ta, tb, m, n, k, 1.f, fa.data(), a_cols,
+                                     fb.data(), b_cols, 0.f, c1.data(), n)
+                      .ok());
+      EXPECT_EQ(c0, c1);
+    }
+  }
+  std::vector<float> x(64);
+  absl::Status s = GemmStrided<float>(false, false, 2, 2, 4, 1.f, x.data(), 3,
+                                      x.data(), 2, 0.f, x.data(), 2);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("lda=3"), std::string::npos) << s;
+  EXPECT_FALSE(GemmStrided<float>(false, false, 2, 2, 2, 1.f, x.data(), 2,
+                                  x.data(), 2, 0.f, x.data(), -1)
+                   .ok());
 }
 
 // GemmOneDnn: the product in every layout, and for f32 exactly oneDNN's

@@ -132,22 +132,13 @@ absl::StatusOr<Tensor> GptAttention::Forward(const Tensor& x) {
         absl::StrCat("GPT2Attention: expected x [B, T, ", config_.n_embd,
                      "], got ", ShapeToString(x.shape())));
   }
-  const int64_t b = x.dim(0), t = x.dim(1), c = config_.n_embd;
-  const int64_t nh = config_.n_head, hd = c / nh;
   TANDEM_ASSIGN_OR_RETURN(Tensor qkv, Linear3d(*c_attn_, x));  // [B, T, 3C]
-  TANDEM_ASSIGN_OR_RETURN(qkv, Reshape(qkv, {b, t, 3, nh, hd}));
-  // [3, B, H, T, hd]: q, k and v each one contiguous block.
-  TANDEM_ASSIGN_OR_RETURN(qkv, Permute(qkv, {2, 0, 3, 1, 4}));
-  const int64_t n = b * nh * t * hd;
-  TANDEM_ASSIGN_OR_RETURN(Tensor q, qkv.View(0, {b, nh, t, hd}));
-  TANDEM_ASSIGN_OR_RETURN(Tensor k, qkv.View(n, {b, nh, t, hd}));
-  TANDEM_ASSIGN_OR_RETURN(Tensor v, qkv.View(2 * n, {b, nh, t, hd}));
   const double p = is_training() ? config_.dropout : 0.0;
-  TANDEM_ASSIGN_OR_RETURN(Tensor y,
-                          ScaledDotProductAttention(q, k, v, /*causal=*/true, p,
-                                                    p > 0 ? gen_ : nullptr));
-  TANDEM_ASSIGN_OR_RETURN(y, Permute(y, {0, 2, 1, 3}));  // [B, T, H, hd]
-  TANDEM_ASSIGN_OR_RETURN(y, Reshape(y, {b, t, c}));
+  // HF's split, _split_heads, attention and _merge_heads in one op: on the
+  // CPU the heads are read and written in place (no permuted copies).
+  TANDEM_ASSIGN_OR_RETURN(
+      Tensor y, CausalSelfAttentionQkv(qkv, config_.n_head, p,
+                                       p > 0 ? gen_ : nullptr));  // [B, T, C]
   TANDEM_ASSIGN_OR_RETURN(y, Linear3d(*c_proj_, y));
   return resid_dropout_->Forward(y);
 }
