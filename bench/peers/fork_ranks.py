@@ -6,15 +6,18 @@ Shared by bench/peers/gpt_ddp.py and bench/peers/hf_gpt2_ddp.py."""
 import socket
 import sys
 import time
+from multiprocessing.connection import wait
 
 import torch.multiprocessing as mp
 
 
 def run_ranks(worker, args, data, world_size, timeout_s):
     """Returns 0 when every rank exited 0, else 1. All ranks together get
-    timeout_s seconds; a rank still running then is named on stderr and
-    killed with the others, so a hung peer ends (instead of the caller
-    waiting for the children at exit) and says which rank hung."""
+    timeout_s seconds. A rank that fails (non-zero exit, killed) or is still
+    running at the deadline is named on stderr and every other rank is
+    killed at once: its peers would otherwise wait in gloo for a rank that
+    is gone (gloo's own timeout is 30 minutes), and the caller would wait
+    for them at exit."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -24,20 +27,26 @@ def run_ranks(worker, args, data, world_size, timeout_s):
     for proc in procs:
         proc.start()
     deadline = time.monotonic() + timeout_s
-    status = 0
-    for rank, proc in enumerate(procs):
-        proc.join(max(0.0, deadline - time.monotonic()))
-        if proc.exitcode is None:
-            print("fork_ranks: rank %d of %d still running after %d s; killing every rank"
-                  % (rank, world_size, timeout_s), file=sys.stderr, flush=True)
-            for other in procs:
-                if other.exitcode is None:
-                    other.kill()
-            for other in procs:
-                other.join(10)
-            return 1
-        if proc.exitcode != 0:
-            print("fork_ranks: rank %d exited with %d" % (rank, proc.exitcode),
-                  file=sys.stderr, flush=True)
-            status = 1
-    return status
+    running = list(procs)
+    why = None
+    while running and why is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            why = "rank %d of %d still running after %g s" % (
+                procs.index(running[0]), world_size, timeout_s)
+            break
+        for sentinel in wait([p.sentinel for p in running], left):
+            proc = next(p for p in running if p.sentinel == sentinel)
+            proc.join()
+            running.remove(proc)
+            if proc.exitcode != 0:
+                why = "rank %d of %d exited with %d" % (procs.index(proc), world_size,
+                                                         proc.exitcode)
+    if why is None:
+        return 0
+    print("fork_ranks: %s; killing every rank" % why, file=sys.stderr, flush=True)
+    for proc in running:
+        proc.kill()
+    for proc in running:
+        proc.join(10)
+    return 1
