@@ -52,6 +52,23 @@ absl::StatusOr<double> TimeAllReduce(comm::Communicator& comm,
   return per_op;
 }
 
+// `count`-float all-reduces untimed for about sweep.warmup_seconds, in
+// batches whose length every rank agrees on (the slowest rank's time).
+absl::Status WarmUp(comm::Communicator& comm, const AllReduceSweep& sweep,
+                    std::vector<float>& buf, int64_t count) {
+  if (sweep.warmup_seconds <= 0) return absl::OkStatus();
+  absl::StatusOr<double> probe = TimeAllReduce(comm, sweep, buf, count, 2);
+  if (!probe.ok()) return probe.status();
+  const int64_t iters = static_cast<int64_t>(
+      std::clamp(0.05 / std::max(*probe, 1e-9), 1.0, 100000.0));
+  for (double spent = 2 * *probe; spent < sweep.warmup_seconds;) {
+    absl::StatusOr<double> t = TimeAllReduce(comm, sweep, buf, count, iters);
+    if (!t.ok()) return t.status();
+    spent += *t * static_cast<double>(iters);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<int64_t> CountWrong(comm::Communicator& comm,
                                    const AllReduceSweep& sweep,
                                    std::vector<float>& buf, int64_t count) {
@@ -90,10 +107,16 @@ absl::Status RunAllReduceSweep(comm::Communicator& comm,
   }
   const int64_t max_count = std::max<int64_t>(sweep.max_bytes / 4, 1);
   std::vector<float> buf(max_count, 0.0f);
+  bool warmed = false;
   for (int64_t bytes : GeometricSizes(std::max<int64_t>(4, sweep.min_bytes),
                                       sweep.max_bytes, 2)) {
     const int64_t count = bytes / 4;
     std::fill(buf.begin(), buf.begin() + count, 1.0f);
+    if (!warmed) {
+      warmed = true;
+      if (absl::Status s = WarmUp(comm, sweep, buf, count); !s.ok()) return s;
+      std::fill(buf.begin(), buf.begin() + count, 1.0f);
+    }
     absl::StatusOr<double> probe =
         TimeAllReduce(comm, sweep, buf, count, 1);  // warm
     if (probe.ok()) probe = TimeAllReduce(comm, sweep, buf, count, 2);

@@ -24,6 +24,9 @@ struct AllReduceSweep {
   int64_t min_bytes = 8;
   int64_t max_bytes = int64_t{256} << 20;
   double target_seconds = 0.2;
+  // Before the first size, that size's all-reduce untimed for about this
+  // many seconds (0: none): the first second of a run is slower here.
+  double warmup_seconds = 0;
   // The table's first line, printed by rank 0 ("# tandem ... AllReduce").
   std::string title;
   // One in-place f32 sum of buf[0, count); default: comm.AllReduce + Wait.

@@ -11,6 +11,8 @@
 // operations (issue + Wait) between barriers; the time of one operation is
 // the slowest rank's elapsed time / iters. Then the result is checked with
 // exact values and wrong elements are counted in #wrong (summed over ranks).
+// Before the first size, --warmup_seconds of that size's operation, untimed
+// (the first second of a run is slower here; the peers do the same).
 //
 // The memory bound (all-reduce only). An in-place all-reduce of S bytes on n
 // ranks in shared memory must at least read every rank's buffer once and
@@ -84,6 +86,11 @@ ABSL_FLAG(double, spin_us, -1,
           "sim::Options::spin in microseconds; negative keeps the default.");
 ABSL_FLAG(bool, stream, true,
           "Also run the memory bound for all_reduce sizes >= 1 MiB.");
+ABSL_FLAG(double, warmup_seconds, 1,
+          "Before the first size of each op and world size, run that size's "
+          "operation for this many seconds untimed (0: none). The first "
+          "second of a run here times small operations up to 1.5x slower "
+          "than the seconds after it (bench/PERFORMANCE.md, \"Warm-up\").");
 ABSL_FLAG(int64_t, repeats, 3,
           "Timed segments per row; each row reports the fastest.");
 ABSL_FLAG(std::string, fill, "tiny",
@@ -347,6 +354,33 @@ absl::Status MeasureInterleaved(comm::Communicator& comm,
   return absl::OkStatus();
 }
 
+// Runs `body` untimed for about --warmup_seconds, in segments of about
+// 50 ms whose length every rank agrees on (TimeIt's all-ranks clock), so
+// every rank issues the same operations. Why: on this machine the first
+// second of a run times small collectives up to 1.5x slower than the rest
+// (whichever size comes first), and the per-size warm-up of a few
+// operations does not cover it.
+absl::Status WarmUp(comm::Communicator& comm, const Body& body) {
+  const double seconds = absl::GetFlag(FLAGS_warmup_seconds);
+  if (seconds <= 0) return absl::OkStatus();
+  Segment probe;
+  if (absl::Status s = TimeIt(comm, 2, body.prepare, body.run, probe);
+      !s.ok()) {
+    return s;
+  }
+  const int64_t iters = static_cast<int64_t>(
+      std::clamp(0.05 / std::max(probe.seconds / 2, 1e-9), 1.0, 200000.0));
+  for (double spent = probe.seconds; spent < seconds;) {
+    Segment seg;
+    if (absl::Status s = TimeIt(comm, iters, body.prepare, body.run, seg);
+        !s.ok()) {
+      return s;
+    }
+    spent += seg.seconds;
+  }
+  return absl::OkStatus();
+}
+
 // The STREAM kernels as plain loops: GCC would otherwise turn the copy into
 // a memcpy call, whose non-temporal stores skip the write-allocate read the
 // bound accounts for.
@@ -455,6 +489,8 @@ absl::Status CheckFlags(int max_world) {
       "--step_factor", absl::GetFlag(FLAGS_step_factor), 2, INT64_MAX));
   TANDEM_RETURN_IF_ERROR(
       bench::CheckInt("--repeats", absl::GetFlag(FLAGS_repeats), 1, 1000));
+  TANDEM_RETURN_IF_ERROR(
+      bench::CheckWarmUpSeconds(absl::GetFlag(FLAGS_warmup_seconds)));
   if (absl::GetFlag(FLAGS_fill) != "tiny" &&
       absl::GetFlag(FLAGS_fill) != "zeros") {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -511,6 +547,7 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
           buf.b.assign(op == OpKind::kAllGather ? n * max_count : max_count,
                        0.0f);
         }
+        bool warmed = false;
         for (int64_t bytes : sizes) {
           const int64_t count = CountFor(op, bytes, n);
           if (count == 0) continue;
@@ -526,6 +563,10 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
                  std::fill(buf.a.begin(), buf.a.begin() + sent, FillValue());
                },
                [&] { return Issue(comm, op, buf, count); }}};
+          if (!warmed) {  // the first size this op runs
+            warmed = true;
+            if (absl::Status s = WarmUp(comm, bodies[0]); !s.ok()) return s;
+          }
           std::optional<StreamArrays> arrays;
           if (op == OpKind::kAllReduce && absl::GetFlag(FLAGS_stream) &&
               bytes >= (int64_t{1} << 20)) {

@@ -23,6 +23,9 @@ ABSL_FLAG(int64_t, min_bytes, 8, "Smallest size S, bytes (f32 elements x 4).");
 ABSL_FLAG(int64_t, max_bytes, int64_t{256} << 20, "Largest size S, bytes.");
 ABSL_FLAG(double, target_seconds, 0.2,
           "Aim for about this much timed work per size (sets the iterations).");
+ABSL_FLAG(double, warmup_seconds, 1,
+          "Before the first size, run it untimed for this many seconds (0: "
+          "none), as bench/comm_benchmark does.");
 
 int main(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
@@ -37,6 +40,10 @@ int main(int argc, char** argv) {
   absl::Status flags = tandem::bench::CheckSizeSweep(
       absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes), 1,
       absl::GetFlag(FLAGS_target_seconds));
+  if (flags.ok()) {
+    flags =
+        tandem::bench::CheckWarmUpSeconds(absl::GetFlag(FLAGS_warmup_seconds));
+  }
   if (!flags.ok()) {
     std::fprintf(stderr, "comm_benchmark_gloo: %s\n",
                  std::string(flags.message()).c_str());
@@ -47,6 +54,7 @@ int main(int argc, char** argv) {
   sweep.min_bytes = absl::GetFlag(FLAGS_min_bytes);
   sweep.max_bytes = absl::GetFlag(FLAGS_max_bytes);
   sweep.target_seconds = absl::GetFlag(FLAGS_target_seconds);
+  sweep.warmup_seconds = absl::GetFlag(FLAGS_warmup_seconds);
   const char* world = std::getenv("WORLD_SIZE");
   const int n = world != nullptr ? std::atoi(world) : 1;
   sweep.title = absl::StrCat("# tandem GlooCommunicator AllReduce, ", n,

@@ -21,6 +21,17 @@ absl::Status CheckSeconds(absl::string_view flag, double value,
   return absl::OkStatus();
 }
 
+absl::Status CheckWarmUpSeconds(double value) {
+  if (value == 0) return absl::OkStatus();
+  if (!(value > 0 && value <= 60)) {  // false for nan
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--warmup_seconds must be 0 (no warm-up) or a number of seconds in "
+        "(0, 60], got ",
+        value));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckInt(absl::string_view flag, int64_t value, int64_t lo,
                       int64_t hi) {
   if (value < lo || value > hi) {

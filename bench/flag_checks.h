@@ -21,6 +21,10 @@ namespace tandem::bench {
 absl::Status CheckSeconds(absl::string_view flag, double value,
                           double max_seconds = 3600);
 
+// A warm-up before the first timed size (--warmup_seconds): 0 (none) or a
+// finite number of seconds in (0, 60].
+absl::Status CheckWarmUpSeconds(double value);
+
 // An integer flag in [lo, hi].
 absl::Status CheckInt(absl::string_view flag, int64_t value, int64_t lo,
                       int64_t hi);

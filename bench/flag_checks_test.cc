@@ -23,6 +23,17 @@ TEST(FlagChecksTest, SecondsMustBeFinitePositiveAndBounded) {
   }
 }
 
+TEST(FlagChecksTest, WarmUpIsZeroOrBoundedSeconds) {
+  EXPECT_TRUE(CheckWarmUpSeconds(0).ok());
+  EXPECT_TRUE(CheckWarmUpSeconds(1).ok());
+  EXPECT_TRUE(CheckWarmUpSeconds(60).ok());
+  for (double bad : {-1.0, 60.5, std::nan(""), HUGE_VAL, 1e308}) {
+    absl::Status s = CheckWarmUpSeconds(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--warmup_seconds must be 0"));
+  }
+}
+
 TEST(FlagChecksTest, IntRange) {
   EXPECT_TRUE(CheckInt("--n", 3, 1, 3).ok());
   EXPECT_THAT(CheckInt("--n", 0, 1, 3).message(),

@@ -7,8 +7,9 @@
 //
 // Each size: warm-up iterations, then `iters` back-to-back all-reduces
 // between two barriers; the time of one operation is the slowest rank's
-// elapsed time / iters. The result is checked (every element must equal the
-// exact sum) and wrong elements are counted in #wrong.
+// elapsed time / iters (before the first size, --warmup_seconds of it
+// untimed, as comm_benchmark does). The result is checked (every element must
+// equal the exact sum) and wrong elements are counted in #wrong.
 #include <mpi.h>
 
 #include <algorithm>
@@ -28,6 +29,9 @@ ABSL_FLAG(int64_t, min_bytes, 8,
 ABSL_FLAG(int64_t, max_bytes, int64_t{256} << 20, "Largest message, bytes.");
 ABSL_FLAG(double, target_seconds, 0.2,
           "Aim for about this much timed work per size (sets the iterations).");
+ABSL_FLAG(double, warmup_seconds, 1,
+          "Before the first size, run it untimed for this many seconds (0: "
+          "none), as bench/comm_benchmark does.");
 
 namespace {
 
@@ -50,6 +54,18 @@ double TimeAllReduce(std::vector<float>& buf, int64_t count, int iters) {
   return elapsed;
 }
 
+// Runs `count`-float all-reduces untimed for about `seconds`, in batches
+// whose count every rank agrees on (the slowest rank's time decides).
+void WarmUp(std::vector<float>& buf, int64_t count, double seconds) {
+  if (seconds <= 0) return;
+  const double probe = TimeAllReduce(buf, count, 2);
+  const int iters =
+      static_cast<int>(std::clamp(0.05 / std::max(probe, 1e-9), 1.0, 100000.0));
+  for (double spent = 2 * probe; spent < seconds;) {
+    spent += TimeAllReduce(buf, count, iters) * iters;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -66,6 +82,10 @@ int main(int argc, char** argv) {
   absl::Status flags = tandem::bench::CheckSizeSweep(
       absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes), 1,
       absl::GetFlag(FLAGS_target_seconds));
+  if (flags.ok()) {
+    flags =
+        tandem::bench::CheckWarmUpSeconds(absl::GetFlag(FLAGS_warmup_seconds));
+  }
   if (flags.ok()) {  // MPI counts are int: at most 2^31 - 1 floats
     flags =
         tandem::bench::CheckInt("--max_bytes", absl::GetFlag(FLAGS_max_bytes),
@@ -87,11 +107,17 @@ int main(int argc, char** argv) {
   }
   const int64_t max_count = absl::GetFlag(FLAGS_max_bytes) / 4;
   std::vector<float> buf(std::max<int64_t>(max_count, 1));
+  bool warmed = false;
   for (int64_t bytes : tandem::bench::GeometricSizes(
            absl::GetFlag(FLAGS_min_bytes), absl::GetFlag(FLAGS_max_bytes), 2)) {
     const int64_t count = std::max<int64_t>(bytes / 4, 1);
     // Calibrate: a few iterations tell how many fit the target time.
     std::fill(buf.begin(), buf.begin() + count, 1.0f);
+    if (!warmed) {
+      warmed = true;
+      WarmUp(buf, count, absl::GetFlag(FLAGS_warmup_seconds));
+      std::fill(buf.begin(), buf.begin() + count, 1.0f);
+    }
     double probe = TimeAllReduce(buf, count, 2);
     int iters = static_cast<int>(
         std::clamp(absl::GetFlag(FLAGS_target_seconds) / std::max(probe, 1e-9),

@@ -1,5 +1,7 @@
 #include "comm/work.h"
 
+#include <time.h>
+
 #include <memory>
 #include <string>
 #include <utility>
@@ -14,7 +16,7 @@ class CompletedWork : public Work {
  public:
   CompletedWork(absl::Status status, WorkRecord record)
       : Work(std::move(record)), status_(std::move(status)) {
-    const absl::Time now = absl::Now();
+    const absl::Time now = RecordClockNow();
     if (mutable_record().start == absl::InfinitePast()) {
       mutable_record().start = now;
     }
@@ -28,6 +30,12 @@ class CompletedWork : public Work {
 };
 
 }  // namespace
+
+absl::Time RecordClockNow() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return absl::Now();
+  return absl::TimeFromTimespec(ts);
+}
 
 std::string WorkRecord::DebugString() const {
   const std::string when =
@@ -56,7 +64,7 @@ WorkRecord StartRecord(const Fingerprint& fp, int world_size) {
       record.bytes = one;
       break;
   }
-  record.start = absl::Now();
+  record.start = RecordClockNow();
   return record;
 }
 

@@ -68,8 +68,14 @@ struct WorkRecord {
   std::string DebugString() const;
 };
 
-// The record of operation `fp` issued now (start = absl::Now()) in a world of
-// `world_size` ranks; bytes follow from fp's dtype and count as
+// The wall clock of Work records: absl::Now()'s time (CLOCK_REALTIME) read
+// straight from the vDSO. absl::Now() costs 59 ns here against 29 ns, and
+// every operation reads the clock twice (start and end): 60 of the ~300 ns
+// of an 8-byte all-reduce between two sim ranks.
+absl::Time RecordClockNow();
+
+// The record of operation `fp` issued now (start = RecordClockNow()) in a world
+// of `world_size` ranks; bytes follow from fp's dtype and count as
 // WorkRecord::bytes says.
 WorkRecord StartRecord(const Fingerprint& fp, int world_size);
 
@@ -103,7 +109,7 @@ class Work {
   // Engines call this when they observe completion; only the first call
   // counts.
   void MarkEnded() {
-    if (!record_.completed()) record_.end = absl::Now();
+    if (!record_.completed()) record_.end = RecordClockNow();
   }
   WorkRecord& mutable_record() { return record_; }
 

@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,55 +27,80 @@
 namespace tandem::sim::internal {
 
 // One rank's contribution to one lane collective. Its first cache line
-// holds what a peer reads, written only by the owner: the link to the next
-// node, the fingerprint and the first bytes of the data (all of an 8- or
-// 16-byte all-reduce), so a peer completing a small all-reduce moves
-// one line of the node, not two. What the peers write (the release count)
-// sits on a line of its own after the data: before, it shared the header's
-// line, which every release then pulled away from the owner.
+// holds everything a peer reads for an 8- or 16-byte all-reduce: the
+// collective's number (written last: its publication), the node its owner's
+// next lane collective will use, the fingerprint's other fields and the
+// first bytes of the data. A peer waiting for this node spins on that line
+// and, once it is published, has what it needs in the same transfer.
+// Peers never write to a node.
 struct alignas(64) FastLanes::Node {
-  // The owner's next lane collective (null while this is its last).
-  std::atomic<Node*> next{nullptr};
-  comm::Fingerprint fp;
+  // The fingerprint without its number.
+  struct Body {
+    comm::OpKind op = comm::OpKind::kAllReduce;
+    DType dtype = DType::kF32;
+    std::optional<comm::ReduceOp> reduce_op;
+    int32_t root = -1;
+    int32_t peer = -1;
+    int64_t count = 0;
+  };
+  // The lane collective this node holds; published with release once
+  // `next`, `body` and `data` are written. Only grows: a node reused holds a
+  // higher number than every collective it held before.
+  std::atomic<int64_t> seq{-1};
+  // The node the owner's next lane collective will use (chosen when this
+  // one is published: the peers go on there).
+  Node* next = nullptr;
+  Body body;
   unsigned char data[kMaxBytes];
-  // Peers that have not moved past this node; the last gives it back.
-  alignas(64) std::atomic<int> pending{0};
-  Node* free_next = nullptr;  // on a free list
-};
 
-// The link and the fingerprint leave at least 8 (here 16) bytes of the
-// first line to the data.
-static_assert(sizeof(std::atomic<void*>) + sizeof(comm::Fingerprint) <= 56,
-              "an 8-byte all-reduce's data should share the node's first "
-              "cache line with its header");
+  comm::Fingerprint Fingerprint(int64_t number) const {
+    comm::Fingerprint fp =
+        comm::MakeFingerprint(body.op, body.dtype, body.count);
+    fp.seq = number;
+    fp.reduce_op = body.reduce_op;
+    fp.root = body.root;
+    fp.peer = body.peer;
+    return fp;
+  }
+};
 
 struct alignas(64) FastLanes::Lane {
   // The owner's side (its thread only).
-  Node* tail = nullptr;      // the last node linked
-  Node* free_own = nullptr;  // nodes taken back from `returned`
+  // The node the next lane collective will use (its peers wait there).
+  Node* announced = nullptr;
+  // Published nodes in publication order; the front ones go back to `free`
+  // once every peer has completed their collectives.
+  std::deque<Node*> in_use;
+  std::vector<Node*> free;
+  // The lowest `done` among the peers when last looked at (a lower bound of
+  // the current one: `done` only grows).
+  int64_t peers_done = -1;
   std::vector<std::unique_ptr<Node>> owned;
-  // Nodes the peers gave back (pushed by them, taken all at once by the
-  // owner: no ABA).
-  alignas(64) std::atomic<Node*> returned{nullptr};
-  // Bumped after every link; a rank waiting for this lane sleeps on it.
+  // Bumped after every publication; a rank waiting for this lane sleeps on
+  // it.
   alignas(64) EventWord event;
 };
 
 struct alignas(64) FastLanes::Consumer {
-  // Per peer: the last node of its lane this rank has moved past (or the
-  // lane's first, empty node).
-  Node* cursor[kMaxRanks] = {};
+  // Per peer: the node where that peer's next lane collective will appear,
+  // and the number of the last one of its collectives this rank completed
+  // (-1: none). `expect[p]` is published once its seq exceeds `after[p]`.
+  Node* expect[kMaxRanks] = {};
+  int64_t after[kMaxRanks] = {};
   // This rank's own lane collectives not completed yet, in issue order:
-  // pending[head..].
+  // posted[head..].
   struct Posted {
     comm::Fingerprint fp;
     void* buf;
   };
   std::vector<Posted> posted;
   size_t head = 0;
-  // The highest completed seq (-1: none). Read by Completed() from any
-  // thread.
-  std::atomic<int64_t> done{-1};
+  // The highest completed seq (-1: none): every peer's node of that
+  // collective and the ones before it has been read. Read by Completed()
+  // from any thread and by the peers deciding which nodes to reuse; on a
+  // line of its own, away from the fields above that this rank writes at
+  // every operation.
+  alignas(64) std::atomic<int64_t> done{-1};
 };
 
 bool FastLanes::Enabled(int world_size, const Options& options) {
@@ -89,14 +117,20 @@ FastLanes::FastLanes(int world_size)
     : world_size_(world_size),
       lanes_(std::make_unique<Lane[]>(world_size)),
       consumers_(std::make_unique<Consumer[]>(world_size)) {
-  // Every lane starts with an empty node that every peer "has consumed".
+  static_assert(
+      sizeof(std::atomic<int64_t>) + sizeof(Node*) + sizeof(Node::Body) + 16 <=
+          64,
+      "a 16-byte all-reduce's data should share the node's first "
+      "cache line with its header");
+  // Every lane starts with an announced, unpublished node.
   for (int p = 0; p < world_size_; ++p) {
     Lane& lane = lanes_[p];
     lane.owned.push_back(std::make_unique<Node>());
-    lane.tail = lane.owned.back().get();
-    lane.tail->pending.store(world_size_ - 1, std::memory_order_relaxed);
-    lane.tail->fp.seq = -1;
-    for (int r = 0; r < world_size_; ++r) consumers_[r].cursor[p] = lane.tail;
+    lane.announced = lane.owned.back().get();
+    for (int r = 0; r < world_size_; ++r) {
+      consumers_[r].expect[p] = lane.announced;
+      consumers_[r].after[p] = -1;
+    }
   }
 }
 
@@ -104,12 +138,32 @@ FastLanes::~FastLanes() = default;
 
 FastLanes::Node* FastLanes::TakeNode(int rank) {
   Lane& lane = lanes_[rank];
-  if (lane.free_own == nullptr) {
-    lane.free_own = lane.returned.exchange(nullptr, std::memory_order_acquire);
+  auto reclaim = [&] {
+    while (!lane.in_use.empty() &&
+           lane.in_use.front()->seq.load(std::memory_order_relaxed) <=
+               lane.peers_done) {
+      lane.free.push_back(lane.in_use.front());
+      lane.in_use.pop_front();
+    }
+  };
+  if (lane.free.empty()) reclaim();
+  // Below kPoolDepth nodes a new one is cheaper than looking at the peers
+  // (a line from each); past it, look (that frees a run of nodes at once, so
+  // a rank in step with its peers looks about once per kPoolDepth
+  // operations) and only then grow.
+  if (lane.free.empty() && lane.in_use.size() >= kPoolDepth) {
+    int64_t lowest = INT64_MAX;
+    for (int p = 0; p < world_size_; ++p) {
+      if (p == rank) continue;
+      lowest =
+          std::min(lowest, consumers_[p].done.load(std::memory_order_acquire));
+    }
+    lane.peers_done = lowest;
+    reclaim();
   }
-  if (lane.free_own != nullptr) {
-    Node* node = lane.free_own;
-    lane.free_own = node->free_next;
+  if (!lane.free.empty()) {
+    Node* node = lane.free.back();
+    lane.free.pop_back();
     return node;
   }
   // A deeper pipeline of un-completed collectives than so far: one more
@@ -118,26 +172,22 @@ FastLanes::Node* FastLanes::TakeNode(int rank) {
   return lane.owned.back().get();
 }
 
-void FastLanes::Release(int owner, Node* node) {
-  if (node->pending.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  std::atomic<Node*>& returned = lanes_[owner].returned;
-  Node* head = returned.load(std::memory_order_relaxed);
-  do {
-    node->free_next = head;
-  } while (!returned.compare_exchange_weak(
-      head, node, std::memory_order_release, std::memory_order_relaxed));
-}
-
 void FastLanes::Post(int rank, const comm::Fingerprint& fp, void* buf) {
   Lane& lane = lanes_[rank];
-  Node* node = TakeNode(rank);
-  node->next.store(nullptr, std::memory_order_relaxed);
-  node->pending.store(world_size_ - 1, std::memory_order_relaxed);
-  node->fp = fp;
+  Node* node = lane.announced;
+  Node* next = TakeNode(rank);
+  node->next = next;
+  node->body.op = fp.op;
+  node->body.dtype = fp.dtype;
+  node->body.reduce_op = fp.reduce_op;
+  node->body.root = fp.root;
+  node->body.peer = fp.peer;
+  node->body.count = fp.count;
   const int64_t bytes = fp.count * comm::DTypeSize(fp.dtype);
   if (bytes > 0) std::memcpy(node->data, buf, static_cast<size_t>(bytes));
-  lane.tail->next.store(node, std::memory_order_release);
-  lane.tail = node;
+  node->seq.store(fp.seq, std::memory_order_release);
+  lane.in_use.push_back(node);
+  lane.announced = next;
   lane.event.Signal();
   consumers_[rank].posted.push_back({fp, buf});
 }
@@ -153,12 +203,12 @@ void FastLanes::WakeAll() {
 }
 
 absl::Status FastLanes::CheckPeer(Group& group, int rank, int peer,
-                                  const Node* next,
+                                  const comm::Fingerprint* next,
                                   const comm::Fingerprint& fp) {
   if (next != nullptr) {
-    if (next->fp.seq == fp.seq) {
-      if (comm::SameCollective(next->fp, fp)) return absl::OkStatus();
-      return Group::MismatchStatus(rank, fp, peer, next->fp);
+    if (next->seq == fp.seq) {
+      if (comm::SameCollective(*next, fp)) return absl::OkStatus();
+      return Group::MismatchStatus(rank, fp, peer, *next);
     }
     // The peer's next lane collective is another one: at the lower of the
     // two numbers one of us issued a collective of the Slot path.
@@ -168,10 +218,10 @@ absl::Status FastLanes::CheckPeer(Group& group, int rank, int peer,
   }
   // Collective `m` went through a Slot on one side: the Slot names whoever
   // issued it first there.
-  const int64_t m = next != nullptr ? std::min(next->fp.seq, fp.seq) : fp.seq;
-  const int lane_rank = next != nullptr && next->fp.seq < fp.seq ? peer : rank;
+  const int64_t m = next != nullptr ? std::min(next->seq, fp.seq) : fp.seq;
+  const int lane_rank = next != nullptr && next->seq < fp.seq ? peer : rank;
   const comm::Fingerprint& lane_fp =
-      next != nullptr && next->fp.seq < fp.seq ? next->fp : fp;
+      next != nullptr && next->seq < fp.seq ? *next : fp;
   std::lock_guard<std::mutex> lock(group.mu_);
   auto it = group.open_collectives_.find(m);
   if (it == group.open_collectives_.end() || it->second == nullptr) {
@@ -179,18 +229,19 @@ absl::Status FastLanes::CheckPeer(Group& group, int rank, int peer,
     // a node the caller looks again shortly; with one, the two lane
     // collectives themselves say enough.
     if (next == nullptr) return absl::OkStatus();
-    return Group::MismatchStatus(rank, fp, peer, next->fp);
+    return Group::MismatchStatus(rank, fp, peer, *next);
   }
   return Group::MismatchStatus(lane_rank, lane_fp, it->second->first_rank(),
                                it->second->reference());
 }
 
 AwaitResult FastLanes::AwaitNode(Group& group, int rank, int peer,
-                                 const Node& prev, const comm::Fingerprint& fp,
+                                 const Node& expect, int64_t after,
+                                 const comm::Fingerprint& fp,
                                  Deadline wait_deadline, Deadline op_deadline,
                                  absl::Time issued) {
   auto linked = [&] {
-    return prev.next.load(std::memory_order_acquire) != nullptr;
+    return expect.seq.load(std::memory_order_acquire) > after;
   };
   // Spin first while ranks have cores of their own (sim/wait_policy.h).
   if (group.Spin(rank, wait_deadline, op_deadline, linked)) return {};
@@ -270,8 +321,9 @@ AwaitResult FastLanes::AwaitNode(Group& group, int rank, int peer,
 std::string FastLanes::MissingRanks(const Group& group, int rank) const {
   std::string out;
   for (int p = 0; p < world_size_; ++p) {
-    if (p == rank || consumers_[rank].cursor[p]->next.load(
-                         std::memory_order_acquire) != nullptr) {
+    const Consumer& me = consumers_[rank];
+    if (p == rank ||
+        me.expect[p]->seq.load(std::memory_order_acquire) > me.after[p]) {
       continue;
     }
     absl::StrAppend(
@@ -298,20 +350,27 @@ AwaitResult FastLanes::Complete(Group& group, int rank, int64_t seq,
         srcs[p] = op.buf;
         continue;
       }
-      const Node* prev = me.cursor[p];
-      Node* next = prev->next.load(std::memory_order_acquire);
-      if (next == nullptr) {
-        AwaitResult r = AwaitNode(group, rank, p, *prev, op.fp, wait_deadline,
-                                  op_deadline, issued);
+      Node* node = me.expect[p];
+      int64_t number = node->seq.load(std::memory_order_acquire);
+      if (number <= me.after[p]) {
+        AwaitResult r = AwaitNode(group, rank, p, *node, me.after[p], op.fp,
+                                  wait_deadline, op_deadline, issued);
         if (r.kind != AwaitResult::Kind::kReached) return r;
-        next = prev->next.load(std::memory_order_acquire);
+        number = node->seq.load(std::memory_order_acquire);
       }
-      if (absl::Status s = CheckPeer(group, rank, p, next, op.fp); !s.ok()) {
-        group.Abort(s);
-        return {AwaitResult::Kind::kFailed, group.abort_reason()};
+      if (number != op.fp.seq || node->body.op != op.fp.op ||
+          node->body.dtype != op.fp.dtype || node->body.count != op.fp.count ||
+          node->body.root != op.fp.root ||
+          node->body.reduce_op != op.fp.reduce_op) {
+        const comm::Fingerprint theirs = node->Fingerprint(number);
+        if (absl::Status s = CheckPeer(group, rank, p, &theirs, op.fp);
+            !s.ok()) {
+          group.Abort(s);
+          return {AwaitResult::Kind::kFailed, group.abort_reason()};
+        }
       }
-      got[p] = next;
-      srcs[p] = next->data;
+      got[p] = node;
+      srcs[p] = node->data;
     }
     void* const dsts[] = {op.buf};
     absl::Status reduced = comm::ReduceInto(
@@ -321,11 +380,12 @@ AwaitResult FastLanes::Complete(Group& group, int rank, int64_t seq,
       group.Abort(reduced);
       return {AwaitResult::Kind::kFailed, group.abort_reason()};
     }
+    // Move past the nodes (their `next` read before `done` lets the owners
+    // reuse them).
     for (int p = 0; p < world_size_; ++p) {
       if (p == rank) continue;
-      Node* old = me.cursor[p];
-      me.cursor[p] = got[p];
-      Release(p, old);
+      me.after[p] = op.fp.seq;
+      me.expect[p] = got[p]->next;
     }
     me.done.store(op.fp.seq, std::memory_order_release);
     if (++me.head == me.posted.size()) {

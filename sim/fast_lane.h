@@ -9,25 +9,35 @@
 // only its own lane and reads the others': about two line transfers per
 // peer and operation.
 //
-// Protocol. Rank r's lane is a singly linked list of nodes, one per small
-// all-reduce r has issued, in issue order; only r appends. Posting copies
-// r's contribution (at most kMaxBytes) and fingerprint into a node, links
-// it (release), bumps the lane's event word and returns: it never blocks,
-// and r's peers can complete the operation whether or not r ever waits.
-// Completing collective s on rank r (in Wait or IsCompleted, on r's own
-// thread) takes, from every peer p's lane, the node after the last one r
-// consumed of p; waits (spin, then sleep on p's event word, as
-// sim/wait_policy.h decides) until it is there; checks that its number is
-// s and its fingerprint equals r's (else the run aborts with a collective
-// mismatch, naming both ranks and both collectives); and reduces every
-// rank's contribution in rank order into r's buffer with comm::ReduceInto:
-// the same arithmetic as the Slot path, so the same bits. A rank completes
-// its small all-reduces in issue order (waiting for s completes the ones
-// before it first). Each rank writes only its own buffer, so a failure needs
-// no quiescence wait. A node goes back to its lane's owner once every peer
-// has moved past it (a count per node; the owner reuses it): no allocation
-// per operation once warm, and a rank may have any number of small
-// all-reduces in flight.
+// Protocol. Rank r's lane is a chain of nodes, one per small all-reduce r
+// has issued, in issue order; only r writes them. Each node names the node
+// r's next lane collective will use, chosen when this one is published, so
+// a peer always knows where to look next. Posting copies r's contribution
+// (at most kMaxBytes) and the fingerprint into the announced node,
+// publishes the collective's number in it (release), bumps the lane's event
+// word and returns: it never blocks, and r's peers can complete the
+// operation whether or not r ever waits. Completing collective s on rank r
+// (in Wait or IsCompleted, on r's own thread) waits at every peer p's
+// announced node (spin, then sleep on p's event word, as
+// sim/wait_policy.h decides) until it is published; checks that its number
+// is s and its fingerprint equals r's (else the run aborts with a
+// collective mismatch, naming both ranks and both collectives); and reduces
+// every rank's contribution in rank order into r's buffer with
+// comm::ReduceInto: the same arithmetic as the Slot path, so the same bits.
+// A rank completes its small all-reduces in issue order (waiting for s
+// completes the ones before it first) and then publishes s as its `done`.
+// Each rank writes only its own buffer, so a failure needs no quiescence
+// wait.
+//
+// Nodes are reused once every peer's `done` has passed them; an owner looks
+// at its peers' `done` only when it has no node known to be free and at
+// least kPoolDepth in use, else it takes a new one: no allocation per
+// operation once warm, and a rank may have any number of small all-reduces
+// in flight. What an operation moves between two cores is the one line a
+// peer spins on (header and first 16 bytes of data together) and the data's
+// other lines; nothing is written by two ranks (the earlier design's
+// per-node release counts and free lists cost three more transfers each
+// way, each on the critical path).
 //
 // Which collectives take it: Eligible() is a function of the fingerprint
 // alone, and every rank of a group decides alike, so a correct program
@@ -70,6 +80,9 @@ class FastLanes {
   // KiB on, reading every peer's whole buffer costs more than the Slot
   // path's split of the reduction.
   static constexpr int64_t kMaxBytes = 4 << 10;
+  // Nodes a lane takes before it looks at its peers' progress to reuse one
+  // (bench: fewer looks per operation; memory: kPoolDepth x 4 KiB per rank).
+  static constexpr size_t kPoolDepth = 8;
 
   // Whether a group of `world_size` ranks run as `options.ranks` has lanes.
   static bool Enabled(int world_size, const Options& options);
@@ -117,18 +130,19 @@ class FastLanes {
   struct Lane;
   struct Consumer;
 
-  // `rank`'s next free node (its own, or one its peers gave back).
+  // A node for `rank`'s lane collective after the one being posted: one
+  // every peer has moved past, else a new one.
   Node* TakeNode(int rank);
-  // Consumer is done with `node` of `owner`'s lane; the last one gives it
-  // back.
-  void Release(int owner, Node* node);
-  // Waits until `rank`'s node after `prev` on `peer`'s lane is linked.
-  AwaitResult AwaitNode(Group& group, int rank, int peer, const Node& prev,
-                        const comm::Fingerprint& fp, Deadline wait_deadline,
-                        Deadline op_deadline, absl::Time issued);
-  // The mismatch when `peer`'s next lane node (`next`, or none) is not
-  // `fp`; nullopt-like OK when `peer` simply has not issued it yet.
-  absl::Status CheckPeer(Group& group, int rank, int peer, const Node* next,
+  // Waits until `expect` (the node `peer`'s next lane collective will use)
+  // holds a collective numbered above `after`.
+  AwaitResult AwaitNode(Group& group, int rank, int peer, const Node& expect,
+                        int64_t after, const comm::Fingerprint& fp,
+                        Deadline wait_deadline, Deadline op_deadline,
+                        absl::Time issued);
+  // The mismatch when `peer`'s next lane collective (`next`, or none
+  // posted) is not `fp`; OK when `peer` simply has not issued it yet.
+  absl::Status CheckPeer(Group& group, int rank, int peer,
+                         const comm::Fingerprint* next,
                          const comm::Fingerprint& fp);
 
   const int world_size_;

@@ -102,7 +102,7 @@ Group::Group(int world_size, const Options& options, Group* parent)
       fast_(FastLanes::Enabled(world_size, options)
                 ? std::make_unique<FastLanes>(world_size)
                 : nullptr),
-      collectives_issued_(std::make_unique<std::atomic<int64_t>[]>(world_size)),
+      collectives_issued_(world_size, /*padded=*/fast_ != nullptr),
       exited_(world_size, 0) {
   if (spin_budget_ != nullptr) {
     for (int r = 0; r < world_size; ++r) spin_budget_[r].Reset(spin_);

@@ -405,7 +405,30 @@ class Group {
       ABSL_GUARDED_BY(mu_);
   // Diagnostics: collectives issued and exit state per rank; messages issued
   // per (src, dst) by the sender and by the receiver.
-  std::unique_ptr<std::atomic<int64_t>[]> collectives_issued_;
+  // Each rank's count on a cache line of its own in groups with lanes (every
+  // rank stores its count at every collective: packed, two ranks' stores
+  // would pull one line back and forth on every small all-reduce); packed
+  // in bigger groups, where memory per rank matters more (8192 ranks).
+  class IssuedCounts {
+   public:
+    IssuedCounts(int world_size, bool padded)
+        : stride_(padded ? 64 / sizeof(std::atomic<int64_t>) : 1),
+          counts_(std::make_unique<std::atomic<int64_t>[]>(
+              static_cast<size_t>(world_size) * stride_)) {}
+    std::atomic<int64_t>& operator[](int rank) {
+      return counts_[static_cast<size_t>(rank) * stride_];
+    }
+    const std::atomic<int64_t>& operator[](int rank) const {
+      return counts_[static_cast<size_t>(rank) * stride_];
+    }
+
+   private:
+    const size_t stride_;
+    // Padded entries are 64 bytes apart: never on one line, however the
+    // array is aligned.
+    std::unique_ptr<std::atomic<int64_t>[]> counts_;
+  };
+  IssuedCounts collectives_issued_;
   std::vector<char> exited_ ABSL_GUARDED_BY(mu_);
   // Written under mu_; read without it by Await's fast check.
   std::atomic<int> num_exited_{0};

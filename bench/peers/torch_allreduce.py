@@ -5,7 +5,9 @@ timed like nccl-tests and printed in the same table:
 
     bench/peers/torch_allreduce.py --world_size 2 --min_bytes 8 --max_bytes 268435456
 
-Each size: warm-up, then back-to-back all-reduces between barriers; the time
+Before the first size, --warmup_seconds of it untimed (as comm_benchmark
+does: the first second of a run is slower). Each size: warm-up, then
+back-to-back all-reduces between barriers; the time
 of one operation is the slowest rank's elapsed / iterations. Results are
 checked exactly (rank r contributes r + 1); #wrong counts bad elements.
 """
@@ -51,6 +53,13 @@ def worker(rank, args, port):
         print(f"# PyTorch {torch.__version__} gloo all_reduce, {n} processes")
         print("#       size         count      type   redop |     time   algbw   busbw  #wrong")
         print("#        (B)    (elements)                   |     (us)  (GB/s)  (GB/s)")
+    if args.warmup_seconds > 0:
+        buf = torch.ones(max(args.min_bytes // 4, 1), dtype=torch.float32)
+        probe = timed(buf, 2)
+        batch = int(min(max(0.05 / max(probe, 1e-9), 1), 100000))
+        spent = 2 * probe
+        while spent < args.warmup_seconds:  # every rank sees the same max
+            spent += timed(buf, batch) * batch
     size = args.min_bytes
     while size <= args.max_bytes:
         count = max(size // 4, 1)
@@ -79,7 +88,13 @@ def main():
     parser.add_argument("--min_bytes", type=int, default=8)
     parser.add_argument("--max_bytes", type=int, default=256 << 20)
     parser.add_argument("--target_seconds", type=float, default=0.2)
+    parser.add_argument("--warmup_seconds", type=float, default=1.0,
+                        help="untimed seconds of the first size before "
+                        "timing (0: none)")
     args = parser.parse_args()
+    if not 0 <= args.warmup_seconds <= 60:  # false for nan
+        parser.error("--warmup_seconds must be 0 (no warm-up) or a number of "
+                     f"seconds in (0, 60], got {args.warmup_seconds}")
     mp.spawn(worker, args=(args, free_port()), nprocs=args.world_size, join=True)
 
 

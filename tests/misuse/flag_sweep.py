@@ -51,9 +51,11 @@ BINARIES = {
         "seed": "int64", "epoch": "int64"}),
     "COMM_BENCHMARK": (["--world_sizes=2", "--ops=all_reduce",
                         "--min_bytes=8", "--max_bytes=64",
-                        "--target_seconds=0.001", "--nostream"], {
+                        "--target_seconds=0.001", "--nostream",
+                        "--warmup_seconds=0"], {
         "min_bytes": "int64", "max_bytes": "int64", "step_factor": "int64",
-        "target_seconds": "double", "spin_us": "double"}),
+        "target_seconds": "double", "spin_us": "double",
+        "warmup_seconds": "double"}),
     "DDP_BENCHMARK": (["--models=small", "--world_sizes=1", "--sweep_world=0",
                        "--nogemm_peak", "--target_seconds=0.01",
                        "--min_steps=1", "--max_steps=2", "--warmup_steps=0"], {
@@ -75,13 +77,15 @@ BINARIES = {
         "checkpoint_every": "int64"}),
     # MPI binaries run as singletons (one process, no mpirun needed).
     "COMM_BENCHMARK_MPI": (["--min_bytes=8", "--max_bytes=64",
-                            "--target_seconds=0.001"], {
+                            "--target_seconds=0.001",
+                            "--warmup_seconds=0"], {
         "min_bytes": "int64", "max_bytes": "int64",
-        "target_seconds": "double"}),
+        "target_seconds": "double", "warmup_seconds": "double"}),
     "MPI_ALLREDUCE_PEER": (["--min_bytes=8", "--max_bytes=64",
-                            "--target_seconds=0.001"], {
+                            "--target_seconds=0.001",
+                            "--warmup_seconds=0"], {
         "min_bytes": "int64", "max_bytes": "int64",
-        "target_seconds": "double"}),
+        "target_seconds": "double", "warmup_seconds": "double"}),
     "DIGITS_DDP": (["--backend=sim", "--world_size=2", "--epochs=1",
                     "--hidden=8", "--data=$DIGITS_CSV"], {
         "world_size": "int", "epochs": "int64", "global_batch_size": "int64",
