@@ -68,10 +68,11 @@ struct WorkRecord {
   std::string DebugString() const;
 };
 
-// The wall clock of Work records: absl::Now()'s time (CLOCK_REALTIME) read
-// straight from the vDSO. absl::Now() costs 59 ns here against 29 ns, and
-// every operation reads the clock twice (start and end): 60 of the ~300 ns
-// of an 8-byte all-reduce between two sim ranks.
+// The wall clock of Work records: absl::Now()'s time, read the cheaper of
+// two ways on this machine (CLOCK_REALTIME through the vDSO, or absl::Now()
+// itself; measured once per process). Every operation reads it twice (start
+// and end): with the kernel's "tsc" clock source the vDSO read saves 60 of
+// the ~500 ns of an 8-byte all-reduce between two sim ranks.
 absl::Time RecordClockNow();
 
 // The record of operation `fp` issued now (start = RecordClockNow()) in a world

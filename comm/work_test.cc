@@ -59,6 +59,17 @@ TEST(CompletedWorkTest, RejectedWorkIsNotNumbered) {
   EXPECT_EQ(work->Wait().message(), "bad");
 }
 
+// Whichever way it reads, the records' clock is absl::Now()'s wall time:
+// a wrong base (a monotonic clock, seconds since boot) would be off by
+// decades, a unit slip by orders of magnitude.
+TEST(RecordClockTest, IsTheWallClock) {
+  const absl::Time before = absl::Now();
+  const absl::Time t = RecordClockNow();
+  const absl::Time after = absl::Now();
+  EXPECT_GE(t, before - absl::Milliseconds(10));
+  EXPECT_LE(t, after + absl::Milliseconds(10));
+}
+
 TEST(StartRecordTest, BytesAreNcclTestsSize) {
   const int world = 4;
   Fingerprint fp = MakeFingerprint(OpKind::kAllGather, DType::kF64, 5);
