@@ -136,22 +136,9 @@ FastLanes::FastLanes(int world_size)
 
 FastLanes::~FastLanes() = default;
 
-FastLanes::Node* FastLanes::TakeNode(int rank) {
+void FastLanes::Reclaim(int rank, bool look) {
   Lane& lane = lanes_[rank];
-  auto reclaim = [&] {
-    while (!lane.in_use.empty() &&
-           lane.in_use.front()->seq.load(std::memory_order_relaxed) <=
-               lane.peers_done) {
-      lane.free.push_back(lane.in_use.front());
-      lane.in_use.pop_front();
-    }
-  };
-  if (lane.free.empty()) reclaim();
-  // Below kPoolDepth nodes a new one is cheaper than looking at the peers
-  // (a line from each); past it, look (that frees a run of nodes at once, so
-  // a rank in step with its peers looks about once per kPoolDepth
-  // operations) and only then grow.
-  if (lane.free.empty() && lane.in_use.size() >= kPoolDepth) {
+  if (look) {
     int64_t lowest = INT64_MAX;
     for (int p = 0; p < world_size_; ++p) {
       if (p == rank) continue;
@@ -159,8 +146,29 @@ FastLanes::Node* FastLanes::TakeNode(int rank) {
           std::min(lowest, consumers_[p].done.load(std::memory_order_acquire));
     }
     lane.peers_done = lowest;
-    reclaim();
   }
+  while (!lane.in_use.empty() &&
+         lane.in_use.front()->seq.load(std::memory_order_relaxed) <=
+             lane.peers_done) {
+    lane.free.push_back(lane.in_use.front());
+    lane.in_use.pop_front();
+  }
+}
+
+bool FastLanes::ShouldLook(int rank) const {
+  const Lane& lane = lanes_[rank];
+  return lane.free.empty() && lane.in_use.size() >= kPoolDepth;
+}
+
+FastLanes::Node* FastLanes::TakeNode(int rank) {
+  Lane& lane = lanes_[rank];
+  if (lane.free.empty()) Reclaim(rank, /*look=*/false);
+  // Below kPoolDepth nodes a new one is cheaper than looking at the peers
+  // (a line from each, a wait of a cross-core transfer); past it, look
+  // (that frees a run of nodes at once) and only then grow. Complete looks
+  // ahead of time while it waits for a peer anyway, so a rank in step
+  // with its peers rarely looks here.
+  if (ShouldLook(rank)) Reclaim(rank, /*look=*/true);
   if (!lane.free.empty()) {
     Node* node = lane.free.back();
     lane.free.pop_back();
@@ -353,6 +361,9 @@ AwaitResult FastLanes::Complete(Group& group, int rank, int64_t seq,
       Node* node = me.expect[p];
       int64_t number = node->seq.load(std::memory_order_acquire);
       if (number <= me.after[p]) {
+        // Not there yet: the wait's first moments go to looking at the
+        // peers' progress, which the next Post would otherwise stop for.
+        if (ShouldLook(rank)) Reclaim(rank, /*look=*/true);
         AwaitResult r = AwaitNode(group, rank, p, *node, me.after[p], op.fp,
                                   wait_deadline, op_deadline, issued);
         if (r.kind != AwaitResult::Kind::kReached) return r;

@@ -31,7 +31,8 @@
 //
 // Nodes are reused once every peer's `done` has passed them; an owner looks
 // at its peers' `done` only when it has no node known to be free and at
-// least kPoolDepth in use, else it takes a new one: no allocation per
+// least kPoolDepth in use (and looks ahead of time while it waits for a
+// peer), else it takes a new one: no allocation per
 // operation once warm, and a rank may have any number of small all-reduces
 // in flight. What an operation moves between two cores is the one line a
 // peer spins on (header and first 16 bytes of data together) and the data's
@@ -82,7 +83,7 @@ class FastLanes {
   static constexpr int64_t kMaxBytes = 4 << 10;
   // Nodes a lane takes before it looks at its peers' progress to reuse one
   // (bench: fewer looks per operation; memory: kPoolDepth x 4 KiB per rank).
-  static constexpr size_t kPoolDepth = 8;
+  static constexpr size_t kPoolDepth = 16;
 
   // Whether a group of `world_size` ranks run as `options.ranks` has lanes.
   static bool Enabled(int world_size, const Options& options);
@@ -133,6 +134,12 @@ class FastLanes {
   // A node for `rank`'s lane collective after the one being posted: one
   // every peer has moved past, else a new one.
   Node* TakeNode(int rank);
+  // Moves `rank`'s nodes every peer has moved past to its free list; with
+  // `look`, reads the peers' progress first (else uses what it last read).
+  void Reclaim(int rank, bool look);
+  // Whether `rank` has no free node and enough in use to look at the peers
+  // rather than take a new one.
+  bool ShouldLook(int rank) const;
   // Waits until `expect` (the node `peer`'s next lane collective will use)
   // holds a collective numbered above `after`.
   AwaitResult AwaitNode(Group& group, int rank, int peer, const Node& expect,
