@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -253,6 +254,18 @@ AwaitResult FastLanes::AwaitNode(Group& group, int rank, int peer,
   };
   // Spin first while ranks have cores of their own (sim/wait_policy.h).
   if (group.Spin(rank, wait_deadline, op_deadline, linked)) return {};
+  // More ranks than cores (at most kMaxRanks here): yield the core a few
+  // times before sleeping. A yield hands the core to a runnable rank (the
+  // one this rank waits for, often) and finds the node published when it
+  // comes back, where a futex sleep and wake-up costs each hop 5-10 us;
+  // OpenMPI's oversubscribed processes poll the same way.
+  if (group.world_size_ > group.cpus_ && wait_deadline != kPoll) {
+    for (int i = 0; i < kYieldRounds; ++i) {
+      std::this_thread::yield();
+      if (linked()) return {};
+      if (group.aborted()) break;
+    }
+  }
   const absl::Duration interval = group.options_.stall_note_interval;
   const bool notes = rank == 0 && interval > absl::ZeroDuration() &&
                      wait_deadline > Clock::now();

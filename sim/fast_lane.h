@@ -84,6 +84,9 @@ class FastLanes {
   // Nodes a lane takes before it looks at its peers' progress to reuse one
   // (bench: fewer looks per operation; memory: kPoolDepth x 4 KiB per rank).
   static constexpr size_t kPoolDepth = 16;
+  // With more ranks than cores, the yields a waiting rank makes before it
+  // sleeps on its peer's event word.
+  static constexpr int kYieldRounds = 64;
 
   // Whether a group of `world_size` ranks run as `options.ranks` has lanes.
   static bool Enabled(int world_size, const Options& options);
