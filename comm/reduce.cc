@@ -311,6 +311,21 @@ absl::Status ReduceInto(DType dtype, ReduceOp op, int64_t count,
       dtype != DType::kBF16) {
     return absl::OkStatus();
   }
+  // The small sum two ranks make most (a loss, a flag, a norm): a plain
+  // loop, without the kernels' dispatch, which costs more than the adds at
+  // a few elements. The same arithmetic (a + b in source order), so the
+  // same bits.
+  if (dtype == DType::kF32 && op == ReduceOp::kSum && srcs.size() == 2 &&
+      count <= 16) {
+    const float* a = static_cast<const float*>(srcs[0]);
+    const float* b = static_cast<const float*>(srcs[1]);
+    float sum[16];
+    for (int64_t i = 0; i < count; ++i) sum[i] = a[i] + b[i];
+    for (void* dst : dsts) {
+      std::memcpy(dst, sum, static_cast<size_t>(count) * sizeof(float));
+    }
+    return absl::OkStatus();
+  }
   switch (dtype) {
     case DType::kF32:
       Dispatch<Plain<float, float>>(op, count, srcs, dsts, avg_divisor);

@@ -58,6 +58,36 @@ TEST(ReduceTest, FloatSumIsTheSerialLoopBitForBit) {
   }
 }
 
+// Two f32 sources of at most 16 elements take a loop of their own: the same
+// bits as the serial loop, in place on both and into one destination, at
+// every count up to the limit and just past it.
+TEST(ReduceTest, SmallTwoSourceSumIsTheSerialLoop) {
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+  for (int64_t count = 1; count <= 17; ++count) {
+    std::vector<std::vector<float>> bufs(2, std::vector<float>(count));
+    for (auto& b : bufs) {
+      for (float& x : b) x = dist(gen) * std::pow(10.0f, float(gen() % 7) - 3);
+    }
+    const std::vector<float> expected =
+        Serial(bufs, [](float a, float b) { return a + b; });
+    std::vector<float> out(count, -1.0f);
+    const void* srcs[] = {bufs[0].data(), bufs[1].data()};
+    void* one[] = {out.data()};
+    ASSERT_TRUE(
+        ReduceInto(DType::kF32, ReduceOp::kSum, count, srcs, one, 2).ok());
+    EXPECT_EQ(std::memcmp(out.data(), expected.data(), count * sizeof(float)),
+              0)
+        << count;
+    ASSERT_TRUE(ReduceVectors(DType::kF32, ReduceOp::kSum, bufs, 2).ok());
+    for (const auto& b : bufs) {
+      EXPECT_EQ(std::memcmp(b.data(), expected.data(), count * sizeof(float)),
+                0)
+          << count;
+    }
+  }
+}
+
 TEST(ReduceTest, AvgDividesTheSumOnce) {
   std::vector<std::vector<double>> bufs = {{1.0, 0.1}, {2.0, 0.2}, {4.0, 0.4}};
   ASSERT_TRUE(ReduceVectors(DType::kF64, ReduceOp::kAvg, bufs, 3).ok());

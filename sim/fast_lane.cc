@@ -491,7 +491,7 @@ void FastWork::Finish(absl::Status status) {
   finished_ = true;
   MarkEnded();
   status_ = std::move(status);
-  released_->store(true);
+  released_->store(true, std::memory_order_release);
 }
 
 }  // namespace tandem::sim::internal
