@@ -197,9 +197,10 @@ void FastLanes::Post(int rank, const comm::Fingerprint& fp, void* buf) {
   node->seq.store(fp.seq, std::memory_order_release);
   lane.in_use.push_back(node);
   lane.announced = next;
-  lane.event.Signal();
   consumers_[rank].posted.push_back({fp, buf});
 }
+
+void FastLanes::WakePeers(int rank) { lanes_[rank].event.Signal(); }
 
 bool FastLanes::Completed(int rank, int64_t seq) const {
   return consumers_[rank].done.load(std::memory_order_acquire) >= seq;

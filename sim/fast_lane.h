@@ -101,10 +101,18 @@ class FastLanes {
 
   // Rank `rank` issues its lane collective `fp` (fp.seq above every earlier
   // one of this rank) on `buf` (fp.count elements, in place): its
-  // contribution is copied now. Never blocks. Called by the rank's thread
+  // contribution is copied and published now; peers spinning on it see it,
+  // peers asleep need WakePeers. Never blocks. Called by the rank's thread
   // only; `buf` must stay valid until Complete covers fp.seq (the Work's
   // contract). Call before counting the collective as issued.
   void Post(int rank, const comm::Fingerprint& fp, void* buf);
+  // Wakes the peers asleep on `rank`'s lane after Post. Call it before this
+  // rank can next wait for anything, but not at once: its locked increment
+  // waits for the publication's stores to leave this core (the peers' copies
+  // of the node's line invalidated, ~100-300 ns here), which the issuing
+  // rank's other work (its Work record, its clock read) can cover. Never
+  // blocks.
+  void WakePeers(int rank);
 
   // Completes rank `rank`'s lane collectives up to and including `seq`, in
   // issue order, waiting for the peers' contributions until `wait_deadline`

@@ -299,9 +299,11 @@ std::unique_ptr<comm::Work> SimCommunicator::IssueCollective(
     ++next_collective_;
     std::shared_ptr<std::atomic<bool>> released =
         TrackInFlight(fp, std::move(access));
-    return std::make_unique<FastWork>(
+    auto work = std::make_unique<FastWork>(
         group_, rank_, comm::StartRecord(fp, size()),
         OpDeadlineAfter(group_.options().timeout), std::move(released));
+    group_.fast_lanes()->WakePeers(rank_);  // after the work above: see there
+    return work;
   }
   absl::StatusOr<std::shared_ptr<Slot>> slot =
       group_.PostCollective(rank_, fp, endpoint, pause.now_s());
