@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "bench/flag_checks.h"
+#include "bench/repeat_timer.h"
 #include "comm/bandwidth.h"
 #include "comm/types.h"
 
@@ -59,8 +60,7 @@ absl::Status WarmUp(comm::Communicator& comm, const AllReduceSweep& sweep,
   if (sweep.warmup_seconds <= 0) return absl::OkStatus();
   absl::StatusOr<double> probe = TimeAllReduce(comm, sweep, buf, count, 2);
   if (!probe.ok()) return probe.status();
-  const int64_t iters = static_cast<int64_t>(
-      std::clamp(0.05 / std::max(*probe, 1e-9), 1.0, 100000.0));
+  const int64_t iters = WarmUpBatch(*probe);
   for (double spent = 2 * *probe; spent < sweep.warmup_seconds;) {
     absl::StatusOr<double> t = TimeAllReduce(comm, sweep, buf, count, iters);
     if (!t.ok()) return t.status();

@@ -66,6 +66,7 @@
 #include "base/command_line.h"
 #include "base/status_macros.h"
 #include "bench/flag_checks.h"
+#include "bench/repeat_timer.h"
 #include "comm/bandwidth.h"
 #include "comm/communicator.h"
 #include "comm/types.h"
@@ -368,8 +369,7 @@ absl::Status WarmUp(comm::Communicator& comm, const Body& body) {
       !s.ok()) {
     return s;
   }
-  const int64_t iters = static_cast<int64_t>(
-      std::clamp(0.05 / std::max(probe.seconds / 2, 1e-9), 1.0, 200000.0));
+  const int64_t iters = bench::WarmUpBatch(probe.seconds / 2);
   for (double spent = probe.seconds; spent < seconds;) {
     Segment seg;
     if (absl::Status s = TimeIt(comm, iters, body.prepare, body.run, seg);

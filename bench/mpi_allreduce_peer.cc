@@ -22,6 +22,7 @@
 #include "absl/flags/flag.h"
 #include "base/command_line.h"
 #include "bench/flag_checks.h"
+#include "bench/repeat_timer.h"
 #include "comm/bandwidth.h"
 
 ABSL_FLAG(int64_t, min_bytes, 8,
@@ -59,8 +60,7 @@ double TimeAllReduce(std::vector<float>& buf, int64_t count, int iters) {
 void WarmUp(std::vector<float>& buf, int64_t count, double seconds) {
   if (seconds <= 0) return;
   const double probe = TimeAllReduce(buf, count, 2);
-  const int iters =
-      static_cast<int>(std::clamp(0.05 / std::max(probe, 1e-9), 1.0, 100000.0));
+  const int iters = static_cast<int>(tandem::bench::WarmUpBatch(probe));
   for (double spent = 2 * probe; spent < seconds;) {
     spent += TimeAllReduce(buf, count, iters) * iters;
   }

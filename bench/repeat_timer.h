@@ -24,6 +24,15 @@ inline double SteadySeconds() {
       .count();
 }
 
+// The warm-up before a size sweep's first timed size (--warmup_seconds) runs
+// that size in batches of about 50 ms until the time is spent: this many
+// operations per batch, given one operation's probed seconds (every rank
+// passes the same, all-ranks probe, so every rank issues the same batches).
+inline int64_t WarmUpBatch(double seconds_per_op) {
+  const double n = 0.05 / (seconds_per_op > 1e-9 ? seconds_per_op : 1e-9);
+  return n < 1 ? 1 : n > 100000 ? 100000 : static_cast<int64_t>(n);
+}
+
 inline double RepeatsPerSecond(const std::function<void()>& once,
                                double seconds) {
   once();  // warm

@@ -4,9 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -69,9 +69,10 @@ struct alignas(64) FastLanes::Lane {
   // The owner's side (its thread only).
   // The node the next lane collective will use (its peers wait there).
   Node* announced = nullptr;
-  // Published nodes in publication order; the front ones go back to `free`
-  // once every peer has completed their collectives.
-  std::deque<Node*> in_use;
+  // Published nodes in publication order, in_use[in_use_head..]; the front
+  // ones go back to `free` once every peer has completed their collectives.
+  std::vector<Node*> in_use;
+  size_t in_use_head = 0;
   std::vector<Node*> free;
   // The lowest `done` among the peers when last looked at (a lower bound of
   // the current one: `done` only grows).
@@ -148,17 +149,26 @@ void FastLanes::Reclaim(int rank, bool look) {
     }
     lane.peers_done = lowest;
   }
-  while (!lane.in_use.empty() &&
-         lane.in_use.front()->seq.load(std::memory_order_relaxed) <=
+  while (lane.in_use_head < lane.in_use.size() &&
+         lane.in_use[lane.in_use_head]->seq.load(std::memory_order_relaxed) <=
              lane.peers_done) {
-    lane.free.push_back(lane.in_use.front());
-    lane.in_use.pop_front();
+    lane.free.push_back(lane.in_use[lane.in_use_head++]);
+  }
+  // Drop the taken front once it is half the vector: amortised O(1), and
+  // no allocation once the vector has its capacity (a deque would allocate
+  // a block every few dozen operations).
+  if (lane.in_use_head * 2 >= lane.in_use.size()) {
+    lane.in_use.erase(
+        lane.in_use.begin(),
+        lane.in_use.begin() + static_cast<std::ptrdiff_t>(lane.in_use_head));
+    lane.in_use_head = 0;
   }
 }
 
 bool FastLanes::ShouldLook(int rank) const {
   const Lane& lane = lanes_[rank];
-  return lane.free.empty() && lane.in_use.size() >= kPoolDepth;
+  return lane.free.empty() &&
+         lane.in_use.size() - lane.in_use_head >= kPoolDepth;
 }
 
 FastLanes::Node* FastLanes::TakeNode(int rank) {
@@ -342,8 +352,8 @@ AwaitResult FastLanes::AwaitNode(Group& group, int rank, int peer,
 
 std::string FastLanes::MissingRanks(const Group& group, int rank) const {
   std::string out;
+  const Consumer& me = consumers_[rank];
   for (int p = 0; p < world_size_; ++p) {
-    const Consumer& me = consumers_[rank];
     if (p == rank ||
         me.expect[p]->seq.load(std::memory_order_acquire) > me.after[p]) {
       continue;
@@ -383,11 +393,8 @@ AwaitResult FastLanes::Complete(Group& group, int rank, int64_t seq,
         if (r.kind != AwaitResult::Kind::kReached) return r;
         number = node->seq.load(std::memory_order_acquire);
       }
-      if (number != op.fp.seq || node->body.op != op.fp.op ||
-          node->body.dtype != op.fp.dtype || node->body.count != op.fp.count ||
-          node->body.root != op.fp.root ||
-          node->body.reduce_op != op.fp.reduce_op) {
-        const comm::Fingerprint theirs = node->Fingerprint(number);
+      const comm::Fingerprint theirs = node->Fingerprint(number);
+      if (!comm::SameCollective(theirs, op.fp)) {
         if (absl::Status s = CheckPeer(group, rank, p, &theirs, op.fp);
             !s.ok()) {
           group.Abort(s);

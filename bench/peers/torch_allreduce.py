@@ -56,6 +56,7 @@ def worker(rank, args, port):
     if args.warmup_seconds > 0:
         buf = torch.ones(max(args.min_bytes // 4, 1), dtype=torch.float32)
         probe = timed(buf, 2)
+        # batches of about 50 ms, as bench/repeat_timer.h's WarmUpBatch
         batch = int(min(max(0.05 / max(probe, 1e-9), 1), 100000))
         spent = 2 * probe
         while spent < args.warmup_seconds:  # every rank sees the same max
