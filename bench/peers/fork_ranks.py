@@ -2,13 +2,44 @@
 127.0.0.1 port, each running worker(rank, args, port, data); waits for all
 of them. fork: the children inherit torch (and transformers) already
 imported (a second import per rank costs seconds on a loaded machine).
-Shared by bench/peers/gpt_ddp.py and bench/peers/hf_gpt2_ddp.py."""
+Shared by bench/peers/gpt_ddp.py and bench/peers/hf_gpt2_ddp.py.
+
+A worker ends with finish(), not destroy_process_group(): one CI run saw
+rank 1 of 2 never exit after its 20th step while rank 0 compared the final
+model and exited (hf_gpt2_fidelity_test, 90 s deadline); PyTorch's issue
+75097 reports the same teardown hanging at random. A rank still running at
+the deadline prints every thread's Python stack (faulthandler, SIGUSR1)
+before it is killed, so a hang elsewhere names its line."""
+import faulthandler
+import os
+import signal
 import socket
 import sys
 import time
 from multiprocessing.connection import wait
 
+import torch.distributed as dist
 import torch.multiprocessing as mp
+
+# How long each hung rank gets to print its stacks.
+_STACK_DUMP_S = 0.5
+
+
+def finish():
+    """Ends the calling rank: waits at a barrier until every rank is done
+    with its collectives (bounded by run_ranks' deadline), flushes stdout
+    and stderr, and exits 0 at once with os._exit, so torch's process group
+    (gloo's sockets and threads) is never torn down: the kernel closes the
+    sockets. Does not return."""
+    dist.barrier()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _rank_main(worker, rank, args, port, data):
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    worker(rank, args, port, data)
 
 
 def run_ranks(worker, args, data, world_size, timeout_s):
@@ -22,7 +53,7 @@ def run_ranks(worker, args, data, world_size, timeout_s):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ctx = mp.get_context("fork")
-    procs = [ctx.Process(target=worker, args=(r, args, port, data))
+    procs = [ctx.Process(target=_rank_main, args=(worker, r, args, port, data))
              for r in range(world_size)]
     for proc in procs:
         proc.start()
@@ -44,7 +75,13 @@ def run_ranks(worker, args, data, world_size, timeout_s):
                                                          proc.exitcode)
     if why is None:
         return 0
-    print("fork_ranks: %s; killing every rank" % why, file=sys.stderr, flush=True)
+    print("fork_ranks: %s; the Python stacks of every rank still running follow, "
+          "then every rank is killed" % why, file=sys.stderr, flush=True)
+    for proc in running:
+        print("fork_ranks: rank %d (pid %d):" % (procs.index(proc), proc.pid),
+              file=sys.stderr, flush=True)
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(_STACK_DUMP_S)  # the stacks of one rank, then the next's
     for proc in running:
         proc.kill()
     for proc in running:
