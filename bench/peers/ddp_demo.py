@@ -40,6 +40,7 @@ try:
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, Dataset
     from torch.utils.data.distributed import DistributedSampler
+    from rank_exit import exit_rank
 except ImportError:
     sys.exit("ddp_demo.py: PyTorch is not installed; "
              "sudo apt-get install python3-torch")
@@ -100,7 +101,7 @@ def main(rank, world_size, args):
                 print(f"Step: {step}, Loss: {loss.item()}", flush=True)
         if rank == 0:
             print(f"Epoch {epoch} Finished !", flush=True)
-    dist.destroy_process_group()
+    exit_rank()  # rank_exit.py says why not destroy_process_group
 
 
 def free_port():

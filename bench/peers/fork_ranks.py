@@ -4,12 +4,10 @@ of them. fork: the children inherit torch (and transformers) already
 imported (a second import per rank costs seconds on a loaded machine).
 Shared by bench/peers/gpt_ddp.py and bench/peers/hf_gpt2_ddp.py.
 
-A worker ends with finish(), not destroy_process_group(): one CI run saw
-rank 1 of 2 never exit after its 20th step while rank 0 compared the final
-model and exited (hf_gpt2_fidelity_test, 90 s deadline); PyTorch's issue
-75097 reports the same teardown hanging at random. A rank still running at
-the deadline prints every thread's Python stack (faulthandler, SIGUSR1)
-before it is killed, so a hang elsewhere names its line."""
+A worker ends with rank_exit.exit_rank(), not destroy_process_group()
+(rank_exit.py says why). A rank still running at the deadline prints every
+thread's Python stack (faulthandler, SIGUSR1) before it is killed, so a
+hang names its line."""
 import faulthandler
 import os
 import signal
@@ -18,23 +16,10 @@ import sys
 import time
 from multiprocessing.connection import wait
 
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 # How long each hung rank gets to print its stacks.
 _STACK_DUMP_S = 0.5
-
-
-def finish():
-    """Ends the calling rank: waits at a barrier until every rank is done
-    with its collectives (bounded by run_ranks' deadline), flushes stdout
-    and stderr, and exits 0 at once with os._exit, so torch's process group
-    (gloo's sockets and threads) is never torn down: the kernel closes the
-    sockets. Does not return."""
-    dist.barrier()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 def _rank_main(worker, rank, args, port, data):

@@ -45,7 +45,8 @@ try:
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data.distributed import DistributedSampler
 
-    from fork_ranks import finish, run_ranks
+    from fork_ranks import run_ranks
+    from rank_exit import exit_rank
 except ImportError as e:
     sys.exit(f"gpt_ddp.py: {e}; sudo apt-get install python3-torch")
 
@@ -180,7 +181,7 @@ def worker(rank, args, port, data):
         if rank == 0:
             sys.stdout.write(prof.key_averages().table(
                 sort_by="self_cpu_time_total", row_limit=30) + "\n")
-        finish()
+        exit_rank()
     tokens = args.world_size * args.batch_size * t
     for it in range(args.max_steps):
         start = time.perf_counter()
@@ -189,7 +190,7 @@ def worker(rank, args, port, data):
         if rank == 0:
             print("step %d | loss %.6f | lr %.4e | tokens/s %.0f"
                   % (it + 1, loss, lr, tokens / seconds), flush=True)
-    finish()  # fork_ranks.py says why not destroy_process_group
+    exit_rank()  # rank_exit.py says why not destroy_process_group
 
 
 def main():

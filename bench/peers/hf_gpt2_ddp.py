@@ -47,7 +47,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data.distributed import DistributedSampler
 from transformers import GPT2LMHeadModel
 
-from fork_ranks import finish, run_ranks
+from fork_ranks import run_ranks
+from rank_exit import exit_rank
 
 
 def lr_at(args, it):
@@ -149,7 +150,7 @@ def worker(rank, args, port, data):
                   flush=True)
     if rank == 0 and args.compare_final:
         compare_final(model, args.compare_final, batches.get(0, 0)[0])
-    finish()  # fork_ranks.py says why not destroy_process_group
+    exit_rank()  # rank_exit.py says why not destroy_process_group
 
 
 def compare_final(model, folder, x):

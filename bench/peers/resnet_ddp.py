@@ -41,6 +41,7 @@ try:
     from torch.nn.parallel import DistributedDataParallel as DDP
     from torch.utils.data import DataLoader, Dataset
     from torch.utils.data.distributed import DistributedSampler
+    from rank_exit import exit_rank
 except ImportError as e:
     sys.exit(f"resnet_ddp.py: {e}; sudo apt-get install python3-torch "
              "python3-torchvision")
@@ -120,8 +121,7 @@ def main(rank, world_size, args):
         if rank == 0:
             sys.stdout.write(prof.key_averages().table(
                 sort_by="self_cpu_time_total", row_limit=25) + "\n")
-        dist.destroy_process_group()
-        return
+        exit_rank()
     if args.time_epochs:
         # Throughput, as resnet_ddp prints it: per epoch the images of every
         # rank over rank 0's wall time for the epoch's steps.
@@ -140,8 +140,7 @@ def main(rank, world_size, args):
                 sys.stdout.write(f"epoch {epoch + 1} {images / seconds:.1f} "
                                  "images/s\n")
                 sys.stdout.flush()
-        dist.destroy_process_group()
-        return
+        exit_rank()
     step = 0
     epoch = 0
     while step < args.steps:
@@ -160,7 +159,7 @@ def main(rank, world_size, args):
             sys.stdout.flush()
             step += 1
         epoch += 1
-    dist.destroy_process_group()
+    exit_rank()  # rank_exit.py says why not destroy_process_group
 
 
 def free_port():

@@ -46,6 +46,7 @@ try:
     import torch.multiprocessing as mp
     import torch.nn.functional as F
     from torch.nn.parallel import DistributedDataParallel as DDP
+    from rank_exit import exit_rank
 except ImportError:
     sys.exit("torch_ddp: PyTorch is not installed; "
              "sudo apt-get install python3-torch")
@@ -168,7 +169,7 @@ def worker(rank, world, args, port):
                       f"step_ms={seconds * 1e3:.6f} samples_per_s={samples:.3f} "
                       f"gflops_per_rank={gflops:.4f} steps={steps}",
                       flush=True)
-    dist.destroy_process_group()
+    exit_rank()  # rank_exit.py says why not destroy_process_group
 
 
 def main():
