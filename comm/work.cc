@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "comm/realtime.h"
 
 namespace tandem::comm {
 namespace {
@@ -38,7 +39,7 @@ namespace {
 absl::Time VdsoNow() {
   timespec ts{};
   if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return absl::Now();
-  return absl::TimeFromTimespec(ts);
+  return TimeFromRealtime(ts);
 }
 
 // Whether CLOCK_REALTIME through the vDSO is cheaper here than absl::Now():
