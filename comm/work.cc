@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "comm/realtime.h"
 
 namespace tandem::comm {
 namespace {
@@ -39,7 +38,7 @@ namespace {
 absl::Time VdsoNow() {
   timespec ts{};
   if (clock_gettime(CLOCK_REALTIME, &ts) != 0) return absl::Now();
-  return TimeFromRealtime(ts);
+  return absl::TimeFromTimespec(ts);
 }
 
 // Whether CLOCK_REALTIME through the vDSO is cheaper here than absl::Now():

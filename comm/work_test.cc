@@ -1,12 +1,9 @@
 #include "comm/work.h"
 
-#include <ctime>
-
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "comm/fingerprint.h"
-#include "comm/realtime.h"
 #include "comm/types.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -71,18 +68,6 @@ TEST(RecordClockTest, IsTheWallClock) {
   const absl::Time after = absl::Now();
   EXPECT_GE(t, before - absl::Milliseconds(10));
   EXPECT_LE(t, after + absl::Milliseconds(10));
-}
-
-// The inline conversion is absl's own, to the nanosecond: the epoch, the
-// last nanosecond of a second, today and a date past 2100.
-TEST(RecordClockTest, TimeFromRealtimeIsAbslsConversion) {
-  timespec now{};
-  ASSERT_EQ(clock_gettime(CLOCK_REALTIME, &now), 0);
-  for (const timespec ts : {timespec{0, 0}, timespec{1, 999999999}, now,
-                            timespec{4200000000, 123456789}}) {
-    EXPECT_EQ(TimeFromRealtime(ts), absl::TimeFromTimespec(ts))
-        << ts.tv_sec << " s " << ts.tv_nsec << " ns";
-  }
 }
 
 TEST(StartRecordTest, BytesAreNcclTestsSize) {
