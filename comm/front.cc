@@ -37,14 +37,6 @@ std::unique_ptr<Work> EngineFront::AllReduce(BufferView buf, ReduceOp op) {
   Operation o{
       MakeFingerprint(OpKind::kAllReduce, buf.dtype, buf.count), buf, {}};
   o.fp.reduce_op = op;
-  // The latency-bound operation (a loss, a flag, a small bucket): the same
-  // checks as Issue makes, without a Status per check when all pass. Any
-  // failure goes the long way, which finds it again and says what it is.
-  if (AllReduceArgumentsOk(buf, op, memory_space()) && size() >= 1) {
-    absl::Status engine = CheckOperation(o);
-    if (engine.ok()) return Post(o);
-    return MakeRejectedWork(std::move(engine), o.fp, size());
-  }
   return Issue(o, ValidateAllReduce(buf, op, rank(), size()));
 }
 

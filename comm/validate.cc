@@ -191,17 +191,6 @@ absl::Status ValidatePointToPoint(OpKind op, const BufferView& buf, int peer,
   return absl::OkStatus();
 }
 
-bool AllReduceArgumentsOk(const BufferView& buf, ReduceOp op,
-                          MemorySpace space) {
-  // ValidateBuffer's, ValidateReduceOp's and ValidateMemorySpace's
-  // conditions, in their order.
-  return IsValidDType(buf.dtype) && buf.count >= 0 &&
-         buf.count <= std::numeric_limits<int64_t>::max() / 8 &&
-         (buf.data != nullptr || buf.count == 0) && IsValidReduceOp(op) &&
-         (op != ReduceOp::kAvg || IsFloatingPoint(buf.dtype)) &&
-         buf.space == space;
-}
-
 absl::Status ValidateMemorySpace(OpKind op, absl::string_view name,
                                  const BufferView& buf, MemorySpace space,
                                  absl::string_view backend, int rank) {

@@ -45,15 +45,6 @@ absl::Status ValidateReduceScatter(const BufferView& send,
 absl::Status ValidatePointToPoint(OpKind op, const BufferView& buf, int peer,
                                   int rank, int size);
 
-// True exactly when ValidateAllReduce(buf, op, rank, size) with size >= 1
-// and ValidateMemorySpace(kAllReduce, "buf", buf, space, ...) would both
-// return OK; no Status is built. For the front's latency-bound path (a
-// loss, a flag, a small bucket), where building the checks' Statuses cost
-// more than the checks themselves; a false answer goes through the Validate
-// functions, which say what is wrong.
-bool AllReduceArgumentsOk(const BufferView& buf, ReduceOp op,
-                          MemorySpace space);
-
 // `buf` lives in `space`, the only memory space `backend` moves.
 absl::Status ValidateMemorySpace(OpKind op, absl::string_view name,
                                  const BufferView& buf, MemorySpace space,
