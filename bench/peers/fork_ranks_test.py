@@ -1,12 +1,10 @@
 """Tests bench/peers/fork_ranks.py and rank_exit.py with real gloo process
 groups of 2 ranks: DDP ranks that end with exit_rank() exit 0 run after run
 (destroy_process_group deadlocked in ~5 % of such runs; rank_exit.py says
-why); ranks that end with exit_rank() make run_ranks return 0; a rank that hangs is
-named, its Python stack printed, every rank killed and 1 returned within
-the deadline; a rank that fails gets its peer (waiting at the barrier)
+why); ranks that end with exit_rank() make run_ranks return 0; a rank
+that hangs is named, its Python stack printed, every rank killed and 1
+returned within the deadline; a rank that fails gets its peer (waiting at the barrier)
 killed at once. Run by //bench:fork_ranks_test; skips without torch."""
-import contextlib
-import io
 import os
 import sys
 import tempfile
