@@ -239,4 +239,51 @@ absl::Status CheckOutputPath(const std::string& path, const std::string& what) {
   return absl::OkStatus();
 }
 
+absl::Status CheckOutputFolder(const std::string& path,
+                               const std::string& what) {
+  struct stat st;
+  std::string folder = path;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": ", path, " is ",
+          S_ISREG(st.st_mode)    ? "a file"
+          : S_ISCHR(st.st_mode)  ? "a character device"
+          : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                 : KindName(st.st_mode),
+          ", not a folder; name a folder (it is created if absent)"));
+    }
+  } else if (::lstat(path.c_str(), &st) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", path,
+                     " is a symbolic link to nothing; remove it or name a "
+                     "folder (it is created if absent)"));
+  } else {
+    // Absent: created in its parent, which must be a folder we can write.
+    std::string trimmed = path;
+    while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+    const size_t slash = trimmed.rfind('/');
+    folder = slash == std::string::npos ? "."
+             : slash == 0               ? "/"
+                                        : trimmed.substr(0, slash);
+    if (::stat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": cannot create the folder: its parent ", folder,
+                       " is not an existing folder; create it first"));
+    }
+  }
+  const std::string probe = absl::StrCat(folder, "/.tandem_probe", ::getpid());
+  const int fd =
+      ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": cannot write in ", folder, " (", std::strerror(errno),
+        "); name a folder this run can "
+        "write"));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return absl::OkStatus();
+}
+
 }  // namespace tandem::base

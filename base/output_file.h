@@ -68,6 +68,14 @@ absl::StatusOr<bool> WritesInPlace(const std::string& path,
 // and say what to do.
 absl::Status CheckOutputPath(const std::string& path, const std::string& what);
 
+// Before a run, for an output that is a folder of files (an export): OK when
+// `path` is a folder this process can create files in, or is absent and its
+// parent is such a folder (the writer creates it). InvalidArgument starting
+// with `what` for a file or device in its place, a link to nothing, a
+// missing parent, or no permission (a probe file is created and removed).
+absl::Status CheckOutputFolder(const std::string& path,
+                               const std::string& what);
+
 }  // namespace tandem::base
 
 #endif  // TANDEM_BASE_OUTPUT_FILE_H_

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -147,6 +148,31 @@ TEST(OutputFileTest, RenameNeverReplacesALinkOrDevice) {
   ASSERT_EQ(::unlink((dir + "/f").c_str()), 0);
   ASSERT_TRUE(RenameDurably(dir + "/f.next", dir + "/f", "test").ok());
   EXPECT_EQ(Read(dir + "/f"), "x");
+}
+
+TEST(OutputFileTest, AnOutputFolderIsCheckedBeforeTheRun) {
+  const std::string dir = TestDir("folder");
+  // A folder, or an absent one whose parent is a folder: fine, and the
+  // check leaves nothing behind.
+  EXPECT_TRUE(CheckOutputFolder(dir, "--export_hf=" + dir).ok());
+  EXPECT_TRUE(CheckOutputFolder(dir + "/new/", "--export_hf=x").ok());
+  EXPECT_TRUE(ListFolder(dir).empty());
+  ASSERT_TRUE(WriteOutputFile(dir + "/file", "x", "test").ok());
+  ASSERT_EQ(::symlink((dir + "/nothing").c_str(), (dir + "/dangling").c_str()),
+            0);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {dir + "/file", "is a file, not a folder"},
+      {"/dev/null", "is a character device, not a folder"},
+      {dir + "/dangling", "is a symbolic link to nothing"},
+      {dir + "/no/such", "its parent " + dir + "/no is not an existing folder"},
+      {dir + "/file/sub", "its parent " + dir + "/file is not an existing"},
+  };
+  for (const auto& [path, phrase] : refused) {
+    const absl::Status s = CheckOutputFolder(path, "--export_hf=" + path);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << path;
+    EXPECT_THAT(s.message(), HasSubstr("--export_hf=" + path + ": ")) << path;
+    EXPECT_THAT(s.message(), HasSubstr(phrase)) << path;
+  }
 }
 
 }  // namespace

@@ -16,7 +16,9 @@ succeed). phrase: a substring the combined stdout+stderr must contain
 with $TOY_DDP, $DIGITS_DDP, $SAMPLER, $COMM_BENCHMARK, $COMM_BENCHMARK_MPI,
 $DDP_BENCHMARK, $TENSOR_BENCHMARK, $MPI_ALLREDUCE_PEER (absolute paths of the binaries), $MPIRUN
 (mpirun with the flags and environment comm/mpi/mpirun_test.sh uses),
-$DIGITS_CSV (the digits data, gzipped CSV), $REPO (the source tree) and $TMP
+$DIGITS_CSV (the digits data, gzipped CSV), $REPO (the source tree),
+$UNCHANGED (unchanged.sh: `$UNCHANGED FILE... -- COMMAND` fails with 99 when
+COMMAND changed a FILE) and $TMP
 (the case's scratch directory, also its working directory).
 
 A case passes when it ends within max_seconds (its whole process group is
@@ -175,6 +177,7 @@ def tool_env(args):
     repo = os.path.abspath(args.repo)
     env = dict(os.environ)
     env["REPO"] = repo
+    env["UNCHANGED"] = os.path.join(repo, "tests/misuse/unchanged.sh")
     for var, rel in BINARIES.items():
         path = getattr(args, var.lower()) or os.path.join(repo, "bazel-bin",
                                                           rel)

@@ -1,6 +1,7 @@
 #include "train/checkpoint/run_checkpointer.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
@@ -32,6 +33,21 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
   TrainingProgress start;
   start.world_size = comm_.size();
   if (!enabled()) return start;
+  // Rank 0 holds the folder for the run before anything reads it: a second
+  // run on it is refused here, before it loads a checkpoint the first one
+  // may be writing (a failed rank stops the others, as any rank error does).
+  if (comm_.rank() == 0) {
+    TANDEM_RETURN_IF_ERROR(CreateCheckpointFolder(options_.dir));
+    std::string took_over;
+    TANDEM_ASSIGN_OR_RETURN(
+        FolderLock lock,
+        FolderLock::Acquire(
+            options_.dir,
+            absl::StrCat(who_, ": --checkpoint_dir=", options_.dir),
+            &took_over));
+    lock_.emplace(std::move(lock));
+    if (!took_over.empty()) std::fprintf(stderr, "%s\n", took_over.c_str());
+  }
   absl::StatusOr<std::optional<TrainingProgress>> loaded =
       LoadTrainingCheckpoint(options_.dir, state, comm_.size());
   // What this rank found, compared across ranks before anything else.
@@ -61,9 +77,6 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
   // Rank 0 writes there later: find a folder it cannot write now, not after
   // an epoch (a failed rank stops the others, as any rank error does).
   if (comm_.rank() == 0) {
-    if (!resumed.has_value()) {
-      TANDEM_RETURN_IF_ERROR(CreateCheckpointFolder(options_.dir));
-    }
     TANDEM_RETURN_IF_ERROR(base::CheckOutputPath(
         absl::StrCat(options_.dir, "/", kModelFile),
         absl::StrCat(who_, ": --checkpoint_dir=", options_.dir)));

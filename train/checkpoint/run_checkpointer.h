@@ -27,12 +27,14 @@
 #define TANDEM_TRAIN_CHECKPOINT_RUN_CHECKPOINTER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "train/checkpoint/folder_lock.h"
 #include "train/checkpoint/training_checkpoint.h"
 
 namespace tandem::train::checkpoint {
@@ -57,7 +59,10 @@ class RunCheckpointer {
   // loaders must not communicate) and rank 0 prints
   //   "<who>: resuming from <dir> at epoch E, step S (after G steps)"
   // with E and S counted from 1; returns where to start (all zeros without a
-  // checkpoint, or when checkpoints are off; rank 0 then creates the folder).
+  // checkpoint, or when checkpoints are off). Rank 0 first creates the folder
+  // if needed and locks it for as long as this object lives (folder_lock.h:
+  // a second run on the folder is refused, naming the holder's pid and host;
+  // a lock left by a killed run is taken over, said on stderr).
   // Rank 0 checks that it can write in the folder (a probe file, created and
   // removed), so that a bad one fails before training rather than at the
   // first save. InvalidArgument for every_steps < 0.
@@ -91,6 +96,8 @@ class RunCheckpointer {
   Device device_;
   std::string who_;
   int64_t global_step_ = 0;
+  // Rank 0's hold on the folder, from Resume to this object's end.
+  std::optional<FolderLock> lock_;
 };
 
 }  // namespace tandem::train::checkpoint

@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
       {.name = "digits_ddp",
        .summary = "trains an MLP on the UCI hand-written digits with "
                   "DistributedDataParallel and prints the global test "
-                  "accuracy."},
+                  "accuracy.",
+       .paths = {{.flag = "data"}}},
       []() -> absl::StatusOr<ExampleRank> {
         tandem::train::DigitsConfig config;
         config.data_path = absl::GetFlag(FLAGS_data);

@@ -10,8 +10,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "base/output_file.h"
+#include "base/run_paths.h"
 #include "base/std_streams.h"
 #include "base/trace/trace.h"
 #include "comm/launch_env.h"
@@ -145,6 +148,47 @@ std::string ExampleHelp(const ExampleSpec& spec) {
 
 namespace {
 
+// The current value of the example's flag `name`.
+absl::StatusOr<std::string> FlagValue(const std::string& name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr) {
+    return absl::InternalError(absl::StrCat(
+        "the example declares --", name,
+        " as a path flag (ExampleSpec::paths) but defines no such flag"));
+  }
+  return flag->CurrentValue();
+}
+
+// Every path the run reads or writes, checked as one list (see
+// example_main.h), then each output's destination.
+absl::Status CheckExamplePaths(const ExampleSpec& spec) {
+  std::vector<PathFlag> flags = spec.paths;
+  flags.push_back({.flag = "checkpoint_dir", .role = base::PathRole::kInOut});
+  flags.push_back({.flag = "trace", .role = base::PathRole::kOutput});
+  flags.push_back({.flag = "metrics", .role = base::PathRole::kOutput});
+  std::vector<base::RunPath> paths;
+  std::vector<const PathFlag*> outputs;
+  for (const PathFlag& p : flags) {
+    absl::StatusOr<std::string> value = FlagValue(p.flag);
+    if (!value.ok()) return value.status();
+    if (value->empty() || *value == p.not_a_path) continue;
+    paths.push_back({.flag = "--" + p.flag,
+                     .path = *value,
+                     .role = p.role,
+                     .rank_parts = p.flag == "trace"});
+    if (p.role == base::PathRole::kOutput) outputs.push_back(&p);
+  }
+  if (absl::Status s = base::CheckRunPaths(paths); !s.ok()) return s;
+  for (const PathFlag* p : outputs) {
+    const std::string value = *FlagValue(p->flag);
+    const std::string what = absl::StrCat("--", p->flag, "=", value);
+    absl::Status s = p->folder ? base::CheckOutputFolder(value, what)
+                               : base::CheckOutputPath(value, what);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 // ExampleMain without the checks of its own output.
 int RunExample(int argc, char** argv, const ExampleSpec& spec,
                const ExampleSetup& setup) {
@@ -161,6 +205,9 @@ int RunExample(int argc, char** argv, const ExampleSpec& spec,
   absl::StatusOr<absl::Duration> timeout =
       TimeoutFromSeconds(absl::GetFlag(FLAGS_timeout));
   if (!timeout.ok()) return fail(kExitUsageError, timeout.status());
+  if (absl::Status s = CheckExamplePaths(spec); !s.ok()) {
+    return fail(kExitUsageError, s);
+  }
   absl::StatusOr<ExampleRank> rank_main = setup();
   if (!rank_main.ok()) return fail(kExitUsageError, rank_main.status());
   if (absl::Status s = CheckLocalRankFlag(absl::GetFlag(FLAGS_local_rank));
@@ -181,8 +228,12 @@ int RunExample(int argc, char** argv, const ExampleSpec& spec,
   const bool trace_per_rank =
       backend->backend == "mpi" || (launched.ok() && launched->has_value());
   if (!trace_path.empty()) {
-    if (absl::Status s = CheckOutputFile("trace", trace_path); !s.ok()) {
-      return fail(kExitUsageError, s);
+    if (trace_per_rank) {
+      absl::StatusOr<bool> in_place = base::WritesInPlace(trace_path, "trace");
+      absl::Status s = !in_place.ok() ? in_place.status()
+                       : *in_place    ? absl::OkStatus()
+                                      : CheckNoTraceParts(trace_path);
+      if (!s.ok()) return fail(kExitUsageError, s);
     }
     trace::Start();
   }
@@ -191,11 +242,6 @@ int RunExample(int argc, char** argv, const ExampleSpec& spec,
       ParseProgressMode(absl::GetFlag(FLAGS_progress));
   if (!progress.ok()) return fail(kExitUsageError, progress.status());
   const std::string metrics_path = absl::GetFlag(FLAGS_metrics);
-  if (!metrics_path.empty()) {
-    if (absl::Status s = CheckOutputFile("metrics", metrics_path); !s.ok()) {
-      return fail(kExitUsageError, s);
-    }
-  }
   // Only rank 0 reports to it (so under mpirun only rank 0's process prints
   // progress and creates the metrics file).
   RunMonitor monitor({.name = spec.name,

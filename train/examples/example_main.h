@@ -29,6 +29,12 @@
 //                  (train/loop/run_monitor.h; examples report to
 //                  ActiveRunMonitor() from rank 0)
 //
+// Before anything runs, every path of the run (these and the example's own,
+// ExampleSpec::paths) is checked as one list: an output that is, holds or
+// sits inside another input or output is a usage error naming both flags, as
+// is an output that cannot be written; per-rank trace parts that already
+// exist are refused, never replaced or removed.
+//
 // The command line is parsed by base/command_line.h, not by
 // absl::ParseCommandLine (which exits 1 on an unknown flag): flags are
 // --name=value, --name value, --bool_flag or
@@ -54,6 +60,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/command_line.h"
+#include "base/run_paths.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
@@ -65,9 +72,23 @@ using ::tandem::kExitOk;
 using ::tandem::kExitRuntimeError;
 using ::tandem::kExitUsageError;
 
+// One of the example's own flags that names a path the run reads or writes.
+// The runner checks them together with its own (--checkpoint_dir, --trace,
+// --metrics) before anything runs (base/run_paths.h: no output is, holds or
+// sits inside another input or output) and checks that each output can be
+// written (an output file as --trace is; an output folder as an export:
+// base::CheckOutputFolder).
+struct PathFlag {
+  std::string flag;  // the flag's name without dashes: "data"
+  base::PathRole role = base::PathRole::kInput;
+  bool folder = false;          // an output that is a folder of files
+  std::string not_a_path = {};  // a value that names no path ("synthetic")
+};
+
 struct ExampleSpec {
   std::string name;     // "toy_ddp": the first word of every message
   std::string summary;  // what the example does, for --help
+  std::vector<PathFlag> paths = {};  // the example's path flags, above
 };
 
 // What each rank runs; `device` is where the rank keeps its model and data

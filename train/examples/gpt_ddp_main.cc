@@ -155,7 +155,12 @@ int main(int argc, char** argv) {
        .summary = "A GPT-2 (Hugging Face's GPT2LMHeadModel) trained on a "
                   "byte-level text corpus with AdamW, warm-up and cosine "
                   "decay, under DDP, ZeRO-1/2 or FSDP, printing each step's "
-                  "loss, the validation loss and, at the end, a sample."},
+                  "loss, the validation loss and, at the end, a sample.",
+       .paths = {{.flag = "data"},
+                 {.flag = "init_from"},
+                 {.flag = "export_hf",
+                  .role = tandem::base::PathRole::kOutput,
+                  .folder = true}}},
       []() -> absl::StatusOr<ExampleRank> {
         auto config = ConfigFromFlags();
         if (!config.ok()) return config.status();

@@ -4,7 +4,6 @@
 //   bazel-bin/train/examples/digits_ddp --metrics=/tmp/m.jsonl
 //   bazel-bin/train/examples/plot_metrics --metrics=/tmp/m.jsonl
 //       --out=/tmp/m.svg      (one command; then open /tmp/m.svg in a browser)
-#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "base/command_line.h"
 #include "base/input_file.h"
+#include "base/run_paths.h"
 #include "train/examples/metrics_plot.h"
 
 ABSL_FLAG(std::string, metrics, "",
@@ -48,17 +48,15 @@ int main(int argc, char** argv) {
     return tandem::kExitUsageError;
   }
   // The SVG must not replace its own input (the same path or another name
-  // of the same file).
-  struct stat in_stat, out_stat;
-  if (out == metrics ||
-      (stat(metrics.c_str(), &in_stat) == 0 &&
-       stat(out.c_str(), &out_stat) == 0 && in_stat.st_dev == out_stat.st_dev &&
-       in_stat.st_ino == out_stat.st_ino)) {
-    std::fprintf(stderr,
-                 "plot_metrics: --out=%s is the --metrics file itself; "
-                 "writing the SVG there would destroy the metrics: give "
-                 "another --out (e.g. m.svg)\n",
-                 out.c_str());
+  // of the same file, a folder holding it): base/run_paths.h.
+  if (absl::Status s = tandem::base::CheckRunPaths(
+          {{.flag = "--metrics", .path = metrics},
+           {.flag = "--out",
+            .path = out,
+            .role = tandem::base::PathRole::kOutput}});
+      !s.ok()) {
+    std::fprintf(stderr, "plot_metrics: %s\n",
+                 std::string(s.message()).c_str());
     return tandem::kExitUsageError;
   }
   // A regular file or a pipe, never a device, a directory or a FIFO nobody

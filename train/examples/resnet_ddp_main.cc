@@ -77,7 +77,10 @@ int main(int argc, char** argv) {
                   "(SGD momentum 0.9, weight decay 5e-4, step or cosine "
                   "schedule, optional SyncBatchNorm) on an image folder or "
                   "synthetic images; rank 0 prints per epoch the train loss, "
-                  "the held-out top-1 and images/s."},
+                  "the held-out top-1 and images/s.",
+       .paths = {{.flag = "data", .not_a_path = "synthetic"},
+                 {.flag = "save_init",
+                  .role = tandem::base::PathRole::kOutput}}},
       []() -> absl::StatusOr<ExampleRank> {
         tandem::train::ResnetConfig config;
         config.arch = absl::GetFlag(FLAGS_arch);

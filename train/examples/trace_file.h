@@ -1,7 +1,7 @@
 // --trace=FILE for the examples' runner (example_main): records the timeline
 // (base/trace) of the run and writes one Chrome trace with a track per rank.
 //
-//   TANDEM_RETURN_IF_ERROR(CheckOutputFile("trace", path));  // before ranks
+//   // before ranks: the path checked (example_main), CheckNoTraceParts(path)
 //   trace::Start();
 //   ... one rank per process (mpi): each rank runs, then
 //       FinishRankTrace(comm, path);
@@ -27,21 +27,21 @@
 
 namespace tandem::train {
 
-// For any output file flag (--trace, --metrics): an error naming
-// "--<flag>=<path>" when it cannot be written (missing folder, no
-// permission, a directory, a link to nothing, a FIFO nobody reads), found
-// before training rather than after it: base::CheckOutputPath (a probe file
-// beside a regular one, named after this process so that the processes of
-// one job do not race; a device or FIFO is opened, never replaced).
-absl::Status CheckOutputFile(const std::string& flag, const std::string& path);
-
 // The part file of `rank`: "<path>.rank<rank>".
 std::string TracePartPath(const std::string& path, int rank);
 
+// Before a run whose ranks write parts: FailedPrecondition naming the first
+// "<path>.rank<N>" that already exists (a user's file, or a part an earlier
+// run left behind), since the run would replace and then remove it. A part
+// is never removed unless this run wrote it.
+absl::Status CheckNoTraceParts(const std::string& path);
+
 // For one rank per process; collective. Writes this
-// process's events to TracePartPath(path, rank), waits for every rank at a
-// barrier (bounded by the engine's collective timeout), then rank 0 merges
-// the parts into `path` and removes them (see above for a device or FIFO).
+// process's events to TracePartPath(path, rank) (refused, as
+// CheckNoTraceParts, if that file appeared since the start), waits for every
+// rank at a barrier (bounded by the engine's collective timeout), then rank 0
+// merges the parts into `path` and removes them (see above for a device or
+// FIFO).
 absl::Status FinishRankTrace(comm::Communicator& comm, const std::string& path);
 
 // Every rank in this process: stops recording and writes `path`.
