@@ -6,15 +6,26 @@
 //     // e.g. {rank 3, local_rank 1, world_size 8, launcher "OpenMPI"}
 //   }
 //
-// Checked in this order, first complete set wins:
-//   torchrun:  RANK, LOCAL_RANK, WORLD_SIZE (LOCAL_WORLD_SIZE, MASTER_ADDR
-//              and MASTER_PORT optional)
-//   OpenMPI:   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_LOCAL_RANK,
-//              OMPI_COMM_WORLD_SIZE (OMPI_COMM_WORLD_LOCAL_SIZE optional)
-//   Slurm:     SLURM_PROCID, SLURM_LOCALID, SLURM_NTASKS
+// Checked in this order, first complete set (a rank and a world size) wins:
+//   torchrun:  RANK, WORLD_SIZE (LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR
+//              and MASTER_PORT optional: a process started by hand, as
+//              PyTorch documents for env:// without torchrun, sets RANK,
+//              WORLD_SIZE, MASTER_ADDR and MASTER_PORT only)
+//   OpenMPI:   OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE
+//              (OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
+//              optional)
+//   Slurm:     SLURM_PROCID, SLURM_NTASKS (SLURM_LOCALID optional)
+// A missing local rank is the rank (all processes on one node).
 // A launcher whose variables are present but malformed (not an integer, rank
-// outside [0, world_size)) is an error naming the variable and its value.
-// No launcher at all is std::nullopt: a plain single-process start.
+// outside [0, world_size)) is an error naming the variable and its value, and
+// so is an incomplete set: any of a launcher's variables present (above, or
+// TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT,
+// TORCHELASTIC_MAX_RESTARTS) without its rank and world size means the
+// process was launched but cannot know its place, and running a private
+// world instead would train the wrong job with exit 0. Slurm's
+// allocation-wide variables (SLURM_JOB_ID, SLURM_NTASKS alone) are set in an
+// allocation's shell outside any job step and do not count.
+// No launcher variable at all is std::nullopt: a plain single-process start.
 // Pure apart from reading the environment; thread-safe.
 #ifndef TANDEM_COMM_LAUNCH_ENV_H_
 #define TANDEM_COMM_LAUNCH_ENV_H_

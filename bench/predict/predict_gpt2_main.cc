@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "bench/predict/gpt_schedule.h"
 #include "sim/cost/collective_cost.h"
 #include "sim/cost/topology.h"
@@ -49,7 +50,10 @@ int Usage(const std::string& message) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "predict_gpt2",
            .summary = "predicts GPT-2 124M's DDP and FSDP step on a GPU "
@@ -138,4 +142,16 @@ int main(int argc, char** argv) {
   }
   std::fflush(stdout);
   return tandem::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("predict_gpt2")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("predict_gpt2", Run(argc, argv));
 }

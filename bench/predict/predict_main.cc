@@ -24,6 +24,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "bench/predict/predict_lib.h"
 #include "sim/cost/collective_cost.h"
 #include "sim/cost/topology.h"
@@ -69,7 +70,10 @@ int Usage(const std::string& message) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   const tandem::CommandLine command_line = {
       .program = "predict",
       .summary =
@@ -190,4 +194,16 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   return tandem::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("predict")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("predict", Run(argc, argv));
 }

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "base/output_file.h"
 #include "base/status_macros.h"
@@ -15,6 +16,30 @@
 #include "train/launch/config_agreement.h"
 
 namespace tandem::train::checkpoint {
+namespace {
+
+// `text` without the "rank <N>: " prefixes errors carry.
+std::string WithoutRankNames(const std::string& text) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text.compare(i, 5, "rank ") == 0) {
+      size_t j = i + 5;
+      while (j < text.size() &&
+             absl::ascii_isdigit(static_cast<unsigned char>(text[j]))) {
+        ++j;
+      }
+      if (j > i + 5 && text.compare(j, 2, ": ") == 0) {
+        i = j + 2;
+        continue;
+      }
+    }
+    out.push_back(text[i++]);
+  }
+  return out;
+}
+
+}  // namespace
 
 RunCheckpointer::RunCheckpointer(CheckpointOptions options,
                                  comm::Communicator& comm, Device device,
@@ -53,7 +78,10 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
   // What this rank found, compared across ranks before anything else.
   std::string view = absl::StrCat(options_.dir, ": ");
   if (!loaded.ok()) {
-    absl::StrAppend(&view, "cannot load (", loaded.status().ToString(), ")");
+    // Without the rank's name, so that ranks failing alike agree and each
+    // returns its error below, instead of a report that they differ.
+    absl::StrAppend(&view, "cannot load (",
+                    WithoutRankNames(loaded.status().ToString()), ")");
   } else if (!loaded->has_value()) {
     absl::StrAppend(&view, "no checkpoint");
   } else {
@@ -90,17 +118,18 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
   return *resumed;
 }
 
-bool RunCheckpointer::SaveDueAfter(int64_t step, int64_t steps_in_epoch) const {
+bool RunCheckpointer::SaveDueAfter(int64_t step, int64_t steps_in_epoch,
+                                   bool run_ends) const {
   if (!enabled()) return false;
   const int64_t next = global_step_ + 1;
-  return step + 1 >= steps_in_epoch ||
+  return run_ends || step + 1 >= steps_in_epoch ||
          (options_.every_steps > 0 && next % options_.every_steps == 0);
 }
 
 absl::Status RunCheckpointer::AfterStep(const TrainingState& state,
                                         int64_t epoch, int64_t step,
-                                        int64_t steps_in_epoch) {
-  const bool save = SaveDueAfter(step, steps_in_epoch);
+                                        int64_t steps_in_epoch, bool run_ends) {
+  const bool save = SaveDueAfter(step, steps_in_epoch, run_ends);
   ++global_step_;
   if (!save || comm_.rank() != 0) return absl::OkStatus();
   const bool epoch_over = step + 1 >= steps_in_epoch;

@@ -77,16 +77,20 @@ class RunCheckpointer {
   absl::StatusOr<TrainingProgress> Resume(TrainingState& state);
 
   // After step `step` (0-based) of `epoch`, which has `steps_in_epoch` steps.
-  // Counts the run's steps; on rank 0 saves when the epoch is over or the
-  // count is a multiple of every_steps. The saved progress points at the
-  // next step (the next epoch's step 0 after the last step).
+  // Counts the run's steps; on rank 0 saves when the epoch is over, the
+  // count is a multiple of every_steps, or `run_ends` (the run stops after
+  // this step: a step limit mid-epoch still leaves its checkpoint). The
+  // saved progress points at the next step (the next epoch's step 0 after
+  // the last step).
   absl::Status AfterStep(const TrainingState& state, int64_t epoch,
-                         int64_t step, int64_t steps_in_epoch);
+                         int64_t step, int64_t steps_in_epoch,
+                         bool run_ends = false);
 
   // Whether the next AfterStep(state, epoch, step, steps_in_epoch) saves (on
   // rank 0). The same answer on every rank, so ranks can gather what rank 0
   // must save (a collective) just before.
-  bool SaveDueAfter(int64_t step, int64_t steps_in_epoch) const;
+  bool SaveDueAfter(int64_t step, int64_t steps_in_epoch,
+                    bool run_ends = false) const;
 
   int64_t global_step() const { return global_step_; }
 

@@ -155,5 +155,50 @@ TEST(RunCheckpointerTest, RankWhoseLoadFailsStopsEveryRank) {
   }
 }
 
+// Ranks that fail to load alike (one shared folder) each return that error,
+// not a report that they found different checkpoints.
+TEST(RunCheckpointerTest, RanksFailingAlikeReturnTheLoadError) {
+  const std::string dir = TestDir("alike");
+  SaveAt(dir, 1);
+  // Overwritten by a run of another model (Linear 3 -> 5), same world size.
+  {
+    Generator gen(1);
+    auto seq = std::make_unique<nn::Sequential>();
+    ASSERT_TRUE(seq->Append(nn::Linear::Create(3, 5, gen)).ok());
+    auto sgd = *optim::Sgd::Create(seq->Parameters(), 0.1, {.momentum = 0.9});
+    TrainingState s;
+    s.model = seq.get();
+    s.optimizer = &sgd;
+    TrainingProgress p;
+    p.global_step = 2;
+    p.world_size = 2;
+    ASSERT_TRUE(SaveTrainingCheckpoint(dir, s, p).ok());
+  }
+  std::vector<int64_t> epochs;
+  for (const absl::Status& s : ResumeOnTwoRanks({dir, dir}, &epochs)) {
+    EXPECT_FALSE(s.ok());
+    EXPECT_THAT(std::string(s.message()),
+                ::testing::Not(HasSubstr("ranks found different checkpoints")))
+        << s;
+  }
+}
+
+// Issue 39: a second run on a folder another run holds is refused on rank 0
+// before anything is read, naming the holder; the other rank stops with it.
+TEST(RunCheckpointerTest, AFolderInUseIsRefused) {
+  const std::string dir = TestDir("in_use");
+  SaveAt(dir, 1);
+  absl::StatusOr<FolderLock> held = FolderLock::Acquire(dir, "holder");
+  ASSERT_TRUE(held.ok()) << held.status();
+  std::vector<int64_t> epochs;
+  const std::vector<absl::Status> ranks = ResumeOnTwoRanks({dir, dir}, &epochs);
+  EXPECT_EQ(ranks[0].code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(ranks[0].message()),
+              HasSubstr("test: --checkpoint_dir=" + dir +
+                        " is in use by another run (pid "));
+  EXPECT_FALSE(ranks[1].ok());
+  EXPECT_EQ(epochs, (std::vector<int64_t>{-1, -1}));
+}
+
 }  // namespace
 }  // namespace tandem::train::checkpoint

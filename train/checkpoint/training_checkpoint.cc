@@ -14,7 +14,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "base/status_macros.h"
 #include "train/checkpoint/atomic_file.h"
 #include "train/checkpoint/param_groups_metadata.h"
@@ -27,6 +29,7 @@ namespace {
 constexpr char kOptimizerPrefix[] = "optimizer.";
 constexpr char kGeneratorPrefix[] = "generator.";
 constexpr char kExtraPrefix[] = "extra.";
+constexpr char kMustMatchPrefix[] = "run.";
 constexpr char kGlobalStepKey[] = "tandem.global_step";
 constexpr char kCheckpointIdKey[] = "tandem.checkpoint";
 
@@ -141,6 +144,39 @@ absl::Status NoPairError(const std::string& dir,
       "one save, or start from a fresh --checkpoint_dir"));
 }
 
+// The differences between what this run must match and what the checkpoint
+// recorded (TrainingState::must_match).
+absl::Status CheckMustMatch(
+    const std::vector<std::pair<std::string, std::string>>& now,
+    const Metadata& saved, const std::string& dir) {
+  bool recorded_any = false;
+  for (const auto& [key, value] : saved) {
+    recorded_any = recorded_any || absl::StartsWith(key, kMustMatchPrefix);
+  }
+  if (!recorded_any) return absl::OkStatus();
+  std::vector<std::string> differences;
+  for (size_t i = 0; i < now.size(); ++i) {
+    const auto& [name, value] = now[i];
+    auto it = saved.find(kMustMatchPrefix + name);
+    const std::string there = it == saved.end() ? "(not recorded)" : it->second;
+    if (there == value) continue;
+    differences.push_back(
+        absl::StrCat(name, " is ", there, " there and ", value, " here"));
+    // The first entry may name what wrote the checkpoint (the training
+    // loop puts the program there): when it differs, the rest is another
+    // program's and not worth listing.
+    if (i == 0) break;
+  }
+  if (differences.empty()) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint in ", dir,
+      " was written by another run: ", absl::StrJoin(differences, "; "),
+      ". A resume continues that run exactly, so what its numbers depend on "
+      "must match (only the length of the run, the checkpoint cadence, the "
+      "outputs and the engine may change); nothing was loaded: resume with "
+      "the checkpoint's values or start from a fresh --checkpoint_dir"));
+}
+
 }  // namespace
 
 absl::Status SaveTrainingCheckpoint(const std::string& dir,
@@ -166,6 +202,9 @@ absl::Status SaveTrainingCheckpoint(const std::string& dir,
     meta[kGeneratorPrefix + name] = gen->State();
   }
   for (const auto& [key, value] : state.extra) meta[kExtraPrefix + key] = value;
+  for (const auto& [name, value] : state.must_match) {
+    meta[kMustMatchPrefix + name] = value;
+  }
   AddParamGroupsMetadata(state.full != nullptr
                              ? state.full->param_groups
                              : state.optimizer->ExportParamGroups(),
@@ -264,6 +303,8 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
         "--world_size=",
         progress.world_size, " or start from a fresh --checkpoint_dir"));
   }
+  TANDEM_RETURN_IF_ERROR(
+      CheckMustMatch(state.must_match, state_file.metadata, dir));
   // Everything is checked before anything changes.
   std::vector<std::pair<Generator*, Generator>> generators;
   for (const auto& [name, gen] : state.generators) {

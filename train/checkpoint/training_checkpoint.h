@@ -131,6 +131,16 @@ struct TrainingState {
   // Extra metadata saved with the training state and handed back on load
   // (a GradScaler's scale and growth tracker, a learning-rate schedule...).
   Metadata extra;
+  // What a resume must match, beside the world size: the flags and derived
+  // values the run's numbers depend on (name as the user knows it, value as
+  // text: "--seed" -> "7", "dataset hash" -> "0f18..."), in order. Saved as
+  // metadata "run.<name>"; on load compared before anything changes, every
+  // difference named in one FailedPrecondition (resuming another run's
+  // checkpoint would mix two runs with exit 0). A checkpoint that records
+  // none (written before they were recorded) is not compared; one that lacks
+  // a name this run gives shows it as "(not recorded)". When the first entry
+  // differs (the training loop puts the program there) only it is named.
+  std::vector<std::pair<std::string, std::string>> must_match;
 };
 
 // Writes the two files above into `dir` (created if missing, one level),

@@ -97,6 +97,55 @@ TEST(TrainingCheckpointTest, NoCheckpointIsNullopt) {
   EXPECT_FALSE(r->has_value());
 }
 
+// Issue 39: a resume of another run (another seed, batch size, data) is
+// refused before anything loads, naming each difference.
+TEST(TrainingCheckpointTest, WhatAResumeMustMatchIsComparedBeforeLoading) {
+  const std::string dir = TestDir("must_match");
+  Trainer saved(1);
+  saved.Steps(2);
+  TrainingState state = saved.State();
+  state.must_match = {{"the program", "toy"}, {"--seed", "1"}, {"--lr", "0.1"}};
+  ASSERT_TRUE(SaveTrainingCheckpoint(dir, state, Progress(0, 2, 2, 1)).ok());
+
+  Trainer other(9);
+  const std::vector<std::vector<float>> before = other.Weights();
+  TrainingState load = other.State();
+  load.must_match = {{"the program", "toy"},
+                     {"--seed", "9"},
+                     {"--lr", "0.1"},
+                     {"--new_flag", "x"}};
+  absl::StatusOr<std::optional<TrainingProgress>> r =
+      LoadTrainingCheckpoint(dir, load, 1);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("checkpoint in " + dir +
+                        " was written by another run: --seed is 1 there and 9 "
+                        "here; --new_flag is (not recorded) there and x here. "
+                        "A resume continues that run exactly"));
+  EXPECT_EQ(other.Weights(), before);  // nothing was loaded
+
+  // Another program: only that is named.
+  load.must_match = {{"the program", "digits"}, {"--seed", "9"}};
+  r = LoadTrainingCheckpoint(dir, load, 1);
+  EXPECT_THAT(std::string(r.status().message()),
+              HasSubstr("another run: the program is toy there and digits "
+                        "here. A resume"));
+
+  // The same values: it loads.
+  load.must_match = state.must_match;
+  r = LoadTrainingCheckpoint(dir, load, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(other.Weights(), saved.Weights());
+
+  // A checkpoint that records nothing (written before tandem recorded it)
+  // is not compared.
+  const std::string old = TestDir("must_match_old");
+  ASSERT_TRUE(
+      SaveTrainingCheckpoint(old, saved.State(), Progress(0, 2, 2, 1)).ok());
+  load.must_match = {{"--seed", "9"}};
+  EXPECT_TRUE(LoadTrainingCheckpoint(old, load, 1).ok());
+}
+
 TEST(TrainingCheckpointTest, ResumeContinuesBitForBit) {
   Trainer straight(7);
   straight.Steps(5);

@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_join.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "train/data/distributed_sampler.h"
 
 ABSL_FLAG(int64_t, size, -1,
@@ -26,7 +27,10 @@ ABSL_FLAG(bool, drop_last, false,
           "Drop the tail so every rank gets floor(size / num_replicas) samples "
           "instead of padding with repeated samples.");
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   // Usage errors (unknown flag, bad value, positional argument) exit 2.
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "sampler",
@@ -67,4 +71,16 @@ int main(int argc, char** argv) {
   sampler->SetEpoch(absl::GetFlag(FLAGS_epoch));
   std::cout << absl::StrJoin(sampler->Indices(), ",") << "\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("sampler")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("sampler", Run(argc, argv));
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "base/std_streams.h"
 #include "tensor/generator.h"
 #include "tensor/nn/linear.h"
 #include "tensor/ops.h"
@@ -128,7 +129,10 @@ absl::Status Run(int64_t devices, int64_t batch, int64_t steps) {
 }  // namespace
 }  // namespace tandem::train
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "data_parallel_demo",
            .summary = "torch.nn.DataParallel's tutorial on simulated devices: "
@@ -158,4 +162,16 @@ int main(int argc, char** argv) {
     return tandem::kExitRuntimeError;
   }
   return tandem::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("data_parallel_demo")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("data_parallel_demo", Run(argc, argv));
 }

@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "base/std_streams.h"
 #include "tensor/generator.h"
 #include "tensor/nn/linear.h"
 #include "tensor/nn/sequential.h"
@@ -106,7 +107,10 @@ absl::Status Run(int64_t chunks, PipeCheckpoint mode, int64_t batch,
 }  // namespace
 }  // namespace tandem::train
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "pipe_demo",
            .summary = "Pipe's tutorial on simulated devices: two Linear(10, "
@@ -150,4 +154,16 @@ int main(int argc, char** argv) {
     return tandem::kExitRuntimeError;
   }
   return tandem::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("pipe_demo")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("pipe_demo", Run(argc, argv));
 }

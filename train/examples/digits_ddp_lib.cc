@@ -10,6 +10,7 @@
 #include "train/examples/digits_data.h"
 #include "train/examples/rank_flags.h"
 #include "train/loop/classifier.h"
+#include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
 
 namespace tandem::train {
@@ -18,20 +19,20 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                                           const DigitsConfig& config,
                                           Device device) {
   // First, before any rank can fail alone on its own flags (mpirun MPMD).
-  TANDEM_RETURN_IF_ERROR(CheckRankFlags(
-      comm, device, "digits_ddp",
-      {IntFlag("--epochs", config.epochs, 0, kMaxEpochs),
-       IntFlag("--global_batch_size", config.global_batch_size, 1),
-       Flag("--lr", config.lr),  // Sgd::Create checks lr and momentum
-       Flag("--momentum", config.momentum),
-       IntFlag("--hidden", config.hidden, 1), Flag("--seed", config.seed),
-       Flag("--split_seed", config.split_seed),
-       OpenRangeFlag("--test_fraction", config.test_fraction, 0, 1),
-       Flag("--checkpoint_dir", config.checkpoint.dir),
-       Flag("--checkpoint_every", config.checkpoint.every_steps),
-       Flag("--shard", config.shard),
-       Flag("--amp",
-            config.amp.has_value() ? DTypeName(*config.amp) : "off")}));
+  const std::vector<RankFlag> flags = {
+      IntFlag("--epochs", config.epochs, 0, kMaxEpochs),
+      IntFlag("--global_batch_size", config.global_batch_size, 1),
+      Flag("--lr", config.lr),  // Sgd::Create checks lr and momentum
+      Flag("--momentum", config.momentum),
+      IntFlag("--hidden", config.hidden, 1),
+      Flag("--seed", config.seed),
+      Flag("--split_seed", config.split_seed),
+      OpenRangeFlag("--test_fraction", config.test_fraction, 0, 1),
+      Flag("--checkpoint_dir", config.checkpoint.dir),
+      Flag("--checkpoint_every", config.checkpoint.every_steps),
+      Flag("--shard", config.shard),
+      Flag("--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off")};
+  TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "digits_ddp", flags));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
   TANDEM_RETURN_IF_ERROR(CheckShardAmp(shard, config.amp));
   TANDEM_ASSIGN_OR_RETURN(
@@ -44,6 +45,9 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                        .split_seed = config.split_seed,
                        .test_fraction = config.test_fraction},
                       comm, device));
+  // A resume must be this run's: these flags and this data set.
+  std::vector<ConfigEntry> identity = Entries(flags);
+  identity.emplace_back("dataset hash", HashHex(split->hash));
   Generator gen(config.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Sequential> model,
                           nn::Mlp({64, config.hidden, 10}, gen));
@@ -57,7 +61,8 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                             .device = device,
                             .checkpoint = config.checkpoint,
                             .autocast = config.amp,
-                            .epoch_sums = ClassifierSums()}));
+                            .epoch_sums = ClassifierSums(),
+                            .must_match = MustMatchOnResume(identity)}));
   TANDEM_RETURN_IF_ERROR(loop->Resume().status());
   TANDEM_ASSIGN_OR_RETURN(SampledBatches train,
                           SampledBatches::Create(split->train, comm, batch_size,

@@ -26,6 +26,7 @@
 #include "train/data/distributed_sampler.h"
 #include "train/hf/gpt2_pretrained.h"
 #include "train/launch/config_agreement.h"
+#include "train/loop/must_match.h"
 #include "train/loop/run_monitor.h"
 #include "train/loop/training_loop.h"
 #include "train/parallel/core/tensor_comm.h"
@@ -122,27 +123,27 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                                        const GptDdpConfig& config,
                                        const TokenBlocks& data, Device device) {
   const std::string model_desc = config.model.ToString();
-  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(
-      comm, device,
-      {{"model", model_desc},
-       {"--block_size", config.block_size},
-       {"--batch_size", config.batch_size},
-       {"--grad_accum", config.grad_accum},
-       {"--max_steps", config.max_steps},
-       {"--lr", config.lr},
-       {"--min_lr", config.min_lr},
-       {"--warmup_steps", config.warmup_steps},
-       {"--lr_decay", config.lr_decay},
-       {"--weight_decay", config.weight_decay},
-       {"--beta1", config.beta1},
-       {"--beta2", config.beta2},
-       {"--grad_clip", config.grad_clip},
-       {"--seed", config.seed},
-       {"--parallel", config.parallel},
-       {"--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off"},
-       {"--checkpoint_dir", config.checkpoint.dir},
-       {"--checkpoint_every", config.checkpoint.every_steps},
-       {"corpus tokens", data.num_tokens()}}));
+  const std::vector<ConfigEntry> agreed = {
+      {"model", model_desc},
+      {"--block_size", config.block_size},
+      {"--batch_size", config.batch_size},
+      {"--grad_accum", config.grad_accum},
+      {"--max_steps", config.max_steps},
+      {"--lr", config.lr},
+      {"--min_lr", config.min_lr},
+      {"--warmup_steps", config.warmup_steps},
+      {"--lr_decay", config.lr_decay},
+      {"--weight_decay", config.weight_decay},
+      {"--beta1", config.beta1},
+      {"--beta2", config.beta2},
+      {"--grad_clip", config.grad_clip},
+      {"--seed", config.seed},
+      {"--parallel", config.parallel},
+      {"--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off"},
+      {"--checkpoint_dir", config.checkpoint.dir},
+      {"--checkpoint_every", config.checkpoint.every_steps},
+      {"corpus tokens", data.num_tokens()}};
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
   TANDEM_RETURN_IF_ERROR(CheckGptDdpConfig(config));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode mode,
                           GptParallelMode(config.parallel));
@@ -217,6 +218,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
           : config.max_steps;
   options.grad_accum = config.grad_accum;
   options.checkpoint_extra = {{kModelKey, model_desc}};
+  options.must_match = MustMatchOnResume(agreed);
   options.position_by_global_step = true;
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<TrainingLoop> loop,

@@ -16,6 +16,7 @@
 #include "base/command_line.h"
 #include "base/input_file.h"
 #include "base/run_paths.h"
+#include "base/std_streams.h"
 #include "train/examples/metrics_plot.h"
 
 ABSL_FLAG(std::string, metrics, "",
@@ -24,7 +25,10 @@ ABSL_FLAG(std::string, out, "",
           "Where to write the SVG (required); it is replaced.");
 ABSL_FLAG(std::string, title, "", "The plot's title; default: the file name.");
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "plot_metrics",
            .summary = "Draws the loss and accuracy curves of an example's "
@@ -96,4 +100,16 @@ int main(int argc, char** argv) {
   std::printf("plot_metrics: %zu step(s), %zu epoch(s) -> %s\n",
               curves->step_loss.size(), curves->epoch_loss.size(), out.c_str());
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("plot_metrics")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("plot_metrics", Run(argc, argv));
 }

@@ -74,4 +74,10 @@ absl::StatusOr<int64_t> PerRankBatch(std::string_view who,
       "or change the number of ranks"));
 }
 
+std::vector<ConfigEntry> Entries(const std::vector<RankFlag>& flags) {
+  std::vector<ConfigEntry> entries;
+  for (const RankFlag& f : flags) entries.push_back(f.entry);
+  return entries;
+}
+
 }  // namespace tandem::train

@@ -68,6 +68,10 @@ absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
                             std::string_view who,
                             const std::vector<RankFlag>& flags);
 
+// The entries of `flags` (what the ranks agree on), e.g. for
+// MustMatchOnResume (train/loop/must_match.h).
+std::vector<ConfigEntry> Entries(const std::vector<RankFlag>& flags);
+
 // Each rank's share of a global batch, global_batch_size / world_size (so
 // the optimisation barely depends on the world size). A world size that
 // does not divide it is refused rather than rounded silently:

@@ -47,7 +47,25 @@ std::vector<int64_t> Range(int64_t n) {
 }
 
 absl::Status CheckClassCount(const ResnetDataOptions& options,
-                             const std::string& folder, int64_t found) {
+                             const std::string& folder,
+                             const std::vector<std::string>& classes) {
+  const int64_t found = static_cast<int64_t>(classes.size());
+  if (found < 2) {
+    // One class trains to loss 0 and top-1 1.0, which says nothing.
+    const std::string& root = options.data;
+    const bool only_split =
+        found == 1 && (classes[0] == "train" || classes[0] == "val");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resnet_ddp: ", folder, " has ", found, " class folder(s)",
+        found == 1 ? absl::StrCat(" (", classes[0], ")") : "",
+        "; a classifier needs at least two. ",
+        only_split ? absl::StrCat("It looks like a train/val layout with only ",
+                                  classes[0], "/: give ", root,
+                                  " both train/ and val/. ")
+                   : "",
+        "Expected ", root, "/<class>/<images> (one sub-folder per class) or ",
+        root, "/train/<class>/... and ", root, "/val/<class>/..."));
+  }
   if (options.num_classes == 0 || options.num_classes == found) {
     return absl::OkStatus();
   }
@@ -102,8 +120,8 @@ absl::StatusOr<ResnetData> LoadFolder(const ResnetDataOptions& options) {
                        " has [", absl::StrJoin(val->classes(), ", "),
                        "]; both need the same class folders"));
     }
-    TANDEM_RETURN_IF_ERROR(CheckClassCount(
-        options, train_dir, static_cast<int64_t>(train->classes().size())));
+    TANDEM_RETURN_IF_ERROR(
+        CheckClassCount(options, train_dir, train->classes()));
     out.train_indices = Range(train->size());
     out.val_indices = Range(val->size());
     out.num_classes = static_cast<int64_t>(train->classes().size());
@@ -122,8 +140,7 @@ absl::StatusOr<ResnetData> LoadFolder(const ResnetDataOptions& options) {
       std::shared_ptr<const ImageFolderDataset> val,
       ImageFolderDataset::Create(
           root, {.transform = EvalTransform(options.image_size)}));
-  TANDEM_RETURN_IF_ERROR(CheckClassCount(
-      options, root, static_cast<int64_t>(train->classes().size())));
+  TANDEM_RETURN_IF_ERROR(CheckClassCount(options, root, train->classes()));
   const int64_t n = train->size();
   const int64_t n_val =
       static_cast<int64_t>(std::llround(options.val_fraction * n));

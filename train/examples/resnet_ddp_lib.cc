@@ -30,6 +30,7 @@
 #include "train/data/distributed_sampler.h"
 #include "train/launch/config_agreement.h"
 #include "train/loop/evaluate.h"
+#include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
 #include "train/parallel/core/staged_all_gather.h"
 #include "train/parallel/ddp/sync_batch_norm.h"
@@ -228,27 +229,34 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
                                           Device device) {
   const int rank = comm.rank();
   const int64_t world = comm.size();
-  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(
-      comm, device,
-      {ConfigEntry("--arch", config.arch),
-       ConfigEntry("--data", config.data.data),
-       ConfigEntry("--image_size", config.data.image_size),
-       ConfigEntry("--num_classes", config.data.num_classes),
-       ConfigEntry("--synthetic_size", config.data.synthetic_size),
-       ConfigEntry("--val_fraction", config.data.val_fraction),
-       ConfigEntry("--seed", config.data.seed),
-       ConfigEntry("--batch_size", config.batch_size),
-       ConfigEntry("--epochs", config.epochs),
-       ConfigEntry("--max_steps", config.max_steps),
-       ConfigEntry("--lr", config.lr),
-       ConfigEntry("--lr_schedule", config.lr_schedule),
-       ConfigEntry("--lr_step_epochs", config.lr_step_epochs),
-       ConfigEntry("--sync_bn", config.sync_bn ? "true" : "false"),
-       ConfigEntry("--dtype", DTypeName(config.dtype)),
-       ConfigEntry("--amp",
-                   config.amp.has_value() ? DTypeName(*config.amp) : "off"),
-       ConfigEntry("--checkpoint_dir", config.checkpoint.dir),
-       ConfigEntry("--checkpoint_every", config.checkpoint.every_steps)}));
+  const std::vector<ConfigEntry> agreed = {
+      ConfigEntry("--arch", config.arch),
+      ConfigEntry("--data", config.data.data),
+      ConfigEntry("--image_size", config.data.image_size),
+      ConfigEntry("--num_classes", config.data.num_classes),
+      ConfigEntry("--synthetic_size", config.data.synthetic_size),
+      ConfigEntry("--val_fraction", config.data.val_fraction),
+      ConfigEntry("--seed", config.data.seed),
+      ConfigEntry("--batch_size", config.batch_size),
+      ConfigEntry("--epochs", config.epochs),
+      ConfigEntry("--max_steps", config.max_steps),
+      ConfigEntry("--lr", config.lr),
+      ConfigEntry("--lr_schedule", config.lr_schedule),
+      ConfigEntry("--lr_step_epochs", config.lr_step_epochs),
+      ConfigEntry("--sync_bn", config.sync_bn ? "true" : "false"),
+      ConfigEntry("--dtype", DTypeName(config.dtype)),
+      ConfigEntry("--amp",
+                  config.amp.has_value() ? DTypeName(*config.amp) : "off"),
+      ConfigEntry("--checkpoint_dir", config.checkpoint.dir),
+      ConfigEntry("--checkpoint_every", config.checkpoint.every_steps)};
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
+  // A resume must be this run's. The run's length may change, except where
+  // the cosine schedule's shape depends on it.
+  std::vector<ConfigEntry> identity = agreed;
+  if (config.lr_schedule == "cosine") {
+    identity.emplace_back("the cosine schedule's length (--epochs)",
+                          config.epochs);
+  }
   if (absl::Status s = CheckResnetConfig(config); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("resnet_ddp: ", s.message()));
@@ -288,7 +296,8 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
            .checkpoint = config.checkpoint,
            .autocast = config.amp,
            .epoch_sums = {"loss", "count"},
-           .max_steps = config.max_steps}));
+           .max_steps = config.max_steps,
+           .must_match = MustMatchOnResume(identity)}));
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<optim::LrScheduler> scheduler,
       MakeScheduler(config, loop->strategy().full_optimizer()));

@@ -12,6 +12,7 @@
 #include "train/data/vector_dataset.h"
 #include "train/examples/rank_flags.h"
 #include "train/loop/classifier.h"
+#include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
 
 namespace tandem::train {
@@ -25,16 +26,16 @@ absl::StatusOr<std::unique_ptr<nn::Module>> BuildToyModel(Generator& gen) {
 absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        Device device) {
   // First, before any rank can fail alone on its own flags (mpirun MPMD).
-  TANDEM_RETURN_IF_ERROR(CheckRankFlags(
-      comm, device, "toy_ddp",
-      {IntFlag("--epochs", config.epochs, 0, kMaxEpochs),
-       IntFlag("--batch_size", config.batch_size, 1),
-       Flag("--lr", config.lr),  // Sgd::Create checks it
-       Flag("--seed", config.seed),
-       IntFlag("--loss_precision", config.loss_precision, 0, 17),
-       Flag("--log_ranks", config.log_all_ranks ? "all" : "0"),
-       Flag("--checkpoint_dir", config.checkpoint.dir),
-       Flag("--checkpoint_every", config.checkpoint.every_steps)}));
+  const std::vector<RankFlag> flags = {
+      IntFlag("--epochs", config.epochs, 0, kMaxEpochs),
+      IntFlag("--batch_size", config.batch_size, 1),
+      Flag("--lr", config.lr),  // Sgd::Create checks it
+      Flag("--seed", config.seed),
+      IntFlag("--loss_precision", config.loss_precision, 0, 17),
+      Flag("--log_ranks", config.log_all_ranks ? "all" : "0"),
+      Flag("--checkpoint_dir", config.checkpoint.dir),
+      Flag("--checkpoint_every", config.checkpoint.every_steps)};
+  TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "toy_ddp", flags));
   const comm::RankPrinter printer(comm);
   auto log = [&](const std::string& text) {  // "[GPUk] text"
     if (config.log_all_ranks || comm.rank() == 0) printer.PrintOnAllRanks(text);
@@ -60,7 +61,8 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                            {.who = "toy_ddp",
                             .epochs = config.epochs,
                             .device = device,
-                            .checkpoint = config.checkpoint}));
+                            .checkpoint = config.checkpoint,
+                            .must_match = MustMatchOnResume(Entries(flags))}));
   LoopHooks hooks;
   hooks.after_step = [&](const StepView& s) {
     log(absl::StrFormat(

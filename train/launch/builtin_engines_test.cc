@@ -56,7 +56,8 @@ TEST(BuiltinEnginesTest, AutoRule) {
   EXPECT_EQ(Resolved({}, Gpus(4)), "nccl:4");
   EXPECT_EQ(Resolved({}, LaunchedBy("OpenMPI", 3, 0)), "mpi:3");
   EXPECT_EQ(Resolved({}, LaunchedBy("Slurm", 2, 0)), "mpi:2");
-  EXPECT_EQ(Resolved({}, LaunchedBy("OpenMPI", 1, 0)), "sim:2");
+  // One launched process is a world of one rank (mpirun -np 1).
+  EXPECT_EQ(Resolved({}, LaunchedBy("OpenMPI", 1, 0)), "sim:1");
 }
 
 TEST(BuiltinEnginesTest, DefaultsAndLimits) {
@@ -104,7 +105,7 @@ TEST(BuiltinEnginesTest, TorchrunWorldIsNeverIgnored) {
   EXPECT_THAT(Resolved(BackendChoice{"mpi", 0}, torchrun),
               HasSubstr("mpi joins jobs started by mpirun or srun, and this "
                         "process was started by torchrun (WORLD_SIZE=2)"));
-  EXPECT_EQ(Resolved({}, LaunchedBy("torchrun", 1, 0)), "sim:2");
+  EXPECT_EQ(Resolved({}, LaunchedBy("torchrun", 1, 0)), "sim:1");
 }
 
 TEST(BuiltinEnginesTest, GlooNeedsTheStoreAddress) {

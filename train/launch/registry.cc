@@ -149,8 +149,22 @@ absl::StatusOr<ResolvedBackend> LaunchRegistry::Resolve(
   if (launched && !engine->joins_launched_world && !listed) {
     return PrivateWorldError(engines_, choice.backend, *here.launch);
   }
-  const int n = choice.world_size == 0 ? engine->default_world_size(here)
-                                       : choice.world_size;
+  int n = choice.world_size == 0 ? engine->default_world_size(here)
+                                 : choice.world_size;
+  // A launched world of one process (mpirun -np 1, tandemrun
+  // --nproc_per_node=1, WORLD_SIZE=1 RANK=0) is a world of one rank, never
+  // a private world of the engine's default size.
+  if (here.launch.has_value() && here.launch->world_size == 1 && n != 1) {
+    if (choice.world_size != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--world_size=", choice.world_size,
+                       ": this process was started by ", here.launch->launcher,
+                       " as a world of 1 process, so it trains as 1 rank; drop "
+                       "--world_size, or launch ",
+                       choice.world_size, " processes"));
+    }
+    n = 1;
+  }
   if (absl::Status s = engine->available(n, here); !s.ok()) {
     const std::string size =
         choice.world_size == 0 ? "" : absl::StrCat(" --world_size=", n);

@@ -37,7 +37,9 @@
 // in this process (sim, nccl) inside a launched world of more than one
 // process (mpirun/srun, or torchrun's RANK/WORLD_SIZE) is an error saying
 // what was detected and what to run instead (the engines that join that
-// launcher's world).
+// launcher's world). A launched world of one process is a world of one rank
+// whatever the engine (its default size is not used; another --world_size is
+// an error).
 //
 // A LaunchRegistry is a plain value: BuiltinEngines()
 // (train/launch/builtin_engines.h) builds a fresh one from the engines that

@@ -192,9 +192,24 @@ TEST_F(RegistryTest, AdviceNamesTheEngineThatJoinsTheLauncher) {
               HasSubstr("Instead use --backend=tcp (each process one rank)"));
 }
 
-TEST_F(RegistryTest, ALaunchedWorldOfOneIsAPlainStart) {
+TEST_F(RegistryTest, ALaunchedWorldOfOneIsAWorldOfOneRank) {
+  // Not the engine's default of 3: one launched process is one rank.
   absl::StatusOr<ResolvedBackend> b = registry_.Resolve(
-      BackendChoice{"threads", 0}, LaunchedBy("torchrun", 1, 1));
+      BackendChoice{"threads", 0}, LaunchedBy("torchrun", 1, 0));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->world_size, 1);
+  b = registry_.Resolve(BackendChoice{"auto", 0}, LaunchedBy("OpenMPI", 1, 0));
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->world_size, 1);
+  // Another size is refused, naming the launcher.
+  b = registry_.Resolve(BackendChoice{"threads", 3},
+                        LaunchedBy("torchrun", 1, 0));
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(b.status().message()),
+              HasSubstr("--world_size=3: this process was started by torchrun "
+                        "as a world of 1 process, so it trains as 1 rank"));
+  // Without a launcher the default stays.
+  b = registry_.Resolve(BackendChoice{"threads", 0}, LaunchContext{});
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->world_size, 3);
 }

@@ -160,6 +160,14 @@ TrainingLoop::TrainingLoop(comm::Communicator& comm, nn::Module& model,
     state_.model = &model_;
     state_.optimizer = strategy_.full_optimizer();
   }
+  // The program first: another example's checkpoint is named as such, not
+  // as a list of every flag it lacks.
+  if (!options_.must_match.empty()) {
+    state_.must_match = {{"the program", options_.who}};
+    state_.must_match.insert(state_.must_match.end(),
+                             options_.must_match.begin(),
+                             options_.must_match.end());
+  }
 }
 
 namespace {
@@ -239,9 +247,9 @@ absl::StatusOr<checkpoint::TrainingProgress> TrainingLoop::Resume() {
 }
 
 absl::Status TrainingLoop::Save(int64_t epoch, int64_t step, int64_t steps,
-                                const LoopHooks& hooks) {
+                                const LoopHooks& hooks, bool run_ends) {
   state_.extra.clear();
-  const bool due = checkpointer_.SaveDueAfter(step, steps);
+  const bool due = checkpointer_.SaveDueAfter(step, steps, run_ends);
   if (due && step + 1 < steps && !options_.epoch_sums.empty()) {
     TANDEM_ASSIGN_OR_RETURN(
         state_.extra,
@@ -272,7 +280,8 @@ absl::Status TrainingLoop::Save(int64_t epoch, int64_t step, int64_t steps,
     full_.param_groups = strategy_.FullParamGroups();
     state_.full = &full_;
   }
-  absl::Status saved = checkpointer_.AfterStep(state_, epoch, step, steps);
+  absl::Status saved =
+      checkpointer_.AfterStep(state_, epoch, step, steps, run_ends);
   state_.full = nullptr;
   full_ = {};
   return saved;
@@ -472,8 +481,11 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
       }
       // A run placed by its global step saves its last step as the end of
       // its epoch (Resume places it by the global step).
+      // Any other run stopped by its step limit saves where it stands, so a
+      // run given --max_steps and --checkpoint_dir always leaves one.
       const bool last = options_.position_by_global_step && limit_reached();
-      TANDEM_RETURN_IF_ERROR(Save(epoch, b, last ? b + 1 : steps, hooks));
+      TANDEM_RETURN_IF_ERROR(Save(epoch, b, last ? b + 1 : steps, hooks,
+                                  /*run_ends=*/limit_reached()));
     }
     if (!sums_.empty()) {
       TANDEM_RETURN_IF_ERROR(AllReduceF64(comm_, device, absl::MakeSpan(sums_),

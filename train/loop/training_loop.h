@@ -153,8 +153,9 @@ struct LoopOptions {
   std::vector<const char*> epoch_sums{};
   // > 0: the run stops after this many steps in all (counted from the
   // first epoch, a resumed run's earlier steps included), ending the epoch
-  // it stops in (hooks.end_epoch runs). 0: no limit. Negative: Run fails
-  // with InvalidArgument.
+  // it stops in (hooks.end_epoch runs). With checkpoints on, the step that
+  // reaches the limit is always saved, mid-epoch too. 0: no limit.
+  // Negative: Run fails with InvalidArgument.
   int64_t max_steps = 0;
   // Gradient accumulation: each step's batch is cut along its first
   // dimension into this many equal micro-batches (views), each run forward,
@@ -167,6 +168,10 @@ struct LoopOptions {
   // Metadata every checkpoint carries (e.g. the model's configuration, for
   // the example to compare on resume: resumed_extra()).
   checkpoint::Metadata checkpoint_extra{};
+  // What a resume must match (name, value), recorded in every checkpoint
+  // and compared before a resume loads anything (TrainingState::must_match;
+  // an example passes MustMatchOnResume of its agreed flags, must_match.h).
+  std::vector<std::pair<std::string, std::string>> must_match{};
   // The run is one schedule of steps over epochs of equal length (nanoGPT's
   // max_iters; needs max_steps > 0): its last step is always checkpointed,
   // as the end of its epoch, and Resume's position is the checkpoint's
@@ -319,8 +324,10 @@ class TrainingLoop {
                    const LoopHooks& hooks = {});
 
  private:
+  // After a step: saves when the checkpointer says it is due or `run_ends`
+  // (the step limit was reached).
   absl::Status Save(int64_t epoch, int64_t step, int64_t steps,
-                    const LoopHooks& hooks);
+                    const LoopHooks& hooks, bool run_ends);
   std::string SumsPrefix() const;  // of the epoch sums' checkpoint keys
   // Forward, loss, backward, the optimizer step (through the scaler), the
   // loss read back; fills view.output, loss, loss_scale and skipped.
