@@ -5,11 +5,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/input_file.h"
+#include "base/memory.h"
 #include "base/output_file.h"
 
 namespace tandem::train::checkpoint {
@@ -24,29 +28,15 @@ absl::Status RenameDurably(const std::string& from, const std::string& to) {
 }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  auto error = [&path](int err, const char* call) {
-    const std::string message = absl::StrCat("checkpoint: ", call, " of ", path,
-                                             " failed: ", std::strerror(err));
-    return err == ENOENT ? absl::NotFoundError(message)
-                         : absl::InternalError(message);
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return error(errno, "open");
-  std::string out;
-  char buf[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(fd, buf, sizeof(buf));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd);
-      return error(err, "read");
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
+  // base/input_file.h: a FIFO in a checkpoint's or model folder's place is
+  // refused after 30 s without a writer instead of blocking in open() for
+  // ever, a device (/dev/zero) at once, and a file larger than this
+  // machine's memory by its size, before a byte is read.
+  const int64_t memory = PhysicalMemoryBytes();
+  absl::StatusOr<std::string> bytes = ReadInputFile(
+      path,
+      {.max_bytes = memory > 0 ? memory : std::numeric_limits<int64_t>::max()});
+  return bytes;
 }
 
 bool FileExists(const std::string& path) {

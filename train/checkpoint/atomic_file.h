@@ -38,8 +38,10 @@ absl::Status WriteFileAtomically(const std::string& path,
 // FailedPrecondition, never renamed over. Errors name both.
 absl::Status RenameDurably(const std::string& from, const std::string& to);
 
-// The whole content of `path`. NotFound when it does not exist; other errors
-// name the path and the failing call.
+// The whole content of `path` (base::ReadInputFile: a regular file, or a
+// FIFO with a writer within 30 s; never a device or directory; at most this
+// machine's physical memory). NotFound when it does not exist; other errors
+// name the path and the reason.
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
 // Whether `path` exists (any file type).

@@ -1,6 +1,7 @@
 #include "train/checkpoint/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -14,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/half.h"
 #include "base/status_macros.h"
 #include "tensor/device.h"
 #include "tensor/tensor.h"
@@ -308,6 +310,58 @@ absl::Status LoadModuleFromSafetensors(const std::string& path,
         s.code(), absl::StrCat("safetensors file ", path,
                                " does not fit the model (nothing was loaded): ",
                                s.message()));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// The value of element `i` of `t` as a double, for the dtypes
+// CheckFiniteTensors reads.
+double ValueAt(const Tensor& t, int64_t i) {
+  const void* p = t.raw_data();
+  switch (t.dtype()) {
+    case DType::kF32:
+      return static_cast<const float*>(p)[i];
+    case DType::kF64:
+      return static_cast<const double*>(p)[i];
+    case DType::kF16:
+      return half::F32FromF16(static_cast<const uint16_t*>(p)[i]);
+    case DType::kBF16:
+      return half::F32FromBF16(static_cast<const uint16_t*>(p)[i]);
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+absl::Status CheckFiniteTensors(const nn::StateDict& tensors,
+                                const std::string& file) {
+  for (const nn::NamedTensor& nt : tensors) {
+    const Tensor& t = nt.tensor;
+    const DType d = t.dtype();
+    if (d != DType::kF32 && d != DType::kF64 && d != DType::kF16 &&
+        d != DType::kBF16) {
+      continue;
+    }
+    const int64_t n = t.numel();
+    int64_t first = -1;
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (!std::isfinite(ValueAt(t, i))) {
+        if (first < 0) first = i;
+        ++count;
+      }
+    }
+    if (first >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file, ": tensor \"", nt.name, "\" holds ", count,
+          " non-finite value(s) (first at element ", first, ": ",
+          ValueAt(t, first),
+          "); a model or training state with NaN or infinite values cannot "
+          "train: load another file"));
+    }
   }
   return absl::OkStatus();
 }

@@ -79,6 +79,15 @@ absl::Status SaveSafetensors(const std::string& path,
 // ReadFile + DecodeSafetensors.
 absl::StatusOr<SafetensorsContent> LoadSafetensors(const std::string& path);
 
+// OK when every floating-point value of `tensors` (f32, f64, f16, bf16; CPU
+// tensors as LoadSafetensors gives them) is finite. Otherwise
+// InvalidArgument naming `file`, the first tensor with a NaN or infinity,
+// the element's index and value, and how many of its values are
+// non-finite: weights loaded with a NaN would otherwise be blamed on the
+// learning rate at the first step.
+absl::Status CheckFiniteTensors(const nn::StateDict& tensors,
+                                const std::string& file);
+
 // Loads `path` into `module`'s parameters and buffers in place (PyTorch's
 // model.load_state_dict(safetensors.torch.load_file(path)), strict). All or
 // nothing: a damaged file (above), a missing or unexpected tensor, a wrong

@@ -305,6 +305,8 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
   }
   TANDEM_RETURN_IF_ERROR(
       CheckMustMatch(state.must_match, state_file.metadata, dir));
+  TANDEM_RETURN_IF_ERROR(CheckFiniteTensors(model_file.tensors, model_path));
+  TANDEM_RETURN_IF_ERROR(CheckFiniteTensors(state_file.tensors, state_path));
   // Everything is checked before anything changes.
   std::vector<std::pair<Generator*, Generator>> generators;
   for (const auto& [name, gen] : state.generators) {

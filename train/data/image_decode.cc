@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/input_file.h"
 
 namespace tandem::train {
 namespace {
@@ -82,26 +83,19 @@ absl::StatusOr<RgbImage> DecodeRgbImage(absl::string_view bytes,
 }
 
 absl::StatusOr<RgbImage> LoadRgbImage(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    const int error = errno;
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open the image: ", std::strerror(error)));
+  // base/input_file.h: a regular file, or a FIFO refused after 30 s without
+  // a writer (never a block in open() for ever); never a device (a link to
+  // /dev/zero); never more bytes than the largest image decoded can take,
+  // so an 8 GiB file named .png is refused by its size, not read.
+  absl::StatusOr<std::string> bytes =
+      ReadInputFile(path, {.max_bytes = kMaxImageFileBytes});
+  if (!bytes.ok()) {
+    return absl::Status(
+        bytes.status().code(),
+        absl::StrCat("cannot read the image: ", bytes.status().message(),
+                     "; move it out of the image folder"));
   }
-  std::string bytes;
-  char chunk[1 << 16];
-  size_t got = 0;
-  while ((got = std::fread(chunk, 1, sizeof(chunk), file)) > 0) {
-    bytes.append(chunk, got);
-  }
-  const bool failed = std::ferror(file) != 0;
-  const int error = errno;
-  std::fclose(file);
-  if (failed) {
-    return absl::DataLossError(
-        absl::StrCat(path, ": cannot read the image: ", std::strerror(error)));
-  }
-  return DecodeRgbImage(bytes, path);
+  return DecodeRgbImage(*bytes, path);
 }
 
 }  // namespace tandem::train

@@ -54,12 +54,21 @@ struct RgbImage {
 // PIL's decompression-bomb limit: twice Image.MAX_IMAGE_PIXELS.
 inline constexpr int64_t kMaxImagePixels = 2 * 89478485LL;
 
+// The largest image file LoadRgbImage reads: kMaxImagePixels at 8 bytes a
+// pixel (16-bit RGBA stored uncompressed, the largest a PNG of that many
+// pixels holds) and 64 MiB for chunks and metadata. Beyond it no image it
+// could decode fits, so the file is refused by its size, unread.
+inline constexpr int64_t kMaxImageFileBytes =
+    8 * kMaxImagePixels + (int64_t{64} << 20);
+
 // Decodes `bytes` (a whole file); `name` only labels errors.
 absl::StatusOr<RgbImage> DecodeRgbImage(absl::string_view bytes,
                                         absl::string_view name);
 
 // Reads the file at `path` and decodes it; a file that cannot be read fails
-// naming it and the system's reason.
+// naming it and the reason: a device or directory in its place, a FIFO no
+// one writes within 30 s, more than kMaxImageFileBytes, or the system's
+// error.
 absl::StatusOr<RgbImage> LoadRgbImage(const std::string& path);
 
 namespace internal {

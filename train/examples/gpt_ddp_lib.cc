@@ -24,6 +24,7 @@
 #include "tensor/optim/param_groups.h"
 #include "train/checkpoint/training_checkpoint.h"
 #include "train/data/distributed_sampler.h"
+#include "train/examples/model_memory.h"
 #include "train/hf/gpt2_pretrained.h"
 #include "train/launch/config_agreement.h"
 #include "train/loop/must_match.h"
@@ -172,6 +173,14 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   // embeddings, final LayerNorm and tied head the root unit (PyTorch's
   // transformer_auto_wrap_policy over GPT2Block), so the tied weight is one
   // tensor of one unit.
+  // Every rank builds the whole model first (fsdp then shards it); under
+  // ddp each also keeps its gradients and AdamW's two moments.
+  TANDEM_RETURN_IF_ERROR(CheckModelsFitInMemory(
+      comm, "gpt_ddp", config.model.NumParameters(),
+      mode == ShardMode::kNone ? 16 : 4,
+      mode == ShardMode::kNone
+          ? "f32 weights, gradients and AdamW's two moments"
+          : "f32 weights, before they are sharded"));
   Generator gen(config.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Gpt> model,
                           nn::Gpt::Create(config.model, gen));

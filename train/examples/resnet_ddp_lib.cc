@@ -28,6 +28,7 @@
 #include "train/checkpoint/safetensors.h"
 #include "train/data/data_loader.h"
 #include "train/data/distributed_sampler.h"
+#include "train/examples/model_memory.h"
 #include "train/launch/config_agreement.h"
 #include "train/loop/evaluate.h"
 #include "train/loop/must_match.h"
@@ -47,6 +48,25 @@ absl::StatusOr<std::unique_ptr<nn::ResNet>> BuildModel(const std::string& arch,
   if (arch == "resnet18") return nn::Resnet18(num_classes, gen, options);
   if (arch == "resnet34") return nn::Resnet34(num_classes, gen, options);
   if (arch == "resnet50") return nn::Resnet50(num_classes, gen, options);
+  return absl::InvalidArgumentError(
+      absl::StrCat("resnet_ddp: --arch=", arch,
+                   "; expected resnet18, resnet34 or resnet50"));
+}
+
+// What BuildModel would build, counted without building it.
+absl::StatusOr<int64_t> ParameterCount(const std::string& arch,
+                                       int64_t num_classes) {
+  using Kind = nn::ResNet::BlockKind;
+  if (arch == "resnet18") {
+    return nn::ResNet::NumParametersOf(Kind::kBasic, {2, 2, 2, 2}, num_classes);
+  }
+  if (arch == "resnet34") {
+    return nn::ResNet::NumParametersOf(Kind::kBasic, {3, 4, 6, 3}, num_classes);
+  }
+  if (arch == "resnet50") {
+    return nn::ResNet::NumParametersOf(Kind::kBottleneck, {3, 4, 6, 3},
+                                       num_classes);
+  }
   return absl::InvalidArgumentError(
       absl::StrCat("resnet_ddp: --arch=", arch,
                    "; expected resnet18, resnet34 or resnet50"));
@@ -276,6 +296,12 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
         "; each rank needs one full batch and one "
         "held-out image: add images, lower --batch_size or use fewer ranks"));
   }
+  TANDEM_ASSIGN_OR_RETURN(const int64_t parameters,
+                          ParameterCount(config.arch, data.num_classes));
+  TANDEM_RETURN_IF_ERROR(CheckModelsFitInMemory(
+      comm, "resnet_ddp", parameters, 3 * DTypeSize(config.dtype),
+      absl::StrCat(DTypeName(config.dtype),
+                   " weights, gradients and SGD's momentum")));
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::ResNet> model,
                           BuildModel(config.arch, data.num_classes,
                                      config.data.seed, config.dtype));

@@ -73,6 +73,8 @@ absl::Status LoadGpt2Pretrained(const std::string& dir,
   TANDEM_RETURN_IF_ERROR(CheckGpt2Config(found, config, config_path));
   TANDEM_ASSIGN_OR_RETURN(checkpoint::SafetensorsContent content,
                           checkpoint::LoadSafetensors(weights_path));
+  TANDEM_RETURN_IF_ERROR(
+      checkpoint::CheckFiniteTensors(content.tensors, weights_path));
   TANDEM_ASSIGN_OR_RETURN(
       nn::StateDict state,
       FromHfGpt2(content.tensors, model.StateDict(), weights_path));

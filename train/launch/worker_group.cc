@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -47,6 +48,27 @@ struct Worker {
   bool running = false;
   int wait_status = 0;
 };
+
+// Why the live process `pid` cannot run, from /proc/<pid>/stat's state
+// ("stopped (SIGSTOP or SIGTSTP)"), or "" when it can (or cannot be read).
+std::string NotRunningReason(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return "";
+  // "pid (comm) S ...": comm may hold spaces and parentheses.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos || close + 2 >= line.size()) return "";
+  switch (line[close + 2]) {
+    case 'T':
+      return "stopped (SIGSTOP or SIGTSTP: kill -CONT resumes it)";
+    case 't':
+      return "stopped by a debugger (tracing stop)";
+    case 'Z':
+      return "a zombie";
+    default:
+      return "";
+  }
+}
 
 // Reads what is there on w's stderr pipe and forwards it.
 void Drain(Worker& w) {
@@ -219,6 +241,14 @@ AttemptOutcome Watch(std::vector<Worker>& workers, const WorkerGroupOptions& o,
         f.time = absl::Now();
         if (WIFEXITED(status)) f.exit_code = WEXITSTATUS(status);
         if (WIFSIGNALED(status)) f.signal = WTERMSIG(status);
+        for (const Worker& peer : workers) {
+          if (!peer.running) continue;
+          const std::string why = NotRunningReason(peer.pid);
+          if (why.empty()) continue;
+          f.peers_not_running.push_back(absl::StrCat(
+              "rank ", peer.rank, " (local_rank: ", peer.local_rank,
+              ", pid: ", peer.pid, "): ", why));
+        }
         outcome.failure = f;
         // A worker that dies because a peer on another node died first (a
         // closed connection) is not the cause: keep the cause if it is
@@ -479,7 +509,16 @@ std::string FailureReport(const std::string& program, const WorkerFailure& f) {
       absl::FormatTime("%Y-%m-%d_%H:%M:%S", f.time, absl::UTCTimeZone()),
       "\n  host      : ", host, "\n  rank      : ", f.rank,
       " (local_rank: ", f.local_rank, ")\n  exitcode  : ", exit,
-      " (pid: ", f.pid, ")\n  stderr (last lines):\n", tail, "\n", rule, "\n");
+      " (pid: ", f.pid, ")\n  stderr (last lines):\n", tail, "\n",
+      f.peers_not_running.empty()
+          ? ""
+          : absl::StrCat(
+                thin,
+                "\nRanks that could not run when it failed (a peer that "
+                "never answers makes the others time out waiting for it; "
+                "look at these first):\n  ",
+                absl::StrJoin(f.peers_not_running, "\n  "), "\n"),
+      rule, "\n");
 }
 
 }  // namespace tandem::train

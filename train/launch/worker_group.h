@@ -83,6 +83,11 @@ struct WorkerFailure {
   int signal = 0;     // when a signal killed it (exit_code is then 0)
   std::vector<std::string> stderr_tail;
   absl::Time time;
+  // The other workers of this node that were alive but could not run when
+  // it failed ("rank 1 (local_rank: 1, pid: 4242): stopped (SIGSTOP or
+  // SIGTSTP)"): a stopped peer never answers, so the worker that failed
+  // is often one that timed out waiting for it.
+  std::vector<std::string> peers_not_running;
 };
 
 struct WorkerGroupResult {

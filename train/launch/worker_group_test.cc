@@ -271,6 +271,26 @@ TEST_F(WorkerGroupTest, AFailureStopsTheOthersAndIsReported) {
   EXPECT_THAT(report, HasSubstr("    line12\n    unfinished\n"));
 }
 
+// Issue 39: rank 1 stopped (SIGSTOP) makes rank 0 time out; the report names
+// rank 1 as what could not run, not only rank 0 as the first failure.
+TEST_F(WorkerGroupTest, AStoppedPeerIsNamedBesideTheFailure) {
+  WorkerGroupOptions o =
+      Shell("if [ $RANK = 1 ]; then kill -STOP $$; fi; sleep 1; exit 1", 2);
+  o.stop_grace = absl::Milliseconds(200);
+  absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->exit_code, 1);
+  ASSERT_TRUE(r->failure.has_value());
+  EXPECT_EQ(r->failure->rank, 0);
+  ASSERT_EQ(r->failure->peers_not_running.size(), 1u);
+  EXPECT_THAT(r->failure->peers_not_running[0],
+              HasSubstr("rank 1 (local_rank: 1, pid: "));
+  EXPECT_THAT(r->failure->peers_not_running[0],
+              HasSubstr("): stopped (SIGSTOP or SIGTSTP"));
+  EXPECT_THAT(FailureReport("w", *r->failure),
+              HasSubstr("Ranks that could not run when it failed"));
+}
+
 TEST_F(WorkerGroupTest, AKilledWorkerIsReportedWithItsSignal) {
   absl::StatusOr<WorkerGroupResult> r = RunWorkerGroup(
       Shell("if [ $RANK = 0 ]; then kill -9 $$; fi; exec sleep 120", 2));

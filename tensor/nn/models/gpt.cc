@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -106,6 +107,21 @@ std::string GptConfig::ToString() const {
                       ", n_layer=", n_layer, ", n_head=", n_head,
                       ", n_embd=", n_embd, ", dropout=", PyFloatRepr(dropout),
                       ", layer_norm_epsilon=", PyFloatRepr(layer_norm_epsilon));
+}
+
+int64_t GptConfig::NumParameters() const {
+  // In long double, then saturated: the sizes may be anything a flag gave.
+  const long double c = static_cast<long double>(n_embd);
+  const long double per_block = 2 * c + (3 * c * c + 3 * c) + (c * c + c) +
+                                2 * c + (4 * c * c + 4 * c) + (4 * c * c + c);
+  const long double total = static_cast<long double>(vocab_size) * c +
+                            static_cast<long double>(block_size) * c +
+                            static_cast<long double>(n_layer) * per_block +
+                            2 * c;
+  constexpr long double kMax =
+      static_cast<long double>(std::numeric_limits<int64_t>::max());
+  return total >= kMax ? std::numeric_limits<int64_t>::max()
+                       : static_cast<int64_t>(total);
 }
 
 GptConfig GptConfig::Gpt2() { return GptConfig{}; }

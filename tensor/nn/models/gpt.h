@@ -89,6 +89,11 @@ struct GptConfig {
   // "vocab_size=64, block_size=16, n_layer=2, n_head=4, n_embd=32,
   // dropout=0, layer_norm_epsilon=1e-05": for messages and checkpoints.
   std::string ToString() const;
+  // The parameters Gpt::Create builds for this configuration (the tied
+  // lm_head counted once), from the sizes alone, so that a model too large
+  // for the machine is refused before any of it is allocated. Saturates at
+  // INT64_MAX instead of overflowing.
+  int64_t NumParameters() const;
   // GPT-2 small (124M): Hugging Face's "gpt2" configuration (the defaults).
   static GptConfig Gpt2();
 };

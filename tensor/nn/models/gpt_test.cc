@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,12 @@ TEST(GptTest, Gpt2HasHuggingFacesParameterCount) {
   const int64_t tiny_block = 2 * t + (3 * t * t + 3 * t) + (t * t + t) + 2 * t +
                              (4 * t * t + 4 * t) + (4 * t * t + t);
   EXPECT_EQ(model->NumParameters(), 64 * t + 16 * t + 2 * tiny_block + 2 * t);
+  // The configuration says as much before any tensor exists.
+  EXPECT_EQ(Tiny().NumParameters(), model->NumParameters());
+  EXPECT_EQ(c.NumParameters(), 124439808);
+  GptConfig huge = c;
+  huge.n_layer = int64_t{1} << 40;
+  EXPECT_EQ(huge.NumParameters(), std::numeric_limits<int64_t>::max());
 }
 
 TEST(GptTest, ForwardAndBackwardEqualTheReference) {

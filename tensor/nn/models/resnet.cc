@@ -249,6 +249,36 @@ absl::StatusOr<Tensor> ResNet::Forward(const Tensor& input) {
   return fc_->Forward(x);
 }
 
+int64_t ResNet::NumParametersOf(BlockKind block, std::array<int64_t, 4> layers,
+                                int64_t num_classes) {
+  // torchvision's layout: conv1 7x7 and bn1 (a weight and a bias per
+  // channel), four stages of blocks, each stage's first block with a 1x1
+  // downsample (and its norm) where the stride or the width changes, fc.
+  const bool basic = block == BlockKind::kBasic;
+  const int64_t expansion =
+      basic ? BasicBlock::kExpansion : Bottleneck::kExpansion;
+  auto bn = [](int64_t c) { return 2 * c; };
+  int64_t total = 3 * 64 * 7 * 7 + bn(64);
+  int64_t inplanes = 64;
+  const std::array<int64_t, 4> planes = {64, 128, 256, 512};
+  for (int s = 0; s < 4; ++s) {
+    const int64_t p = planes[s];
+    const int64_t out = p * expansion;
+    for (int64_t b = 0; b < layers[s]; ++b) {
+      const int64_t in = b == 0 ? inplanes : out;
+      if (basic) {
+        total += in * p * 9 + bn(p) + p * p * 9 + bn(p);
+      } else {
+        total += in * p + bn(p) + p * p * 9 + bn(p) + p * out + bn(out);
+      }
+      const bool downsample = b == 0 && (s > 0 || in != out);
+      if (downsample) total += in * out + bn(out);
+    }
+    inplanes = out;
+  }
+  return total + 512 * expansion * num_classes + num_classes;
+}
+
 absl::StatusOr<std::unique_ptr<ResNet>> Resnet18(int64_t num_classes,
                                                  Generator& gen,
                                                  const ResNetOptions& options) {

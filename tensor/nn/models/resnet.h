@@ -129,6 +129,11 @@ class ResNet : public Module {
   static absl::StatusOr<std::unique_ptr<ResNet>> Create(
       BlockKind block, std::array<int64_t, 4> layers, int64_t num_classes,
       Generator& gen, const ResNetOptions& options = {});
+  // The parameters Create builds for these arguments, from the sizes alone
+  // (no tensor is allocated), so that a world of models too large for the
+  // machine is refused before any is built.
+  static int64_t NumParametersOf(BlockKind block, std::array<int64_t, 4> layers,
+                                 int64_t num_classes);
   // images [N, 3, H, W] -> logits [N, num_classes].
   absl::StatusOr<Tensor> Forward(const Tensor& input) override;
   std::string_view type_name() const override { return "ResNet"; }

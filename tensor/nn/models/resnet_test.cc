@@ -80,9 +80,30 @@ TEST(ResNetTest, StructureMatchesTorchvision) {
   r18.reset();
   TANDEM_NN_ASSERT_OK_AND_ASSIGN(auto r34, Resnet34(1000, gen));
   CheckStructure(*r34, kResnet34Modules, kResnet34State, kResnet34Parameters);
+  EXPECT_EQ(r34->NumParameters(), 21797672);
   r34.reset();
   TANDEM_NN_ASSERT_OK_AND_ASSIGN(auto r50, Resnet50(1000, gen));
   CheckStructure(*r50, kResnet50Modules, kResnet50State, kResnet50Parameters);
+  EXPECT_EQ(r50->NumParameters(), 25557032);
+}
+
+// The count from the sizes alone equals the built model's, for every
+// architecture and a few class counts.
+TEST(ResNetTest, NumParametersOfEqualsTheBuiltModels) {
+  using K = ResNet::BlockKind;
+  EXPECT_EQ(ResNet::NumParametersOf(K::kBasic, {2, 2, 2, 2}, 1000), 11689512);
+  EXPECT_EQ(ResNet::NumParametersOf(K::kBasic, {3, 4, 6, 3}, 1000), 21797672);
+  EXPECT_EQ(ResNet::NumParametersOf(K::kBottleneck, {3, 4, 6, 3}, 1000),
+            25557032);
+  Generator gen(2);
+  for (int64_t classes : {2, 10}) {
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(auto r18, Resnet18(classes, gen));
+    EXPECT_EQ(ResNet::NumParametersOf(K::kBasic, {2, 2, 2, 2}, classes),
+              r18->NumParameters());
+    TANDEM_NN_ASSERT_OK_AND_ASSIGN(auto r50, Resnet50(classes, gen));
+    EXPECT_EQ(ResNet::NumParametersOf(K::kBottleneck, {3, 4, 6, 3}, classes),
+              r50->NumParameters());
+  }
 }
 
 std::string Hex(uint32_t v) {
