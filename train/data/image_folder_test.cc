@@ -243,7 +243,7 @@ TEST(ImageFolderTest, BadFilesFailTheirSampleOnly) {
       "16-bit greyscale PNG: unsupported mode",
       "found an empty file",
       "",
-      "cannot open the image: No such file"};
+      "cannot read the image: "};
   for (int64_t i = 0; i < 8; ++i) {
     SCOPED_TRACE(i);
     Generator gen(0);
@@ -256,6 +256,10 @@ TEST(ImageFolderTest, BadFilesFailTheirSampleOnly) {
     EXPECT_THAT(sample.status().message(),
                 HasSubstr((*data)->samples()[i].path));
     EXPECT_THAT(sample.status().message(), HasSubstr(reasons[i]));
+    if (i == 7) {
+      EXPECT_THAT(sample.status().message(),
+                  HasSubstr("cannot open (No such file"));
+    }
   }
   // Through the loader: batches of one; the bad ones fail naming the file,
   // the good ones load, in either order.

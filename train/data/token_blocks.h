@@ -61,6 +61,8 @@ class TokenBlocks {
   int64_t num_tokens() const { return static_cast<int64_t>(tokens_->size()); }
   int64_t vocab() const { return vocab_; }
   const std::string& source() const { return source_; }
+  // Every token, in order (shared by the copies; valid while one lives).
+  const std::vector<int32_t>& tokens() const { return *tokens_; }
 
   // Blocks `indices` as one batch, in that order. An index outside
   // [0, size()) is OutOfRange naming it; an empty list is InvalidArgument.

@@ -20,6 +20,7 @@
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 #include "train/launch/config_agreement.h"
+#include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
 
 namespace tandem::train {
@@ -87,15 +88,17 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
       config.inject_inf.has_value()
           ? absl::StrCat(config.inject_inf->rank, ":", config.inject_inf->step)
           : "";
-  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(
-      comm, device,
-      {ConfigEntry("--amp", amp_name), ConfigEntry("--steps", config.steps),
-       ConfigEntry("--batch_size", config.batch_size),
-       ConfigEntry("--lr", config.lr), ConfigEntry("--seed", config.seed),
-       ConfigEntry("--comm_hook", DdpCommHookName(config.comm_hook)),
-       ConfigEntry("--inject_inf", inject_name),
-       ConfigEntry("--checkpoint_dir", config.checkpoint.dir),
-       ConfigEntry("--checkpoint_every", config.checkpoint.every_steps)}));
+  const std::vector<ConfigEntry> agreed = {
+      ConfigEntry("--amp", amp_name),
+      ConfigEntry("--steps", config.steps),
+      ConfigEntry("--batch_size", config.batch_size),
+      ConfigEntry("--lr", config.lr),
+      ConfigEntry("--seed", config.seed),
+      ConfigEntry("--comm_hook", DdpCommHookName(config.comm_hook)),
+      ConfigEntry("--inject_inf", inject_name),
+      ConfigEntry("--checkpoint_dir", config.checkpoint.dir),
+      ConfigEntry("--checkpoint_every", config.checkpoint.every_steps)};
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
   if (config.inject_inf.has_value() && config.inject_inf->rank >= comm.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat("amp_ddp: --inject_inf names rank ",
@@ -121,6 +124,7 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
   options.autocast = config.amp;
   options.grad_scaler =
       optim::GradScalerOptions{.enabled = config.amp.has_value()};
+  options.must_match = MustMatchOnResume(agreed);
   StrategyOptions strategy;
   strategy.comm_hook = config.comm_hook;
   TANDEM_ASSIGN_OR_RETURN(

@@ -23,6 +23,7 @@
 #include "train/data/dataset.h"
 #include "train/examples/toy_ddp_lib.h"
 #include "train/launch/config_agreement.h"
+#include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
 #include "train/parallel/strategy.h"
 
@@ -104,15 +105,15 @@ absl::Status CheckDdpDemoConfig(const DdpDemoConfig& config) {
 
 absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                         Device device) {
-  TANDEM_RETURN_IF_ERROR(
-      CheckRanksAgree(comm, device,
-                      {{"--batchSize", config.batch_size},
-                       {"--epochs", config.epochs},
-                       {"--dataset-size", config.dataset_size},
-                       {"--num-classes", config.num_classes},
-                       {"--seed", config.seed},
-                       {"--checkpoint_dir", config.checkpoint.dir},
-                       {"--checkpoint_every", config.checkpoint.every_steps}}));
+  const std::vector<ConfigEntry> agreed = {
+      {"--batchSize", config.batch_size},
+      {"--epochs", config.epochs},
+      {"--dataset-size", config.dataset_size},
+      {"--num-classes", config.num_classes},
+      {"--seed", config.seed},
+      {"--checkpoint_dir", config.checkpoint.dir},
+      {"--checkpoint_every", config.checkpoint.every_steps}};
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
   TANDEM_RETURN_IF_ERROR(CheckDdpDemoConfig(config));
   const comm::RankPrinter out(comm);
   // The script's losses bit for bit: PyTorch's GEMM calls (process-wide;
@@ -137,7 +138,8 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                     {.who = "ddp_demo",
                      .epochs = config.epochs,
                      .device = device,
-                     .checkpoint = config.checkpoint});
+                     .checkpoint = config.checkpoint,
+                     .must_match = MustMatchOnResume(agreed)});
   LoopHooks hooks;
   hooks.after_step = [&](const StepView& s) {
     out.PrintOnRank0(

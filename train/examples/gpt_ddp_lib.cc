@@ -143,7 +143,10 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
       {"--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off"},
       {"--checkpoint_dir", config.checkpoint.dir},
       {"--checkpoint_every", config.checkpoint.every_steps},
-      {"corpus tokens", data.num_tokens()}};
+      {"corpus tokens", data.num_tokens()},
+      {"corpus hash",
+       HashHex(HashBytes(data.tokens().data(),
+                         data.tokens().size() * sizeof(int32_t)))}};
   TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
   TANDEM_RETURN_IF_ERROR(CheckGptDdpConfig(config));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode mode,
