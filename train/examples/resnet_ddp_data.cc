@@ -1,6 +1,10 @@
 #include "train/examples/resnet_ddp_data.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -15,6 +19,7 @@
 #include "tensor/tensor.h"
 #include "train/data/image_folder.h"
 #include "train/data/image_transforms.h"
+#include "train/launch/config_agreement.h"
 
 namespace tandem::train {
 namespace {
@@ -74,6 +79,25 @@ absl::Status CheckClassCount(const ResnetDataOptions& options,
       " has ", found, " class folder(s); drop --num_classes or pass ", found));
 }
 
+// A folder's listing as ResnetData::fingerprint: every sample's path below
+// `root`, its class and its size (stat; -1 when it cannot be read), in order.
+std::string ListingFingerprint(const std::string& root,
+                               const ImageFolderDataset& images,
+                               uint64_t hash) {
+  for (const ImageFolderDataset::Entry& e : images.samples()) {
+    const std::string below =
+        e.path.substr(std::min(root.size(), e.path.size()));
+    struct stat st;
+    const int64_t size = ::stat(e.path.c_str(), &st) == 0
+                             ? static_cast<int64_t>(st.st_size)
+                             : -1;
+    hash = HashBytes(below.data(), below.size(), hash);
+    hash = HashBytes(&e.label, sizeof(e.label), hash);
+    hash = HashBytes(&size, sizeof(size), hash);
+  }
+  return HashHex(hash);
+}
+
 absl::StatusOr<ResnetData> LoadSynthetic(const ResnetDataOptions& options) {
   const int64_t classes =
       options.num_classes == 0 ? int64_t{10} : options.num_classes;
@@ -86,6 +110,7 @@ absl::StatusOr<ResnetData> LoadSynthetic(const ResnetDataOptions& options) {
   out.train_indices = Range(options.synthetic_size);
   out.val_indices = Range(n_val);
   out.num_classes = classes;
+  out.fingerprint = "synthetic";
   out.description =
       absl::StrCat("synthetic images (", options.synthetic_size, " train, ",
                    n_val, " held out, ", classes, " classes, from --seed)");
@@ -125,6 +150,9 @@ absl::StatusOr<ResnetData> LoadFolder(const ResnetDataOptions& options) {
     out.train_indices = Range(train->size());
     out.val_indices = Range(val->size());
     out.num_classes = static_cast<int64_t>(train->classes().size());
+    out.fingerprint = absl::StrCat(
+        ListingFingerprint(root, *train, HashBytes(nullptr, 0)), "-",
+        ListingFingerprint(root, *val, HashBytes(nullptr, 0)));
     out.description = absl::StrCat(train_dir, " (", train->size(),
                                    " images) and ", val_dir, " (", val->size(),
                                    " held out), ", out.num_classes, " classes");
@@ -156,6 +184,7 @@ absl::StatusOr<ResnetData> LoadFolder(const ResnetDataOptions& options) {
   out.val_indices.assign(order.begin(), order.begin() + n_val);
   out.train_indices.assign(order.begin() + n_val, order.end());
   out.num_classes = static_cast<int64_t>(train->classes().size());
+  out.fingerprint = ListingFingerprint(root, *train, HashBytes(nullptr, 0));
   out.description =
       absl::StrCat(root, " (", n - n_val, " train, ", n_val,
                    " held out by --val_fraction=", options.val_fraction, "), ",

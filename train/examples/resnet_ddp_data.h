@@ -61,6 +61,10 @@ struct ResnetData {
   std::vector<int64_t> val_indices;  // samples of `val` held out
   int64_t num_classes = 0;
   std::string description;  // one line: where the images come from
+  // What the images are, for a resume to compare: a folder's listing (each
+  // file's path below the folder, class and size) hashed; "synthetic" for
+  // synthetic images (their flags say the rest).
+  std::string fingerprint;
 };
 
 // The images of `options`. InvalidArgument / NotFound naming the folder or

@@ -270,13 +270,7 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
       ConfigEntry("--checkpoint_dir", config.checkpoint.dir),
       ConfigEntry("--checkpoint_every", config.checkpoint.every_steps)};
   TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
-  // A resume must be this run's. The run's length may change, except where
-  // the cosine schedule's shape depends on it.
-  std::vector<ConfigEntry> identity = agreed;
-  if (config.lr_schedule == "cosine") {
-    identity.emplace_back("the cosine schedule's length (--epochs)",
-                          config.epochs);
-  }
+
   if (absl::Status s = CheckResnetConfig(config); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("resnet_ddp: ", s.message()));
@@ -285,6 +279,18 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
     TANDEM_RETURN_IF_ERROR(amp::Autocast::Check(device.type(), *config.amp));
   }
   TANDEM_ASSIGN_OR_RETURN(ResnetData data, LoadResnetData(config.data));
+  // A resume must be this run's: the images by what they are, not where
+  // (--data's path may move). The run's length may change, except where the
+  // cosine schedule's shape depends on it.
+  std::vector<ConfigEntry> identity;
+  for (const ConfigEntry& e : agreed) {
+    if (e.name != "--data") identity.push_back(e);
+  }
+  identity.emplace_back("the images (listing hash)", data.fingerprint);
+  if (config.lr_schedule == "cosine") {
+    identity.emplace_back("the cosine schedule's length (--epochs)",
+                          config.epochs);
+  }
   const int64_t train_size = static_cast<int64_t>(data.train_indices.size());
   const int64_t val_size = static_cast<int64_t>(data.val_indices.size());
   if (val_size < world ||
