@@ -76,7 +76,12 @@ Engine GlooEngine() {
     return absl::OkStatus();
   };
   e.make_launcher = [](const RunOptions& options) {
-    return std::make_unique<GlooLauncher>(options.timeout);
+    auto launcher = std::make_unique<GlooLauncher>(options.timeout);
+    // The runner's note interval (a tenth of --timeout, at most 30 s): with
+    // gloo's own 30 s default a collective that times out sooner never
+    // learned which ranks had not reached it.
+    launcher->set_stall_note_interval(options.stall_note_interval);
+    return launcher;
   };
   return e;
 }

@@ -82,6 +82,7 @@ absl::Status GlooLauncher::Connect() {
   options.store = client_.get();
   options.prefix = absl::StrCat(store->prefix, "tandem/gloo");
   options.timeout = timeout_;
+  options.stall_note_interval = stall_note_interval_;
   absl::StatusOr<std::unique_ptr<GlooCommunicator>> comm =
       GlooCommunicator::Create(options);
   if (!comm.ok()) return connect_status_ = comm.status();

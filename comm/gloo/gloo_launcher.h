@@ -46,10 +46,19 @@ class GlooLauncher : public Launcher {
   // Closes the communicator and the store. Call once, after the last Run.
   void Shutdown();
 
+  // How often a stalled wait notes which ranks have not reached its
+  // collective (GlooOptions::stall_note_interval; RunOptions' value under
+  // the engine registry). It must be shorter than the timeout for a failed
+  // collective to name the ranks that never arrived. Before the first Run.
+  void set_stall_note_interval(absl::Duration interval) {
+    stall_note_interval_ = interval;
+  }
+
  private:
   absl::Status Connect();
 
   absl::Duration timeout_;
+  absl::Duration stall_note_interval_ = absl::Seconds(30);
   absl::Status env_status_;  // why this process cannot run gloo, if it can't
   int rank_ = 0;
   int world_size_ = 1;
