@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "base/std_streams.h"
 #include "bench/flag_checks.h"
 #include "tensor/attention_avx2.h"
 
@@ -120,7 +121,10 @@ int Run() {
 }  // namespace
 }  // namespace tandem::bench
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "attention_blocks",
            .summary = "Times attention's f32 CPU kernels (causal GEMMs over "
@@ -143,4 +147,16 @@ int main(int argc, char** argv) {
     }
   }
   return tandem::bench::Run();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("attention_blocks")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("attention_blocks", Run(argc, argv));
 }

@@ -65,6 +65,7 @@
 #include "absl/types/span.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "base/std_streams.h"
 #include "bench/flag_checks.h"
 #include "bench/repeat_timer.h"
 #include "comm/bandwidth.h"
@@ -744,7 +745,10 @@ int Main() {
 }  // namespace
 }  // namespace tandem
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "comm_benchmark",
            .summary = "Times the sim backend's collectives and prints the "
@@ -754,4 +758,16 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   return tandem::Main();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("comm_benchmark")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("comm_benchmark", Run(argc, argv));
 }

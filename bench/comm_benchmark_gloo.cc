@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "bench/allreduce_sweep.h"
 #include "bench/flag_checks.h"
 #include "comm/fingerprint.h"
@@ -27,7 +28,10 @@ ABSL_FLAG(double, warmup_seconds, 1,
           "Before the first size, run it untimed for this many seconds (0: "
           "none), as bench/comm_benchmark does.");
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "comm_benchmark_gloo",
            .summary =
@@ -77,4 +81,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("comm_benchmark_gloo")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("comm_benchmark_gloo", Run(argc, argv));
 }

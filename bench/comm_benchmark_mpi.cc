@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "bench/allreduce_sweep.h"
 #include "bench/flag_checks.h"
 #include "comm/bandwidth.h"
@@ -122,7 +123,10 @@ absl::Status Run(comm::Communicator& comm) {
 }  // namespace
 }  // namespace tandem
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   // Parsed before MPI starts: every rank exits 2 alike on a usage error.
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "comm_benchmark_mpi",
@@ -173,4 +177,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("comm_benchmark_mpi")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("comm_benchmark_mpi", Run(argc, argv));
 }

@@ -23,6 +23,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "bench/flag_checks.h"
 #include "tensor/cpu/conv_gemm.h"
 #include "tensor/cpu/onednn_conv.h"
@@ -168,7 +169,10 @@ int Run(int64_t size, int64_t batch, int repeats) {
 }  // namespace
 }  // namespace tandem::bench
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "conv_split",
            .summary = "Times resnet18's convolutions pass by pass (forward, "
@@ -193,4 +197,16 @@ int main(int argc, char** argv) {
     }
   }
   return tandem::bench::Run(size, batch, static_cast<int>(repeats));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("conv_split")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("conv_split", Run(argc, argv));
 }

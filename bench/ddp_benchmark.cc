@@ -98,6 +98,7 @@
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "base/std_streams.h"
 #include "base/trace/trace.h"
 #include "bench/amp_measure.h"
 #include "bench/flag_checks.h"
@@ -881,7 +882,10 @@ int Main() {
 }  // namespace
 }  // namespace tandem
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "ddp_benchmark",
            .summary = "Times DistributedDataParallel training steps (sim or "
@@ -892,4 +896,16 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   return tandem::Main();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("ddp_benchmark")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("ddp_benchmark", Run(argc, argv));
 }

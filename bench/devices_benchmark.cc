@@ -42,6 +42,7 @@
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "base/std_streams.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/linear.h"
@@ -247,7 +248,10 @@ absl::Status RunPipe() {
 }  // namespace
 }  // namespace tandem
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "devices_benchmark",
            .summary = "DataParallel and Pipe on simulated devices: step "
@@ -281,4 +285,16 @@ int main(int argc, char** argv) {
     }
   }
   return tandem::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("devices_benchmark")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("devices_benchmark", Run(argc, argv));
 }

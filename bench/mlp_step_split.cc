@@ -26,6 +26,7 @@
 #include "base/command_line.h"
 #include "base/math_tally.h"
 #include "base/status_macros.h"
+#include "base/std_streams.h"
 #include "bench/flag_checks.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/generator.h"
@@ -167,7 +168,10 @@ absl::Status Run(const std::vector<int64_t>& widths, int64_t batch,
 }  // namespace
 }  // namespace tandem::bench
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "mlp_step_split",
            .summary = "Splits one rank's MLP training step (no DDP) into "
@@ -213,4 +217,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("mlp_step_split")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("mlp_step_split", Run(argc, argv));
 }

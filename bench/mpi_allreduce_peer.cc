@@ -21,6 +21,7 @@
 
 #include "absl/flags/flag.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "bench/flag_checks.h"
 #include "bench/repeat_timer.h"
 #include "comm/bandwidth.h"
@@ -68,7 +69,10 @@ void WarmUp(std::vector<float>& buf, int64_t count, double seconds) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   // Before MPI starts: every rank parses and checks the same flags and
   // exits 2 alike on a usage error.
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
@@ -148,4 +152,16 @@ int main(int argc, char** argv) {
   }
   MPI_Finalize();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("mpi_allreduce_peer")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("mpi_allreduce_peer", Run(argc, argv));
 }

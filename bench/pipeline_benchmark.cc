@@ -22,6 +22,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_split.h"
 #include "base/command_line.h"
+#include "base/std_streams.h"
 #include "bench/pipeline_bubble.h"
 
 ABSL_FLAG(std::string, part, "bubble,throughput",
@@ -100,7 +101,10 @@ absl::Status RunThroughput() {
 }  // namespace
 }  // namespace tandem
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "pipeline_benchmark",
            .summary = "The rank pipeline's bubble (GPipe, 1F1B) and "
@@ -138,4 +142,16 @@ int main(int argc, char** argv) {
     }
   }
   return tandem::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("pipeline_benchmark")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("pipeline_benchmark", Run(argc, argv));
 }

@@ -21,12 +21,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
+#include "base/std_streams.h"
 #include "bench/flag_checks.h"
 #include "benchmark/benchmark.h"
 #include "tensor/autograd.h"
@@ -339,7 +341,10 @@ BENCHMARK(BM_MlpTrainStep)->Unit(benchmark::kMillisecond);
 }  // namespace
 }  // namespace tandem
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   int blas_threads = 1;
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
@@ -377,4 +382,16 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("tensor_benchmark")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("tensor_benchmark", Run(argc, argv));
 }

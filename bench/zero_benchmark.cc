@@ -55,6 +55,7 @@
 #include "absl/time/time.h"
 #include "base/command_line.h"
 #include "base/status_macros.h"
+#include "base/std_streams.h"
 #include "bench/rank_memory.h"
 #include "comm/communicator.h"
 #include "comm/traffic_counter.h"
@@ -453,7 +454,10 @@ int Main() {
 }  // namespace
 }  // namespace tandem
 
-int main(int argc, char** argv) {
+namespace {
+
+// main without the check of its own output.
+int Run(int argc, char** argv) {
   if (std::optional<int> exit_code = tandem::HandleCommandLine(
           {.program = "zero_benchmark",
            .summary = "Measures memory per rank (allocator statistics), "
@@ -465,4 +469,16 @@ int main(int argc, char** argv) {
     return *exit_code;
   }
   return tandem::Main();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before anything opens a file that could take a closed stream's number.
+  if (std::optional<int> code =
+          tandem::base::RefuseClosedStdStreams("zero_benchmark")) {
+    return *code;
+  }
+  // What it printed must have reached its reader (base/std_streams.h).
+  return tandem::base::FinishStdStreams("zero_benchmark", Run(argc, argv));
 }
