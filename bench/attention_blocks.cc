@@ -1,5 +1,5 @@
-// Attention's f32 CPU kernels (tensor/attention_avx2.h) at one shape, for
-// each size of query-row block the causal GEMMs are cut into: the thread
+// Attention's f32 CPU kernels (tensor/cpu/avx2/attention_avx2.h) at one shape,
+// for each size of query-row block the causal GEMMs are cut into: the thread
 // CPU time of a forward and of a backward (the least of --repeats runs),
 // and the GEMM rate it comes to over the FLOPs the blocks compute. The
 // default shape is one rank's attention in bench/compare's GPT claim (batch
@@ -27,7 +27,7 @@
 #include "base/status_macros.h"
 #include "base/std_streams.h"
 #include "bench/flag_checks.h"
-#include "tensor/attention_avx2.h"
+#include "tensor/cpu/avx2/attention_avx2.h"
 
 ABSL_FLAG(int64_t, bh, 48, "Batch x heads: independent attention problems.");
 ABSL_FLAG(int64_t, t, 256, "Sequence length.");

@@ -107,7 +107,7 @@
 #include "comm/types.h"
 #include "sim/sim.h"
 #include "tensor/amp/autocast.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/cpu/gemm_bf16.h"
 #include "tensor/generator.h"
@@ -166,7 +166,7 @@ struct GemmShape {
   bool ta = false, tb = false;
   float beta = 0;
   // Linear's forward x W^T (m = batch, n = out, k = in): timed as tandem's
-  // Linear op, which picks its own layout (ops_matmul.cc).
+  // Linear op, which picks its own layout (ops/matmul.cc).
   bool linear_forward = false;
 };
 
@@ -187,7 +187,7 @@ struct ModelSpec {
   }
 };
 
-// As tensor/ops_matmul.cc's Linear: forward x W^T, dW += dY^T x (into the
+// As tensor/ops/matmul.cc's Linear: forward x W^T, dW += dY^T x (into the
 // zeroed gradient, beta 1), and dX = dY W unless it is the first layer.
 void AddLinearGemms(int64_t batch, int64_t in, int64_t out, bool first,
                     std::vector<GemmShape>& gemms) {

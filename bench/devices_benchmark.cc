@@ -49,7 +49,7 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
-#include "tensor/sim/sim_device.h"
+#include "tensor/sim_device/sim_device.h"
 #include "train/parallel/devices/data_parallel.h"
 #include "train/parallel/devices/pipe.h"
 

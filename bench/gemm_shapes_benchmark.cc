@@ -37,7 +37,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/cpu/packed_gemm.h"
 #include "tensor/cpu/skinny_gemm.h"

@@ -12,7 +12,7 @@
 #include "comm/communicator.h"
 #include "sim/cost/topology.h"
 #include "sim/sim.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/linear.h"

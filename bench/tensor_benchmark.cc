@@ -31,7 +31,7 @@
 #include "base/std_streams.h"
 #include "bench/flag_checks.h"
 #include "benchmark/benchmark.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/cpu/blas.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"

@@ -70,7 +70,7 @@ EncodedFingerprint Encode(const Fingerprint& fp) {
 bool Decode(const EncodedFingerprint& words, Fingerprint& fp) {
   const int64_t op = words[1], dtype = words[2], reduce_op = words[5];
   if (op < 0 || op > static_cast<int64_t>(OpKind::kBarrier)) return false;
-  if (dtype < 0 || dtype >= static_cast<int64_t>(std::size(kAllDTypes))) {
+  if (dtype < 0 || dtype >= static_cast<int64_t>(std::size(kEveryDType))) {
     return false;
   }
   if (reduce_op < -1 ||

@@ -33,10 +33,6 @@ using ::tandem::DTypeSize;
 using ::tandem::IsFloatingPoint;
 using ::tandem::IsValidDType;
 
-inline constexpr DType kAllDTypes[] = {DType::kF32,  DType::kF64, DType::kF16,
-                                       DType::kBF16, DType::kI32, DType::kI64,
-                                       DType::kU8};
-
 // The DType of a C++ element type (float, double, int32_t, int64_t, uint8_t).
 // f16/bf16 views are usually built with an explicit dtype over uint16_t
 // storage.

@@ -101,7 +101,7 @@ absl::StatusOr<std::shared_ptr<Allocator>> GetAllocator(Device device) {
     return absl::FailedPreconditionError(absl::StrCat(
         "no allocator is registered for ", device.ToString(),
         ": simulated devices are not installed in this process; call "
-        "InstallSimDevices (tensor/sim/sim_device.h), e.g. through a "
+        "InstallSimDevices (tensor/sim_device/sim_device.h), e.g. through a "
         "binary's --devices flag or TANDEM_SIM_DEVICES"));
   }
   if (a == nullptr) {

@@ -1,7 +1,7 @@
 // Memory behind tensors: the Allocator interface, the per-device-type
 // registry, and Storage (one allocation shared by every tensor viewing it).
 //
-// The CPU allocator is built in; tensor/sim/ registers one for
+// The CPU allocator is built in; tensor/sim_device/ registers one for
 // DeviceType::kSim. A CUDA caching allocator plugs in later by implementing
 // Allocator and registering it once at start-up:
 //
@@ -67,12 +67,12 @@ class Storage {
   static absl::StatusOr<std::shared_ptr<Storage>> Allocate(Device device,
                                                            int64_t nbytes);
   // A Storage that views all of `base`'s memory but reports `device`, for
-  // device libraries whose memory is host memory (tensor/sim/sim_device.h runs
-  // the CPU kernels on a simulated device's memory through such aliases). The
-  // alias keeps the base alive; when the alias goes away it calls
-  // allocator->Deallocate(device, data, nbytes), which must NOT free the
-  // memory (the base does that): it is the allocator's notice that this
-  // view ended (e.g. for memory accounting). Never null.
+  // device libraries whose memory is host memory
+  // (tensor/sim_device/sim_device.h runs the CPU kernels on a simulated
+  // device's memory through such aliases). The alias keeps the base alive; when
+  // the alias goes away it calls allocator->Deallocate(device, data, nbytes),
+  // which must NOT free the memory (the base does that): it is the allocator's
+  // notice that this view ended (e.g. for memory accounting). Never null.
   static std::shared_ptr<Storage> Alias(std::shared_ptr<Storage> base,
                                         Device device,
                                         std::shared_ptr<Allocator> allocator);

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 
 namespace tandem::internal {
 

@@ -1,6 +1,6 @@
 // Where a tensor's memory lives: the host (CPU), CUDA device k, or
 // simulated device k (host memory and CPU kernels behind a distinct device,
-// see tensor/sim/sim_device.h).
+// see tensor/sim_device/sim_device.h).
 //
 //   Device d = Device::CUDA(1);
 //   d.is_cuda();      // true
@@ -34,7 +34,7 @@ class Device {
     return Device(DeviceType::kCUDA, index);
   }
   // Simulated device `index` (>= 0): a device of its own whose memory is
-  // host memory; usable once tensor/sim/sim_device.h installed it.
+  // host memory; usable once tensor/sim_device/sim_device.h installed it.
   static constexpr Device Sim(int index) {
     return Device(DeviceType::kSim, index);
   }

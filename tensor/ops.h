@@ -5,7 +5,7 @@
 // comes back as InvalidArgument/Unimplemented with a message naming the
 // shapes and dtypes, never a crash. Outputs are new contiguous tensors,
 // except Reshape/Flatten, which are views. Each op records a backward node
-// when grad mode is on and an input requires grad (tensor/autograd.h).
+// when grad mode is on and an input requires grad (tensor/autograd/autograd.h).
 // Zero-sized dims are fine everywhere (BLAS calls with a zero dim are
 // skipped). There is no implicit dtype promotion: mixing f32 and f64 is an
 // error.
@@ -106,7 +106,7 @@ absl::StatusOr<Tensor> Argmax(const Tensor& x, int64_t dim = -1);
 absl::StatusOr<Tensor> Reshape(const Tensor& x, Shape shape);
 absl::StatusOr<Tensor> Flatten(const Tensor& x, int64_t start_dim = 0,
                                int64_t end_dim = -1);
-// PyTorch's x.permute(dims).contiguous() (tensor/ops_permute.cc): out's
+// PyTorch's x.permute(dims).contiguous() (tensor/ops/permute.cc): out's
 // dim k is x's dim dims[k] (negative counts from the end); a copy, since
 // tandem's tensors are contiguous. Any dtype; the gradient is permuted back.
 // InvalidArgument unless dims is a permutation of x's dims.
@@ -124,7 +124,7 @@ absl::StatusOr<Tensor> Conv2d(const Tensor& x, const Tensor& weight,
                               const Tensor& bias,
                               const Conv2dOptions& options = {});
 
-// ---- Pooling (NCHW; tensor/ops_pool.cc), PyTorch's max_pool2d,
+// ---- Pooling (NCHW; tensor/ops/pool.cc), PyTorch's max_pool2d,
 // avg_pool2d and adaptive_avg_pool2d (dilation 1). Each output element is
 // computed by one device kernel; the backward is one op too.
 struct MaxPool2dOptions {
@@ -162,7 +162,7 @@ absl::StatusOr<Tensor> AvgPool2d(const Tensor& x,
 absl::StatusOr<Tensor> AdaptiveAvgPool2d(const Tensor& x,
                                          std::array<int64_t, 2> output_size);
 
-// ---- Normalisation (tensor/ops_batch_norm.cc, tensor/ops_layer_norm.cc).
+// ---- Normalisation (tensor/ops/batch_norm.cc, tensor/ops/layer_norm.cc).
 // PyTorch's torch.nn.functional.batch_norm(x, running_mean, running_var,
 // weight, bias, training, momentum, eps), arguments in tandem's order.
 // x is [N, C, *] ([N, C], [N, C, L], [N, C, H, W], ...), f32 or f64, or
@@ -180,7 +180,7 @@ absl::StatusOr<Tensor> AdaptiveAvgPool2d(const Tensor& x,
 //   not training: normalised with running_mean and running_var (required).
 // y = (x - mean) / sqrt(var + eps) * weight + bias. Gradients for x, weight
 // and bias (PyTorch's formulas). The per-channel pieces, for SyncBatchNorm,
-// are in tensor/ops_batch_norm.h.
+// are in tensor/ops/batch_norm.h.
 absl::StatusOr<Tensor> BatchNorm(const Tensor& x, const Tensor& weight,
                                  const Tensor& bias, const Tensor& running_mean,
                                  const Tensor& running_var, bool training,
@@ -217,7 +217,7 @@ absl::StatusOr<Tensor> CrossEntropy(const Tensor& logits, const Tensor& labels,
 absl::StatusOr<Tensor> Mse(const Tensor& prediction, const Tensor& target);
 
 // ---- GPT ops (Embedding, Dropout, CrossEntropy options;
-// tensor/ops_embedding.cc, tensor/ops_dropout.cc, tensor/ops_loss.cc).
+// tensor/ops/embedding.cc, tensor/ops/dropout.cc, tensor/ops/loss.cc).
 //
 // PyTorch's nn.functional.embedding(indices, weight): indices of dtype i64
 // or i32, any shape (0-d too), values in [0, V); weight [V, D] (f32/f64;

@@ -5,8 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
-#include "tensor/ops_internal.h"
+#include "tensor/autograd/autograd.h"
+#include "tensor/ops/internal.h"
 #include "tensor/tensor_impl.h"
 
 namespace tandem {

@@ -1,5 +1,5 @@
 // Tensor: factories, metadata, data access, copies, conversions, ToString.
-// Views live in ops_shape.cc and autograd methods in autograd.cc.
+// Views live in ops/shape.cc and autograd methods in autograd/autograd.cc.
 #include "tensor/tensor.h"
 
 #include <cstdint>
@@ -14,9 +14,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/convert.h"
-#include "tensor/op_kernels.h"
+#include "tensor/dispatch/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/tensor_impl.h"
 

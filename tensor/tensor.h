@@ -14,7 +14,8 @@
 //   flat
 //
 // Autograd: ops in tensor/ops.h record a node on their output when grad mode
-// is on (see NoGradGuard in tensor/autograd.h) and an input requires grad.
+// is on (see NoGradGuard in tensor/autograd/autograd.h) and an input requires
+// grad.
 //
 //   TANDEM_ASSIGN_OR_RETURN(Tensor w, Tensor::Ones({3}));
 //   TANDEM_RETURN_IF_ERROR(w.set_requires_grad(true));
@@ -43,9 +44,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/dtype.h"
 #include "tensor/allocator.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 
 namespace tandem {
 
@@ -208,7 +209,7 @@ class Tensor {
   // long tensors are elided. For debugging.
   std::string ToString() const;
 
-  // ---- Autograd (see tensor/autograd.h for grad mode and recording).
+  // ---- Autograd (see tensor/autograd/autograd.h for grad mode and recording).
   bool requires_grad() const;
   // Makes a leaf (not) require grad. Errors: only floating dtypes may
   // require grad; a non-leaf's flag can't be changed (use Detach()).

@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/dtype.h"
 #include "tensor/allocator.h"
-#include "tensor/autograd.h"
-#include "tensor/dtype.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/tensor.h"
 
 namespace tandem {

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/ops.h"
 
 namespace tandem {
@@ -61,7 +61,7 @@ TEST(TensorTest, Factories) {
   EXPECT_TRUE(e.ToVector<float>().value().empty());
 }
 
-// Half and BFloat16 (tensor/dtype.h) hold base/half.h's encodings.
+// Half and BFloat16 (base/dtype.h) hold base/half.h's encodings.
 TEST(DTypeTest, HalfAndBFloat16StoreTheEncodingAndConvertBack) {
   Half h(1.0f / 3.0f);
   EXPECT_EQ(h.bits, 0x3555);

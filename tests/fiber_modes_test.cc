@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "sim/sim.h"
 #include "tensor/amp/autocast.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 
 namespace tandem {
 namespace {

@@ -322,7 +322,7 @@ std::vector<CollectiveCase> CollectiveCases(std::shared_ptr<Launcher> launcher,
   };
   for (int n : options.world_sizes) {
     // Small sizes: the full cross product, three operations in flight.
-    for (DType dt : kAllDTypes) {
+    for (DType dt : kEveryDType) {
       for (int64_t count : small_counts) {
         for (ReduceOp op : ValidReduceOps(dt)) {
           add({.op = OpKind::kAllReduce,
@@ -382,7 +382,7 @@ std::vector<CollectiveCase> CollectiveCases(std::shared_ptr<Launcher> launcher,
          {std::pair<int64_t, int>{int64_t{1} << 20, 2},
           std::pair<int64_t, int>{max_bytes, 1}}) {
       const bool largest = outstanding == 1;
-      for (DType dt : kAllDTypes) {
+      for (DType dt : kEveryDType) {
         const bool all_ops = !largest || dt == DType::kF32;
         const int64_t es = DTypeSize(dt);
         const ReduceOp op =

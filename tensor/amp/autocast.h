@@ -43,9 +43,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 #include "tensor/autocast_state.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
 namespace tandem::amp {

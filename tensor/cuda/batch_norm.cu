@@ -1,5 +1,5 @@
-// BatchNorm's CUDA kernels, one per row of tensor/op_kernels.h, with the
-// CPU kernels' arithmetic (tensor/ops_batch_norm.cc): channel sums in
+// BatchNorm's CUDA kernels, one per row of tensor/dispatch/op_kernels.h, with
+// the CPU kernels' arithmetic (tensor/ops/batch_norm.cc): channel sums in
 // double, by one block per channel in a fixed order (deterministic);
 // per-channel and elementwise formulas in the dtype. f32 and f64 only (the
 // op's definition computes f16/bf16 in f32). The host side, which

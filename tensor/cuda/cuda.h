@@ -3,9 +3,8 @@
 //
 // Linking //tensor/cuda is all a program needs: a static initialiser
 // registers the caching allocator (tensor/cuda/memory.h) and the kernels
-// (the kernel table, tensor/op_table.h) for DeviceType::kCUDA, so tensors and
-// ops work on
-// Device::CUDA(k):
+// (the kernel table, tensor/dispatch/op_table.h) for DeviceType::kCUDA, so
+// tensors and ops work on Device::CUDA(k):
 //
 //   if (tandem::cuda::DeviceCount() > 0) {
 //     TANDEM_ASSIGN_OR_RETURN(Tensor w, w_cpu.To(Device::CUDA(0)));

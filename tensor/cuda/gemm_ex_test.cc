@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/memory.h"
 #include "tensor/cuda/test_util.h"

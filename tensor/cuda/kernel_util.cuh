@@ -16,8 +16,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "base/dtype.h"
 #include "tensor/cuda/internal/kernels.h"
-#include "tensor/dtype.h"
 
 namespace tandem::cuda::kernels {
 

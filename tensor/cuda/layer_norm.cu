@@ -1,5 +1,5 @@
 // LayerNorm's CUDA kernels (forward and LayerNormBackward), the CPU
-// kernels' arithmetic (tensor/ops_layer_norm.cc): row sums in double by one
+// kernels' arithmetic (tensor/ops/layer_norm.cc): row sums in double by one
 // block per row in a fixed tree, column sums (dweight, dbias) in double by
 // one thread per column walking the rows in order: deterministic. f32 and
 // f64 (the op's definition computes f16/bf16 in f32). The host side, which

@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/test_util.h"
 #include "tensor/ops.h"

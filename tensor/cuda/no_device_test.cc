@@ -10,7 +10,7 @@
 #include "tensor/allocator.h"
 #include "tensor/cuda/cuda.h"
 #include "tensor/cuda/memory.h"
-#include "tensor/op_table.h"
+#include "tensor/dispatch/op_table.h"
 #include "tensor/tensor.h"
 
 namespace tandem {

@@ -1,6 +1,6 @@
 // ScaledDotProductAttention's CUDA kernels in the kernel table
-// (tensor/attention_kernels.h): the op's definition
-// (tensor/ops_attention.cc) checked the arguments and allocated the outputs
+// (tensor/dispatch/attention_kernels.h): the op's definition
+// (tensor/ops/attention.cc) checked the arguments and allocated the outputs
 // on the device; these queue attention.cu's kernels on the thread's
 // current stream.
 #include <cuda_runtime.h>
@@ -8,9 +8,9 @@
 #include <cstdint>
 
 #include "base/status_macros.h"
-#include "tensor/attention_kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
+#include "tensor/dispatch/attention_kernels.h"
 
 namespace tandem::cuda {
 namespace kernels {

@@ -16,7 +16,7 @@
 #include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/ops_internal.h"
+#include "tensor/ops/internal.h"
 
 namespace tandem::cuda::internal {
 namespace {
@@ -77,7 +77,7 @@ kernels::ConvGeometry GeometryOf(const Tensor& x, const Tensor& weight,
   return geo;
 }
 
-// The kernels of tensor/op_kernels.h, on arguments their op checked.
+// The kernels of tensor/dispatch/op_kernels.h, on arguments their op checked.
 absl::Status CudaConv2dBackward(const Tensor& g, const Tensor& x,
                                 const Tensor& w, const Conv2dOptions& options,
                                 const GradOut& dx, const GradOut& dw,

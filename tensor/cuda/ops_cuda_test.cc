@@ -16,7 +16,7 @@
 #include "tensor/cuda/test_util.h"
 #include "tensor/generator.h"
 #include "tensor/ops.h"
-#include "tensor/ops_batch_norm.h"
+#include "tensor/ops/batch_norm.h"
 #include "tensor/tensor.h"
 
 namespace tandem {
@@ -402,7 +402,7 @@ TEST_P(OpsCudaTest, MaxPool2d) {
           });
 }
 
-// Pooling with padding, averages and adaptive windows (tensor/ops_pool.cc):
+// Pooling with padding, averages and adaptive windows (tensor/ops/pool.cc):
 // the CUDA kernels against the CPU's, forward and backward.
 TEST_P(OpsCudaTest, PoolingPaddedAverageAdaptive) {
   CheckOp("MaxPool2d 3x3 stride 2 padding 1", dt(), {F({2, 3, 9, 8}, 93)},

@@ -13,7 +13,7 @@
 #include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/ops_internal.h"
+#include "tensor/ops/internal.h"
 
 namespace tandem::cuda::internal {
 namespace {
@@ -32,7 +32,7 @@ kernels::Broadcast ToKernel(const BroadcastPlan& p) {
   return k;
 }
 
-// The kernels of tensor/op_kernels.h, on arguments their ops checked.
+// The kernels of tensor/dispatch/op_kernels.h, on arguments their ops checked.
 absl::Status CudaBinary(BinaryOp op, const Tensor& a, const Tensor& b,
                         const BroadcastPlan& plan, const Tensor& out) {
   TANDEM_ASSIGN_OR_RETURN(cudaStream_t stream, Enter(a.device().index()));

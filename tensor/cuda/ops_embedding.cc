@@ -1,5 +1,5 @@
 // Embedding's CUDA kernels in the kernel table: the op's definition
-// (tensor/ops_embedding.cc) checked the arguments (the indices' range
+// (tensor/ops/embedding.cc) checked the arguments (the indices' range
 // included) and allocated the output on the device; these queue
 // embedding.cu's kernels on the thread's current stream.
 #include <cuda_runtime.h>
@@ -10,7 +10,7 @@
 #include "base/status_macros.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/op_table.h"
+#include "tensor/dispatch/op_table.h"
 
 namespace tandem::cuda {
 namespace kernels {

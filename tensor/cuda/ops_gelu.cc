@@ -1,5 +1,5 @@
 // Gelu's CUDA kernels in the kernel table: the op's definition
-// (tensor/ops_gelu.cc) checked the arguments and allocated the output on
+// (tensor/ops/gelu.cc) checked the arguments and allocated the output on
 // the device; these queue gelu.cu's kernels on the thread's current stream.
 #include <cuda_runtime.h>
 
@@ -9,7 +9,7 @@
 #include "base/status_macros.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/op_table.h"
+#include "tensor/dispatch/op_table.h"
 
 namespace tandem::cuda {
 namespace kernels {

@@ -1,5 +1,5 @@
 // LayerNorm's CUDA kernels in the kernel table: the definition
-// (tensor/ops_layer_norm.cc) checked the arguments and allocated the
+// (tensor/ops/layer_norm.cc) checked the arguments and allocated the
 // outputs on the device; these queue layer_norm.cu's kernels on the
 // thread's current stream.
 #include <cuda_runtime.h>
@@ -9,8 +9,8 @@
 #include "base/status_macros.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/op_kernels.h"
-#include "tensor/op_table.h"
+#include "tensor/dispatch/op_kernels.h"
+#include "tensor/dispatch/op_table.h"
 
 namespace tandem::cuda {
 namespace kernels {

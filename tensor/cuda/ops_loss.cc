@@ -15,7 +15,7 @@
 #include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/ops_internal.h"
+#include "tensor/ops/internal.h"
 
 namespace tandem::cuda::internal {
 namespace {
@@ -27,7 +27,7 @@ absl::StatusOr<int64_t> LabelAt(const Tensor& labels, int64_t index) {
   return host.data<int64_t>()[0];
 }
 
-// The kernels of tensor/op_kernels.h, on arguments their ops checked.
+// The kernels of tensor/dispatch/op_kernels.h, on arguments their ops checked.
 // CrossEntropy: `saved` holds the probabilities; rows whose label is
 // options.ignore_index add nothing and get a zero gradient; the count of
 // the others is summed on the device and read back with the label check

@@ -12,12 +12,12 @@
 #include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/ops_internal.h"
+#include "tensor/ops/internal.h"
 
 namespace tandem::cuda::internal {
 namespace {
 
-// The kernels of tensor/op_kernels.h, on arguments their ops checked.
+// The kernels of tensor/dispatch/op_kernels.h, on arguments their ops checked.
 absl::Status CudaMatMul(const Tensor& a, const Tensor& b, bool transpose_a,
                         bool transpose_b, const GradOut& c) {
   const int64_t m = c.tensor.dim(0), n = c.tensor.dim(1);

@@ -8,7 +8,7 @@
 #include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/ops_internal.h"
+#include "tensor/ops/internal.h"
 
 namespace tandem::cuda::internal {
 namespace {
@@ -40,7 +40,7 @@ absl::Status CheckParam(const Tensor& param, const char* op) {
   return absl::OkStatus();
 }
 
-// The kernels of tensor/op_kernels.h.
+// The kernels of tensor/dispatch/op_kernels.h.
 absl::Status CudaSgdStep(const Tensor& param, const Tensor& grad,
                          const Tensor& buffer, const SgdStepArgs& args) {
   TANDEM_RETURN_IF_ERROR(CheckParam(param, "Sgd::Step"));

@@ -1,5 +1,5 @@
 // Permute's CUDA kernel in the kernel table: the op's definition
-// (tensor/ops_permute.cc) checked `dims` and allocated `out` on the device,
+// (tensor/ops/permute.cc) checked `dims` and allocated `out` on the device,
 // and records autograd itself; this builds a strided plan and queues
 // permute.cu's gather on the thread's current stream.
 #include <cuda_runtime.h>
@@ -13,7 +13,7 @@
 #include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/permute_kernels.h"
+#include "tensor/dispatch/permute_kernels.h"
 
 namespace tandem::cuda::internal {
 namespace {

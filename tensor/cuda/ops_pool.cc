@@ -1,5 +1,5 @@
 // Pooling's CUDA kernels in the kernel table: the ops' definitions
-// (tensor/ops_pool.cc) checked the arguments, resolved the geometry and
+// (tensor/ops/pool.cc) checked the arguments, resolved the geometry and
 // allocated the outputs on the device, and record autograd themselves;
 // these queue pool.cu's kernels on the thread's current stream.
 #include <cuda_runtime.h>
@@ -10,7 +10,7 @@
 #include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/op_kernels.h"
+#include "tensor/dispatch/op_kernels.h"
 
 namespace tandem::cuda::internal {
 namespace {

@@ -9,7 +9,7 @@
 #include "tensor/cuda/internal/kernels.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/ops_internal.h"
+#include "tensor/ops/internal.h"
 
 namespace tandem::cuda::internal {
 namespace {
@@ -24,7 +24,7 @@ kernels::Split ToKernel(const DimSplit& s) {
   return k;
 }
 
-// The kernels of tensor/op_kernels.h, on arguments their ops checked
+// The kernels of tensor/dispatch/op_kernels.h, on arguments their ops checked
 // (dims normalised).
 absl::Status CudaSumAll(const Tensor& x, bool mean, const Tensor& out) {
   const Device device = x.device();

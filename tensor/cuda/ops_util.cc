@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "tensor/cuda/internal/cuda_ops.h"
 #include "tensor/cuda/internal/kernels.h"
-#include "tensor/ops_internal.h"
+#include "tensor/ops/internal.h"
 
 namespace tandem::cuda::internal {
 

@@ -1,7 +1,7 @@
 // Pooling's CUDA kernels (MaxPool2d, AvgPool2d, AdaptiveAvgPool2d and their
-// common backward), NCHW, for the geometry of tensor/op_kernels.h's
+// common backward), NCHW, for the geometry of tensor/dispatch/op_kernels.h's
 // Pool2dArgs. The forward computes one output per thread with the CPU
-// kernel's loop (tensor/ops_pool.cc); the backward gathers: each input
+// kernel's loop (tensor/ops/pool.cc); the backward gathers: each input
 // position sums the contributions of the windows that contain it, in the
 // order the CPU's scatter adds them, so no atomics are needed and the
 // results are deterministic. The host side, which registers them in the
@@ -22,7 +22,7 @@ struct Window {
   int64_t h0, h1, w0, w1, divisor;
 };
 
-// The CPU's WindowAt (tensor/ops_pool.cc).
+// The CPU's WindowAt (tensor/ops/pool.cc).
 __device__ Window WindowAt(const PoolGeometry& g, int64_t oi, int64_t oj) {
   Window win;
   if (g.mode == kAdaptive) {

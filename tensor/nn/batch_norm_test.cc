@@ -2,7 +2,7 @@
 // statistics with momentum None, eval mode, affine=False,
 // track_running_stats=False, the state dict, repr, the one-value error, and
 // GradCheck through the module. (The op's values with momentum 0.1 are
-// checked in tensor/ops_batch_norm_test.cc.)
+// checked in tensor/ops/batch_norm_test.cc.)
 #include "tensor/nn/batch_norm.h"
 
 #include <gmock/gmock.h>
@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "tensor/gradcheck.h"
 #include "tensor/nn/test_util.h"
-#include "tensor/norm_test_util.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
+#include "tensor/testing/gradcheck.h"
+#include "tensor/testing/norm_test_util.h"
 
 namespace tandem::nn {
 namespace {
@@ -233,7 +233,7 @@ void CheckAgainstTorch(DType dtype, const Reference& ref, double tol) {
 
 TEST(BatchNorm2dTest, MatchesPyTorch) {
   CheckAgainstTorch(DType::kF64, kF64Ref, 1e-13);
-  // f32: see tensor/ops_batch_norm_test.cc.
+  // f32: see tensor/ops/batch_norm_test.cc.
   CheckAgainstTorch(DType::kF32, kF32Ref, 2e-7);
 }
 

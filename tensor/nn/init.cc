@@ -6,8 +6,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/dtype.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
 

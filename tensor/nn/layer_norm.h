@@ -20,7 +20,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 #include "tensor/nn/module.h"
 #include "tensor/tensor.h"
 

@@ -1,7 +1,7 @@
 // nn::LayerNorm against torch.nn.LayerNorm (PyTorch 1.13): values and
 // gradients without affine over two dims, parameters and state dict, repr,
 // GradCheck through the module, errors. (The op's values with affine are
-// checked in tensor/ops_layer_norm_test.cc.)
+// checked in tensor/ops/layer_norm_test.cc.)
 #include "tensor/nn/layer_norm.h"
 
 #include <gmock/gmock.h>
@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "tensor/gradcheck.h"
 #include "tensor/nn/test_util.h"
-#include "tensor/norm_test_util.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
+#include "tensor/testing/gradcheck.h"
+#include "tensor/testing/norm_test_util.h"
 
 namespace tandem::nn {
 namespace {
@@ -33,7 +33,7 @@ struct Reference {
 };
 
 // Printed by /usr/bin/python3 (torch 1.13), with X, G and p as in
-// tensor/ops_layer_norm_test.cc's script:
+// tensor/ops/layer_norm_test.cc's script:
 //
 //   for dt in (torch.float64, torch.float32):
 //       x = torch.tensor(X(24), dtype=dt).reshape(2, 3, 4).requires_grad_()

@@ -23,7 +23,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 #include "tensor/generator.h"
 #include "tensor/nn/module.h"
 #include "tensor/tensor.h"

@@ -1,8 +1,8 @@
-// Module::To(Device) on the test-only fake "CUDA" device (tensor/fake_device.h:
-// host memory behind a CUDA label), so the in-place move, the handles that
-// follow it, shared allocations and the all-or-nothing error path are tested
-// on machines without a GPU. The no-allocator error is in module_test.cc,
-// which links no device at all.
+// Module::To(Device) on the test-only fake "CUDA" device
+// (tensor/testing/fake_device.h: host memory behind a CUDA label), so the
+// in-place move, the handles that follow it, shared allocations and the
+// all-or-nothing error path are tested on machines without a GPU. The
+// no-allocator error is in module_test.cc, which links no device at all.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -18,13 +18,13 @@
 #include "gtest/gtest.h"
 #include "tensor/allocator.h"
 #include "tensor/device.h"
-#include "tensor/fake_device.h"
 #include "tensor/generator.h"
 #include "tensor/nn/linear.h"
 #include "tensor/nn/module.h"
 #include "tensor/nn/test_util.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
+#include "tensor/testing/fake_device.h"
 
 namespace tandem::nn {
 namespace {

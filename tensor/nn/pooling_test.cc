@@ -1,5 +1,5 @@
 // nn::MaxPool2d, AvgPool2d, AdaptiveAvgPool2d (the ops' values are checked
-// against PyTorch in tensor/ops_pool_test.cc; here: the modules forward to
+// against PyTorch in tensor/ops/pool_test.cc; here: the modules forward to
 // them and print as PyTorch does) and nn::Residual.
 #include "tensor/nn/pooling.h"
 

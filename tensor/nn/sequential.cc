@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/trace/trace.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 
 namespace tandem::nn {
 

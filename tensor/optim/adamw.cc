@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "base/trace/trace.h"
-#include "tensor/op_kernels.h"
+#include "tensor/dispatch/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/optim/update_kernels.h"
 #include "tensor/tensor.h"

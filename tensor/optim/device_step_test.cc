@@ -1,17 +1,17 @@
 // Sgd and AdamW on device parameters, without a GPU: the host-backed fake
-// device (tensor/fake_device.h) receives the fused step with the scalars
-// the CPU update would use. The real kernels are compared with the CPU in
-// tensor/cuda/training_cuda_test.cc.
+// device (tensor/testing/fake_device.h) receives the fused step with the
+// scalars the CPU update would use. The real kernels are compared with the CPU
+// in tensor/cuda/training_cuda_test.cc.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
-#include "tensor/fake_device.h"
 #include "tensor/optim/adamw.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
+#include "tensor/testing/fake_device.h"
 
 namespace tandem::optim {
 namespace {

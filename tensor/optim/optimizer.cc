@@ -7,8 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/dtype.h"
 #include "base/status_macros.h"
-#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
 namespace tandem::optim {

@@ -1,6 +1,6 @@
 // The host update loops of Sgd and AdamW, shared by the optimizers' CPU path
-// and by device libraries whose memory is host memory (tensor/sim/), so both
-// compute bit-identical updates. Internal: not for users.
+// and by device libraries whose memory is host memory (tensor/sim_device/), so
+// both compute bit-identical updates. Internal: not for users.
 #ifndef TANDEM_TENSOR_OPTIM_UPDATE_KERNELS_H_
 #define TANDEM_TENSOR_OPTIM_UPDATE_KERNELS_H_
 

@@ -13,7 +13,7 @@
 #include "base/output_file.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
-#include "train/launch/config_agreement.h"
+#include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train::checkpoint {
 namespace {

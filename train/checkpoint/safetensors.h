@@ -37,7 +37,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 #include "tensor/nn/module.h"
 
 namespace tandem::train::checkpoint {

@@ -21,7 +21,7 @@
 #include "train/checkpoint/atomic_file.h"
 #include "train/checkpoint/param_groups_metadata.h"
 #include "train/checkpoint/safetensors.h"
-#include "train/launch/config_agreement.h"
+#include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train::checkpoint {
 namespace {

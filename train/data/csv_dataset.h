@@ -24,7 +24,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 #include "train/data/dataset.h"
 
 namespace tandem::train {

@@ -22,7 +22,7 @@
 #include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
-#include "tensor/sim/sim_device.h"
+#include "tensor/sim_device/sim_device.h"
 #include "train/demos/sim_devices_flag.h"
 #include "train/parallel/devices/device_transfer.h"
 #include "train/parallel/devices/pipe.h"

@@ -3,7 +3,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/sim/sim_device.h"
+#include "tensor/sim_device/sim_device.h"
 
 ABSL_FLAG(int64_t, devices, -1,
           "Simulated devices to install (sim:0 .. sim:N-1), 1..1024; default: "

@@ -19,9 +19,9 @@
 #include "tensor/nn/linear.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
-#include "train/launch/config_agreement.h"
 #include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
+#include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train {
 namespace {

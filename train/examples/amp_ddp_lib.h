@@ -31,9 +31,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "train/checkpoint/run_checkpointer.h"
 #include "train/parallel/ddp/comm_hook.h"
 

@@ -22,9 +22,9 @@
 #include "tensor/tensor.h"
 #include "train/data/dataset.h"
 #include "train/examples/toy_ddp_lib.h"
-#include "train/launch/config_agreement.h"
 #include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
+#include "train/parallel/core/config_agreement.h"
 #include "train/parallel/strategy.h"
 
 namespace tandem::train {

@@ -25,7 +25,7 @@
 #include "train/data/data_loader.h"
 #include "train/data/shared_load.h"
 #include "train/examples/broadcast_dataset.h"
-#include "train/launch/config_agreement.h"
+#include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train {
 namespace {

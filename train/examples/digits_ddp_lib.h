@@ -27,9 +27,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "train/checkpoint/run_checkpointer.h"
 
 namespace tandem::train {

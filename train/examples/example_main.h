@@ -60,10 +60,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/command_line.h"
+#include "base/dtype.h"
 #include "base/run_paths.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "train/checkpoint/run_checkpointer.h"
 
 namespace tandem::train {

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 #include "tensor/nn/models/gpt.h"
 #include "train/checkpoint/run_checkpointer.h"
 #include "train/parallel/strategy.h"

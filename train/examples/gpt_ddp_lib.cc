@@ -16,8 +16,9 @@
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "tensor/amp/autocast.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/generator.h"
+#include "tensor/nn/models/gpt_generate.h"
 #include "tensor/ops.h"
 #include "tensor/optim/adamw.h"
 #include "tensor/optim/lr_scheduler.h"
@@ -26,10 +27,10 @@
 #include "train/data/distributed_sampler.h"
 #include "train/examples/model_memory.h"
 #include "train/hf/gpt2_pretrained.h"
-#include "train/launch/config_agreement.h"
 #include "train/loop/must_match.h"
 #include "train/loop/run_monitor.h"
 #include "train/loop/training_loop.h"
+#include "train/parallel/core/config_agreement.h"
 #include "train/parallel/core/tensor_comm.h"
 #include "train/parallel/strategy.h"
 
@@ -390,48 +391,20 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   if (config.sample_tokens > 0) {
     // Every rank generates alike (FSDP's forward is collective).
     model->Eval();
-    NoGradGuard no_grad;
     Generator sampler_gen(config.seed);
-    std::vector<int64_t> context = {'\n'};
-    std::string text;
-    const int64_t v = config.model.vocab_size;
-    const int64_t k = std::min(config.top_k, v);
-    for (int64_t i = 0; i < config.sample_tokens; ++i) {
-      const int64_t t = std::min<int64_t>(static_cast<int64_t>(context.size()),
-                                          config.block_size);
-      std::vector<int64_t> window(context.end() - t, context.end());
-      TANDEM_ASSIGN_OR_RETURN(Tensor x, Tensor::FromVector(window, {1, t}));
-      TANDEM_ASSIGN_OR_RETURN(x, x.To(device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer.Forward(x));
-      TANDEM_ASSIGN_OR_RETURN(logits, logits.To(Device::CPU()));
-      TANDEM_ASSIGN_OR_RETURN(logits, logits.View((t - 1) * v, {v}));
-      TANDEM_ASSIGN_OR_RETURN(Tensor f32, logits.To(DType::kF32));
-      TANDEM_ASSIGN_OR_RETURN(std::vector<float> row, f32.ToVector<float>());
-      // Top-k: the k largest logits (ties by lower id), softmax over them.
-      std::vector<int64_t> ids(static_cast<size_t>(v));
-      for (int64_t j = 0; j < v; ++j) ids[j] = j;
-      std::stable_sort(ids.begin(), ids.end(),
-                       [&](int64_t a, int64_t b) { return row[a] > row[b]; });
-      std::vector<double> p(static_cast<size_t>(k));
-      double total = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        p[j] = std::exp(static_cast<double>(row[ids[j]] - row[ids[0]]));
-        total += p[j];
-      }
-      double u = 0;
-      sampler_gen.Uniform(&u, 1, 0.0, 1.0);
-      u *= total;
-      int64_t pick = k - 1;
-      for (int64_t j = 0; j < k; ++j) {
-        if (u < p[j]) {
-          pick = j;
-          break;
-        }
-        u -= p[j];
-      }
-      context.push_back(ids[pick]);
-      text.push_back(static_cast<char>(ids[pick]));
-    }
+    nn::LogitsSource source{
+        .forward = [&](const Tensor& x) { return trainer.Forward(x); },
+        .block_size = config.block_size,
+        .vocab_size = config.model.vocab_size,
+        .device = device,
+    };
+    TANDEM_ASSIGN_OR_RETURN(
+        std::vector<int64_t> ids,
+        nn::GenerateTokens(
+            source, {'\n'},
+            {.max_new_tokens = config.sample_tokens, .top_k = config.top_k},
+            sampler_gen));
+    const std::string text(ids.begin() + 1, ids.end());  // byte-level ids
     result.sample = text;
     out.PrintOnRank0(absl::StrCat("sample: ", Printable(text)));
   }

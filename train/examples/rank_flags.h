@@ -1,9 +1,9 @@
 // tandem::train::CheckRankFlags — an example's start-up check of its flags,
 // from one declarative list: every rank agrees on every entry first
-// (CheckRanksAgree, train/launch/config_agreement.h: per-rank flags under
-// mpirun MPMD fail at once instead of hanging later), then each entry with a
-// rule is checked against it, and every entry that breaks its rule is named
-// in one error, the same on every rank.
+// (CheckRanksAgree, train/parallel/core/config_agreement.h: per-rank flags
+// under mpirun MPMD fail at once instead of hanging later), then each entry
+// with a rule is checked against it, and every entry that breaks its rule is
+// named in one error, the same on every rank.
 //
 //   TANDEM_RETURN_IF_ERROR(CheckRankFlags(
 //       comm, device, "toy_ddp",
@@ -37,7 +37,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "train/launch/config_agreement.h"
+#include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train {
 

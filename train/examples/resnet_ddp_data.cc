@@ -19,7 +19,7 @@
 #include "tensor/tensor.h"
 #include "train/data/image_folder.h"
 #include "train/data/image_transforms.h"
-#include "train/launch/config_agreement.h"
+#include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train {
 namespace {

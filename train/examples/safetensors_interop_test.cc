@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "sim/output_capture.h"
 #include "sim/sim.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/generator.h"
 #include "tensor/tensor.h"
 #include "train/checkpoint/safetensors.h"

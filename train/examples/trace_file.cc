@@ -12,7 +12,7 @@
 #include "base/run_paths.h"
 #include "base/trace/trace.h"
 #include "train/launch/backend.h"
-#include "train/launch/config_agreement.h"
+#include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train {
 

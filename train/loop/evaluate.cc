@@ -11,7 +11,7 @@
 #include "base/status_macros.h"
 #include "comm/types.h"
 #include "tensor/amp/autocast.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/ops.h"
 #include "train/parallel/core/staged_all_gather.h"
 

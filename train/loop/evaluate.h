@@ -10,9 +10,9 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 #include "train/data/data_loader.h"
 #include "train/data/dataset.h"

@@ -1,6 +1,6 @@
 // What a resume must match: of the entries an example's ranks agree on at
-// start-up (flags and derived values, train/launch/config_agreement.h), all
-// but those a resume may change without changing what the steps it
+// start-up (flags and derived values, train/parallel/core/config_agreement.h),
+// all but those a resume may change without changing what the steps it
 // continues compute. LoopOptions::must_match takes the result; the
 // checkpoint records it and a resume that differs is refused naming each
 // difference (train/checkpoint/training_checkpoint.h).
@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include "train/launch/config_agreement.h"
+#include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train {
 

@@ -59,9 +59,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "tensor/nn/module.h"
 #include "tensor/optim/grad_scaler.h"
 #include "tensor/optim/lr_scheduler.h"

@@ -1,6 +1,7 @@
 // Internal (CUDA builds only): the helpers shared by the CUDA kernels of
 // tandem's ops (ops_*.cc), which register themselves in the kernel table
-// (tensor/op_table.h, tensor/op_kernels.h) for DeviceType::kCUDA.
+// (tensor/dispatch/op_table.h, tensor/dispatch/op_kernels.h) for
+// DeviceType::kCUDA.
 //
 // Each op's definition (tensor/ops_*.cc) checked the arguments once for
 // every device (one device, dtypes, shapes), allocated the outputs and
@@ -19,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tensor/op_kernels.h"
+#include "tensor/dispatch/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 

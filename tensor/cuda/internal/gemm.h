@@ -25,7 +25,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "tensor/dtype.h"
+#include "base/dtype.h"
 
 namespace tandem::cuda::internal {
 

@@ -27,13 +27,13 @@
 
 #include <cstdint>
 
-#include "tensor/dtype.h"
-#include "tensor/elementwise_op.h"
+#include "base/dtype.h"
+#include "tensor/dispatch/elementwise_op.h"
 
 namespace tandem::cuda::kernels {
 
 // The elementwise kinds are tandem::BinaryOp / UnaryOp themselves
-// (tensor/elementwise_op.h has no dependencies nvcc cannot compile).
+// (tensor/dispatch/elementwise_op.h has no dependencies nvcc cannot compile).
 using Binary = ::tandem::BinaryOp;
 using Unary = ::tandem::UnaryOp;
 
@@ -165,7 +165,7 @@ cudaError_t Im2Col(DType dtype, const ConvGeometry& geo, const void* x,
 cudaError_t Col2Im(DType dtype, const ConvGeometry& geo, const void* col,
                    int64_t images, void* dx, bool accumulate,
                    cudaStream_t stream);
-// Pooling (pool.cu; tensor/op_kernels.h's Pool2dArgs for the device):
+// Pooling (pool.cu; tensor/dispatch/op_kernels.h's Pool2dArgs for the device):
 // mode 0 max, 1 average, 2 adaptive average.
 struct PoolGeometry {
   int mode = 0;
@@ -183,7 +183,7 @@ cudaError_t PoolForward(DType dtype, const PoolGeometry& geo, const void* x,
 cudaError_t PoolBackward(DType dtype, const PoolGeometry& geo, const void* g,
                          const int64_t* argmax, void* dx, cudaStream_t stream);
 
-// Permute (permute.cu; tensor/permute_kernels.h for the device): out's
+// Permute (permute.cu; tensor/dispatch/permute_kernels.h for the device): out's
 // element i (row-major over `size`) is x's element sum_d idx_d * stride[d]
 // (x's stride, in elements, of out's dim d). Elements are moved as
 // `elem_size` (1, 2, 4 or 8) bytes, so every dtype is exact. The plan is

@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/nn/dropout.h"
 #include "tensor/nn/embedding.h"
 #include "tensor/nn/init.h"
@@ -323,6 +323,19 @@ absl::StatusOr<Tensor> Gpt::Loss(const Tensor& logits, const Tensor& targets,
   CrossEntropyOptions options;
   options.ignore_index = ignore_index;
   return CrossEntropy(flat, labels, options);
+}
+
+absl::StatusOr<std::vector<int64_t>> Gpt::Generate(
+    std::vector<int64_t> prompt, const GenerateOptions& options,
+    Generator& gen) {
+  const std::vector<Tensor> params = Parameters();
+  LogitsSource source{
+      .forward = [this](const Tensor& idx) { return Forward(idx); },
+      .block_size = config_.block_size,
+      .vocab_size = config_.vocab_size,
+      .device = params.empty() ? Device::CPU() : params.front().device(),
+  };
+  return GenerateTokens(source, std::move(prompt), options, gen);
 }
 
 }  // namespace tandem::nn

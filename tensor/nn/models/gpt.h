@@ -58,10 +58,12 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "tensor/generator.h"
+#include "tensor/nn/models/gpt_generate.h"
 #include "tensor/nn/module.h"
 #include "tensor/tensor.h"
 
@@ -198,6 +200,15 @@ class Gpt : public Module {
   static absl::StatusOr<Tensor> Loss(const Tensor& logits,
                                      const Tensor& targets,
                                      int64_t ignore_index = -100);
+
+  // nanoGPT's generate: `prompt` followed by options.max_new_tokens ids
+  // sampled from this model's logits (tensor/nn/models/gpt_generate.h: the
+  // draw, the errors). Call Eval() first to sample without dropout. A model
+  // behind a strategy whose forward is collective (FSDP) samples through
+  // GenerateTokens with the strategy's forward instead.
+  absl::StatusOr<std::vector<int64_t>> Generate(std::vector<int64_t> prompt,
+                                                const GenerateOptions& options,
+                                                Generator& gen);
 
   const GptConfig& config() const { return config_; }
   GptTransformer* transformer() const { return transformer_; }

@@ -12,10 +12,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "base/dtype.h"
 #include "base/status_macros.h"
 #include "comm/types.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 #include "train/parallel/core/staged_all_gather.h"
 

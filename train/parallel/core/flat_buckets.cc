@@ -10,9 +10,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "base/dtype.h"
 #include "base/status_macros.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
 namespace tandem::train {

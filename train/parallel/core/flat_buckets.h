@@ -47,8 +47,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "base/dtype.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 #include "train/parallel/core/flat_param.h"
 

@@ -6,12 +6,12 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
-#include "tensor/fake_device.h"
 #include "tensor/tensor.h"
+#include "tensor/testing/fake_device.h"
 
 namespace tandem::train {
 namespace {

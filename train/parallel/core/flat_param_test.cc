@@ -6,10 +6,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
 namespace tandem::train {

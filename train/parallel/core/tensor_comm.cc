@@ -3,32 +3,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "base/dtype.h"
 #include "base/status_macros.h"
 #include "comm/types.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
 namespace tandem::train {
-
-absl::StatusOr<comm::DType> ToCommDType(DType dtype) {
-  // One enum (base/dtype.h): the mapping is the identity; only a value
-  // outside the enum is refused.
-  if (IsValidDType(dtype)) return dtype;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "ToCommDType: tensor dtype value ", static_cast<int>(dtype),
-      " is not one of f32, f64, f16, bf16, i64, i32, so no communication "
-      "dtype matches it; the tensor's metadata is corrupt or was cast from "
-      "an unchecked integer"));
-}
-
-absl::StatusOr<DType> FromCommDType(comm::DType dtype) {
-  // Every member but u8 is a tensor dtype.
-  if (IsValidDType(dtype) && dtype != DType::kU8) return dtype;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "FromCommDType: communication dtype ", DTypeName(dtype),
-      " has no tensor dtype; expected one of f32, f64, f16, bf16, i64, i32"));
-}
 
 absl::StatusOr<comm::BufferView> ToBufferView(const Tensor& t) {
   if (!t.defined()) {
@@ -37,7 +18,13 @@ absl::StatusOr<comm::BufferView> ToBufferView(const Tensor& t) {
         "(Tensor()); build it with a factory such as Tensor::Zeros before "
         "handing it to a collective");
   }
-  TANDEM_ASSIGN_OR_RETURN(comm::DType dtype, ToCommDType(t.dtype()));
+  const DType dtype = t.dtype();
+  if (!IsValidDType(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ToBufferView: tensor dtype value ", static_cast<int>(dtype),
+        " is not one of f32, f64, f16, bf16, i64, i32, u8; the tensor's "
+        "metadata is corrupt or was cast from an unchecked integer"));
+  }
   comm::BufferView view;
   view.data = t.raw_data();
   view.count = t.numel();

@@ -7,9 +7,6 @@
 // tensor by hand.
 //
 // Contract:
-//   - ToCommDType and FromCommDType are the identity on the shared enum;
-//     they refuse a value outside it, and FromCommDType refuses u8 (a
-//     communication dtype tensors are not created with).
 //   - ToBufferView describes the whole of a defined tensor: data pointer of
 //     its first element, numel() elements, its dtype; a CPU tensor is a
 //     kHost view (device -1), a tensor on CUDA:k a kCuda view of device k.
@@ -30,19 +27,11 @@
 #define TANDEM_TRAIN_PARALLEL_CORE_TENSOR_COMM_H_
 
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 #include "comm/types.h"
-#include "tensor/dtype.h"
 #include "tensor/tensor.h"
 
 namespace tandem::train {
-
-// The comm dtype of the same name; InvalidArgument for a value outside
-// tandem::DType.
-absl::StatusOr<comm::DType> ToCommDType(DType dtype);
-
-// The tensor dtype of the same name; InvalidArgument for comm::DType::kU8
-// (no tensor dtype) and for a value outside comm::DType.
-absl::StatusOr<DType> FromCommDType(comm::DType dtype);
 
 // The whole of `t` as a buffer a collective can move (see the contract above).
 absl::StatusOr<comm::BufferView> ToBufferView(const Tensor& t);

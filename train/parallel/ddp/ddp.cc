@@ -18,7 +18,7 @@
 #include "base/status_macros.h"
 #include "base/trace/trace.h"
 #include "comm/types.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/device.h"
 #include "tensor/ops.h"
 #include "train/parallel/core/flat_buckets.h"

@@ -1,7 +1,7 @@
 // DistributedDataParallel with its parameters on a (fake) CUDA device, on
 // machines without a GPU.
 //
-// tensor/fake_device.h gives a host-backed "CUDA" allocator; this test
+// tensor/testing/fake_device.h gives a host-backed "CUDA" allocator; this test
 // replaces four of its kernels with ones that really fill, add, scale and
 // convert (the rest stay Unimplemented), because the simulated ranks are
 // threads. DeviceMemoryCommunicator plays NCCL's memory rule on top of the
@@ -31,14 +31,14 @@
 #include "sim/sim.h"
 #include "tensor/convert.h"
 #include "tensor/device.h"
-#include "tensor/fake_device.h"
+#include "tensor/dispatch/op_kernels.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/linear.h"
 #include "tensor/nn/module.h"
 #include "tensor/nn/sequential.h"
-#include "tensor/op_kernels.h"
 #include "tensor/tensor.h"
+#include "tensor/testing/fake_device.h"
 #include "train/parallel/ddp/ddp.h"
 
 namespace tandem::train {

@@ -11,9 +11,9 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "comm/types.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/ops.h"
-#include "tensor/ops_batch_norm.h"
+#include "tensor/ops/batch_norm.h"
 #include "train/parallel/core/staged_all_gather.h"
 #include "train/parallel/core/tensor_comm.h"
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/replicate.h"
 #include "train/parallel/devices/device_transfer.h"
 

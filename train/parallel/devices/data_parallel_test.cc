@@ -13,7 +13,7 @@
 #include "tensor/nn/test_util.h"
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
-#include "tensor/sim/sim_device.h"
+#include "tensor/sim_device/sim_device.h"
 
 namespace tandem::train {
 namespace {

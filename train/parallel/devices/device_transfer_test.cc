@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "tensor/nn/test_util.h"
 #include "tensor/ops.h"
-#include "tensor/sim/sim_device.h"
+#include "tensor/sim_device/sim_device.h"
 
 namespace tandem::train {
 namespace {

@@ -9,8 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/dtype.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/ops.h"
 #include "train/parallel/core/staged_all_gather.h"
 #include "train/parallel/core/tensor_comm.h"
@@ -283,8 +284,18 @@ absl::Status PipelineStage::Forward(MicroBatch& mb, const Tensor& input,
                                               "); do the ranks run the same "
                                               "tandem build and schedule?"));
     }
-    TANDEM_ASSIGN_OR_RETURN(DType dtype,
-                            FromCommDType(static_cast<comm::DType>(h[0])));
+    // The value crossed the wire: compared with each dtype's number before
+    // it is cast (a cast of an out-of-range integer would wrap).
+    const auto sent =
+        std::find_if(std::begin(kEveryDType), std::end(kEveryDType),
+                     [&](DType d) { return static_cast<int64_t>(d) == h[0]; });
+    const DType dtype = sent == std::end(kEveryDType) ? DType::kU8 : *sent;
+    if (dtype == DType::kU8) {
+      return absl::InternalError(absl::StrCat(
+          "the header from stage ", stage_ - 1, " says dtype value ", h[0],
+          ", not one of a tensor's (f32, f64, f16, bf16, i64, i32); do the "
+          "ranks run the same tandem build and schedule?"));
+    }
     Shape shape(h.begin() + 2, h.begin() + 2 + h[1]);
     TANDEM_ASSIGN_OR_RETURN(x, Tensor::Empty(shape, dtype, device_));
     TANDEM_ASSIGN_OR_RETURN(comm::BufferView xv, ToBufferView(x));
@@ -320,9 +331,8 @@ absl::Status PipelineStage::Forward(MicroBatch& mb, const Tensor& input,
                      kMaxHeaderDims, " dims, more than a header describes"));
   }
   mb.output = *y;
-  TANDEM_ASSIGN_OR_RETURN(comm::DType cd, ToCommDType(y->dtype()));
   std::vector<int64_t> h(kPipelineHeaderLength, 0);
-  h[0] = static_cast<int64_t>(cd);
+  h[0] = static_cast<int64_t>(y->dtype());
   h[1] = y->ndim();
   for (int64_t d = 0; d < y->ndim(); ++d) h[2 + d] = y->dim(d);
   TANDEM_ASSIGN_OR_RETURN(Tensor header, Tensor::FromVector(h));

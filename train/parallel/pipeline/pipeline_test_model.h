@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/linear.h"

@@ -19,7 +19,7 @@
 #include "absl/time/time.h"
 #include "base/status_macros.h"
 #include "comm/types.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/ops.h"
 #include "train/parallel/core/model_agreement.h"
 #include "train/parallel/core/tensor_comm.h"

@@ -40,7 +40,7 @@
 #include "sim/sim.h"
 #include "tensor/allocator.h"
 #include "tensor/amp/autocast.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/generator.h"
 #include "tensor/nn/activation.h"
 #include "tensor/nn/linear.h"

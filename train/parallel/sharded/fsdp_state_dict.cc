@@ -13,7 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "train/parallel/core/tensor_comm.h"
 #include "train/parallel/sharded/fsdp.h"
 

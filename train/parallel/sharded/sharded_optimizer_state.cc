@@ -16,7 +16,7 @@
 #include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "comm/work.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "train/parallel/core/staged_all_gather.h"
 #include "train/parallel/core/tensor_comm.h"
 

@@ -15,7 +15,7 @@
 #include "base/status_macros.h"
 #include "comm/types.h"
 #include "comm/work.h"
-#include "tensor/autograd.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/nn/module.h"
 #include "train/parallel/core/tensor_comm.h"
 #include "train/parallel/sharded/grad_clip.h"
