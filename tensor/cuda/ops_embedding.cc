@@ -10,7 +10,7 @@
 #include "base/status_macros.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/dispatch/op_table.h"
+#include "tensor/dispatch/op_kernels.h"
 
 namespace tandem::cuda {
 namespace kernels {
@@ -37,8 +37,7 @@ absl::Status CudaEmbedding(const Tensor& out, absl::Span<const Tensor> in,
       out.raw_data(), in[0].numel(), in[1].dim(1), stream));
   return absl::OkStatus();
 }
-TANDEM_REGISTER_KERNEL(OpKernels<PointwiseKernel>("Embedding"),
-                       DeviceType::kCUDA, CudaEmbedding);
+TANDEM_REGISTER_KERNEL(EmbeddingKernels(), DeviceType::kCUDA, CudaEmbedding);
 
 // out [V, D] (zeros); in = {g [n, D], indices}.
 absl::Status CudaEmbeddingBackward(const Tensor& out,
@@ -50,8 +49,8 @@ absl::Status CudaEmbeddingBackward(const Tensor& out,
       out.raw_data(), in[1].numel(), out.dim(1), stream));
   return absl::OkStatus();
 }
-TANDEM_REGISTER_KERNEL(OpKernels<PointwiseKernel>("EmbeddingBackward"),
-                       DeviceType::kCUDA, CudaEmbeddingBackward);
+TANDEM_REGISTER_KERNEL(EmbeddingBackwardKernels(), DeviceType::kCUDA,
+                       CudaEmbeddingBackward);
 
 }  // namespace
 }  // namespace internal

@@ -9,7 +9,7 @@
 #include "base/status_macros.h"
 #include "tensor/cuda/internal/runtime_internal.h"
 #include "tensor/cuda/internal/status.h"
-#include "tensor/dispatch/op_table.h"
+#include "tensor/dispatch/op_kernels.h"
 
 namespace tandem::cuda {
 namespace kernels {
@@ -35,8 +35,7 @@ absl::Status CudaGelu(const Tensor& out, absl::Span<const Tensor> in,
                            out.raw_data(), out.numel(), stream));
   return absl::OkStatus();
 }
-TANDEM_REGISTER_KERNEL(OpKernels<PointwiseKernel>("Gelu"), DeviceType::kCUDA,
-                       CudaGelu);
+TANDEM_REGISTER_KERNEL(GeluKernels(), DeviceType::kCUDA, CudaGelu);
 
 // in = {g, x}.
 absl::Status CudaGeluBackward(const Tensor& out, absl::Span<const Tensor> in,
@@ -47,8 +46,8 @@ absl::Status CudaGeluBackward(const Tensor& out, absl::Span<const Tensor> in,
       out.raw_data(), out.numel(), stream));
   return absl::OkStatus();
 }
-TANDEM_REGISTER_KERNEL(OpKernels<PointwiseKernel>("GeluBackward"),
-                       DeviceType::kCUDA, CudaGeluBackward);
+TANDEM_REGISTER_KERNEL(GeluBackwardKernels(), DeviceType::kCUDA,
+                       CudaGeluBackward);
 
 }  // namespace
 }  // namespace internal

@@ -31,16 +31,10 @@ using AttentionBackwardKernel = absl::Status(
     const Tensor& probs, const Tensor& mask, bool causal, double scale,
     const Tensor& gq, const Tensor& gk, const Tensor& gv);
 
-inline const OpKernels<AttentionForwardKernel>& AttentionForwardKernels() {
-  static const auto* row =
-      new OpKernels<AttentionForwardKernel>("ScaledDotProductAttention");
-  return *row;
-}
-inline const OpKernels<AttentionBackwardKernel>& AttentionBackwardKernels() {
-  static const auto* row = new OpKernels<AttentionBackwardKernel>(
-      "ScaledDotProductAttentionBackward");
-  return *row;
-}
+TANDEM_OP_ROW(AttentionForwardKernels, AttentionForwardKernel,
+              "ScaledDotProductAttention")
+TANDEM_OP_ROW(AttentionBackwardKernels, AttentionBackwardKernel,
+              "ScaledDotProductAttentionBackward")
 
 }  // namespace tandem
 

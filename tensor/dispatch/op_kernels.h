@@ -293,14 +293,7 @@ using LayerNormBackwardKernel =
                  const Tensor& dx, const Tensor& dweight, const Tensor& dbias);
 // ---- End of LayerNorm's signatures.
 
-// ---- Rows: one accessor per op (a function-local static, so static
-// initialisers of any library may register into it).
-#define TANDEM_OP_ROW(accessor, Fn, name)          \
-  inline const OpKernels<Fn>& accessor() {         \
-    static const OpKernels<Fn>* const row =        \
-        new OpKernels<Fn>(name); /* never freed */ \
-    return *row;                                   \
-  }
+// ---- Rows: one accessor per op (TANDEM_OP_ROW, tensor/dispatch/op_table.h).
 TANDEM_OP_ROW(MatMulKernels, MatMulKernel, "MatMul")
 TANDEM_OP_ROW(LinearKernels, LinearKernel, "Linear")
 TANDEM_OP_ROW(ColumnSumsKernels, ColumnSumsKernel, "ColumnSums")
@@ -346,7 +339,17 @@ TANDEM_OP_ROW(LayerNormKernels, LayerNormKernel, "LayerNorm")
 TANDEM_OP_ROW(LayerNormBackwardKernels, LayerNormBackwardKernel,
               "LayerNormBackward")
 // ---- End of LayerNorm's rows.
-#undef TANDEM_OP_ROW
+// ---- Gelu's rows (PointwiseKernel): forward, inputs {x}; backward, inputs
+// {g, x}. attr is 1 for the tanh approximation, 0 for the exact form.
+TANDEM_OP_ROW(GeluKernels, PointwiseKernel, "Gelu")
+TANDEM_OP_ROW(GeluBackwardKernels, PointwiseKernel, "GeluBackward")
+// ---- Embedding's rows (PointwiseKernel). Forward: out [n, D], inputs
+// {indices [n] (i64 or i32), weight [V, D]}. Backward: out [V, D]
+// zero-filled by the definition, inputs {g [n, D], indices}; the kernel adds
+// row i of g into row indices[i] of out for i = 0, 1, ..., n - 1 in that
+// order. attr unused.
+TANDEM_OP_ROW(EmbeddingKernels, PointwiseKernel, "Embedding")
+TANDEM_OP_ROW(EmbeddingBackwardKernels, PointwiseKernel, "EmbeddingBackward")
 
 }  // namespace tandem
 

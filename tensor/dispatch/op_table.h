@@ -5,22 +5,28 @@
 // are on; every device library registers the kernels it has next to its own
 // code:
 //
+//   // tensor/dispatch/op_kernels.h: the row, declared once
+//   TANDEM_OP_ROW(GeluKernels, PointwiseKernel, "Gelu")
+//
 //   // tensor/cuda/ops_gelu.cc
-//   TANDEM_REGISTER_KERNEL(OpKernels<PointwiseKernel>("Gelu"),
-//                          DeviceType::kCUDA, CudaGelu);
+//   TANDEM_REGISTER_KERNEL(GeluKernels(), DeviceType::kCUDA, CudaGelu);
 //
 //   // the op's definition
-//   static const OpKernels<PointwiseKernel> gelu("Gelu");
-//   TANDEM_ASSIGN_OR_RETURN(PointwiseKernel* kernel, gelu.For(device));
+//   TANDEM_ASSIGN_OR_RETURN(PointwiseKernel* kernel,
+//                           GeluKernels().For(device));
 //   TANDEM_RETURN_IF_ERROR(kernel(out, {x}, attr));
 //
-// Rows are found by name once (when an OpKernels is constructed or a kernel
-// registered, in any order: registration at static-initialisation time may
-// come first), never per call: For() is one acquire load of a function
-// pointer. A kernel's C++ signature is part of its row: registering or
-// looking up a row under a second signature poisons that use (its lookups
-// fail with both signatures named), so a mismatch is an error, not a call
-// through the wrong type. docs/adding_an_op.md walks through adding an op.
+// Every row is declared one way, with TANDEM_OP_ROW in a header of
+// tensor/dispatch/ (op_kernels.h, or the op's own *_kernels.h): an
+// accessor function, so the op, each device library and each test name the
+// row by a C++ identifier the compiler checks. Rows are found by name once
+// (when an OpKernels is constructed or a kernel registered, in any order:
+// registration at static-initialisation time may come first), never per call:
+// For() is one acquire load of a function pointer. A kernel's C++ signature is
+// part of its row: registering or looking up a row under a second signature
+// poisons that use (its lookups fail with both signatures named), so a mismatch
+// is an error, not a call through the wrong type. docs/adding_an_op.md walks
+// through adding an op.
 //
 // Thread-safety: rows and registrations are guarded by one mutex; rows live
 // until the process exits, so OpKernels and the pointers For() returns never
@@ -91,13 +97,25 @@ std::vector<std::string> DescribeKernelTable();
 
 }  // namespace internal
 
-// A typed handle on one op's row. Cheap to copy; construct it once (a
-// function-local static) and call For() per op call.
+namespace internal {
+// The key of OpKernels' constructor: a row's name, handed over by
+// TANDEM_OP_ROW (and by the table's own tests).
+struct OpRowKey {
+  const char* name;
+};
+}  // namespace internal
+
+// A typed handle on one op's row. Cheap to copy; declared once per row by
+// TANDEM_OP_ROW (below), whose accessor the op and the device libraries
+// call; For() per op call.
 template <typename Fn>
 class OpKernels {
  public:
-  explicit OpKernels(const char* name)
-      : row_(internal::FindOrAddOpRow(name, typeid(Fn).name())) {}
+  // Declare rows with TANDEM_OP_ROW, not with this constructor: the key
+  // keeps row names out of the ops, so a misspelt row is a compile error
+  // (an unknown accessor) instead of a "no kernel" at run time.
+  explicit OpKernels(internal::OpRowKey key)
+      : row_(internal::FindOrAddOpRow(key.name, typeid(Fn).name())) {}
 
   const std::string& name() const { return row_->name; }
 
@@ -130,7 +148,7 @@ class OpKernels {
 };
 
 // Registers `kernel` for `type` in the row of `op` (an OpKernels
-// expression, e.g. OpKernels<PointwiseKernel>("Gelu") or BinaryKernels())
+// expression, e.g. GeluKernels() or BinaryKernels())
 // when the enclosing library is loaded. Use at namespace scope in the device
 // library's own file; the library must be linked whole (alwayslink) or hold
 // the op's definition, or the registration is dropped with the file.
@@ -143,5 +161,16 @@ class OpKernels {
       (op).RegisterAtStart(type, kernel)
 
 }  // namespace tandem
+
+// Declares a row: `accessor()` returns the row of kernels of signature `Fn`
+// named `name` (a function-local static, so static initialisers of any
+// library may register into it). Used at namespace scope in tandem's
+// namespace, once per row, in a header of tensor/dispatch/.
+#define TANDEM_OP_ROW(accessor, Fn, name)                              \
+  inline const OpKernels<Fn>& accessor() {                             \
+    static const OpKernels<Fn>* const row =                            \
+        new OpKernels<Fn>(internal::OpRowKey{name}); /* never freed */ \
+    return *row;                                                       \
+  }
 
 #endif  // TANDEM_TENSOR_DISPATCH_OP_TABLE_H_

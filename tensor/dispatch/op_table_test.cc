@@ -63,7 +63,7 @@ TEST(OpTableTest, RegistryErrors) {
   // The built-in rows have CPU kernels, registered next to the CPU code.
   EXPECT_TRUE(MatMulKernels().For(Device::CPU()).ok());
   // A second signature for a row is refused at registration and lookup.
-  const OpKernels<OtherKernel> clash("MatMul");
+  const OpKernels<OtherKernel> clash(internal::OpRowKey{"MatMul"});
   absl::Status s = clash.Register(DeviceType::kCUDA, Other);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("two kernel signatures"));
@@ -75,7 +75,7 @@ TEST(OpTableTest, RegistryErrors) {
 
 TEST(OpTableTest, MissingKernelNamesTheOpAndTheDevice) {
   FakeDevice::Install();  // CUDA has kernels, but none for this op
-  const OpKernels<PointwiseKernel> op("TestOnlyPointwise");
+  const OpKernels<PointwiseKernel> op(internal::OpRowKey{"TestOnlyPointwise"});
   ASSERT_TRUE(op.Register(DeviceType::kCPU, Twice).ok());
   absl::StatusOr<PointwiseKernel*> k = op.For(Device::CUDA(0));
   ASSERT_FALSE(k.ok());
@@ -91,7 +91,9 @@ TEST(OpTableTest, MissingKernelNamesTheOpAndTheDevice) {
   // Registered later: found by the same handle and by a new one.
   ASSERT_TRUE(op.Register(DeviceType::kCUDA, Twice).ok());
   EXPECT_EQ(*op.For(Device::CUDA(3)), &Twice);
-  EXPECT_EQ(*OpKernels<PointwiseKernel>("TestOnlyPointwise").For(kDev), &Twice);
+  EXPECT_EQ(*OpKernels<PointwiseKernel>(internal::OpRowKey{"TestOnlyPointwise"})
+                 .For(kDev),
+            &Twice);
   EXPECT_THAT(internal::DescribeKernelTable(),
               Contains("TestOnlyPointwise: cpu cuda"));
   // Null removes it again.
@@ -102,7 +104,7 @@ TEST(OpTableTest, MissingKernelNamesTheOpAndTheDevice) {
 // Registration races with lookups: every lookup sees one of the kernels
 // (never a torn or missing one) and the table stays consistent.
 TEST(OpTableTest, RegistrationIsThreadSafe) {
-  const OpKernels<PointwiseKernel> op("TestOnlyRacing");
+  const OpKernels<PointwiseKernel> op(internal::OpRowKey{"TestOnlyRacing"});
   ASSERT_TRUE(op.Register(DeviceType::kCPU, Twice).ok());
   std::atomic<bool> bad{false};
   std::vector<std::thread> threads;
@@ -114,7 +116,8 @@ TEST(OpTableTest, RegistrationIsThreadSafe) {
             bad = true;
           }
           // Rows found by name from many threads are one row.
-          OpKernels<PointwiseKernel> again("TestOnlyRacing");
+          OpKernels<PointwiseKernel> again(
+              internal::OpRowKey{"TestOnlyRacing"});
           if (!again.For(Device::CPU()).ok()) bad = true;
         } else {
           absl::StatusOr<PointwiseKernel*> k = op.For(Device::CPU());

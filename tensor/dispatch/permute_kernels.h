@@ -22,10 +22,7 @@ using PermuteKernel = absl::Status(const Tensor& x,
                                    const std::vector<int64_t>& dims,
                                    const Tensor& out);
 
-inline const OpKernels<PermuteKernel>& PermuteKernels() {
-  static const auto* row = new OpKernels<PermuteKernel>("Permute");
-  return *row;
-}
+TANDEM_OP_ROW(PermuteKernels, PermuteKernel, "Permute")
 
 }  // namespace tandem
 

@@ -14,7 +14,7 @@
 #include "base/status_macros.h"
 #include "tensor/autocast_state.h"
 #include "tensor/autograd/autograd.h"
-#include "tensor/dispatch/op_table.h"
+#include "tensor/dispatch/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops/internal.h"
 
@@ -25,14 +25,6 @@ namespace {
 // weight [V, D]}. Backward: out [V, D] zero-filled by the definition,
 // inputs {g [n, D], indices}; the kernel adds row i of g into row
 // indices[i] of out for i = 0, 1, ..., n - 1 in that order. attr unused.
-const OpKernels<PointwiseKernel>& EmbeddingRow() {
-  static const auto* row = new OpKernels<PointwiseKernel>("Embedding");
-  return *row;
-}
-const OpKernels<PointwiseKernel>& EmbeddingBackwardRow() {
-  static const auto* row = new OpKernels<PointwiseKernel>("EmbeddingBackward");
-  return *row;
-}
 
 int64_t IndexAt(const Tensor& indices, int64_t i) {
   return indices.dtype() == DType::kI64 ? indices.data<int64_t>()[i]
@@ -53,7 +45,7 @@ absl::Status CpuEmbedding(const Tensor& out, absl::Span<const Tensor> in,
   }
   return absl::OkStatus();
 }
-TANDEM_REGISTER_KERNEL(EmbeddingRow(), DeviceType::kCPU, CpuEmbedding);
+TANDEM_REGISTER_KERNEL(EmbeddingKernels(), DeviceType::kCPU, CpuEmbedding);
 
 absl::Status CpuEmbeddingBackward(const Tensor& out,
                                   absl::Span<const Tensor> in,
@@ -73,7 +65,7 @@ absl::Status CpuEmbeddingBackward(const Tensor& out,
   });
   return absl::OkStatus();
 }
-TANDEM_REGISTER_KERNEL(EmbeddingBackwardRow(), DeviceType::kCPU,
+TANDEM_REGISTER_KERNEL(EmbeddingBackwardKernels(), DeviceType::kCPU,
                        CpuEmbeddingBackward);
 
 // "[1, 2]": the multi-dimensional position of flat element `flat`.
@@ -112,7 +104,7 @@ absl::StatusOr<Tensor> EmbeddingBackward(const Tensor& g, const Tensor& indices,
   TANDEM_ASSIGN_OR_RETURN(const Device device,
                           internal::OpDevice("EmbeddingBackward", g, indices));
   TANDEM_ASSIGN_OR_RETURN(PointwiseKernel * kernel,
-                          EmbeddingBackwardRow().For(device));
+                          EmbeddingBackwardKernels().For(device));
   TANDEM_ASSIGN_OR_RETURN(Tensor gw,
                           Tensor::Zeros(weight_shape, g.dtype(), device));
   TANDEM_RETURN_IF_ERROR(kernel(gw, {g, indices}, 0));
@@ -148,7 +140,8 @@ absl::StatusOr<Tensor> Embedding(const Tensor& indices, const Tensor& weight) {
                      internal::Describe(weight)));
   }
   TANDEM_RETURN_IF_ERROR(CheckIndices(indices, weight.dim(0)));
-  TANDEM_ASSIGN_OR_RETURN(PointwiseKernel * kernel, EmbeddingRow().For(device));
+  TANDEM_ASSIGN_OR_RETURN(PointwiseKernel * kernel,
+                          EmbeddingKernels().For(device));
   Shape out_shape = indices.shape();
   out_shape.push_back(weight.dim(1));
   TANDEM_ASSIGN_OR_RETURN(Tensor y,

@@ -13,23 +13,12 @@
 #include "tensor/autograd/autograd.h"
 #include "tensor/cpu/avx2/avx2_math.h"
 #include "tensor/cpu/avx2/gelu_avx2.h"
-#include "tensor/dispatch/op_table.h"
+#include "tensor/dispatch/op_kernels.h"
 #include "tensor/ops.h"
 #include "tensor/ops/internal.h"
 
 namespace tandem {
 namespace {
-
-// The rows: forward, inputs {x}; backward, inputs {g, x}. attr is 1 for the
-// tanh approximation, 0 for the exact form.
-const OpKernels<PointwiseKernel>& GeluRow() {
-  static const auto* row = new OpKernels<PointwiseKernel>("Gelu");
-  return *row;
-}
-const OpKernels<PointwiseKernel>& GeluBackwardRow() {
-  static const auto* row = new OpKernels<PointwiseKernel>("GeluBackward");
-  return *row;
-}
 
 // PyTorch's CPU formulas (aten/src/ATen/native/cpu/Activation.cpp).
 template <typename T>
@@ -84,7 +73,7 @@ absl::Status CpuGelu(const Tensor& out, absl::Span<const Tensor> in,
   });
   return absl::OkStatus();
 }
-TANDEM_REGISTER_KERNEL(GeluRow(), DeviceType::kCPU, CpuGelu);
+TANDEM_REGISTER_KERNEL(GeluKernels(), DeviceType::kCPU, CpuGelu);
 
 absl::Status CpuGeluBackward(const Tensor& out, absl::Span<const Tensor> in,
                              double attr) {
@@ -103,7 +92,8 @@ absl::Status CpuGeluBackward(const Tensor& out, absl::Span<const Tensor> in,
   });
   return absl::OkStatus();
 }
-TANDEM_REGISTER_KERNEL(GeluBackwardRow(), DeviceType::kCPU, CpuGeluBackward);
+TANDEM_REGISTER_KERNEL(GeluBackwardKernels(), DeviceType::kCPU,
+                       CpuGeluBackward);
 
 double Attr(GeluApproximation approximate) {
   return approximate == GeluApproximation::kTanh ? 1 : 0;
@@ -116,7 +106,7 @@ absl::StatusOr<Tensor> GeluBackward(const Tensor& g, const Tensor& x,
                           internal::OpDevice("GeluBackward", g, x));
   TANDEM_RETURN_IF_ERROR(internal::CheckSameDType(g, x, "GeluBackward"));
   TANDEM_ASSIGN_OR_RETURN(PointwiseKernel * kernel,
-                          GeluBackwardRow().For(device));
+                          GeluBackwardKernels().For(device));
   TANDEM_ASSIGN_OR_RETURN(Tensor gx,
                           Tensor::Empty(x.shape(), x.dtype(), device));
   TANDEM_RETURN_IF_ERROR(kernel(gx, {g, x}, Attr(approximate)));
@@ -137,7 +127,7 @@ absl::StatusOr<Tensor> Gelu(const Tensor& x, GeluApproximation approximate) {
   // The one argument check, for every device.
   TANDEM_ASSIGN_OR_RETURN(const Device device, internal::OpDevice("Gelu", x));
   TANDEM_RETURN_IF_ERROR(internal::CheckFloat(x, "Gelu", "x"));
-  TANDEM_ASSIGN_OR_RETURN(PointwiseKernel * kernel, GeluRow().For(device));
+  TANDEM_ASSIGN_OR_RETURN(PointwiseKernel * kernel, GeluKernels().For(device));
   TANDEM_ASSIGN_OR_RETURN(Tensor y,
                           Tensor::Empty(x.shape(), x.dtype(), device));
   TANDEM_RETURN_IF_ERROR(kernel(y, {x}, Attr(approximate)));

@@ -129,16 +129,6 @@ absl::Status ViaCpu(Args... args) {
 }
 // ---- End of the adapter.
 
-// The Gelu rows, found by name (their definitions keep them private).
-const OpKernels<PointwiseKernel>& GeluRow() {
-  static const OpKernels<PointwiseKernel> row("Gelu");
-  return row;
-}
-const OpKernels<PointwiseKernel>& GeluBackwardRow() {
-  static const OpKernels<PointwiseKernel> row("GeluBackward");
-  return row;
-}
-
 }  // namespace
 
 absl::Status RegisterSimKernels() {
@@ -151,8 +141,8 @@ absl::Status RegisterSimKernels() {
            SgdStepKernels().Register(kSim, SimSgdStep),
            AdamWStepKernels().Register(kSim, SimAdamWStep),
            // Gelu.
-           GeluRow().Register(kSim, &ViaCpu<&GeluRow>),
-           GeluBackwardRow().Register(kSim, &ViaCpu<&GeluBackwardRow>),
+           GeluKernels().Register(kSim, &ViaCpu<&GeluKernels>),
+           GeluBackwardKernels().Register(kSim, &ViaCpu<&GeluBackwardKernels>),
            // BatchNorm (norm).
            BatchNormStatsKernels().Register(kSim,
                                             &ViaCpu<&BatchNormStatsKernels>),
