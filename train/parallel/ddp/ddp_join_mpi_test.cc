@@ -1,5 +1,5 @@
 // DDP inside a train::Join with uneven inputs under mpirun: the cases of
-// ddp_join_scenario.h whose world size is the job's (3, 5, 4 batches at
+// ddp_join_testing.h whose world size is the job's (3, 5, 4 batches at
 // -np 3; 2, 3, 1, 3 at -np 4), each process one rank. Others are skipped.
 #include <memory>
 #include <string>
@@ -7,7 +7,7 @@
 #include "comm/launcher.h"
 #include "comm/mpi/mpi_launcher.h"
 #include "gtest/gtest.h"
-#include "train/parallel/ddp/ddp_join_scenario.h"
+#include "train/parallel/ddp/ddp_join_testing.h"
 
 namespace tandem::train {
 namespace {

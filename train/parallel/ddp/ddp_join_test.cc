@@ -1,5 +1,5 @@
 // DDP's broadcast_buffers and uneven inputs under train::Join, on the
-// simulated cluster, with the model and inputs of ddp_join_scenario.h.
+// simulated cluster, with the model and inputs of ddp_join_testing.h.
 #include <algorithm>
 #include <condition_variable>
 #include <cstdint>
@@ -24,7 +24,7 @@
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp/ddp.h"
-#include "train/parallel/ddp/ddp_join_scenario.h"
+#include "train/parallel/ddp/ddp_join_testing.h"
 #include "train/parallel/ddp/join.h"
 #include "train/parallel/sharded/zero_optimizer.h"
 
@@ -150,7 +150,7 @@ class JoinTest : public ::testing::TestWithParam<JoinCase> {};
 
 // Every rank trains on its own number of batches inside a Join, then calls
 // Finish: no hang, no error, and what RunUnevenJoin checks
-// (ddp_join_scenario.h).
+// (ddp_join_testing.h).
 TEST_P(JoinTest, UnevenInputsTrainToTheEnd) {
   const JoinCase c = GetParam();
   const sim::RunResult result =

@@ -9,8 +9,8 @@
 // buffers say whose buffers it received at each Forward.
 //
 // Thread-safety: one BufferModel per rank; the functions are reentrant.
-#ifndef TANDEM_TRAIN_PARALLEL_DDP_DDP_JOIN_SCENARIO_H_
-#define TANDEM_TRAIN_PARALLEL_DDP_DDP_JOIN_SCENARIO_H_
+#ifndef TANDEM_TRAIN_PARALLEL_DDP_DDP_JOIN_TESTING_H_
+#define TANDEM_TRAIN_PARALLEL_DDP_DDP_JOIN_TESTING_H_
 
 #include <cstdint>
 #include <memory>
@@ -78,4 +78,4 @@ absl::Status RunUnevenJoin(const JoinCase& c, int rank,
 
 }  // namespace tandem::train
 
-#endif  // TANDEM_TRAIN_PARALLEL_DDP_DDP_JOIN_SCENARIO_H_
+#endif  // TANDEM_TRAIN_PARALLEL_DDP_DDP_JOIN_TESTING_H_

@@ -1,4 +1,4 @@
-#include "train/parallel/ddp/ddp_join_scenario.h"
+#include "train/parallel/ddp/ddp_join_testing.h"
 
 #include <algorithm>
 #include <cstdint>
