@@ -18,7 +18,7 @@ std::unique_ptr<Work> EngineFront::Issue(const Operation& op,
   const OpKind kind = op.fp.op;
   const bool two_buffers =
       kind == OpKind::kAllGather || kind == OpKind::kReduceScatter;
-  const std::string_view engine = backend();
+  const std::string_view engine = engine_name();
   const absl::string_view name(engine.data(), engine.size());
   if (valid.ok()) {
     valid = ValidateMemorySpace(kind, two_buffers ? "send" : "buf", op.buf,
@@ -78,6 +78,26 @@ std::unique_ptr<Work> EngineFront::Recv(BufferView buf, int peer) {
 absl::Status EngineFront::Barrier() {
   Operation o{MakeFingerprint(OpKind::kBarrier, DType::kF32, 0), {}, {}};
   return Post(o)->Wait();
+}
+
+std::unique_ptr<Work> PerOperationFront::Post(const Operation& op) {
+  switch (op.fp.op) {
+    case OpKind::kAllReduce:
+      return PostAllReduce(op.buf, *op.fp.reduce_op);
+    case OpKind::kBroadcast:
+      return PostBroadcast(op.buf, op.fp.root);
+    case OpKind::kAllGather:
+      return PostAllGather(op.buf, op.recv);
+    case OpKind::kReduceScatter:
+      return PostReduceScatter(op.buf, op.recv, *op.fp.reduce_op);
+    case OpKind::kSend:
+      return PostSend(op.buf, op.fp.peer);
+    case OpKind::kRecv:
+      return PostRecv(op.buf, op.fp.peer);
+    case OpKind::kBarrier:
+      break;
+  }
+  return PostBarrier();
 }
 
 }  // namespace tandem::comm

@@ -26,6 +26,7 @@
 #define TANDEM_COMM_FRONT_H_
 
 #include <memory>
+#include <string_view>
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
@@ -66,8 +67,11 @@ class EngineFront : public Communicator {
 
  protected:
   // The one memory space this engine moves (sim, mpi, gloo: the host;
-  // nccl: CUDA). Buffers elsewhere are rejected naming backend().
+  // nccl: CUDA). Buffers elsewhere are rejected naming engine_name().
   virtual MemorySpace memory_space() const { return MemorySpace::kHost; }
+  // The engine as the front's errors name it: backend() unless a wrapper
+  // moves another memory space than its backend's ("nccl (host staging)").
+  virtual std::string_view engine_name() const { return backend(); }
   // The engine's checks after the shared ones (default: none). An error
   // rejects the operation like the shared checks do.
   virtual absl::Status CheckOperation(const Operation& op) {
@@ -83,6 +87,31 @@ class EngineFront : public Communicator {
   // The shared checks of `op` in the order every engine made them, then
   // Post (or the rejected Work).
   std::unique_ptr<Work> Issue(const Operation& op, absl::Status valid);
+};
+
+// An engine whose every operation is a function of its own (NCCL, MPI, the
+// host-staging wrapper over NCCL) derives from this instead of writing the
+// switch over OpKind in its Post: the front's checks, then the matching
+// Post* below. Engines that share work between operations (sim's slots,
+// gloo's numbering) implement Post themselves.
+class PerOperationFront : public EngineFront {
+ protected:
+  // Each gets the operation the front checked (its fingerprint unnumbered,
+  // as Post would) and owns the rest, as Post does.
+  virtual std::unique_ptr<Work> PostAllReduce(BufferView buf, ReduceOp op) = 0;
+  virtual std::unique_ptr<Work> PostBroadcast(BufferView buf, int root) = 0;
+  virtual std::unique_ptr<Work> PostAllGather(BufferView send,
+                                              BufferView recv) = 0;
+  virtual std::unique_ptr<Work> PostReduceScatter(BufferView send,
+                                                  BufferView recv,
+                                                  ReduceOp op) = 0;
+  virtual std::unique_ptr<Work> PostSend(BufferView buf, int peer) = 0;
+  virtual std::unique_ptr<Work> PostRecv(BufferView buf, int peer) = 0;
+  virtual std::unique_ptr<Work> PostBarrier() = 0;
+
+ private:
+  // The one switch: `op` to the Post* of its kind.
+  std::unique_ptr<Work> Post(const Operation& op) final;
 };
 
 }  // namespace tandem::comm

@@ -1,10 +1,13 @@
 #include "comm/front.h"
 
 #include <memory>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -12,6 +15,7 @@
 namespace tandem::comm {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 // An engine that records what reaches it and completes everything at once.
@@ -76,6 +80,75 @@ TEST(EngineFrontTest, ArgumentErrorsNeverReachTheEngine) {
   absl::Status own = e.Recv(HostView(absl::MakeSpan(a)), 1)->Wait();
   EXPECT_THAT(own.message(), HasSubstr("the engine's own limit"));
   EXPECT_TRUE(e.posted.empty());
+}
+
+// A per-operation engine that records which of its Post* each call reached.
+class PerOperationEngine final : public PerOperationFront {
+ public:
+  int rank() const override { return 1; }
+  int size() const override { return 2; }
+  std::string_view backend() const override { return "per-op"; }
+
+  std::vector<std::string> calls;
+
+ protected:
+  std::string_view engine_name() const override { return "per-op (staged)"; }
+  std::unique_ptr<Work> PostAllReduce(BufferView, ReduceOp op) override {
+    return Done(absl::StrCat("AllReduce ", ReduceOpName(op)));
+  }
+  std::unique_ptr<Work> PostBroadcast(BufferView, int root) override {
+    return Done(absl::StrCat("Broadcast root ", root));
+  }
+  std::unique_ptr<Work> PostAllGather(BufferView send,
+                                      BufferView recv) override {
+    return Done(absl::StrCat("AllGather ", send.count, " -> ", recv.count));
+  }
+  std::unique_ptr<Work> PostReduceScatter(BufferView send, BufferView recv,
+                                          ReduceOp op) override {
+    return Done(absl::StrCat("ReduceScatter ", send.count, " -> ", recv.count,
+                             " ", ReduceOpName(op)));
+  }
+  std::unique_ptr<Work> PostSend(BufferView, int peer) override {
+    return Done(absl::StrCat("Send to ", peer));
+  }
+  std::unique_ptr<Work> PostRecv(BufferView, int peer) override {
+    return Done(absl::StrCat("Recv from ", peer));
+  }
+  std::unique_ptr<Work> PostBarrier() override { return Done("Barrier"); }
+
+ private:
+  std::unique_ptr<Work> Done(std::string call) {
+    calls.push_back(std::move(call));
+    return MakeCompletedWork(absl::OkStatus());
+  }
+};
+
+TEST(PerOperationFrontTest, EachOperationReachesItsOwnPost) {
+  PerOperationEngine e;
+  std::vector<float> a(4), b(8), c(2);
+  auto view = [](std::vector<float>& v) { return HostView(absl::MakeSpan(v)); };
+  ASSERT_TRUE(e.AllReduce(view(a), ReduceOp::kMax)->Wait().ok());
+  ASSERT_TRUE(e.Broadcast(view(a), 0)->Wait().ok());
+  ASSERT_TRUE(e.AllGather(view(a), view(b))->Wait().ok());
+  ASSERT_TRUE(e.ReduceScatter(view(a), view(c), ReduceOp::kSum)->Wait().ok());
+  ASSERT_TRUE(e.Send(view(a), 0)->Wait().ok());
+  ASSERT_TRUE(e.Recv(view(a), 0)->Wait().ok());
+  ASSERT_TRUE(e.Barrier().ok());
+  EXPECT_THAT(e.calls,
+              ElementsAre("AllReduce max", "Broadcast root 0",
+                          "AllGather 4 -> 8", "ReduceScatter 4 -> 2 sum",
+                          "Send to 0", "Recv from 0", "Barrier"));
+}
+
+TEST(PerOperationFrontTest, ChecksComeFirstAndNameTheEngine) {
+  PerOperationEngine e;
+  std::vector<float> a(4);
+  EXPECT_EQ(e.Send(HostView(absl::MakeSpan(a)), 1)->Wait().code(),
+            absl::StatusCode::kInvalidArgument);  // itself
+  BufferView device{a.data(), 4, DType::kF32, MemorySpace::kCuda, 0};
+  absl::Status on_device = e.AllReduce(device, ReduceOp::kSum)->Wait();
+  EXPECT_THAT(on_device.message(), HasSubstr("the per-op (staged) backend"));
+  EXPECT_TRUE(e.calls.empty());
 }
 
 }  // namespace

@@ -448,25 +448,19 @@ absl::Status MpiCommunicator::CheckOperation(const Operation& op) {
   }
 }
 
-std::unique_ptr<Work> MpiCommunicator::Post(const Operation& op) {
-  switch (op.fp.op) {
-    case OpKind::kAllReduce:
-      return PostAllReduce(op.buf, *op.fp.reduce_op);
-    case OpKind::kBroadcast:
-      return PostBroadcast(op.buf, op.fp.root);
-    case OpKind::kAllGather:
-      return PostAllGather(op.buf, op.recv);
-    case OpKind::kReduceScatter:
-      return PostReduceScatter(op.buf, op.recv, *op.fp.reduce_op);
-    case OpKind::kSend:
-    case OpKind::kRecv:
-      return impl_->PointToPoint(op.fp.op, op.buf, op.fp.peer, rank_, size_);
-    case OpKind::kBarrier:
-      break;
-  }
+std::unique_ptr<Work> MpiCommunicator::PostSend(BufferView buf, int peer) {
+  return impl_->PointToPoint(OpKind::kSend, buf, peer, rank_, size_);
+}
+
+std::unique_ptr<Work> MpiCommunicator::PostRecv(BufferView buf, int peer) {
+  return impl_->PointToPoint(OpKind::kRecv, buf, peer, rank_, size_);
+}
+
+std::unique_ptr<Work> MpiCommunicator::PostBarrier() {
   MPI_Comm mpi_comm = impl_->comm;
   const int rank = rank_;
-  return impl_->Collective(rank_, size_, op.fp,
+  return impl_->Collective(rank_, size_,
+                           MakeFingerprint(OpKind::kBarrier, DType::kF32, 0),
                            [=](MpiWork& barrier) -> absl::Status {
                              MPI_Request request;
                              int rc = MPI_Ibarrier(mpi_comm, &request);

@@ -107,7 +107,7 @@ struct MpiOptions {
 // OFF).
 bool CheckCollectivesEnabled(const MpiOptions& options);
 
-class MpiCommunicator final : public EngineFront {
+class MpiCommunicator final : public PerOperationFront {
  public:
   // Initialises MPI if nobody has (MPI_Init_thread asking for
   // MPI_THREAD_SERIALIZED; finalised again by the destructor of the
@@ -140,18 +140,21 @@ class MpiCommunicator final : public EngineFront {
   // MPI's own limits: counts fit an int; an in-place AllGather's send is
   // exactly this rank's slice of recv.
   absl::Status CheckOperation(const Operation& op) override;
-  // Numbers the operation and starts it (after the collective check, when
-  // on) as one non-blocking MPI call.
-  std::unique_ptr<Work> Post(const Operation& op) override;
+  // Each numbers the operation and starts it (after the collective check,
+  // when on) as one non-blocking MPI call.
+  std::unique_ptr<Work> PostAllReduce(BufferView buf, ReduceOp op) override;
+  std::unique_ptr<Work> PostBroadcast(BufferView buf, int root) override;
+  std::unique_ptr<Work> PostAllGather(BufferView send,
+                                      BufferView recv) override;
+  std::unique_ptr<Work> PostReduceScatter(BufferView send, BufferView recv,
+                                          ReduceOp op) override;
+  std::unique_ptr<Work> PostSend(BufferView buf, int peer) override;
+  std::unique_ptr<Work> PostRecv(BufferView buf, int peer) override;
+  std::unique_ptr<Work> PostBarrier() override;
 
  private:
   struct Impl;
   explicit MpiCommunicator(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Work> PostAllReduce(BufferView buf, ReduceOp op);
-  std::unique_ptr<Work> PostBroadcast(BufferView buf, int root);
-  std::unique_ptr<Work> PostAllGather(BufferView send, BufferView recv);
-  std::unique_ptr<Work> PostReduceScatter(BufferView send, BufferView recv,
-                                          ReduceOp op);
   // Fills ranks, sizes and the check around an Impl whose comm (and
   // check_comm, when checking) are set.
   static std::unique_ptr<MpiCommunicator> Wrap(std::unique_ptr<Impl> impl);

@@ -135,7 +135,7 @@ struct NcclOptions {
   std::shared_ptr<AbortSignal> abort_signal;
 };
 
-class NcclCommunicator final : public EngineFront {
+class NcclCommunicator final : public PerOperationFront {
  public:
   // A fresh ncclUniqueId (ncclGetUniqueId) for a new world. Made once, by
   // one rank, and handed to every rank's Create().
@@ -230,16 +230,18 @@ class NcclCommunicator final : public EngineFront {
   absl::Status CheckOperation(const Operation& op) override;
   // Collectives launch on the communication stream after the compute
   // stream; Send/Recv are queued and flushed as one group.
-  std::unique_ptr<Work> Post(const Operation& op) override;
+  std::unique_ptr<Work> PostAllReduce(BufferView buf, ReduceOp op) override;
+  std::unique_ptr<Work> PostBroadcast(BufferView buf, int root) override;
+  std::unique_ptr<Work> PostAllGather(BufferView send,
+                                      BufferView recv) override;
+  std::unique_ptr<Work> PostReduceScatter(BufferView send, BufferView recv,
+                                          ReduceOp op) override;
+  std::unique_ptr<Work> PostSend(BufferView buf, int peer) override;
+  std::unique_ptr<Work> PostRecv(BufferView buf, int peer) override;
+  std::unique_ptr<Work> PostBarrier() override;
 
  private:
   explicit NcclCommunicator(std::shared_ptr<State> state);
-  std::unique_ptr<Work> PostAllReduce(BufferView buf, ReduceOp op);
-  std::unique_ptr<Work> PostBroadcast(BufferView buf, int root);
-  std::unique_ptr<Work> PostAllGather(BufferView send, BufferView recv);
-  std::unique_ptr<Work> PostReduceScatter(BufferView send, BufferView recv,
-                                          ReduceOp op);
-  std::unique_ptr<Work> PostBarrier();
 
   std::shared_ptr<State> state_;
 };

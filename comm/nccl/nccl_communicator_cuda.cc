@@ -378,24 +378,12 @@ absl::Status NcclCommunicator::CheckOperation(const Operation& op) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<Work> NcclCommunicator::Post(const Operation& op) {
-  switch (op.fp.op) {
-    case OpKind::kAllReduce:
-      return PostAllReduce(op.buf, *op.fp.reduce_op);
-    case OpKind::kBroadcast:
-      return PostBroadcast(op.buf, op.fp.root);
-    case OpKind::kAllGather:
-      return PostAllGather(op.buf, op.recv);
-    case OpKind::kReduceScatter:
-      return PostReduceScatter(op.buf, op.recv, *op.fp.reduce_op);
-    case OpKind::kSend:
-      return QueueP2p(state_, /*send=*/true, op.buf, op.fp.peer);
-    case OpKind::kRecv:
-      return QueueP2p(state_, /*send=*/false, op.buf, op.fp.peer);
-    case OpKind::kBarrier:
-      break;
-  }
-  return PostBarrier();
+std::unique_ptr<Work> NcclCommunicator::PostSend(BufferView buf, int peer) {
+  return QueueP2p(state_, /*send=*/true, buf, peer);
+}
+
+std::unique_ptr<Work> NcclCommunicator::PostRecv(BufferView buf, int peer) {
+  return QueueP2p(state_, /*send=*/false, buf, peer);
 }
 
 std::unique_ptr<Work> NcclCommunicator::PostBarrier() {

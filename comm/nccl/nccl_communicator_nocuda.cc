@@ -69,7 +69,27 @@ absl::Status NcclCommunicator::abort_cause() const { return absl::OkStatus(); }
 absl::Status NcclCommunicator::CheckOperation(const Operation&) {
   return NoCuda("NCCL");
 }
-std::unique_ptr<Work> NcclCommunicator::Post(const Operation&) {
+std::unique_ptr<Work> NcclCommunicator::PostAllReduce(BufferView, ReduceOp) {
+  return MakeCompletedWork(NoCuda("NCCL"));
+}
+std::unique_ptr<Work> NcclCommunicator::PostBroadcast(BufferView, int) {
+  return MakeCompletedWork(NoCuda("NCCL"));
+}
+std::unique_ptr<Work> NcclCommunicator::PostAllGather(BufferView, BufferView) {
+  return MakeCompletedWork(NoCuda("NCCL"));
+}
+std::unique_ptr<Work> NcclCommunicator::PostReduceScatter(BufferView,
+                                                          BufferView,
+                                                          ReduceOp) {
+  return MakeCompletedWork(NoCuda("NCCL"));
+}
+std::unique_ptr<Work> NcclCommunicator::PostSend(BufferView, int) {
+  return MakeCompletedWork(NoCuda("NCCL"));
+}
+std::unique_ptr<Work> NcclCommunicator::PostRecv(BufferView, int) {
+  return MakeCompletedWork(NoCuda("NCCL"));
+}
+std::unique_ptr<Work> NcclCommunicator::PostBarrier() {
   return MakeCompletedWork(NoCuda("NCCL"));
 }
 absl::StatusOr<std::unique_ptr<Communicator>> NcclCommunicator::Split(int,

@@ -12,12 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "comm/nccl/device_buffer.h"
-#include "comm/validate.h"
 
 namespace tandem::comm {
 namespace {
-
-constexpr char kBackend[] = "nccl (host staging)";
 
 // A range of a staged device buffer that mirrors host memory.
 struct Mirror {
@@ -143,11 +140,6 @@ class Stager {
   std::vector<Mirror> inputs_;
 };
 
-absl::Status Host(OpKind op, const char* name, const BufferView& buf,
-                  int rank) {
-  return ValidateMemorySpace(op, name, buf, MemorySpace::kHost, kBackend, rank);
-}
-
 bool SameAddress(const void* a, const void* b) { return a == b; }
 
 }  // namespace
@@ -169,11 +161,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> StagingCommunicator::Split(
       new StagingCommunicator(std::move(*child)));
 }
 
-std::unique_ptr<Work> StagingCommunicator::AllReduce(BufferView buf,
-                                                     ReduceOp op) {
-  absl::Status valid = ValidateAllReduce(buf, op, rank(), size());
-  if (valid.ok()) valid = Host(OpKind::kAllReduce, "buf", buf, rank());
-  if (!valid.ok()) return MakeCompletedWork(valid);
+std::unique_ptr<Work> StagingCommunicator::PostAllReduce(BufferView buf,
+                                                         ReduceOp op) {
   Stager st(*device_);
   absl::StatusOr<int> b = st.Stage(buf);
   if (!b.ok()) return MakeCompletedWork(b.status());
@@ -182,10 +171,8 @@ std::unique_ptr<Work> StagingCommunicator::AllReduce(BufferView buf,
                    "staged AllReduce");
 }
 
-std::unique_ptr<Work> StagingCommunicator::Broadcast(BufferView buf, int root) {
-  absl::Status valid = ValidateBroadcast(buf, root, rank(), size());
-  if (valid.ok()) valid = Host(OpKind::kBroadcast, "buf", buf, rank());
-  if (!valid.ok()) return MakeCompletedWork(valid);
+std::unique_ptr<Work> StagingCommunicator::PostBroadcast(BufferView buf,
+                                                         int root) {
   Stager st(*device_);
   absl::StatusOr<int> b = st.Stage(buf);
   if (!b.ok()) return MakeCompletedWork(b.status());
@@ -194,12 +181,8 @@ std::unique_ptr<Work> StagingCommunicator::Broadcast(BufferView buf, int root) {
                    "staged Broadcast");
 }
 
-std::unique_ptr<Work> StagingCommunicator::AllGather(BufferView send,
-                                                     BufferView recv) {
-  absl::Status valid = ValidateAllGather(send, recv, rank(), size());
-  if (valid.ok()) valid = Host(OpKind::kAllGather, "send", send, rank());
-  if (valid.ok()) valid = Host(OpKind::kAllGather, "recv", recv, rank());
-  if (!valid.ok()) return MakeCompletedWork(valid);
+std::unique_ptr<Work> StagingCommunicator::PostAllGather(BufferView send,
+                                                         BufferView recv) {
   Stager st(*device_);
   absl::StatusOr<int> r = st.Stage(recv);
   if (!r.ok()) return MakeCompletedWork(r.status());
@@ -219,13 +202,9 @@ std::unique_ptr<Work> StagingCommunicator::AllGather(BufferView send,
                    "staged AllGather");
 }
 
-std::unique_ptr<Work> StagingCommunicator::ReduceScatter(BufferView send,
-                                                         BufferView recv,
-                                                         ReduceOp op) {
-  absl::Status valid = ValidateReduceScatter(send, recv, op, rank(), size());
-  if (valid.ok()) valid = Host(OpKind::kReduceScatter, "send", send, rank());
-  if (valid.ok()) valid = Host(OpKind::kReduceScatter, "recv", recv, rank());
-  if (!valid.ok()) return MakeCompletedWork(valid);
+std::unique_ptr<Work> StagingCommunicator::PostReduceScatter(BufferView send,
+                                                             BufferView recv,
+                                                             ReduceOp op) {
   Stager st(*device_);
   absl::StatusOr<int> s = st.Stage(send);
   if (!s.ok()) return MakeCompletedWork(s.status());
@@ -247,11 +226,7 @@ std::unique_ptr<Work> StagingCommunicator::ReduceScatter(BufferView send,
       "staged ReduceScatter");
 }
 
-std::unique_ptr<Work> StagingCommunicator::Send(BufferView buf, int peer) {
-  absl::Status valid =
-      ValidatePointToPoint(OpKind::kSend, buf, peer, rank(), size());
-  if (valid.ok()) valid = Host(OpKind::kSend, "buf", buf, rank());
-  if (!valid.ok()) return MakeCompletedWork(valid);
+std::unique_ptr<Work> StagingCommunicator::PostSend(BufferView buf, int peer) {
   Stager st(*device_);
   absl::StatusOr<int> b = st.Stage(buf);
   if (!b.ok()) return MakeCompletedWork(b.status());
@@ -260,17 +235,17 @@ std::unique_ptr<Work> StagingCommunicator::Send(BufferView buf, int peer) {
                    "staged Send");
 }
 
-std::unique_ptr<Work> StagingCommunicator::Recv(BufferView buf, int peer) {
-  absl::Status valid =
-      ValidatePointToPoint(OpKind::kRecv, buf, peer, rank(), size());
-  if (valid.ok()) valid = Host(OpKind::kRecv, "buf", buf, rank());
-  if (!valid.ok()) return MakeCompletedWork(valid);
+std::unique_ptr<Work> StagingCommunicator::PostRecv(BufferView buf, int peer) {
   Stager st(*device_);
   absl::StatusOr<int> b = st.Stage(buf);
   if (!b.ok()) return MakeCompletedWork(b.status());
   st.Output(*b, 0, buf);
   return st.Finish(device_->Recv(st.Device(*b, 0, buf.count), peer),
                    "staged Recv");
+}
+
+std::unique_ptr<Work> StagingCommunicator::PostBarrier() {
+  return MakeCompletedWork(device_->Barrier());
 }
 
 }  // namespace tandem::comm

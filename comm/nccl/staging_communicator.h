@@ -8,8 +8,8 @@
 //     return conformance_rank_fn(rank, host);   // HostView buffers
 //   });
 //
-// For each operation it checks the host arguments with the shared
-// validators (so errors read exactly as on sim and MPI), allocates device
+// It sits behind the engines' front (comm/front.h), so every operation's
+// host arguments are checked as on sim and MPI before it allocates device
 // buffers, copies every host buffer in (outputs too, so untouched elements
 // keep their host value), issues the operation on the device communicator
 // with the same aliasing (an in-place AllGather or ReduceScatter stays in
@@ -31,13 +31,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
+#include "comm/front.h"
 #include "comm/nccl/nccl_communicator.h"
 #include "comm/types.h"
 #include "comm/work.h"
 
 namespace tandem::comm {
 
-class StagingCommunicator final : public Communicator {
+class StagingCommunicator final : public PerOperationFront {
  public:
   // `device_comm` must outlive this object and every Work it returns.
   explicit StagingCommunicator(NcclCommunicator& device_comm);
@@ -50,22 +51,26 @@ class StagingCommunicator final : public Communicator {
   CommDevice device() const override { return device_->device(); }
   LineSink& output() const override { return device_->output(); }
 
-  [[nodiscard]] std::unique_ptr<Work> AllReduce(BufferView buf,
-                                                ReduceOp op) override;
-  [[nodiscard]] std::unique_ptr<Work> Broadcast(BufferView buf,
-                                                int root) override;
-  [[nodiscard]] std::unique_ptr<Work> AllGather(BufferView send,
-                                                BufferView recv) override;
-  [[nodiscard]] std::unique_ptr<Work> ReduceScatter(BufferView send,
-                                                    BufferView recv,
-                                                    ReduceOp op) override;
-  [[nodiscard]] std::unique_ptr<Work> Send(BufferView buf, int peer) override;
-  [[nodiscard]] std::unique_ptr<Work> Recv(BufferView buf, int peer) override;
-  absl::Status Barrier() override { return device_->Barrier(); }
   // Splits the device communicator (NcclCommunicator::SplitNccl) and wraps
   // the child in a StagingCommunicator that owns it; nullptr for kNoColor.
   absl::StatusOr<std::unique_ptr<Communicator>> Split(int color,
                                                       int key) override;
+
+ protected:
+  // Host buffers (the front's memory-space check), named so in its errors.
+  std::string_view engine_name() const override {
+    return "nccl (host staging)";
+  }
+  std::unique_ptr<Work> PostAllReduce(BufferView buf, ReduceOp op) override;
+  std::unique_ptr<Work> PostBroadcast(BufferView buf, int root) override;
+  std::unique_ptr<Work> PostAllGather(BufferView send,
+                                      BufferView recv) override;
+  std::unique_ptr<Work> PostReduceScatter(BufferView send, BufferView recv,
+                                          ReduceOp op) override;
+  std::unique_ptr<Work> PostSend(BufferView buf, int peer) override;
+  std::unique_ptr<Work> PostRecv(BufferView buf, int peer) override;
+  // The device communicator's barrier, waited here.
+  std::unique_ptr<Work> PostBarrier() override;
 
  private:
   explicit StagingCommunicator(std::unique_ptr<NcclCommunicator> owned);
