@@ -27,6 +27,7 @@
 #include "train/data/distributed_sampler.h"
 #include "train/examples/model_memory.h"
 #include "train/hf/gpt2_pretrained.h"
+#include "train/loop/evaluate.h"
 #include "train/loop/must_match.h"
 #include "train/loop/run_monitor.h"
 #include "train/loop/training_loop.h"
@@ -39,22 +40,6 @@ namespace {
 
 constexpr char kModelKey[] = "gpt_ddp.model";
 constexpr char kBlocks[] = "transformer.h";  // fsdp: one unit per block
-
-// The sum over ranks of `values` (doubles), staged on `device`.
-absl::Status SumOverRanks(comm::Communicator& comm, Device device,
-                          std::vector<double>& values) {
-  TANDEM_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(values));
-  if (!device.is_cpu()) {
-    TANDEM_ASSIGN_OR_RETURN(t, t.To(device));
-  }
-  TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(t));
-  TANDEM_RETURN_IF_ERROR(comm.AllReduce(view, comm::ReduceOp::kSum)->Wait());
-  if (!device.is_cpu()) {
-    TANDEM_ASSIGN_OR_RETURN(t, t.To(Device::CPU()));
-  }
-  TANDEM_ASSIGN_OR_RETURN(values, t.ToVector<double>());
-  return absl::OkStatus();
-}
 
 // nanoGPT's lr of step `step` (0-based).
 double LrAt(const GptDdpConfig& c, int64_t step) {
@@ -282,38 +267,29 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
       config.block_size, comm.size(), std::string(comm.backend()), model_desc,
       gpt->NumParameters(), config.parallel));
 
-  // Validation: each rank a strided slice of the first eval_blocks
-  // validation blocks; loss sums and counts summed over ranks. Collective.
+  // Validation: the mean loss of the first eval_blocks validation blocks,
+  // split across the ranks (train/loop/evaluate.h). Collective.
   auto validate = [&]() -> absl::StatusOr<double> {
     model->Eval();
-    NoGradGuard no_grad;
-    const int64_t n = std::min(val_blocks, config.eval_blocks);
-    std::vector<int64_t> mine;
-    for (int64_t i = comm.rank(); i < n; i += comm.size()) {
-      mine.push_back(train_blocks + i);
-    }
-    // Every rank runs the same number of forwards (FSDP's are collective).
-    const int64_t rounds = (n + comm.size() - 1) / comm.size();
-    std::vector<double> sums = {0, 0};
-    for (int64_t r = 0; r < rounds; ++r) {
-      const int64_t index =
-          r < static_cast<int64_t>(mine.size()) ? mine[r] : train_blocks;
-      TANDEM_ASSIGN_OR_RETURN(TokenBatch b, data.Batch({index}));
-      TANDEM_ASSIGN_OR_RETURN(Tensor x, b.x.To(device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor y, b.y.To(device));
-      std::optional<amp::Autocast> autocast;
-      if (config.amp.has_value()) autocast.emplace(device.type(), *config.amp);
-      TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer.Forward(x));
-      TANDEM_ASSIGN_OR_RETURN(Tensor loss, nn::Gpt::Loss(logits, y));
-      if (r < static_cast<int64_t>(mine.size())) {
-        TANDEM_ASSIGN_OR_RETURN(double v, loss.Item());
-        sums[0] += v;
-        sums[1] += 1;
-      }
-    }
-    TANDEM_RETURN_IF_ERROR(SumOverRanks(comm, device, sums));
+    TANDEM_ASSIGN_OR_RETURN(
+        double loss,
+        HeldOutMeanLoss(
+            comm, device, std::min(val_blocks, config.eval_blocks),
+            [&](int64_t i) -> absl::StatusOr<double> {
+              TANDEM_ASSIGN_OR_RETURN(TokenBatch b,
+                                      data.Batch({train_blocks + i}));
+              TANDEM_ASSIGN_OR_RETURN(Tensor x, b.x.To(device));
+              TANDEM_ASSIGN_OR_RETURN(Tensor y, b.y.To(device));
+              std::optional<amp::Autocast> autocast;
+              if (config.amp.has_value()) {
+                autocast.emplace(device.type(), *config.amp);
+              }
+              TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer.Forward(x));
+              TANDEM_ASSIGN_OR_RETURN(Tensor l, nn::Gpt::Loss(logits, y));
+              return l.Item();
+            }));
     model->Train();
-    return sums[0] / sums[1];
+    return loss;
   };
 
   GptDdpResult result;

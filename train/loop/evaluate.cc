@@ -6,7 +6,9 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "base/status_macros.h"
 #include "comm/types.h"
@@ -14,6 +16,7 @@
 #include "tensor/autograd/autograd.h"
 #include "tensor/ops.h"
 #include "train/parallel/core/staged_all_gather.h"
+#include "train/parallel/core/tensor_comm.h"
 
 namespace tandem::train {
 
@@ -91,6 +94,46 @@ absl::StatusOr<Score> StridedScore(comm::Communicator& comm, Strategy& strategy,
       AllReduceF64(comm, device, absl::MakeSpan(counts), comm::ReduceOp::kSum));
   return Score{.correct = static_cast<int64_t>(counts[0]),
                .total = static_cast<int64_t>(counts[1])};
+}
+
+absl::Status SumOverRanks(comm::Communicator& comm, Device device,
+                          std::vector<double>& values) {
+  TANDEM_ASSIGN_OR_RETURN(Tensor t, Tensor::FromVector(values));
+  if (!device.is_cpu()) {
+    TANDEM_ASSIGN_OR_RETURN(t, t.To(device));
+  }
+  TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(t));
+  TANDEM_RETURN_IF_ERROR(comm.AllReduce(view, comm::ReduceOp::kSum)->Wait());
+  if (!device.is_cpu()) {
+    TANDEM_ASSIGN_OR_RETURN(t, t.To(Device::CPU()));
+  }
+  TANDEM_ASSIGN_OR_RETURN(values, t.ToVector<double>());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> HeldOutMeanLoss(
+    comm::Communicator& comm, Device device, int64_t count,
+    const std::function<absl::StatusOr<double>(int64_t item)>& loss_of) {
+  if (count < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HeldOutMeanLoss on rank ", comm.rank(), ": ", count,
+                     " held-out items; give at least one to score"));
+  }
+  NoGradGuard no_grad;
+  const int64_t world = comm.size();
+  const int64_t rounds = (count + world - 1) / world;
+  std::vector<double> sums = {0, 0};
+  for (int64_t r = 0; r < rounds; ++r) {
+    const int64_t item = comm.rank() + r * world;
+    const bool mine = item < count;
+    TANDEM_ASSIGN_OR_RETURN(double loss, loss_of(mine ? item : 0));
+    if (mine) {
+      sums[0] += loss;
+      sums[1] += 1;
+    }
+  }
+  TANDEM_RETURN_IF_ERROR(SumOverRanks(comm, device, sums));
+  return sums[0] / sums[1];
 }
 
 }  // namespace tandem::train

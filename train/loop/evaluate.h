@@ -6,8 +6,10 @@
 #define TANDEM_TRAIN_LOOP_EVALUATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "base/dtype.h"
@@ -58,6 +60,25 @@ absl::StatusOr<float> LoaderAccuracy(Strategy& strategy,
 absl::StatusOr<Score> StridedScore(comm::Communicator& comm, Strategy& strategy,
                                    const TensorDataset& data, Device device,
                                    std::optional<DType> autocast = {});
+
+// Collective: `values` replaced by their sums over every rank (one
+// all-reduce of doubles, staged through `device` when it is not the CPU).
+absl::Status SumOverRanks(comm::Communicator& comm, Device device,
+                          std::vector<double>& values);
+
+// Collective: the mean of `loss_of(item)` over `count` held-out items (>= 1)
+// split across the ranks: rank r scores items r, r + world size, ... in
+// that order. Every rank calls loss_of the same number of times, ceil(count
+// / world size), so forwards that are collective (FSDP's) stay matched: a
+// rank out of items scores item 0 again without counting it. Each rank
+// sums its losses in double, then the sums and counts are summed over the
+// ranks (SumOverRanks). Runs without autograd (its own NoGradGuard); the
+// model's eval mode and autocast are the caller's, inside loss_of. loss_of's
+// first error comes back as it is (the ranks then disagree: the caller's
+// run ends).
+absl::StatusOr<double> HeldOutMeanLoss(
+    comm::Communicator& comm, Device device, int64_t count,
+    const std::function<absl::StatusOr<double>(int64_t item)>& loss_of);
 
 }  // namespace tandem::train
 

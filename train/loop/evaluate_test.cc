@@ -16,6 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim.h"
+#include "tensor/autograd/autograd.h"
 #include "tensor/generator.h"
 #include "tensor/nn/linear.h"
 #include "train/loop/eval_testing.h"
@@ -65,6 +66,55 @@ TEST(EvaluateTest, StridedScoreSumsEveryRanksSlice) {
         });
     ASSERT_TRUE(r.status().ok()) << world << ": " << r.status();
   }
+}
+
+// Items 0..6 with loss i: the mean is 3 at every world size; each rank
+// scores the same number of times, its own items in order, then item 0 again
+// (not counted) where it runs out.
+TEST(EvaluateTest, HeldOutMeanLossSplitsTheItemsAndKeepsForwardsMatched) {
+  for (int world : {1, 2, 3, 8}) {
+    std::vector<std::vector<int64_t>> seen(world);
+    sim::RunResult r = sim::Run(
+        world, [&seen](int rank, comm::Communicator& comm) -> absl::Status {
+          TANDEM_ASSIGN_OR_RETURN(
+              double mean,
+              HeldOutMeanLoss(comm, Device::CPU(), 7,
+                              [&](int64_t i) -> absl::StatusOr<double> {
+                                seen[rank].push_back(i);
+                                EXPECT_FALSE(IsGradEnabled());
+                                return static_cast<double>(i);
+                              }));
+          EXPECT_EQ(mean, 3.0);
+          return absl::OkStatus();
+        });
+    ASSERT_TRUE(r.status().ok()) << world << ": " << r.status();
+    const size_t rounds = static_cast<size_t>((7 + world - 1) / world);
+    for (int rank = 0; rank < world; ++rank) {
+      ASSERT_EQ(seen[rank].size(), rounds) << world << " " << rank;
+      for (size_t k = 0; k < rounds; ++k) {
+        const int64_t item = rank + static_cast<int64_t>(k) * world;
+        EXPECT_EQ(seen[rank][k], item < 7 ? item : 0);
+      }
+    }
+  }
+}
+
+TEST(EvaluateTest, HeldOutMeanLossRefusesNoItemsAndPassesErrorsOn) {
+  sim::RunResult r =
+      sim::Run(2, [](int, comm::Communicator& comm) -> absl::Status {
+        absl::StatusOr<double> none = HeldOutMeanLoss(
+            comm, Device::CPU(), 0, [](int64_t) { return 1.0; });
+        EXPECT_EQ(none.status().code(), absl::StatusCode::kInvalidArgument);
+        EXPECT_THAT(none.status().message(),
+                    ::testing::HasSubstr("0 held-out items"));
+        absl::StatusOr<double> bad = HeldOutMeanLoss(
+            comm, Device::CPU(), 4, [](int64_t) -> absl::StatusOr<double> {
+              return absl::DataLossError("block unreadable");
+            });
+        EXPECT_EQ(bad.status().message(), "block unreadable");
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(r.status().ok()) << r.status();
 }
 
 }  // namespace
