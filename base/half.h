@@ -16,7 +16,7 @@
 // The f16 routines are the branch-light method of Maratyszcza's FP16 library
 // (which c10::Half uses); they assume the default floating-point rounding
 // mode. Header-only so that hot loops inline them; pure and thread-safe.
-// (tensor/cuda/kernel_util.cuh has the device-side copy.)
+// (tensor/cuda/kernels/kernel_util.cuh has the device-side copy.)
 #ifndef TANDEM_BASE_HALF_H_
 #define TANDEM_BASE_HALF_H_
 

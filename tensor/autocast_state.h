@@ -2,7 +2,7 @@
 // dispatch, and the rule that runs f32-only kernels on f16/bf16 inputs.
 //
 // tensor/amp/ owns autocast (the region, its ONE op-policy table and the
-// cast cache); the ops in tensor/ops*.cc only know this interface, so the
+// cast cache); the ops in tensor/ops/ only know this interface, so the
 // tensor core does not depend on tensor/amp. Every op that takes floating
 // inputs starts, after device dispatch, with
 //

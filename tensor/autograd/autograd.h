@@ -7,7 +7,7 @@
 //     TANDEM_ASSIGN_OR_RETURN(Tensor y, Linear(x, w, b));  // records nothing
 //   }
 //
-// Op implementers (tensor/ops*.cc, or new ops elsewhere) compute the output
+// Op implementers (tensor/ops/, or new ops elsewhere) compute the output
 // without autograd, then call RecordOp with a backward closure:
 //
 //   absl::StatusOr<Tensor> Square(const Tensor& x) {

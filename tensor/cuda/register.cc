@@ -10,7 +10,7 @@
 
 namespace tandem::cuda {
 
-// The kernels register themselves next to their code (ops_*.cc,
+// The kernels register themselves next to their code (tensor/cuda/ops/,
 // TANDEM_REGISTER_KERNEL), in the same static initialisation.
 absl::Status Register() {
   return RegisterAllocator(DeviceType::kCUDA,

@@ -2,7 +2,7 @@
 // their rows of the kernel table (tensor/dispatch/op_table.h). For kernel
 // libraries (tensor/cuda, tensor/sim_device, test fakes), not for users.
 //
-// Each op's definition (tensor/ops_*.cc) checks its arguments once for every
+// Each op's definition (tensor/ops/) checks its arguments once for every
 // device (defined, one device, dtypes, shapes; the messages live there),
 // then calls the kernel of the inputs' device type with checked arguments:
 // dims already normalised, the broadcast plan already made, the outputs
@@ -71,7 +71,7 @@ using GradOut = GradSink::Buffer;
 // ---- Signatures. Same contracts as the ops of tensor/ops.h, on checked
 // arguments (see each op's definition for what it checked).
 // ---- MatMul and Linear (tensor/ops/matmul.cc defines them; CUDA's kernels
-// are in tensor/cuda/ops_matmul.cc). c [m, n] = op(a) op(b), written or
+// are in tensor/cuda/ops/matmul.cc). c [m, n] = op(a) op(b), written or
 // (c.accumulate) added to, op transposing where its flag is set: MatMul's
 // forward (c allocated by the definition) and every GEMM of MatMul's and
 // Linear's backward (c a gradient buffer). f32/f64, and f16/bf16 where the
@@ -87,7 +87,7 @@ using LinearKernel = absl::Status(const Tensor& x, const Tensor& weight,
 // gradient.
 using ColumnSumsKernel = absl::Status(const Tensor& g, const GradOut& out);
 // ---- Elementwise (tensor/ops/elementwise.cc defines them; CUDA's kernels
-// are in tensor/cuda/ops_elementwise.cc). out (plan.out_shape) = a op b,
+// are in tensor/cuda/ops/elementwise.cc). out (plan.out_shape) = a op b,
 // allocated by the definition.
 using BinaryKernel = absl::Status(BinaryOp op, const Tensor& a, const Tensor& b,
                                   const internal::BroadcastPlan& plan,
@@ -110,7 +110,7 @@ using UnaryBackwardKernel = absl::Status(UnaryOp op, double scalar,
                                          const Tensor& x, const Tensor& y,
                                          const Tensor& g, const GradOut& out);
 // ---- Reductions and Softmax (tensor/ops/reduce.cc defines them; CUDA's
-// kernels are in tensor/cuda/ops_reduce.cc). `dim` is normalised to
+// kernels are in tensor/cuda/ops/reduce.cc). `dim` is normalised to
 // [0, ndim); outputs are allocated by the definition.
 // y = softmax (or log_softmax when `log`) of x along dim.
 using SoftmaxKernel = absl::Status(const Tensor& x, int64_t dim, bool log,
@@ -138,7 +138,7 @@ using SumDimBackwardKernel = absl::Status(const Tensor& g, int64_t dim,
 using ArgmaxKernel = absl::Status(const Tensor& x, int64_t dim,
                                   const Tensor& out);
 // ---- Conv2d (tensor/ops/conv.cc defines it; CUDA's kernels are in
-// tensor/cuda/ops_conv.cc). x [N, C, H, W], weight [O, C, kh, kw], bias [O]
+// tensor/cuda/ops/conv.cc). x [N, C, H, W], weight [O, C, kh, kw], bias [O]
 // or undefined; the definition checked them and allocated y [N, O, oh, ow].
 using Conv2dKernel = absl::Status(const Tensor& x, const Tensor& weight,
                                   const Tensor& bias,
@@ -175,7 +175,7 @@ using Pool2dBackwardKernel = absl::Status(const Tensor& g, const Tensor& argmax,
                                           const Tensor& gx,
                                           const Pool2dArgs& args);
 // ---- Losses (tensor/ops/loss.cc defines them; CUDA's kernels are in
-// tensor/cuda/ops_loss.cc). CrossEntropy: logits [N, C], labels [N] (i64);
+// tensor/cuda/ops/loss.cc). CrossEntropy: logits [N, C], labels [N] (i64);
 // labels equal to options.ignore_index are skipped, the others are checked
 // against [0, C) by the kernel, where they are read
 // (internal::LabelOutOfRange). The definition allocated the 0-d loss and
@@ -224,7 +224,7 @@ using AdamWStepKernel = absl::Status(const Tensor& param, const Tensor& grad,
 
 // ---- BatchNorm's kernels (tensor/ops/batch_norm.cc defines the op and
 // its pieces, tensor/ops/batch_norm.h; the CUDA kernels are in
-// tensor/cuda/ops_batch_norm.cc). Each is one of PyTorch's SyncBatchNorm
+// tensor/cuda/ops/batch_norm.cc). Each is one of PyTorch's SyncBatchNorm
 // pieces (batch_norm_stats, batch_norm_gather_stats_with_counts,
 // batch_norm_elemt, batch_norm_backward_reduce, batch_norm_backward_elemt).
 // x and dy are [N, C, *] (contiguous, at least 2-d); the per-channel
@@ -272,7 +272,7 @@ using BatchNormBackwardElemtKernel =
 // ---- End of BatchNorm's signatures.
 
 // ---- LayerNorm's kernels (tensor/ops/layer_norm.cc defines the op; the
-// CUDA kernels are in tensor/cuda/ops_layer_norm.cc). x is walked as
+// CUDA kernels are in tensor/cuda/ops/layer_norm.cc). x is walked as
 // [rows, cols] (cols >= 1: the normalised trailing dims' size; rows may be
 // 0); mean and rstd are
 // [rows], weight, bias, dweight and dbias [cols] (flattened); every tensor

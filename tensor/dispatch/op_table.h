@@ -1,6 +1,6 @@
 // The kernel table behind tensor/ops.h: one row per op, one kernel per
 // DeviceType in each row (ATen's dispatch table, in far less code). An op is
-// defined once (tensor/ops_*.cc: argument checks with their messages, the
+// defined once (tensor/ops/: argument checks with their messages, the
 // autograd formula) and looks its kernel up here by the device its inputs
 // are on; every device library registers the kernels it has next to its own
 // code:
@@ -8,7 +8,7 @@
 //   // tensor/dispatch/op_kernels.h: the row, declared once
 //   TANDEM_OP_ROW(GeluKernels, PointwiseKernel, "Gelu")
 //
-//   // tensor/cuda/ops_gelu.cc
+//   // tensor/cuda/ops/gelu.cc
 //   TANDEM_REGISTER_KERNEL(GeluKernels(), DeviceType::kCUDA, CudaGelu);
 //
 //   // the op's definition

@@ -7,8 +7,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
-#include "tensor/nn/activation.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/activation.h"
+#include "tensor/nn/layers/linear.h"
 
 namespace tandem::nn {
 

@@ -19,7 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "tensor/generator.h"
-#include "tensor/nn/sequential.h"
+#include "tensor/nn/layers/sequential.h"
 
 namespace tandem::nn {
 

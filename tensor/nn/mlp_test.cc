@@ -11,8 +11,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensor/generator.h"
-#include "tensor/nn/activation.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/activation.h"
+#include "tensor/nn/layers/linear.h"
 #include "tensor/nn/test_util.h"
 #include "tensor/nn/wrapper.h"
 

@@ -19,7 +19,7 @@
 #include "tensor/allocator.h"
 #include "tensor/device.h"
 #include "tensor/generator.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/linear.h"
 #include "tensor/nn/module.h"
 #include "tensor/nn/test_util.h"
 #include "tensor/optim/sgd.h"

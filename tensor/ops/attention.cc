@@ -1,7 +1,7 @@
 // ScaledDotProductAttention, defined the structured way
 // (docs/adding_an_op.md): one argument check, one autograd formula (the
 // gradient is the op's backward row), a kernel per device: the CPU's here,
-// CUDA's in tensor/cuda/ops_attention.cc. Values follow PyTorch's math
+// CUDA's in tensor/cuda/ops/attention.cc. Values follow PyTorch's math
 // (nanoGPT's non-flash path): att = (q @ k^T) * scale, masked_fill(-inf)
 // above the diagonal, softmax, dropout, att @ v.
 #include <algorithm>

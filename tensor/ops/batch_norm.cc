@@ -2,7 +2,7 @@
 // (tensor/ops/batch_norm.h), defined the structured way
 // (docs/adding_an_op.md): each checks its arguments once for every device
 // and calls the kernels of the inputs' device (tensor/dispatch/op_kernels.h);
-// the CPU kernels are here, CUDA's in tensor/cuda/ops_batch_norm.cc. The one
+// the CPU kernels are here, CUDA's in tensor/cuda/ops/batch_norm.cc. The one
 // autograd formula is BatchNorm's, written with the backward pieces.
 //
 // The CPU kernels follow PyTorch 1.13's contiguous CPU path

@@ -1,4 +1,4 @@
-// bf16 MatMul and Linear on oneDNN (see ops_bf16.h). Gradient buffers are
+// bf16 MatMul and Linear on oneDNN (see bf16.h). Gradient buffers are
 // written straight by the kernel: accumulate = true adds into an existing
 // gradient with one rounding, like the f32 ops' beta = 1.
 #include "tensor/ops/bf16.h"

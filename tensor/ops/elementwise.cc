@@ -389,7 +389,7 @@ absl::StatusOr<Tensor> Neg(const Tensor& x) {
 }
 
 absl::StatusOr<Tensor> Relu(const Tensor& x) {
-  // f16/bf16 on the CPU: a 16-bit kernel (ops_bf16.h), so what backward
+  // f16/bf16 on the CPU: a 16-bit kernel (ops/bf16.h), so what backward
   // keeps is 16-bit. Autocast would not cast a lone 16-bit input here
   // (single-input ops keep their dtype), so skipping the routing changes
   // nothing but the memory.

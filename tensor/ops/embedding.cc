@@ -2,7 +2,7 @@
 // argument check (including the index range, read on the host), one
 // autograd formula (the gradient is the op EmbeddingBackward), and a kernel
 // per device in the kernel table: the CPU's here, CUDA's in
-// tensor/cuda/ops_embedding.cc. Values follow PyTorch's
+// tensor/cuda/ops/embedding.cc. Values follow PyTorch's
 // torch.nn.functional.embedding(indices, weight) with a dense gradient.
 #include <cstdint>
 #include <cstring>

@@ -1,7 +1,7 @@
 // Gelu, defined the structured way (docs/adding_an_op.md is its walk-
 // through): one argument check, one autograd formula (the gradient is the op
 // GeluBackward), and a kernel per device in the kernel table: the CPU's
-// here, CUDA's in tensor/cuda/ops_gelu.cc. Values follow PyTorch's
+// here, CUDA's in tensor/cuda/ops/gelu.cc. Values follow PyTorch's
 // torch.nn.functional.gelu(x, approximate='none' | 'tanh').
 #include <cmath>
 #include <cstdint>

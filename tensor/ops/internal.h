@@ -1,5 +1,5 @@
-// Internal helpers shared by the ops_*.cc files: argument checks with
-// uniform messages, float dispatch, and dim arithmetic.
+// Internal helpers shared by the op definitions in tensor/ops/: argument checks
+// with uniform messages, float dispatch, and dim arithmetic.
 #ifndef TANDEM_TENSOR_OPS_INTERNAL_H_
 #define TANDEM_TENSOR_OPS_INTERNAL_H_
 

@@ -1,7 +1,7 @@
 // LayerNorm (tensor/ops.h), defined the structured way
 // (docs/adding_an_op.md): one argument check, one autograd formula (the
 // gradient is the kernel row LayerNormBackward), a kernel per device: the
-// CPU's here, CUDA's in tensor/cuda/ops_layer_norm.cc.
+// CPU's here, CUDA's in tensor/cuda/ops/layer_norm.cc.
 //
 // The CPU kernels work row by row over [rows, cols]. Sums are accumulated
 // in double, in kLanes independent partial sums (j mod kLanes) combined at

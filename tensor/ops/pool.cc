@@ -4,7 +4,7 @@
 // kernel table. Each op checks its arguments here, once for every device;
 // the autograd formula is written once (the gradient is the op
 // Pool2dBackward); the CPU kernels are below, CUDA's in
-// tensor/cuda/ops_pool.cc. The CPU loops are PyTorch 1.13's
+// tensor/cuda/ops/pool.cc. The CPU loops are PyTorch 1.13's
 // (aten/src/ATen/native/cpu/MaxPoolKernel.cpp, AvgPoolKernel.cpp,
 // AdaptiveAvgPoolKernel.cpp, channels-first), accumulating in the tensor's
 // dtype as they do: f32 results are PyTorch's except where its vectorised

@@ -11,7 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensor/generator.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/linear.h"
 #include "tensor/nn/module.h"
 #include "tensor/nn/test_util.h"
 #include "tensor/optim/adamw.h"

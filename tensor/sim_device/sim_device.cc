@@ -120,9 +120,9 @@ class SimAllocator : public Allocator {
 class AliasNotices : public Allocator {
  public:
   absl::StatusOr<void*> Allocate(Device device, int64_t) override {
-    return absl::InternalError(
-        absl::StrCat("the alias allocator cannot allocate (asked for ",
-                     device.ToString(), "); this is a bug in tensor/sim"));
+    return absl::InternalError(absl::StrCat(
+        "the alias allocator cannot allocate (asked for ", device.ToString(),
+        "); this is a bug in tensor/sim_device"));
   }
   void Deallocate(Device device, void* ptr, int64_t nbytes) override {
     if (!device.is_sim() || ptr == nullptr) return;

@@ -1,5 +1,5 @@
-// Internal to tensor/sim: how the simulated kernels (sim_ops.cc) reach the
-// accounting in sim_device.cc.
+// Internal to tensor/sim_device: how the simulated kernels (sim_ops.cc) reach
+// the accounting in sim_device.cc.
 #ifndef TANDEM_TENSOR_SIM_DEVICE_SIM_INTERNAL_H_
 #define TANDEM_TENSOR_SIM_DEVICE_SIM_INTERNAL_H_
 

@@ -1,7 +1,7 @@
-// Test-only helpers of the normalisation tests (tensor/ops_batch_norm_test,
-// tensor/nn/batch_norm_test, the LayerNorm tests): the inputs their PyTorch
-// scripts build, computed the same way (exact in double), and comparisons
-// with the printed numbers.
+// Test-only helpers of the normalisation tests (tensor/ops/batch_norm_test,
+// tensor/nn/layers/batch_norm_test, the LayerNorm tests): the inputs their
+// PyTorch scripts build, computed the same way (exact in double), and
+// comparisons with the printed numbers.
 #ifndef TANDEM_TENSOR_TESTING_NORM_TEST_UTIL_H_
 #define TANDEM_TENSOR_TESTING_NORM_TEST_UTIL_H_
 

@@ -11,9 +11,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tensor/generator.h"
-#include "tensor/nn/activation.h"
-#include "tensor/nn/linear.h"
-#include "tensor/nn/sequential.h"
+#include "tensor/nn/layers/activation.h"
+#include "tensor/nn/layers/linear.h"
+#include "tensor/nn/layers/sequential.h"
 #include "tensor/tensor.h"
 #include "train/checkpoint/atomic_file.h"
 

@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "tensor/generator.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/linear.h"
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "train/data/data_loader.h"

@@ -18,7 +18,7 @@
 #include "base/status_macros.h"
 #include "base/std_streams.h"
 #include "tensor/generator.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/linear.h"
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/sim_device/sim_device.h"

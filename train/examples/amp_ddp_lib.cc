@@ -16,7 +16,7 @@
 #include "comm/rank_printer.h"
 #include "tensor/amp/autocast.h"
 #include "tensor/generator.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/linear.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 #include "train/loop/must_match.h"

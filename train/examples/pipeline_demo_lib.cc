@@ -11,9 +11,9 @@
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "tensor/generator.h"
-#include "tensor/nn/activation.h"
-#include "tensor/nn/linear.h"
-#include "tensor/nn/sequential.h"
+#include "tensor/nn/layers/activation.h"
+#include "tensor/nn/layers/linear.h"
+#include "tensor/nn/layers/sequential.h"
 #include "tensor/ops.h"
 #include "train/parallel/strategy.h"
 

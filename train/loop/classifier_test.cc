@@ -25,7 +25,7 @@
 #include "gtest/gtest.h"
 #include "sim/sim.h"
 #include "tensor/generator.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/linear.h"
 #include "train/loop/eval_testing.h"
 
 namespace tandem::train {

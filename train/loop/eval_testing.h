@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "base/status_macros.h"
 #include "tensor/generator.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/linear.h"
 #include "tensor/tensor.h"
 #include "train/data/dataset.h"
 

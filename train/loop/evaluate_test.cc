@@ -18,7 +18,7 @@
 #include "sim/sim.h"
 #include "tensor/autograd/autograd.h"
 #include "tensor/generator.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/linear.h"
 #include "train/loop/eval_testing.h"
 
 namespace tandem::train {

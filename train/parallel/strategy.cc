@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd/autograd.h"
-#include "tensor/nn/sequential.h"
+#include "tensor/nn/layers/sequential.h"
 #include "tensor/optim/clip_grad.h"
 #include "train/parallel/sharded/shard_weight_decay.h"
 

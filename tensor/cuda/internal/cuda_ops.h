@@ -1,16 +1,16 @@
 // Internal (CUDA builds only): the helpers shared by the CUDA kernels of
-// tandem's ops (ops_*.cc), which register themselves in the kernel table
-// (tensor/dispatch/op_table.h, tensor/dispatch/op_kernels.h) for
+// tandem's ops (tensor/cuda/ops/), which register themselves in the kernel
+// table (tensor/dispatch/op_table.h, tensor/dispatch/op_kernels.h) for
 // DeviceType::kCUDA.
 //
-// Each op's definition (tensor/ops_*.cc) checked the arguments once for
+// Each op's definition (tensor/ops/) checked the arguments once for
 // every device (one device, dtypes, shapes), allocated the outputs and
 // records the autograd node, whose backward calls the backward rows. A CUDA
 // kernel enters the device (current device + the thread's current stream),
 // allocates scratch through the caching allocator and queues kernels
 // (tensor/cuda/kernels.h) or cuBLAS calls (tensor/cuda/internal/gemm.h).
 // Nothing synchronises except CrossEntropy's label check. The kernels are
-// split over ops_*.cc by topic.
+// split over tensor/cuda/ops/ by topic.
 #ifndef TANDEM_TENSOR_CUDA_INTERNAL_CUDA_OPS_H_
 #define TANDEM_TENSOR_CUDA_INTERNAL_CUDA_OPS_H_
 
@@ -26,7 +26,7 @@
 
 namespace tandem::cuda::internal {
 
-// ---- Helpers for ops_*.cc.
+// ---- Helpers for tensor/cuda/ops/.
 
 // Element `offset` of t's data, as a byte pointer (for per-image slices).
 inline char* ElementPtr(const Tensor& t, int64_t offset) {

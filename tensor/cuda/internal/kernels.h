@@ -1,6 +1,6 @@
 // Internal: host-side launchers of tandem's CUDA kernels (the .cu files in
 // this folder), on raw device pointers. No Tensor, no autograd, no absl:
-// tensor/cuda/ops_*.cc check arguments, allocate outputs and scratch through
+// tensor/cuda/ops/ checks arguments, allocate outputs and scratch through
 // the caching allocator, and turn the returned cudaError_t into a Status.
 //
 // Every launcher queues its kernels on `stream` and returns
@@ -10,7 +10,7 @@
 // f32, f64, f16 and bf16 and compute in float (f16/bf16, f32) or double
 // (f64), rounding f16/bf16 results exactly as base/half.h does.
 //
-// The arithmetic repeats the CPU kernels' (tensor/ops_*.cc) operation by
+// The arithmetic repeats the CPU kernels' (tensor/ops/) operation by
 // operation: the same formulas, the same order of accumulation where one
 // thread owns an output, double accumulators where the CPU uses double.
 // Kernels are compiled with --fmad=false so no multiply-add is contracted

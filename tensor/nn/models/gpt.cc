@@ -14,13 +14,13 @@
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
 #include "tensor/autograd/autograd.h"
-#include "tensor/nn/dropout.h"
-#include "tensor/nn/embedding.h"
 #include "tensor/nn/init.h"
-#include "tensor/nn/layer_norm.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/dropout.h"
+#include "tensor/nn/layers/embedding.h"
+#include "tensor/nn/layers/layer_norm.h"
+#include "tensor/nn/layers/linear.h"
+#include "tensor/nn/layers/sequential.h"
 #include "tensor/nn/py_repr.h"
-#include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 
 namespace tandem::nn {

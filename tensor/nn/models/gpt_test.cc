@@ -26,7 +26,7 @@
 
 #include "tensor/amp/autocast.h"
 #include "tensor/generator.h"
-#include "tensor/nn/embedding.h"
+#include "tensor/nn/layers/embedding.h"
 #include "tensor/nn/module.h"
 #include "tensor/nn/test_util.h"
 #include "tensor/ops.h"

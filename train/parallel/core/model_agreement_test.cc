@@ -13,8 +13,8 @@
 #include "sim/sim.h"
 #include "tensor/device.h"
 #include "tensor/generator.h"
-#include "tensor/nn/linear.h"
-#include "tensor/nn/sequential.h"
+#include "tensor/nn/layers/linear.h"
+#include "tensor/nn/layers/sequential.h"
 
 namespace tandem::train {
 namespace {

@@ -11,7 +11,7 @@
 #include "base/status_macros.h"
 #include "gtest/gtest.h"
 #include "sim/sim.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/linear.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 #include "train/parallel/ddp/ddp.h"

@@ -23,10 +23,10 @@
 #include "sim/sim.h"
 #include "tensor/autograd/autograd.h"
 #include "tensor/generator.h"
-#include "tensor/nn/activation.h"
-#include "tensor/nn/linear.h"
+#include "tensor/nn/layers/activation.h"
+#include "tensor/nn/layers/linear.h"
+#include "tensor/nn/layers/sequential.h"
 #include "tensor/nn/module.h"
-#include "tensor/nn/sequential.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 

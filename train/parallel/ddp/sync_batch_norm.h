@@ -53,7 +53,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "comm/communicator.h"
-#include "tensor/nn/batch_norm.h"
+#include "tensor/nn/layers/batch_norm.h"
 #include "tensor/nn/module.h"
 #include "tensor/tensor.h"
 

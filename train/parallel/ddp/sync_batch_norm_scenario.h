@@ -21,7 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
-#include "tensor/nn/batch_norm.h"
+#include "tensor/nn/layers/batch_norm.h"
 #include "tensor/nn/module.h"
 #include "tensor/tensor.h"
 

@@ -7,9 +7,9 @@
 
 #include "gtest/gtest.h"
 #include "tensor/generator.h"
-#include "tensor/nn/activation.h"
-#include "tensor/nn/linear.h"
-#include "tensor/nn/sequential.h"
+#include "tensor/nn/layers/activation.h"
+#include "tensor/nn/layers/linear.h"
+#include "tensor/nn/layers/sequential.h"
 #include "tensor/nn/test_util.h"
 #include "tensor/ops.h"
 #include "tensor/optim/sgd.h"

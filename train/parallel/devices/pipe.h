@@ -55,8 +55,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "tensor/device.h"
+#include "tensor/nn/layers/sequential.h"
 #include "tensor/nn/module.h"
-#include "tensor/nn/sequential.h"
 #include "tensor/tensor.h"
 #include "train/parallel/devices/device_workers.h"
 
