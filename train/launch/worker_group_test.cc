@@ -142,11 +142,18 @@ TEST_F(WorkerGroupTest, TwoNodesGiveEveryRankItsPlace) {
 
 TEST_F(WorkerGroupTest, AFailureOnOneNodeRestartsEveryNode) {
   // Rank 3 (node 1) fails in attempt 0 while every other rank would sleep
-  // for 60 s: node 0 must stop its workers and restart with node 1.
+  // for 60 s: node 0 must stop its workers and restart with node 1. Rank 3
+  // fails only once ranks 0-2 have recorded attempt 0 (at most 30 s), so a
+  // loaded machine cannot stop a worker before it wrote its line.
   WorkerGroupOptions o = Shell(
       "echo $TORCHELASTIC_RESTART_COUNT >> $DIR/attempts$RANK; "
       "if [ $TORCHELASTIC_RESTART_COUNT = 0 ]; then "
-      "  if [ $RANK = 3 ]; then exit 4; fi; exec sleep 60; fi",
+      "  if [ $RANK = 3 ]; then "
+      "    for i in $(seq 3000); do "
+      "      [ -s $DIR/attempts0 ] && [ -s $DIR/attempts1 ] && "
+      "      [ -s $DIR/attempts2 ] && break; sleep 0.01; done; "
+      "    exit 4; fi; "
+      "  exec sleep 60; fi",
       2);
   o.max_restarts = 1;
   std::vector<absl::StatusOr<WorkerGroupResult>> r = RunNodes({o, o});
