@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -16,7 +15,6 @@
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "tensor/amp/autocast.h"
-#include "tensor/autograd/autograd.h"
 #include "tensor/generator.h"
 #include "tensor/nn/models/gpt_generate.h"
 #include "tensor/ops.h"
