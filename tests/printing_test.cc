@@ -96,7 +96,7 @@ TEST(PrintingTest, ToyDdpLogRanksAll) {
 TEST(PrintingTest, ToyDdpLogRanks0PrintsOnlyRank0sLines) {
   train::ToyDdpConfig all_ranks;
   train::ToyDdpConfig rank0_only;
-  rank0_only.log_all_ranks = false;
+  rank0_only.log_ranks = "0";
   std::vector<std::vector<std::string>> by_config;
   for (const train::ToyDdpConfig& config : {all_ranks, rank0_only}) {
     sim::OutputCapture capture;
@@ -109,7 +109,7 @@ TEST(PrintingTest, ToyDdpLogRanks0PrintsOnlyRank0sLines) {
         },
         options);
     ASSERT_TRUE(result.ok()) << result.status();
-    if (!config.log_all_ranks) {
+    if (config.log_ranks == "0") {
       EXPECT_THAT(capture.Lines(1), IsEmpty());
       EXPECT_THAT(capture.Lines(2), IsEmpty());
     }

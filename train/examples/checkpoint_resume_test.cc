@@ -84,7 +84,7 @@ TEST(CheckpointResumeTest, ToyDdpKilledMidEpochTwoResumesBitForBit) {
   ToyDdpConfig config;
   config.batch_size = 1;  // 3 steps per epoch and rank on 2 ranks
   config.loss_precision = 17;
-  config.log_all_ranks = false;
+  config.log_ranks = "0";
   config.checkpoint.every_steps = 1;
   auto run = [&config](const std::string& dir) {
     return [&config, dir](int, comm::Communicator& comm) {

@@ -36,13 +36,10 @@ RankFlag OpenRangeFlag(std::string name, double value, double above,
                   .expected = std::move(expected)};
 }
 
-absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
-                            std::string_view who,
-                            const std::vector<RankFlag>& flags) {
-  std::vector<ConfigEntry> entries;
-  entries.reserve(flags.size());
-  for (const RankFlag& f : flags) entries.push_back(f.entry);
-  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, entries));
+namespace {
+
+// "--epochs=-1 (expected 0 <= epochs <= 10)" for each broken rule.
+std::vector<std::string> BrokenRules(const std::vector<RankFlag>& flags) {
   std::vector<std::string> bad;
   for (const RankFlag& f : flags) {
     if (!f.ok) {
@@ -50,6 +47,22 @@ absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
                                  " (expected ", f.expected, ")"));
     }
   }
+  return bad;
+}
+
+}  // namespace
+
+absl::Status CheckFlagRules(const std::vector<RankFlag>& flags) {
+  const std::vector<std::string> bad = BrokenRules(flags);
+  if (bad.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(bad, "; "));
+}
+
+absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
+                            std::string_view who,
+                            const std::vector<RankFlag>& flags) {
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, Entries(flags)));
+  const std::vector<std::string> bad = BrokenRules(flags);
   if (bad.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(std::string(who), ": ", absl::StrJoin(bad, "; "),
@@ -76,7 +89,9 @@ absl::StatusOr<int64_t> PerRankBatch(std::string_view who,
 
 std::vector<ConfigEntry> Entries(const std::vector<RankFlag>& flags) {
   std::vector<ConfigEntry> entries;
-  for (const RankFlag& f : flags) entries.push_back(f.entry);
+  for (const RankFlag& f : flags) {
+    if (f.agreed) entries.push_back(f.entry);
+  }
   return entries;
 }
 

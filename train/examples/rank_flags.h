@@ -47,6 +47,9 @@ struct RankFlag {
   ConfigEntry entry;
   bool ok = true;
   std::string expected{};  // e.g. "0 <= epochs <= 1000000"; empty: no rule
+  // false: this process's own business, never compared across ranks (a
+  // kLocal option, example_options.h); its rule is still checked.
+  bool agreed = true;
 };
 
 // Agreed on, any value ("--lr": the optimizer checks it; "dataset hash"):
@@ -62,13 +65,20 @@ RankFlag IntFlag(std::string name, int64_t value, int64_t min,
 RankFlag OpenRangeFlag(std::string name, double value, double above,
                        double below);
 
-// As above: OK, or the agreement's error, or InvalidArgument naming `who`,
-// each entry that breaks its rule with its value and rule, and what to do.
+// As above: OK, or the agreement's error (entries with `agreed` only), or
+// InvalidArgument naming `who`, each entry that breaks its rule with its
+// value and rule (CheckFlagRules' words), and what to do.
 absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
                             std::string_view who,
                             const std::vector<RankFlag>& flags);
 
-// The entries of `flags` (what the ranks agree on), e.g. for
+// The same rules in one process, with no communicator (an example's setup,
+// whose error is a usage error): OK, or InvalidArgument naming each entry
+// that breaks its rule, "--batch_size=0 (expected batch_size >= 1)", joined
+// by "; ".
+absl::Status CheckFlagRules(const std::vector<RankFlag>& flags);
+
+// The entries of `flags` the ranks agree on, e.g. for
 // MustMatchOnResume (train/loop/must_match.h).
 std::vector<ConfigEntry> Entries(const std::vector<RankFlag>& flags);
 

@@ -55,10 +55,10 @@ if ! nvidia-smi -L >/dev/null 2>&1; then
 fi
 expect_error 2 "unknown --backend=tcp" --backend=tcp
 expect_error 2 "gloo joins jobs started by tandemrun or torchrun" --backend=gloo
-expect_error 2 "--log_ranks=1; expected all or 0" --log_ranks=1
+expect_error 2 "toy_ddp: --log_ranks=1 (expected all or 0)" --log_ranks=1
 expect_error 2 "--world_size=-3; expected 0 (default) or more" --world_size=-3
 expect_error 2 "the simulated cluster runs 1 to 8192 ranks" --backend=sim --world_size=9000
-expect_error 1 "--batch_size=0 (expected batch_size >= 1)" --backend=sim --world_size=1 --batch_size=0
+expect_error 2 "toy_ddp: --batch_size=0 (expected batch_size >= 1)" --backend=sim --world_size=1 --batch_size=0
 expect_error 1 "lower --batch_size or --world_size" --backend=sim --world_size=4 --batch_size=3
 
 if [[ $fails -ne 0 ]]; then echo "$fails failure(s)"; exit 1; fi

@@ -26,19 +26,13 @@ absl::StatusOr<std::unique_ptr<nn::Module>> BuildToyModel(Generator& gen) {
 absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        Device device) {
   // First, before any rank can fail alone on its own flags (mpirun MPMD).
-  const std::vector<RankFlag> flags = {
-      IntFlag("--epochs", config.epochs, 0, kMaxEpochs),
-      IntFlag("--batch_size", config.batch_size, 1),
-      Flag("--lr", config.lr),  // Sgd::Create checks it
-      Flag("--seed", config.seed),
-      IntFlag("--loss_precision", config.loss_precision, 0, 17),
-      Flag("--log_ranks", config.log_all_ranks ? "all" : "0"),
-      Flag("--checkpoint_dir", config.checkpoint.dir),
-      Flag("--checkpoint_every", config.checkpoint.every_steps)};
+  std::vector<RankFlag> flags = config.RankFlags();
+  flags.push_back(Flag("--checkpoint_dir", config.checkpoint.dir));
+  flags.push_back(Flag("--checkpoint_every", config.checkpoint.every_steps));
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "toy_ddp", flags));
   const comm::RankPrinter printer(comm);
   auto log = [&](const std::string& text) {  // "[GPUk] text"
-    if (config.log_all_ranks || comm.rank() == 0) printer.PrintOnAllRanks(text);
+    if (config.log_ranks == "all" || comm.rank() == 0) printer.PrintOnAllRanks(text);
   };
   TANDEM_ASSIGN_OR_RETURN(TensorDataset train_ds,
                           VectorDataset({-1.2f, 3.1f, -0.9f, 2.9f, -0.5f, 2.6f,

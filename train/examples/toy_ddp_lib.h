@@ -34,26 +34,33 @@
 #include "tensor/generator.h"
 #include "tensor/nn/module.h"
 #include "train/checkpoint/run_checkpointer.h"
+#include "train/examples/example_options.h"
+#include "train/loop/training_loop.h"
 
 namespace tandem::train {
 
-struct ToyDdpConfig {
-  int64_t epochs = 3;      // >= 0
-  int64_t batch_size = 2;  // >= 1
-  double lr = 0.5;         // >= 0
-  uint64_t seed = 123;     // the model's initialisation (torch.manual_seed)
-  // true: every rank prints its lines with the "[GPUk] " prefix (the
-  // tutorial). false: only rank 0's lines are printed, the same lines as
-  // with true (RankPrinter::PrintOnRank0).
-  bool log_all_ranks = true;
-  // Decimals of the printed loss; the tutorial prints 2. More digits show
-  // how close tandem and PyTorch are.
-  int loss_precision = 2;
-  // --checkpoint_dir / --checkpoint_every: rank 0 saves the model, the
-  // optimizer and the progress (train/checkpoint/run_checkpointer.h); a
-  // folder that holds a checkpoint resumes from it (rank 0 says so) and
-  // prints only the steps still to run. The final weights equal an
-  // uninterrupted run's bit for bit.
+// The example's options (example_options.h): flags, defaults, rules.
+#define TANDEM_TOY_DDP_OPTIONS(X)                                             \
+  X(int64_t, epochs, 3, Between(0, kMaxEpochs), kAgreed, "Training epochs.")  \
+  X(int64_t, batch_size, 2, AtLeast(1), kAgreed,                              \
+    "Per-rank batch size (drop_last).")                                       \
+  X(double, lr, 0.5, Any(), kAgreed, /* Sgd::CheckHyperParameters */          \
+    "SGD learning rate.")                                                     \
+  X(uint64_t, seed, 123, Any(), kAgreed,                                      \
+    "Seed of the model's initialisation (torch.manual_seed).")                \
+  X(int, loss_precision, 2, Between(0, 17), kAgreed,                          \
+    "Decimals of the printed loss (the tutorial prints 2).")                  \
+  X(std::string, log_ranks, "all", OneOf("all", "0"), kAgreed,                \
+    "all: every rank prints its lines with a [GPUk] prefix (as the "          \
+    "tutorial); 0: only rank 0's lines.")
+TANDEM_EXAMPLE_OPTIONS(ToyDdpOptions, TANDEM_TOY_DDP_OPTIONS);
+
+// The options, and the checkpoint: rank 0 saves the model, the optimizer
+// and the progress (train/checkpoint/run_checkpointer.h); a folder that
+// holds a checkpoint resumes from it (rank 0 says so) and prints only the
+// steps still to run. The final weights equal an uninterrupted run's bit for
+// bit. --log_ranks=0 prints only rank 0's lines, the same lines as "all".
+struct ToyDdpConfig : ToyDdpOptions {
   checkpoint::CheckpointOptions checkpoint;
 };
 
