@@ -1,6 +1,6 @@
 """tandem's Bazel macros: the shapes its BUILD files repeat, written once."""
 
-load("@rules_cc//cc:defs.bzl", "cc_test")
+load("@rules_cc//cc:defs.bzl", "cc_library", "cc_test")
 
 def unit_test(name, deps, srcs = None, size = "small", **kwargs):
     """A gtest test of the code beside it, run by gtest's main.
@@ -45,3 +45,38 @@ def cli_test(name, tools, data = [], srcs = None, size = "small", args = [], **k
         data = tools + [d for d in data if d not in tools],
         **kwargs
     )
+
+def library(name, deps = [], srcs = None, hdrs = None, test_deps = None, test_size = "small", test_kwargs = {}, **kwargs):
+    """A library of one purpose (`name.cc`, `name.h`) and its unit test.
+
+    The shape most of tandem's code has: `foo.cc` and `foo.h` make `:foo`,
+    and `foo_test.cc` beside them tests it (a unit_test, below, depending on
+    `:foo`, gtest's main and Abseil).
+
+    Args:
+      name: the library's name.
+      deps: what the library uses.
+      srcs: the sources, when they are not just `name + ".cc"` ([] for a
+        header-only library).
+      hdrs: the headers, when they are not just `name + ".h"`.
+      test_deps: what `name + "_test.cc"` uses besides the library, gtest
+        and Abseil; None: no test of that name.
+      test_size: the test's Bazel size.
+      test_kwargs: any other unit_test attribute (data, tags, timeout, srcs).
+      **kwargs: any other cc_library attribute (visibility, testonly, ...).
+    """
+    cc_library(
+        name = name,
+        srcs = srcs if srcs != None else [name + ".cc"],
+        hdrs = hdrs if hdrs != None else [name + ".h"],
+        deps = deps,
+        **kwargs
+    )
+    if test_deps != None:
+        test_only_deps = [":" + name, "//third_party:absl"]
+        unit_test(
+            name = name + "_test",
+            deps = test_only_deps + [d for d in test_deps if d not in test_only_deps],
+            size = test_size,
+            **test_kwargs
+        )

@@ -40,14 +40,16 @@ expect_usage() {  # phrase, flags...
   [[ $rc == 2 ]] || fail "$* exited $rc, expected 2"
   [[ "$err" == *"$phrase"* ]] || fail "$* printed: $err"
 }
-expect_usage "expected bf16, f16 or off" --amp=fp8
+expect_usage "amp_ddp: --amp=fp8 (expected bf16, f16 or off)" --amp=fp8
 expect_usage "expected RANK:STEP" --inject_inf=1
 expect_usage "expected RANK:STEP" --inject_inf=-1:2
-expect_usage "expected allreduce, fp16_compress or bf16_compress" \
+expect_usage "--comm_hook=topk (expected allreduce, fp16_compress or bf16_compress)" \
   --comm_hook=topk
-expect_usage "must be >= 1" --steps=0
-expect_usage "steps at most 1000000" --steps=9223372036854775807
-expect_usage "batch_size at most 65536" --batch_size=9223372036854775807
+expect_usage "amp_ddp: --steps=0 (expected 1 <= steps <= 1000000)" --steps=0
+expect_usage "--steps=9223372036854775807 (expected 1 <= steps <= 1000000)" \
+  --steps=9223372036854775807
+expect_usage "--batch_size=9223372036854775807 (expected 1 <= batch_size <= 65536)" \
+  --batch_size=9223372036854775807
 
 # A rank outside the world is a runtime error (exit 1) naming it.
 err=$("$bin" --backend=sim --world_size=2 --inject_inf=5:0 2>&1 >/dev/null)

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "base/dtype.h"
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "tensor/amp/autocast.h"
@@ -21,7 +22,7 @@
 #include "tensor/tensor.h"
 #include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
-#include "train/parallel/core/config_agreement.h"
+#include "train/parallel/ddp/comm_hook.h"
 
 namespace tandem::train {
 namespace {
@@ -77,36 +78,22 @@ absl::StatusOr<std::optional<InjectInf>> ParseInjectInfFlag(
 absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
                        Device device) {
   const int rank = comm.rank();
-  if (config.steps < 1 || config.batch_size < 1) {
+  std::vector<RankFlag> flags = config.RankFlags();
+  flags.push_back(Flag("--checkpoint_dir", config.checkpoint.dir));
+  flags.push_back(Flag("--checkpoint_every", config.checkpoint.every_steps));
+  TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "amp_ddp", flags));
+  TANDEM_ASSIGN_OR_RETURN(const std::optional<InjectInf> inject,
+                          ParseInjectInfFlag(config.inject_inf));
+  if (inject.has_value() && inject->rank >= comm.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("amp_ddp: --steps and --batch_size must be >= 1, got ",
-                     config.steps, " and ", config.batch_size));
+        absl::StrCat("amp_ddp: --inject_inf names rank ", inject->rank,
+                     " but the world has ", comm.size(), " ranks (0..",
+                     comm.size() - 1, ")"));
   }
-  const std::string amp_name =
-      config.amp.has_value() ? DTypeName(*config.amp) : "off";
-  const std::string inject_name =
-      config.inject_inf.has_value()
-          ? absl::StrCat(config.inject_inf->rank, ":", config.inject_inf->step)
-          : "";
-  const std::vector<ConfigEntry> agreed = {
-      ConfigEntry("--amp", amp_name),
-      ConfigEntry("--steps", config.steps),
-      ConfigEntry("--batch_size", config.batch_size),
-      ConfigEntry("--lr", config.lr),
-      ConfigEntry("--seed", config.seed),
-      ConfigEntry("--comm_hook", DdpCommHookName(config.comm_hook)),
-      ConfigEntry("--inject_inf", inject_name),
-      ConfigEntry("--checkpoint_dir", config.checkpoint.dir),
-      ConfigEntry("--checkpoint_every", config.checkpoint.every_steps)};
-  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
-  if (config.inject_inf.has_value() && config.inject_inf->rank >= comm.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("amp_ddp: --inject_inf names rank ",
-                     config.inject_inf->rank, " but the world has ",
-                     comm.size(), " ranks (0..", comm.size() - 1, ")"));
-  }
-  if (config.amp.has_value()) {
-    TANDEM_RETURN_IF_ERROR(amp::Autocast::Check(device.type(), *config.amp));
+  std::optional<DType> autocast;  // --amp=off: f32, the scaler disabled
+  if (config.amp != "off") {
+    autocast = config.amp == "f16" ? DType::kF16 : DType::kBF16;
+    TANDEM_RETURN_IF_ERROR(amp::Autocast::Check(device.type(), *autocast));
   }
   Generator init(config.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Linear> model,
@@ -121,12 +108,13 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
   options.epochs = 1;
   options.device = device;
   options.checkpoint = config.checkpoint;
-  options.autocast = config.amp;
+  options.autocast = autocast;
   options.grad_scaler =
-      optim::GradScalerOptions{.enabled = config.amp.has_value()};
-  options.must_match = MustMatchOnResume(agreed);
+      optim::GradScalerOptions{.enabled = autocast.has_value()};
+  options.must_match = MustMatchOnResume(Entries(flags));
   StrategyOptions strategy;
-  strategy.comm_hook = config.comm_hook;
+  // A known name: CheckRankFlags checked --comm_hook's rule.
+  strategy.comm_hook = *DdpCommHookFromName(config.comm_hook.c_str());
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<TrainingLoop> loop,
       TrainingLoop::Create(comm, *model, ShardMode::kNone,
@@ -137,8 +125,7 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
                      config.batch_size, config.steps);
   LoopHooks hooks;
   hooks.before_optimizer_step = [&](const StepView& s) -> absl::Status {
-    if (!config.inject_inf.has_value() || config.inject_inf->rank != rank ||
-        config.inject_inf->step != s.step) {
+    if (!inject.has_value() || inject->rank != rank || inject->step != s.step) {
       return absl::OkStatus();
     }
     // One element of this rank's (already all-reduced) weight gradient.

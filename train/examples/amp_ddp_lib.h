@@ -19,9 +19,9 @@
 //   [GPU1] step 002 | loss 1.0412598 | scale 32768 | skipped
 //   [GPU1] weights checksum -0.5207453966
 //
-// `inject_inf` puts an inf into ONE rank's gradient after the all-reduce
-// at one step (0-based): every rank skips that step and halves its scale,
-// and the checksums stay equal.
+// `inject_inf` (RANK:STEP) puts an inf into ONE rank's gradient after the
+// all-reduce at one step (0-based): every rank skips that step and halves its
+// scale, and the checksums stay equal.
 #ifndef TANDEM_TRAIN_EXAMPLES_AMP_DDP_LIB_H_
 #define TANDEM_TRAIN_EXAMPLES_AMP_DDP_LIB_H_
 
@@ -31,34 +31,44 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "base/dtype.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
 #include "train/checkpoint/run_checkpointer.h"
-#include "train/parallel/ddp/comm_hook.h"
+#include "train/examples/example_options.h"
 
 namespace tandem::train {
+
+// The example's options (example_options.h): flags, defaults, rules, in
+// the order of the entries its checkpoints record.
+#define TANDEM_AMP_DDP_OPTIONS(X)                                         \
+  X(std::string, amp, "bf16", OneOf("bf16", "f16", "off"), kAgreed,       \
+    "Autocast dtype: bf16, f16 or off (f32, GradScaler disabled).")       \
+  X(int64_t, steps, 10, Between(1, 1000000), kAgreed, "Training steps.")  \
+  X(int64_t, batch_size, 20, Between(1, 65536), kAgreed,                  \
+    "Per-rank batch size.")                                               \
+  X(double, lr, 0.001, Any(), kAgreed, /* Sgd::CheckHyperParameters */    \
+    "SGD learning rate.")                                                 \
+  X(uint64_t, seed, 0, Any(), kAgreed, "Seed of the model and the data.") \
+  X(std::string, comm_hook, "allreduce",                                  \
+    OneOf("allreduce", "fp16_compress", "bf16_compress"), kAgreed,        \
+    "DDP gradient hook: allreduce, fp16_compress or bf16_compress.")      \
+  X(std::string, inject_inf, "", Any(), kAgreed, /* ParseInjectInfFlag */ \
+    "RANK:STEP: put an inf into that rank's gradient at that step "       \
+    "(from 0); every rank then skips the step and halves its scale.")
+TANDEM_EXAMPLE_OPTIONS(AmpDdpOptions, TANDEM_AMP_DDP_OPTIONS);
 
 struct InjectInf {
   int64_t rank = 0;
   int64_t step = 0;
 };
 
-struct AmpDdpConfig {
-  // Autocast dtype, or nullopt for --amp=off (f32, scaler disabled).
-  std::optional<DType> amp = DType::kBF16;
-  int64_t steps = 10;       // >= 1
-  int64_t batch_size = 20;  // per rank, >= 1
-  double lr = 0.001;
-  uint64_t seed = 0;
-  DdpCommHook comm_hook = DdpCommHook::kAllReduce;
-  std::optional<InjectInf> inject_inf;
-  // --checkpoint_dir / --checkpoint_every
-  // (train/checkpoint/run_checkpointer.h): rank 0 saves the model, Sgd's state,
-  // the step and the GradScaler's scale and growth tracker; a folder holding a
-  // checkpoint resumes from it, and the resumed run prints the lines an
-  // uninterrupted one prints from there on and ends with the same weights, bit
-  // for bit.
+// The options, and --checkpoint_dir / --checkpoint_every
+// (train/checkpoint/run_checkpointer.h): rank 0 saves the model, Sgd's state,
+// the step and the GradScaler's scale and growth tracker; a folder holding a
+// checkpoint resumes from it, and the resumed run prints the lines an
+// uninterrupted one prints from there on and ends with the same weights, bit
+// for bit.
+struct AmpDdpConfig : AmpDdpOptions {
   checkpoint::CheckpointOptions checkpoint;
 };
 
@@ -67,8 +77,8 @@ absl::StatusOr<std::optional<InjectInf>> ParseInjectInfFlag(
     const std::string& value);
 
 // Collective: every rank calls it. Errors: ranks with different configs
-// (CheckRanksAgree), an inject_inf rank outside the world, a non-finite
-// parameter, failures of DDP or the communicator.
+// (CheckRankFlags), a broken rule or inject_inf, an inject_inf rank outside
+// the world, a non-finite parameter, failures of DDP or the communicator.
 absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
                        Device device = Device::CPU());
 

@@ -233,7 +233,7 @@ TEST(CheckpointResumeTest, AmpDdpResumesWithTheGradScalersState) {
   config.steps = 10;
   // The inf halves the scale at step 2, before the kill: the resumed run
   // must continue from 32768, not from a fresh 65536.
-  config.inject_inf = InjectInf{.rank = 1, .step = 2};
+  config.inject_inf = "1:2";
   config.checkpoint.every_steps = 1;
   auto run = [&config](const std::string& dir) {
     return [&config, dir](int, comm::Communicator& comm) {

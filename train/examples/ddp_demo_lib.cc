@@ -24,7 +24,6 @@
 #include "train/examples/toy_ddp_lib.h"
 #include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
-#include "train/parallel/core/config_agreement.h"
 #include "train/parallel/strategy.h"
 
 namespace tandem::train {
@@ -85,36 +84,16 @@ absl::StatusOr<TensorDataset> RandomDataset(int64_t n, Generator& gen) {
 
 }  // namespace
 
-absl::Status CheckDdpDemoConfig(const DdpDemoConfig& config) {
-  constexpr int64_t kMaxBatch = 4096;
-  constexpr int64_t kMaxDatasetSize = 65536;
-  constexpr int64_t kMaxClasses = 10000;
-  if (config.batch_size < 1 || config.batch_size > kMaxBatch ||
-      config.epochs < 0 || config.epochs > kMaxEpochs ||
-      config.dataset_size < 1 || config.dataset_size > kMaxDatasetSize ||
-      config.num_classes < 1 || config.num_classes > kMaxClasses) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "expected 1 <= --batchSize <= ", kMaxBatch, ", 0 <= --epochs <= ",
-        kMaxEpochs, ", 1 <= --dataset-size <= ", kMaxDatasetSize,
-        " and 1 <= --num-classes <= ", kMaxClasses, "; got ", config.batch_size,
-        ", ", config.epochs, ", ", config.dataset_size, " and ",
-        config.num_classes));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                         Device device) {
-  const std::vector<ConfigEntry> agreed = {
-      {"--batchSize", config.batch_size},
-      {"--epochs", config.epochs},
-      {"--dataset-size", config.dataset_size},
-      {"--num-classes", config.num_classes},
-      {"--seed", config.seed},
-      {"--checkpoint_dir", config.checkpoint.dir},
-      {"--checkpoint_every", config.checkpoint.every_steps}};
-  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
-  TANDEM_RETURN_IF_ERROR(CheckDdpDemoConfig(config));
+  std::vector<RankFlag> flags = config.RankFlags();
+  for (RankFlag& f : flags) {  // the script's spellings
+    if (f.entry.name == "--dataset_size") f.entry.name = "--dataset-size";
+    if (f.entry.name == "--num_classes") f.entry.name = "--num-classes";
+  }
+  flags.push_back(Flag("--checkpoint_dir", config.checkpoint.dir));
+  flags.push_back(Flag("--checkpoint_every", config.checkpoint.every_steps));
+  TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "ddp_demo", flags));
   const comm::RankPrinter out(comm);
   // The script's losses bit for bit: PyTorch's GEMM calls (process-wide;
   // every rank sets the same).
@@ -132,14 +111,14 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                                            SgdFactory(0.1, {.momentum = 0.9})));
   TANDEM_ASSIGN_OR_RETURN(
       SampledBatches data,
-      SampledBatches::Create(dataset, comm, config.batch_size,
+      SampledBatches::Create(dataset, comm, config.batchSize,
                              /*drop_last=*/false));
   TrainingLoop loop(comm, *model, *ddp,
                     {.who = "ddp_demo",
                      .epochs = config.epochs,
                      .device = device,
                      .checkpoint = config.checkpoint,
-                     .must_match = MustMatchOnResume(agreed)});
+                     .must_match = MustMatchOnResume(Entries(flags))});
   LoopHooks hooks;
   hooks.after_step = [&](const StepView& s) {
     out.PrintOnRank0(

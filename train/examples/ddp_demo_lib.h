@@ -10,7 +10,7 @@
 // built right after the data from the same generator; CrossEntropyLoss on the
 // softmax output (the tutorial's double softmax, kept); SGD lr 0.1 momentum
 // 0.9; DDP; a DistributedSampler (shuffle, seed 0, set_epoch every epoch)
-// feeding batches of `batch_size` without drop_last. Rank 0 prints, as the
+// feeding batches of `batchSize` without drop_last. Rank 0 prints, as the
 // script does:
 //
 //   Step: 0, Loss: 2.3025851249694824
@@ -24,33 +24,44 @@
 #define TANDEM_TRAIN_EXAMPLES_DDP_DEMO_LIB_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
 #include "train/checkpoint/run_checkpointer.h"
+#include "train/examples/example_options.h"
+#include "train/loop/training_loop.h"
 
 namespace tandem::train {
 
-struct DdpDemoConfig {
-  int64_t batch_size = 32;     // --batchSize, per rank
-  int64_t epochs = 10;         // --epochs
-  int64_t dataset_size = 128;  // --dataset-size
-  int64_t num_classes = 10;    // --num-classes
-  uint64_t seed = 0;           // torch.manual_seed before the data and model
+// The script's flags (example_options.h), in the order of the entries its
+// checkpoints record (--dataset-size and --num-classes spelled with the
+// script's dashes there). The bounds keep a typo from allocating without
+// bound (65536 images are 805 MB; a batch of 4096 needs ~650 MB for the
+// convolution; 10000 classes make a 576 MB Linear) or running for ever.
+#define TANDEM_DDP_DEMO_OPTIONS(X)                                            \
+  X(int64_t, batchSize, 32, Between(1, 4096), kAgreed,                        \
+    "Per-rank batch size (the script's).")                                    \
+  X(int64_t, epochs, 10, Between(0, kMaxEpochs), kAgreed, "Training epochs.") \
+  X(int64_t, dataset_size, 128, Between(1, 65536), kAgreed,                   \
+    "Images in the RandomDataset (also --dataset-size).")                     \
+  X(int64_t, num_classes, 10, Between(1, 10000), kAgreed,                     \
+    "Outputs of the Linear layer (also --num-classes).")                      \
+  X(uint64_t, seed, 0, Any(), kAgreed,                                        \
+    "torch.manual_seed before the data and the model are made.")              \
+  X(std::string, gpu_id, "", Any(), kLocal,                                   \
+    "Sets CUDA_VISIBLE_DEVICES (e.g. 0,1) before any GPU is used, as "        \
+    "the script does; empty: leave it alone.")
+TANDEM_EXAMPLE_OPTIONS(DdpDemoOptions, TANDEM_DDP_DEMO_OPTIONS);
+
+struct DdpDemoConfig : DdpDemoOptions {
   checkpoint::CheckpointOptions checkpoint;  // --checkpoint_dir/_every
 };
 
-// InvalidArgument naming the flags unless 1 <= batch_size <= 4096,
-// 0 <= epochs <= 10^6, 1 <= dataset_size <= 65536 and
-// 1 <= num_classes <= 10000. The bounds keep a typo from allocating without
-// bound (65536 images are 805 MB; a batch of 4096 needs ~650 MB for the
-// convolution; 10000 classes make a 576 MB Linear) or running for ever.
-absl::Status CheckDdpDemoConfig(const DdpDemoConfig& config);
-
 // Runs the script on `comm`'s rank (collective). `device` is where the rank
 // trains (the model and every batch go there). Errors: ranks given different
-// configs (every rank names each one's values), a bad config (named), a
+// configs (every rank names each one's values), a broken rule (named), a
 // non-finite loss or parameter, a device or communicator failure.
 absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                         Device device = Device::CPU());

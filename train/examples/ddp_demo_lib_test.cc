@@ -38,7 +38,7 @@ DemoRun RunOnSim(int world_size, const DdpDemoConfig& config) {
 
 DdpDemoConfig Small() {
   DdpDemoConfig c;
-  c.batch_size = 4;
+  c.batchSize = 4;
   c.epochs = 2;
   c.dataset_size = 12;  // 6 per rank on 2 ranks: batches of 4 and 2
   return c;
@@ -78,7 +78,22 @@ TEST(DdpDemoTest, BadConfigIsNamed) {
   c.num_classes = 0;
   DemoRun run = RunOnSim(1, c);
   EXPECT_EQ(run.status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(run.status.ToString(), HasSubstr("1 <= --num-classes <= 10000"));
+  EXPECT_THAT(
+      run.status.ToString(),
+      HasSubstr(
+          "ddp_demo: --num-classes=0 (expected 1 <= num_classes <= 10000)"));
+}
+
+// The checkpoint records the flags as the script spells them.
+TEST(DdpDemoTest, AResumeNamesTheScriptsSpellings) {
+  DdpDemoConfig c = Small();
+  c.epochs = 1;
+  c.checkpoint.dir = ::testing::TempDir() + "/ddp_demo_spellings";
+  ASSERT_TRUE(RunOnSim(2, c).status.ok());
+  c.epochs = 2;
+  c.dataset_size = 16;
+  EXPECT_THAT(RunOnSim(2, c).status.message(),
+              HasSubstr("--dataset-size is 12 there and 16 here"));
 }
 
 }  // namespace

@@ -24,17 +24,7 @@
 #include "train/examples/ddp_demo_lib.h"
 #include "train/examples/example_main.h"
 
-ABSL_FLAG(int64_t, batchSize, 32, "Per-rank batch size (the script's).");
-ABSL_FLAG(int64_t, epochs, 10, "Training epochs.");
-ABSL_FLAG(int64_t, dataset_size, 128,
-          "Images in the RandomDataset (also --dataset-size).");
-ABSL_FLAG(int64_t, num_classes, 10,
-          "Outputs of the Linear layer (also --num-classes).");
-ABSL_FLAG(std::string, gpu_id, "",
-          "Sets CUDA_VISIBLE_DEVICES (e.g. 0,1) before any GPU is used, as "
-          "the script does; empty: leave it alone.");
-ABSL_FLAG(uint64_t, seed, 0,
-          "torch.manual_seed before the data and the model are made.");
+TANDEM_EXAMPLE_FLAGS(tandem::train::DdpDemoOptions, TANDEM_DDP_DEMO_OPTIONS)
 
 namespace {
 
@@ -70,25 +60,16 @@ int main(int argc, char** argv) {
        .summary = "the DDP tutorial's Conv2d script: random 3x32x32 images, "
                   "Conv2d -> Linear -> Softmax, SGD with momentum."},
       []() -> absl::StatusOr<ExampleRank> {
-        const std::string gpu_id = absl::GetFlag(FLAGS_gpu_id);
-        if (!gpu_id.empty()) {
+        auto options = ExampleOptionsFromFlags();
+        if (!options.ok()) return options.status();
+        if (!options->gpu_id.empty()) {
           // Before the backend is resolved (no device touched yet).
-          setenv("CUDA_VISIBLE_DEVICES", gpu_id.c_str(), /*overwrite=*/1);
+          setenv("CUDA_VISIBLE_DEVICES", options->gpu_id.c_str(),
+                 /*overwrite=*/1);
         }
-        tandem::train::DdpDemoConfig config;
-        config.batch_size = absl::GetFlag(FLAGS_batchSize);
-        config.epochs = absl::GetFlag(FLAGS_epochs);
-        config.dataset_size = absl::GetFlag(FLAGS_dataset_size);
-        config.num_classes = absl::GetFlag(FLAGS_num_classes);
-        config.seed = absl::GetFlag(FLAGS_seed);
-        if (absl::Status s = tandem::train::CheckDdpDemoConfig(config);
-            !s.ok()) {
-          return s;
-        }
-        absl::StatusOr<tandem::train::checkpoint::CheckpointOptions>
-            checkpoint = tandem::train::ExampleCheckpointOptions();
+        auto checkpoint = tandem::train::ExampleCheckpointOptions();
         if (!checkpoint.ok()) return checkpoint.status();
-        config.checkpoint = *checkpoint;
+        const tandem::train::DdpDemoConfig config{*options, *checkpoint};
         return
             [config](tandem::comm::Communicator& comm, tandem::Device device) {
               return tandem::train::RunDdpDemo(comm, config, device);

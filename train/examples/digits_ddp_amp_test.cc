@@ -12,7 +12,7 @@
 namespace tandem::train {
 namespace {
 
-double Accuracy(int world_size, std::optional<DType> amp,
+double Accuracy(int world_size, const std::string& amp,
                 const std::string& shard = "none") {
   DigitsConfig config;
   config.amp = amp;
@@ -31,8 +31,8 @@ double Accuracy(int world_size, std::optional<DType> amp,
 
 TEST(DigitsDdpAmpTest, Bf16WithinOnePointOfF32) {
   for (int world_size : {1, 2, 4}) {
-    const double f32 = Accuracy(world_size, std::nullopt);
-    const double bf16 = Accuracy(world_size, DType::kBF16);
+    const double f32 = Accuracy(world_size, "off");
+    const double bf16 = Accuracy(world_size, "bf16");
     EXPECT_GE(f32, 0.95) << "world size " << world_size;
     EXPECT_LE(std::abs(bf16 - f32), 0.01)
         << "world size " << world_size << ": bf16 " << bf16 << ", f32 " << f32;
@@ -43,8 +43,8 @@ TEST(DigitsDdpAmpTest, Bf16WithinOnePointOfF32) {
 // shards), gradients reduced in bf16; within one point of f32 DDP.
 TEST(DigitsDdpAmpTest, FsdpBf16WithinOnePointOfF32) {
   for (int world_size : {2, 4}) {
-    const double f32 = Accuracy(world_size, std::nullopt);
-    const double fsdp_bf16 = Accuracy(world_size, DType::kBF16, "fsdp");
+    const double f32 = Accuracy(world_size, "off");
+    const double fsdp_bf16 = Accuracy(world_size, "bf16", "fsdp");
     EXPECT_LE(std::abs(fsdp_bf16 - f32), 0.01)
         << "world size " << world_size << ": fsdp bf16 " << fsdp_bf16
         << ", f32 " << f32;
@@ -54,7 +54,7 @@ TEST(DigitsDdpAmpTest, FsdpBf16WithinOnePointOfF32) {
 TEST(DigitsDdpAmpTest, FsdpWithF16IsRefused) {
   sim::RunResult run = sim::Run(1, [&](int, comm::Communicator& comm) {
     DigitsConfig config;
-    config.amp = DType::kF16;
+    config.amp = "f16";
     config.shard = "fsdp";
     return RunDigitsDdp(comm, config).status();
   });

@@ -1,7 +1,10 @@
 #include "train/examples/digits_ddp_lib.h"
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
@@ -15,33 +18,37 @@
 
 namespace tandem::train {
 
+std::optional<DType> DigitsConfig::autocast() const {
+  if (amp == "bf16") return DType::kBF16;
+  if (amp == "f16") return DType::kF16;
+  return std::nullopt;
+}
+
 absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                                           const DigitsConfig& config,
                                           Device device) {
   // First, before any rank can fail alone on its own flags (mpirun MPMD).
-  const std::vector<RankFlag> flags = {
-      IntFlag("--epochs", config.epochs, 0, kMaxEpochs),
-      IntFlag("--global_batch_size", config.global_batch_size, 1),
-      Flag("--lr", config.lr),  // Sgd::Create checks lr and momentum
-      Flag("--momentum", config.momentum),
-      IntFlag("--hidden", config.hidden, 1),
-      Flag("--seed", config.seed),
-      Flag("--split_seed", config.split_seed),
-      OpenRangeFlag("--test_fraction", config.test_fraction, 0, 1),
-      Flag("--checkpoint_dir", config.checkpoint.dir),
-      Flag("--checkpoint_every", config.checkpoint.every_steps),
-      Flag("--shard", config.shard),
-      Flag("--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off")};
+  // The entries that are not options follow --seed, where the checkpoints
+  // already written record them.
+  std::vector<RankFlag> flags = config.RankFlags();
+  flags.insert(
+      std::find_if(flags.begin(), flags.end(),
+                   [](const RankFlag& f) { return f.entry.name == "--seed"; }) +
+          1,
+      {Flag("--split_seed", config.split_seed),
+       OpenRangeFlag("--test_fraction", config.test_fraction, 0, 1),
+       Flag("--checkpoint_dir", config.checkpoint.dir),
+       Flag("--checkpoint_every", config.checkpoint.every_steps)});
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "digits_ddp", flags));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
-  TANDEM_RETURN_IF_ERROR(CheckShardAmp(shard, config.amp));
+  TANDEM_RETURN_IF_ERROR(CheckShardAmp(shard, config.autocast()));
   TANDEM_ASSIGN_OR_RETURN(
       const int64_t batch_size,
       PerRankBatch("digits_ddp", config.global_batch_size, comm.size()));
   const comm::RankPrinter out(comm);
   TANDEM_ASSIGN_OR_RETURN(
       std::shared_ptr<const DigitsSplit> split,
-      LoadDigitsSplit({.data_path = config.data_path,
+      LoadDigitsSplit({.data_path = config.data,
                        .split_seed = config.split_seed,
                        .test_fraction = config.test_fraction},
                       comm, device));
@@ -60,7 +67,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                             .epochs = config.epochs,
                             .device = device,
                             .checkpoint = config.checkpoint,
-                            .autocast = config.amp,
+                            .autocast = config.autocast(),
                             .epoch_sums = ClassifierSums(),
                             .must_match = MustMatchOnResume(identity)}));
   TANDEM_RETURN_IF_ERROR(loop->Resume().status());

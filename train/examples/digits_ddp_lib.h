@@ -31,23 +31,39 @@
 #include "comm/communicator.h"
 #include "tensor/device.h"
 #include "train/checkpoint/run_checkpointer.h"
+#include "train/examples/example_options.h"
+#include "train/loop/training_loop.h"
 
 namespace tandem::train {
 
-struct DigitsConfig {
-  std::string data_path = "train/data/digits.csv.gz";
-  int64_t epochs = 20;
-  // Samples per optimizer step over all ranks; each rank takes
-  // global_batch_size / world size, so the optimisation (and the accuracy
-  // reached) barely depends on the world size. A world size that does not
-  // divide it is InvalidArgument naming the nearest valid sizes.
-  int64_t global_batch_size = 64;
-  double lr = 0.1;
-  double momentum = 0.9;
-  int64_t hidden = 128;
-  uint64_t seed = 0;         // model initialisation
-  uint64_t split_seed = 42;  // which samples are held out
-  double test_fraction = 0.2;
+// The example's options (example_options.h): flags, defaults, rules, in
+// the order of the entries its checkpoints record.
+#define TANDEM_DIGITS_DDP_OPTIONS(X)                                          \
+  X(int64_t, epochs, 20, Between(0, kMaxEpochs), kAgreed, "Training epochs.") \
+  X(int64_t, global_batch_size, 64, AtLeast(1), kAgreed,                      \
+    "Samples per step over all ranks (each rank takes its share).")           \
+  X(double, lr, 0.1, Any(), kAgreed, /* Sgd::CheckHyperParameters */          \
+    "SGD learning rate.")                                                     \
+  X(double, momentum, 0.9, Any(), kAgreed, "SGD momentum.")                   \
+  X(int64_t, hidden, 128, AtLeast(1), kAgreed,                                \
+    "Hidden units of the MLP 64-hidden-10.")                                  \
+  X(uint64_t, seed, 0, Any(), kAgreed, "Seed of the model's initialisation.") \
+  X(std::string, shard, "none", Any(), kAgreed, /* ParseShardMode */          \
+    "none (DDP), zero1 (optimizer state sharded), zero2 (and "                \
+    "gradients), fsdp (and parameters): the same accuracy in each.")          \
+  X(std::string, amp, "off", OneOf("bf16", "f16", "off"), kAgreed,            \
+    "Mixed precision: bf16, f16 (autocast) or off (f32).")                    \
+  X(std::string, data, "train/data/digits.csv.gz", Any(), kLocal,             \
+    "The digits CSV (64 pixel columns 0..16, then the label).")
+TANDEM_EXAMPLE_OPTIONS(DigitsOptions, TANDEM_DIGITS_DDP_OPTIONS);
+
+// The options: each rank takes global_batch_size / world size, so the
+// optimisation (and the accuracy reached) barely depends on the world size;
+// a world size that does not divide it is InvalidArgument naming the nearest
+// valid sizes. --shard says how the ranks hold model, gradients and
+// optimizer state (train/parallel/strategy.h), with the same weights, loss
+// and accuracy in every mode.
+struct DigitsConfig : DigitsOptions {
   // --checkpoint_dir / --checkpoint_every
   // (train/checkpoint/run_checkpointer.h): rank 0 saves the model, Sgd's
   // momentum buffers, the progress and the epoch's running loss sum; a folder
@@ -55,13 +71,12 @@ struct DigitsConfig {
   // epoch lines as an uninterrupted one (from the resumed epoch on) and ends
   // with the same weights, bit for bit.
   checkpoint::CheckpointOptions checkpoint;
-  // How the ranks hold model, gradients and optimizer state:
-  // none (DDP), zero1, zero2, fsdp (train/parallel/strategy.h). The same
-  // weights, loss and accuracy in every mode.
-  std::string shard = "none";
-  // Mixed precision: forward passes and losses run under autocast in this
-  // dtype (bf16 or f16) on the rank's device; nullopt trains in f32.
-  std::optional<DType> amp;
+  uint64_t split_seed = 42;  // which samples are held out
+  double test_fraction = 0.2;
+
+  // --amp's dtype: forward passes and losses run under autocast in it (bf16
+  // or f16) on the rank's device; nullopt (off) trains in f32.
+  std::optional<DType> autocast() const;
 };
 
 struct DigitsResult {

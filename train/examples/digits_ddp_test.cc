@@ -109,7 +109,7 @@ TEST(DigitsDdpTest, BadConfigAndMissingFileAreErrors) {
       r1.status().message(),
       HasSubstr("--global_batch_size=0 (expected global_batch_size >= 1)"));
   DigitsConfig missing;
-  missing.data_path = "no/such/file.csv";
+  missing.data = "no/such/file.csv";
   sim::RunResult r2 = sim::Run(2, [&](int, comm::Communicator& comm) {
     return RunDigitsDdp(comm, missing).status();
   });
@@ -168,7 +168,7 @@ TEST(DigitsDdpTest, RanksWithDifferentDataFailNamingTheHash) {
   }
   sim::RunResult run = sim::Run(2, [&](int rank, comm::Communicator& comm) {
     DigitsConfig config;
-    config.data_path = dir + "/digits" + std::to_string(rank) + ".csv";
+    config.data = dir + "/digits" + std::to_string(rank) + ".csv";
     return RunDigitsDdp(comm, config).status();
   });
   for (const absl::Status& s : run.ranks) {

@@ -56,7 +56,8 @@ RankFlag OptionFlag(std::string name, const std::string& value,
   for (const std::string& w : rule.words) ok = ok || w == value;
   std::string expected;
   for (size_t i = 0; i < rule.words.size(); ++i) {
-    if (i > 0) absl::StrAppend(&expected, i + 1 == rule.words.size() ? " or " : ", ");
+    if (i > 0)
+      absl::StrAppend(&expected, i + 1 == rule.words.size() ? " or " : ", ");
     absl::StrAppend(&expected, rule.words[i]);
   }
   return WithRule(ConfigEntry(std::move(name), value), ok, std::move(expected),

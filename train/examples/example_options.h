@@ -98,8 +98,8 @@ OneOfWords OneOf(Words... words) {
 // One option as a RankFlag: `name` ("--lr") with its value as the ranks
 // compare it (a bool as "true"/"false"), whether it keeps `rule`, and the
 // rule in words. A kLocal option's entry is not compared across ranks.
-RankFlag OptionFlag(std::string name, int64_t value, option_rules::IntRange rule,
-                    OptionScope scope);
+RankFlag OptionFlag(std::string name, int64_t value,
+                    option_rules::IntRange rule, OptionScope scope);
 RankFlag OptionFlag(std::string name, double value,
                     option_rules::RealRange rule, OptionScope scope);
 RankFlag OptionFlag(std::string name, const std::string& value,
@@ -140,12 +140,12 @@ inline RankFlag OptionFlag(std::string name, int value,
 
 // struct Struct { <an option member per entry, with its default>;
 //                 std::vector<RankFlag> RankFlags() const; };
-#define TANDEM_EXAMPLE_OPTIONS(Struct, LIST)                 \
-  struct Struct {                                            \
-    LIST(TANDEM_OPTION_MEMBER_)                              \
+#define TANDEM_EXAMPLE_OPTIONS(Struct, LIST)                   \
+  struct Struct {                                              \
+    LIST(TANDEM_OPTION_MEMBER_)                                \
     std::vector<::tandem::train::RankFlag> RankFlags() const { \
-      return {LIST(TANDEM_OPTION_RANK_FLAG_)};               \
-    }                                                        \
+      return {LIST(TANDEM_OPTION_RANK_FLAG_)};                 \
+    }                                                          \
   }
 
 // At global namespace scope of the example's main (needs absl/flags/flag.h):
@@ -153,16 +153,16 @@ inline RankFlag OptionFlag(std::string name, int value,
 // namespace, `absl::StatusOr<Struct> ExampleOptionsFromFlags()`: the flags'
 // values, or CheckFlagRules' InvalidArgument (a usage error) naming every
 // option that breaks its rule.
-#define TANDEM_EXAMPLE_FLAGS(Struct, LIST)                               \
-  LIST(TANDEM_OPTION_ABSL_FLAG_)                                         \
-  namespace {                                                            \
-  absl::StatusOr<Struct> ExampleOptionsFromFlags() {                     \
-    Struct options;                                                      \
-    LIST(TANDEM_OPTION_READ_)                                            \
+#define TANDEM_EXAMPLE_FLAGS(Struct, LIST)                                 \
+  LIST(TANDEM_OPTION_ABSL_FLAG_)                                           \
+  namespace {                                                              \
+  absl::StatusOr<Struct> ExampleOptionsFromFlags() {                       \
+    Struct options;                                                        \
+    LIST(TANDEM_OPTION_READ_)                                              \
     absl::Status s = ::tandem::train::CheckFlagRules(options.RankFlags()); \
-    if (!s.ok()) return s;                                               \
-    return options;                                                      \
-  }                                                                      \
+    if (!s.ok()) return s;                                                 \
+    return options;                                                        \
+  }                                                                        \
   }
 
 #endif  // TANDEM_TRAIN_EXAMPLES_EXAMPLE_OPTIONS_H_

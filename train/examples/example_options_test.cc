@@ -11,17 +11,17 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-#define DEMO_OPTIONS(X)                                                       \
-  X(int64_t, epochs, 3, Between(0, 10), kAgreed, "Training epochs.")          \
-  X(int64_t, batch_size, 2, AtLeast(1), kAgreed, "Per-rank batch size.")     \
-  X(double, lr, 0.5, FiniteAtLeast(0), kAgreed, "Learning rate.")            \
-  X(double, beta1, 0.9, InHalfOpenRange(0, 1), kAgreed, "Adam's beta1.")     \
-  X(double, fraction, 0.25, InOpenRange(0, 1), kAgreed, "Held-out share.")   \
-  X(std::string, decay, "cosine", OneOf("cosine", "step", "constant"),       \
-    kAgreed, "Schedule.")                                                     \
-  X(uint64_t, seed, 7, Any(), kAgreed, "Seed.")                               \
-  X(bool, sync_bn, false, Any(), kAgreed, "SyncBatchNorm.")                   \
-  X(int, precision, 2, Between(0, 17), kLocal, "Printed decimals.")          \
+#define DEMO_OPTIONS(X)                                                    \
+  X(int64_t, epochs, 3, Between(0, 10), kAgreed, "Training epochs.")       \
+  X(int64_t, batch_size, 2, AtLeast(1), kAgreed, "Per-rank batch size.")   \
+  X(double, lr, 0.5, FiniteAtLeast(0), kAgreed, "Learning rate.")          \
+  X(double, beta1, 0.9, InHalfOpenRange(0, 1), kAgreed, "Adam's beta1.")   \
+  X(double, fraction, 0.25, InOpenRange(0, 1), kAgreed, "Held-out share.") \
+  X(std::string, decay, "cosine", OneOf("cosine", "step", "constant"),     \
+    kAgreed, "Schedule.")                                                  \
+  X(uint64_t, seed, 7, Any(), kAgreed, "Seed.")                            \
+  X(bool, sync_bn, false, Any(), kAgreed, "SyncBatchNorm.")                \
+  X(int, precision, 2, Between(0, 17), kLocal, "Printed decimals.")        \
   X(std::string, out, "", Any(), kLocal, "Output file.")
 
 namespace tandem::train {
@@ -73,9 +73,9 @@ TEST(ExampleOptionsTest, FlagsAreDefinedWithTheSameDefaultsAndRead) {
   EXPECT_EQ(o.batch_size, 2);
   // A broken rule is refused when the flags are read.
   absl::SetFlag(&FLAGS_batch_size, 0);
-  EXPECT_EQ(ExampleOptionsFromFlags().status(),
-            absl::InvalidArgumentError(
-                "--batch_size=0 (expected batch_size >= 1)"));
+  EXPECT_EQ(
+      ExampleOptionsFromFlags().status(),
+      absl::InvalidArgumentError("--batch_size=0 (expected batch_size >= 1)"));
   absl::SetFlag(&FLAGS_batch_size, 2);
   absl::SetFlag(&FLAGS_epochs, 3);
   absl::SetFlag(&FLAGS_decay, std::string("cosine"));

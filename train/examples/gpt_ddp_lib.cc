@@ -36,7 +36,6 @@
 namespace tandem::train {
 namespace {
 
-constexpr char kModelKey[] = "gpt_ddp.model";
 constexpr char kBlocks[] = "transformer.h";  // fsdp: one unit per block
 
 // nanoGPT's lr of step `step` (0-based).
@@ -108,29 +107,18 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                                        const GptDdpConfig& config,
                                        const TokenBlocks& data, Device device) {
   const std::string model_desc = config.model.ToString();
-  const std::vector<ConfigEntry> agreed = {
-      {"model", model_desc},
-      {"--block_size", config.block_size},
-      {"--batch_size", config.batch_size},
-      {"--grad_accum", config.grad_accum},
-      {"--max_steps", config.max_steps},
-      {"--lr", config.lr},
-      {"--min_lr", config.min_lr},
-      {"--warmup_steps", config.warmup_steps},
-      {"--lr_decay", config.lr_decay},
-      {"--weight_decay", config.weight_decay},
-      {"--beta1", config.beta1},
-      {"--beta2", config.beta2},
-      {"--grad_clip", config.grad_clip},
-      {"--seed", config.seed},
-      {"--parallel", config.parallel},
-      {"--amp", config.amp.has_value() ? DTypeName(*config.amp) : "off"},
-      {"--checkpoint_dir", config.checkpoint.dir},
-      {"--checkpoint_every", config.checkpoint.every_steps},
-      {"corpus tokens", data.num_tokens()},
-      {"corpus hash",
-       HashHex(HashBytes(data.tokens().data(),
-                         data.tokens().size() * sizeof(int32_t)))}};
+  // What the ranks agree on: the model, the agreed options (in order), the
+  // checkpoint and the corpus by what it is. A resume must match them
+  // (train/loop/must_match.h), so a checkpoint of another model is refused.
+  std::vector<ConfigEntry> agreed = {{"model", model_desc}};
+  for (ConfigEntry& e : Entries(config.RankFlags())) agreed.push_back(e);
+  agreed.insert(agreed.end(),
+                {{"--checkpoint_dir", config.checkpoint.dir},
+                 {"--checkpoint_every", config.checkpoint.every_steps},
+                 {"corpus tokens", data.num_tokens()},
+                 {"corpus hash",
+                  HashHex(HashBytes(data.tokens().data(),
+                                    data.tokens().size() * sizeof(int32_t)))}});
   TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
   TANDEM_RETURN_IF_ERROR(CheckGptDdpConfig(config));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode mode,
@@ -203,17 +191,17 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   options.epochs = (config.max_steps + steps_per_epoch - 1) / steps_per_epoch;
   options.device = device;
   options.checkpoint = config.checkpoint;
-  options.autocast = config.amp;
+  options.autocast = config.autocast();
   options.max_grad_norm = config.grad_clip;
   // f16's narrow range needs loss scaling (ddp only: CheckGptDdpConfig).
-  if (config.amp == DType::kF16)
-    options.grad_scaler = optim::GradScalerOptions{};
+  if (config.amp == "f16") options.grad_scaler = optim::GradScalerOptions{};
   options.max_steps =
       config.stop_after > 0 && config.stop_after < config.max_steps
           ? config.stop_after
           : config.max_steps;
   options.grad_accum = config.grad_accum;
-  options.checkpoint_extra = {{kModelKey, model_desc}};
+  options.model_description = model_desc;
+  options.lr_at = [&config](int64_t step) { return LrAt(config, step); };
   options.must_match = MustMatchOnResume(agreed);
   options.position_by_global_step = true;
   TANDEM_ASSIGN_OR_RETURN(
@@ -223,28 +211,8 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   Strategy& trainer = loop->strategy();
 
   // Checkpoints: the files an unsharded run writes, in every mode.
-  absl::StatusOr<checkpoint::TrainingProgress> resumed = loop->Resume();
-  if (!resumed.ok()) {
-    return absl::Status(
-        resumed.status().code(),
-        absl::StrCat(resumed.status().message(),
-                     " (gpt_ddp: this run's model is ", model_desc,
-                     "; a checkpoint folder holds one configuration's run: "
-                     "use a fresh --checkpoint_dir)"));
-  }
-  const checkpoint::TrainingProgress start = *resumed;
-  if (start.global_step > 0) {
-    auto it = loop->resumed_extra().find(kModelKey);
-    const std::string saved =
-        it == loop->resumed_extra().end() ? "none" : it->second;
-    if (saved != model_desc) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "gpt_ddp: the checkpoint in ", config.checkpoint.dir,
-          " was written by the model ", saved, "; this run's model is ",
-          model_desc,
-          "; resume with that configuration or use a fresh --checkpoint_dir"));
-    }
-  }
+  TANDEM_ASSIGN_OR_RETURN(const checkpoint::TrainingProgress start,
+                          loop->Resume());
   if (start.global_step >= config.max_steps && start.global_step > 0) {
     out.PrintOnRank0(
         absl::StrCat("gpt_ddp: the checkpoint is at step ", start.global_step,
@@ -279,8 +247,8 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
               TANDEM_ASSIGN_OR_RETURN(Tensor x, b.x.To(device));
               TANDEM_ASSIGN_OR_RETURN(Tensor y, b.y.To(device));
               std::optional<amp::Autocast> autocast;
-              if (config.amp.has_value()) {
-                autocast.emplace(device.type(), *config.amp);
+              if (config.autocast().has_value()) {
+                autocast.emplace(device.type(), *config.autocast());
               }
               TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer.Forward(x));
               TANDEM_ASSIGN_OR_RETURN(Tensor l, nn::Gpt::Loss(logits, y));
@@ -299,12 +267,6 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   LoopHooks hooks;
   hooks.begin_step = [&](const StepView& v) -> absl::Status {
     t0 = std::chrono::steady_clock::now();
-    optim::Optimizer* local = trainer.local_optimizer();
-    if (local != nullptr) {
-      for (size_t g = 0; g < local->num_param_groups(); ++g) {
-        TANDEM_RETURN_IF_ERROR(local->set_lr(g, LrAt(config, v.global_step)));
-      }
-    }
     gen.ManualSeed(DropoutSeed(config.seed, comm.rank(), v.global_step));
     return absl::OkStatus();
   };

@@ -200,7 +200,7 @@ TEST(GptDdpTest, ResumedRunEqualsUninterruptedBitForBit) {
 // a checkpoint without it is refused), and the sharded modes refuse f16.
 TEST(GptDdpTest, F16TrainsUnderAGradScaler) {
   GptDdpConfig config = Tiny();
-  config.amp = DType::kF16;
+  config.amp = "f16";
   config.parallel = "zero1";
   EXPECT_THAT(CheckGptDdpConfig(config).message(),
               HasSubstr("--amp=f16; expected bf16 or off with "
@@ -223,7 +223,7 @@ TEST(GptDdpTest, F16TrainsUnderAGradScaler) {
   f32.checkpoint = {.dir = TempDir("gpt_f32_then_f16"), .every_steps = 2};
   f32.stop_after = 2;
   ASSERT_TRUE(RunOnSim(f32).status.ok());
-  f32.amp = DType::kF16;
+  f32.amp = "f16";
   f32.stop_after = 0;
   // The resume is another run's (f32's checkpoint has no GradScaler state):
   // refused, naming the difference, before anything loads.

@@ -15,6 +15,7 @@
 #include "tensor/nn/layers/linear.h"
 #include "tensor/nn/layers/sequential.h"
 #include "tensor/ops.h"
+#include "train/parallel/pipeline/pipeline.h"
 #include "train/parallel/strategy.h"
 
 namespace tandem::train {
@@ -63,38 +64,11 @@ absl::StatusOr<std::pair<Tensor, Tensor>> BatchRows(int64_t step, int64_t first,
 
 }  // namespace
 
-absl::Status CheckPipelineDemoConfig(const PipelineDemoConfig& c) {
-  auto bad = [](const std::string& what) {
-    return absl::InvalidArgumentError(what);
-  };
-  if (c.chunks < 1 || c.chunks > 1024) {
-    return bad(absl::StrCat("--chunks must be in 1..1024, got ", c.chunks));
-  }
-  if (c.replicas < 1 || c.replicas > 1024) {
-    return bad(absl::StrCat("--replicas must be in 1..1024, got ", c.replicas));
-  }
-  if (c.steps < 0 || c.steps > 1000000) {
-    return bad(absl::StrCat("--steps must be in 0..1000000, got ", c.steps));
-  }
-  if (c.batch_size < 1 || c.batch_size > 65536) {
-    return bad(
-        absl::StrCat("--batch_size must be in 1..65536, got ", c.batch_size));
-  }
-  if (c.hidden < 1 || c.hidden > 4096) {
-    return bad(absl::StrCat("--hidden must be in 1..4096, got ", c.hidden));
-  }
-  if (c.layers < 2 || c.layers > 256) {
-    return bad(absl::StrCat("--layers must be in 2..256, got ", c.layers));
-  }
-  if (!(c.lr > 0 && c.lr <= 10)) {
-    return bad(absl::StrCat("--lr must be in (0, 10], got ", c.lr));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status RunPipelineDemo(comm::Communicator& comm,
                              const PipelineDemoConfig& c, Device device) {
-  TANDEM_RETURN_IF_ERROR(CheckPipelineDemoConfig(c));
+  TANDEM_RETURN_IF_ERROR(CheckFlagRules(c.RankFlags()));
+  TANDEM_ASSIGN_OR_RETURN(const PipelineSchedule schedule,
+                          ParsePipelineSchedule(c.schedule));
   const int world = comm.size();
   if (world % c.replicas != 0) {
     return absl::InvalidArgumentError(
@@ -124,16 +98,15 @@ absl::Status RunPipelineDemo(comm::Communicator& comm,
       auto trainer,
       Strategy::CreatePipeline(
           comm, *model,
-          {.schedule = c.schedule,
+          {.schedule = schedule,
            .chunks = c.chunks,
            .loss = [](const Tensor& y, const Tensor& t) { return Mse(y, t); },
            .replicas = c.replicas},
           SgdFactory(c.lr)));
   const comm::RankPrinter printer(comm);
-  printer.PrintOnRank0(
-      absl::StrCat("pipeline_demo: ", stages, " stages x ", c.replicas,
-                   " replicas, ", std::string(PipelineScheduleName(c.schedule)),
-                   ", ", c.chunks, " chunks, ", c.layers, " layers"));
+  printer.PrintOnRank0(absl::StrCat(
+      "pipeline_demo: ", stages, " stages x ", c.replicas, " replicas, ",
+      c.schedule, ", ", c.chunks, " chunks, ", c.layers, " layers"));
   const int64_t share = c.batch_size / c.replicas;
   for (int64_t step = 0; step < c.steps; ++step) {
     TANDEM_ASSIGN_OR_RETURN(auto batch,

@@ -25,35 +25,46 @@
 #define TANDEM_TRAIN_EXAMPLES_PIPELINE_DEMO_LIB_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "train/parallel/pipeline/pipeline.h"
+#include "train/examples/example_options.h"
 
 namespace tandem::train {
 
-struct PipelineDemoConfig {
-  PipelineSchedule schedule = PipelineSchedule::k1F1B;  // --schedule
-  int64_t chunks = 4;                                   // --chunks
-  int64_t replicas = 1;                                 // --replicas
-  int64_t steps = 20;                                   // --steps
-  int64_t batch_size = 32;  // --batch_size, the global batch
-  int64_t hidden = 32;      // --hidden
-  int64_t layers = 4;       // --layers, Linear layers (>= stages)
-  double lr = 0.05;         // --lr
-  uint64_t seed = 0;        // --seed
-};
+// The demo's options (example_options.h): flags, defaults, rules. Every
+// rank must be given the same; RunPipelineDemo checks the rules only (the
+// pipeline compares the schedule and chunks across ranks itself, naming both
+// values). --schedule is parsed by ParsePipelineSchedule
+// (train/parallel/pipeline/pipeline.h).
+#define TANDEM_PIPELINE_DEMO_OPTIONS(X)                                    \
+  X(std::string, schedule, "1f1b", Any(), kAgreed,                         \
+    "Pipeline schedule: gpipe or 1f1b.")                                   \
+  X(int64_t, chunks, 4, Between(1, 1024), kAgreed,                         \
+    "Micro-batches per replica's batch.")                                  \
+  X(int64_t, replicas, 1, Between(1, 1024), kAgreed,                       \
+    "Data-parallel copies of the pipeline (DDP over each stage's "         \
+    "replicas); the world size must be stages x replicas.")                \
+  X(int64_t, steps, 20, Between(0, 1000000), kAgreed, "Training steps.")   \
+  X(int64_t, batch_size, 32, Between(1, 65536), kAgreed,                   \
+    "Global batch rows per step.")                                         \
+  X(int64_t, hidden, 32, Between(1, 4096), kAgreed,                        \
+    "Width of the hidden layers.")                                         \
+  X(int64_t, layers, 4, Between(2, 256), kAgreed,                          \
+    "Linear layers, split over the stages.")                               \
+  X(double, lr, 0.05,                                                      \
+    (RealRange{.min = 0, .max = 10, .min_open = true, .max_open = false}), \
+    kAgreed, "Sgd learning rate.")                                         \
+  X(uint64_t, seed, 0, Any(), kAgreed, "Seed of the initial weights.")
+TANDEM_EXAMPLE_OPTIONS(PipelineDemoConfig, TANDEM_PIPELINE_DEMO_OPTIONS);
 
-// InvalidArgument naming the flag unless 1 <= chunks <= 1024,
-// 1 <= replicas <= 1024, 0 <= steps <= 10^6, 1 <= batch_size <= 65536,
-// 1 <= hidden <= 4096, 2 <= layers <= 256, 0 < lr <= 10 (finite).
-absl::Status CheckPipelineDemoConfig(const PipelineDemoConfig& config);
-
-// Runs the demo on `comm`'s rank (collective). Errors: a world size that
-// is not a multiple of replicas, fewer layers than stages, a per-replica
-// batch smaller than chunks (named), and whatever the pipeline or DDP
-// report (ranks that disagree on the schedule or chunks included).
+// Runs the demo on `comm`'s rank (collective). Errors: a broken rule or an
+// unknown schedule, a world size that is not a multiple of replicas, fewer
+// layers than stages, a per-replica batch smaller than chunks (named), and
+// whatever the pipeline or DDP report (ranks that disagree on the schedule
+// or chunks included).
 absl::Status RunPipelineDemo(comm::Communicator& comm,
                              const PipelineDemoConfig& config,
                              Device device = Device::CPU());

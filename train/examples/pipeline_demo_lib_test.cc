@@ -64,7 +64,7 @@ TEST(PipelineDemoTest, GpipeAndOneFOneBPrintTheSameLosses) {
   c.steps = 5;
   c.chunks = 3;
   Output ofob = RunDemo(4, c);
-  c.schedule = PipelineSchedule::kGPipe;
+  c.schedule = "gpipe";
   Output gpipe = RunDemo(4, c);
   ASSERT_TRUE(ofob.status.ok()) << ofob.status;
   ASSERT_TRUE(gpipe.status.ok()) << gpipe.status;
@@ -94,8 +94,10 @@ TEST(PipelineDemoTest, WorldsThatDoNotFitAreNamed) {
   c.layers = 2;
   EXPECT_THAT(RunDemo(3, c).status.message(),
               HasSubstr("3 stages need at least as many layers"));
-  EXPECT_THAT(CheckPipelineDemoConfig({.chunks = 0}).message(),
-              HasSubstr("--chunks must be in 1..1024, got 0"));
+  EXPECT_THAT(RunDemo(2, {.chunks = 0}).status.message(),
+              HasSubstr("--chunks=0 (expected 1 <= chunks <= 1024)"));
+  EXPECT_THAT(RunDemo(2, {.lr = 10.5}).status.message(),
+              HasSubstr("--lr=10.5 (expected 0 < lr <= 10)"));
 }
 
 }  // namespace

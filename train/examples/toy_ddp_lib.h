@@ -40,18 +40,18 @@
 namespace tandem::train {
 
 // The example's options (example_options.h): flags, defaults, rules.
-#define TANDEM_TOY_DDP_OPTIONS(X)                                             \
-  X(int64_t, epochs, 3, Between(0, kMaxEpochs), kAgreed, "Training epochs.")  \
-  X(int64_t, batch_size, 2, AtLeast(1), kAgreed,                              \
-    "Per-rank batch size (drop_last).")                                       \
-  X(double, lr, 0.5, Any(), kAgreed, /* Sgd::CheckHyperParameters */          \
-    "SGD learning rate.")                                                     \
-  X(uint64_t, seed, 123, Any(), kAgreed,                                      \
-    "Seed of the model's initialisation (torch.manual_seed).")                \
-  X(int, loss_precision, 2, Between(0, 17), kAgreed,                          \
-    "Decimals of the printed loss (the tutorial prints 2).")                  \
-  X(std::string, log_ranks, "all", OneOf("all", "0"), kAgreed,                \
-    "all: every rank prints its lines with a [GPUk] prefix (as the "          \
+#define TANDEM_TOY_DDP_OPTIONS(X)                                            \
+  X(int64_t, epochs, 3, Between(0, kMaxEpochs), kAgreed, "Training epochs.") \
+  X(int64_t, batch_size, 2, AtLeast(1), kAgreed,                             \
+    "Per-rank batch size (drop_last).")                                      \
+  X(double, lr, 0.5, Any(), kAgreed, /* Sgd::CheckHyperParameters */         \
+    "SGD learning rate.")                                                    \
+  X(uint64_t, seed, 123, Any(), kAgreed,                                     \
+    "Seed of the model's initialisation (torch.manual_seed).")               \
+  X(int, loss_precision, 2, Between(0, 17), kAgreed,                         \
+    "Decimals of the printed loss (the tutorial prints 2).")                 \
+  X(std::string, log_ranks, "all", OneOf("all", "0"), kAgreed,               \
+    "all: every rank prints its lines with a [GPUk] prefix (as the "         \
     "tutorial); 0: only rank 0's lines.")
 TANDEM_EXAMPLE_OPTIONS(ToyDdpOptions, TANDEM_TOY_DDP_OPTIONS);
 

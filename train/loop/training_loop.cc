@@ -197,6 +197,18 @@ absl::StatusOr<std::unique_ptr<TrainingLoop>> TrainingLoop::Create(
   return loop;
 }
 
+std::string TrainingLoop::ModelKey() const { return options_.who + ".model"; }
+
+absl::Status TrainingLoop::SetLr(int64_t global_step) {
+  optim::Optimizer* local = strategy_.local_optimizer();
+  if (local == nullptr) return absl::OkStatus();
+  const double lr = options_.lr_at(global_step);
+  for (size_t g = 0; g < local->num_param_groups(); ++g) {
+    TANDEM_RETURN_IF_ERROR(local->set_lr(g, lr));
+  }
+  return absl::OkStatus();
+}
+
 std::string TrainingLoop::SumsPrefix() const {
   return options_.who + ".epoch_";
 }
@@ -229,8 +241,18 @@ absl::StatusOr<checkpoint::TrainingProgress> TrainingLoop::Resume() {
     scaler_->set_found_inf_combiner(
         FoundInfAcrossRanks(comm_, options_.device));
   }
-  TANDEM_ASSIGN_OR_RETURN(const checkpoint::TrainingProgress start,
-                          checkpointer_.Resume(state_));
+  absl::StatusOr<checkpoint::TrainingProgress> resumed =
+      checkpointer_.Resume(state_);
+  const std::string& model = options_.model_description;
+  if (!resumed.ok() && !model.empty()) {
+    return absl::Status(
+        resumed.status().code(),
+        absl::StrCat(resumed.status().message(), " (", options_.who,
+                     ": this run's model is ", model,
+                     "; a checkpoint folder holds one configuration's run: "
+                     "use a fresh --checkpoint_dir)"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(const checkpoint::TrainingProgress start, resumed);
   if (start.global_step > 0) {
     if (scaler_.has_value()) {
       TANDEM_ASSIGN_OR_RETURN(const optim::GradScalerState saved,
@@ -240,6 +262,18 @@ absl::StatusOr<checkpoint::TrainingProgress> TrainingLoop::Resume() {
     if (scheduler_ != nullptr) {
       TANDEM_RETURN_IF_ERROR(
           scheduler_->LoadStateDict(SchedulerState(state_.extra)));
+    }
+    if (!model.empty()) {
+      auto it = state_.extra.find(ModelKey());
+      const std::string saved = it == state_.extra.end() ? "none" : it->second;
+      if (saved != model) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(options_.who, ": the checkpoint in ",
+                         options_.checkpoint.dir, " was written by the model ",
+                         saved, "; this run's model is ", model,
+                         "; resume with that configuration or use a fresh "
+                         "--checkpoint_dir"));
+      }
     }
   }
   start_ = start;
@@ -263,6 +297,9 @@ absl::Status TrainingLoop::Save(int64_t epoch, int64_t step, int64_t steps,
   }
   for (const auto& [key, value] : options_.checkpoint_extra) {
     state_.extra[key] = value;
+  }
+  if (!options_.model_description.empty()) {
+    state_.extra[ModelKey()] = options_.model_description;
   }
   if (scaler_.has_value())
     ScalerStateToExtra(scaler_->StateDict(), state_.extra);
@@ -438,6 +475,7 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                     .batch = &batch,
                     .global_step = global_step,
                     .sums = &sums_};
+      if (options_.lr_at) TANDEM_RETURN_IF_ERROR(SetLr(global_step));
       if (hooks.begin_step) TANDEM_RETURN_IF_ERROR(hooks.begin_step(view));
       TANDEM_RETURN_IF_ERROR(TrainStep(features, labels, loss_fn, hooks, view));
       ++global_step;

@@ -165,9 +165,20 @@ struct LoopOptions {
   // whole batch at once. < 1, or a batch whose rows it does not divide:
   // InvalidArgument.
   int64_t grad_accum = 1;
-  // Metadata every checkpoint carries (e.g. the model's configuration, for
-  // the example to compare on resume: resumed_extra()).
+  // Metadata every checkpoint carries, for the example to read back on
+  // resume (resumed_extra()).
   checkpoint::Metadata checkpoint_extra{};
+  // The model's configuration as text (e.g. GptConfig::ToString()); empty:
+  // none. Every checkpoint carries it ("<who>.model") and Resume refuses a
+  // checkpoint written by another model (InvalidArgument naming the
+  // folder, both models and what to do), before any step; Resume's other
+  // errors name this run's model too.
+  std::string model_description{};
+  // The learning rate of each step (0-based global step), e.g. nanoGPT's
+  // warm-up and cosine: set on every parameter group of the rank's
+  // optimizer before the step (and its begin_step hook). Empty: the
+  // optimizer's own (or SetLrScheduler's).
+  std::function<double(int64_t global_step)> lr_at{};
   // What a resume must match (name, value), recorded in every checkpoint
   // and compared before a resume loads anything (TrainingState::must_match;
   // an example passes MustMatchOnResume of its agreed flags, must_match.h).
@@ -329,6 +340,8 @@ class TrainingLoop {
   absl::Status Save(int64_t epoch, int64_t step, int64_t steps,
                     const LoopHooks& hooks, bool run_ends);
   std::string SumsPrefix() const;  // of the epoch sums' checkpoint keys
+  std::string ModelKey() const;    // "<who>.model": model_description's key
+  absl::Status SetLr(int64_t global_step);  // LoopOptions::lr_at's rate
   // Forward, loss, backward, the optimizer step (through the scaler), the
   // loss read back; fills view.output, loss, loss_scale and skipped.
   absl::Status TrainStep(const Tensor& features, const Tensor& labels,

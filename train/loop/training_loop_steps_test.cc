@@ -10,6 +10,9 @@
 //     resumes there when given more steps (the checkpoint names the next
 //     epoch) and ends with the uninterrupted run's weights bit for bit;
 //     checkpoint_extra rides in the checkpoint; max_steps 0 is refused;
+//   - lr_at sets each step's learning rate before it;
+//   - model_description rides in every checkpoint and a checkpoint of
+//     another model is refused, naming both;
 //   - step_report adjusts what the monitor writes.
 #include <cstdint>
 #include <cstdio>
@@ -73,6 +76,7 @@ struct Outcome {
   std::vector<double> losses;               // rank 0's StepView::loss
   std::vector<std::string> steps;           // "global@epoch:step"
   std::string resumed_model;                // resumed_extra()["test.model"]
+  std::vector<double> lrs;                  // rank 0's optimizer lr per step
 };
 
 // The loop (or, with `by_hand`, a hand-written loop of micro-batches) on 2
@@ -131,6 +135,7 @@ Outcome Train(ShardMode mode, const LoopOptions& options,
           hooks.after_step = [&](const StepView& s) -> absl::Status {
             EXPECT_EQ(begun, s.global_step);  // begin_step ran for this step
             seen.losses.push_back(s.loss);
+            seen.lrs.push_back(strategy->local_optimizer()->lr(0));
             seen.steps.push_back(
                 absl::StrCat(s.global_step, "@", s.epoch, ":", s.step));
             return absl::OkStatus();
@@ -228,6 +233,58 @@ TEST(TrainingLoopStepsTest, PositionByGlobalStepResumesInsideTheEpoch) {
   EXPECT_EQ(unbounded.status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(unbounded.status.message(),
               HasSubstr("one schedule of max_steps steps"));
+}
+
+TEST(TrainingLoopStepsTest, LrAtSetsEachStepsRateBeforeTheStep) {
+  LoopOptions options;
+  options.who = "test";
+  options.epochs = 2;  // 4 steps
+  options.lr_at = [](int64_t step) { return 0.1 + 0.01 * step; };
+  for (ShardMode mode : {ShardMode::kNone, ShardMode::kZero1}) {
+    Outcome out = Train(mode, options);
+    ASSERT_TRUE(out.status.ok()) << out.status;
+    EXPECT_EQ(out.lrs,
+              (std::vector<double>{options.lr_at(0), options.lr_at(1),
+                                   options.lr_at(2), options.lr_at(3)}))
+        << ShardModeName(mode);
+  }
+  // Without it the optimizer keeps its own rate.
+  options.lr_at = nullptr;
+  Outcome plain = Train(ShardMode::kNone, options);
+  EXPECT_EQ(plain.lrs, (std::vector<double>{0.2, 0.2, 0.2, 0.2}));
+}
+
+TEST(TrainingLoopStepsTest, ModelDescriptionRefusesAnotherModelsCheckpoint) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/model_desc");
+  std::filesystem::remove_all(dir);
+  LoopOptions options;
+  options.who = "test";
+  options.epochs = 1;
+  options.checkpoint.dir = dir;
+  options.model_description = "width=6";
+  options.must_match = {{"--lr", "0.2"}};
+  ASSERT_TRUE(Train(ShardMode::kNone, options).status.ok());
+  options.epochs = 2;
+  Outcome same = Train(ShardMode::kNone, options);  // "<who>.model" is saved
+  ASSERT_TRUE(same.status.ok()) << same.status;
+  EXPECT_EQ(same.resumed_model, "width=6");
+  options.model_description = "width=8";
+  Outcome other = Train(ShardMode::kNone, options);
+  EXPECT_EQ(other.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(other.status.message(),
+              HasSubstr(absl::StrCat("test: the checkpoint in ", dir,
+                                     " was written by the model width=6; "
+                                     "this run's model is width=8; resume "
+                                     "with that configuration or use a fresh "
+                                     "--checkpoint_dir")));
+  // A checkpoint the run cannot resume names this run's model too.
+  options.model_description = "width=6";
+  options.must_match = {{"--lr", "0.3"}};
+  Outcome refused = Train(ShardMode::kNone, options);
+  EXPECT_THAT(refused.status.message(),
+              HasSubstr("(test: this run's model is width=6; a checkpoint "
+                        "folder holds one configuration's run: use a fresh "
+                        "--checkpoint_dir)"));
 }
 
 TEST(TrainingLoopStepsTest, StepReportAdjustsTheMonitorsRecord) {
