@@ -2,13 +2,17 @@
 
 load("@rules_cc//cc:defs.bzl", "cc_library", "cc_test")
 
+def _with(deps, always):
+    """`deps` and then each of `always` it lacks."""
+    return deps + [d for d in always if d not in deps]
+
 def unit_test(name, deps, srcs = None, size = "small", **kwargs):
     """A gtest test of the code beside it, run by gtest's main.
 
     Args:
       name: the test's name; its source is `name + ".cc"` unless `srcs`
         says otherwise.
-      deps: what the test uses (gtest's main is added).
+      deps: what the test uses (gtest's main and Abseil are added).
       srcs: the sources, when they are not just `name + ".cc"`.
       size: Bazel's size; "small" unless the test says otherwise.
       **kwargs: any other cc_test attribute (data, tags, timeout, ...).
@@ -17,7 +21,7 @@ def unit_test(name, deps, srcs = None, size = "small", **kwargs):
         name = name,
         srcs = srcs if srcs != None else [name + ".cc"],
         size = size,
-        deps = deps + ["//third_party:gtest_main"],
+        deps = _with(deps, ["//third_party:absl", "//third_party:gtest_main"]),
         **kwargs
     )
 
@@ -50,8 +54,9 @@ def library(name, deps = [], srcs = None, hdrs = None, test_deps = None, test_si
     """A library of one purpose (`name.cc`, `name.h`) and its unit test.
 
     The shape most of tandem's code has: `foo.cc` and `foo.h` make `:foo`,
-    and `foo_test.cc` beside them tests it (a unit_test, below, depending on
-    `:foo`, gtest's main and Abseil).
+    and `foo_test.cc` beside them tests it (a unit_test, above, depending on
+    `:foo`). Abseil is among the library's deps whether listed or not: every
+    tandem library speaks absl::Status.
 
     Args:
       name: the library's name.
@@ -69,14 +74,13 @@ def library(name, deps = [], srcs = None, hdrs = None, test_deps = None, test_si
         name = name,
         srcs = srcs if srcs != None else [name + ".cc"],
         hdrs = hdrs if hdrs != None else [name + ".h"],
-        deps = deps,
+        deps = _with(deps, ["//third_party:absl"]),
         **kwargs
     )
     if test_deps != None:
-        test_only_deps = [":" + name, "//third_party:absl"]
         unit_test(
             name = name + "_test",
-            deps = test_only_deps + [d for d in test_deps if d not in test_only_deps],
+            deps = _with([":" + name], test_deps),
             size = test_size,
             **test_kwargs
         )

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,12 +16,6 @@
 #include "train/loop/training_loop.h"
 
 namespace tandem::train {
-
-std::optional<DType> DigitsConfig::autocast() const {
-  if (amp == "bf16") return DType::kBF16;
-  if (amp == "f16") return DType::kF16;
-  return std::nullopt;
-}
 
 absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                                           const DigitsConfig& config,
@@ -41,7 +34,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
        Flag("--checkpoint_every", config.checkpoint.every_steps)});
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "digits_ddp", flags));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
-  TANDEM_RETURN_IF_ERROR(CheckShardAmp(shard, config.autocast()));
+  TANDEM_RETURN_IF_ERROR(CheckShardAmp(shard, AutocastDType(config.amp)));
   TANDEM_ASSIGN_OR_RETURN(
       const int64_t batch_size,
       PerRankBatch("digits_ddp", config.global_batch_size, comm.size()));
@@ -67,7 +60,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                             .epochs = config.epochs,
                             .device = device,
                             .checkpoint = config.checkpoint,
-                            .autocast = config.autocast(),
+                            .autocast = AutocastDType(config.amp),
                             .epoch_sums = ClassifierSums(),
                             .must_match = MustMatchOnResume(identity)}));
   TANDEM_RETURN_IF_ERROR(loop->Resume().status());

@@ -73,10 +73,6 @@ struct DigitsConfig : DigitsOptions {
   checkpoint::CheckpointOptions checkpoint;
   uint64_t split_seed = 42;  // which samples are held out
   double test_fraction = 0.2;
-
-  // --amp's dtype: forward passes and losses run under autocast in it (bf16
-  // or f16) on the rank's device; nullopt (off) trains in f32.
-  std::optional<DType> autocast() const;
 };
 
 struct DigitsResult {

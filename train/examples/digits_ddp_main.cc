@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
         // A bad --shard, or --shard=fsdp with --amp=f16, is a usage error too.
         auto mode = tandem::train::ParseShardMode(config.shard);
         if (!mode.ok()) return mode.status();
-        if (absl::Status s =
-                tandem::train::CheckShardAmp(*mode, config.autocast());
+        if (absl::Status s = tandem::train::CheckShardAmp(
+                *mode, tandem::train::AutocastDType(config.amp));
             !s.ok()) {
           return s;
         }

@@ -70,4 +70,10 @@ RankFlag OptionFlag(std::string name, bool value, option_rules::AnyValue,
                   "", scope);
 }
 
+std::optional<DType> AutocastDType(const std::string& amp) {
+  if (amp == "bf16") return DType::kBF16;
+  if (amp == "f16") return DType::kF16;
+  return std::nullopt;
+}
+
 }  // namespace tandem::train

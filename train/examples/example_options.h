@@ -30,6 +30,7 @@
 //   FiniteAtLeast(min)        a finite real >= min       "lr >= 0, finite"
 //   InOpenRange(a, b)         a real in (a, b)           "0 < f < 1"
 //   InHalfOpenRange(a, b)     a real in [a, b)           "0 <= beta1 < 1"
+//   AboveAtMost(a, b)         a real in (a, b]           "0 < lr <= 10"
 //   OneOf("a", "b", ...)      one of the words           "a or b"
 // Scopes: kAgreed (every rank must hold the same value: CheckRankFlags
 // compares it, Entries() lists it, so a resume compares it too unless
@@ -45,12 +46,14 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "base/dtype.h"
 #include "train/examples/rank_flags.h"
 
 namespace tandem::train {
@@ -88,6 +91,9 @@ inline RealRange InOpenRange(double above, double below) {
 inline RealRange InHalfOpenRange(double min, double below) {
   return {min, below, false, true};
 }
+inline RealRange AboveAtMost(double above, double max) {
+  return {above, max, true, false};
+}
 template <typename... Words>
 OneOfWords OneOf(Words... words) {
   return {{std::string(words)...}};
@@ -117,6 +123,10 @@ inline RankFlag OptionFlag(std::string name, int value,
                            option_rules::IntRange rule, OptionScope scope) {
   return OptionFlag(std::move(name), static_cast<int64_t>(value), rule, scope);
 }
+
+// An --amp option's dtype: "bf16" and "f16" theirs; anything else ("off",
+// the rule's other word) nullopt, f32.
+std::optional<DType> AutocastDType(const std::string& amp);
 
 }  // namespace tandem::train
 

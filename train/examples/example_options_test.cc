@@ -17,6 +17,7 @@
   X(double, lr, 0.5, FiniteAtLeast(0), kAgreed, "Learning rate.")          \
   X(double, beta1, 0.9, InHalfOpenRange(0, 1), kAgreed, "Adam's beta1.")   \
   X(double, fraction, 0.25, InOpenRange(0, 1), kAgreed, "Held-out share.") \
+  X(double, rate, 0.5, AboveAtMost(0, 10), kAgreed, "Step size.")          \
   X(std::string, decay, "cosine", OneOf("cosine", "step", "constant"),     \
     kAgreed, "Schedule.")                                                  \
   X(uint64_t, seed, 7, Any(), kAgreed, "Seed.")                            \
@@ -89,16 +90,19 @@ TEST(ExampleOptionsTest, EveryBrokenRuleIsNamedWithTheSharedMessage) {
   o.lr = std::numeric_limits<double>::infinity();
   o.beta1 = 1;
   o.fraction = 0;
+  o.rate = 10.5;
   o.decay = "exp";
   o.precision = -1;
-  EXPECT_EQ(CheckFlagRules(o.RankFlags()),
-            absl::InvalidArgumentError(
-                "--epochs=11 (expected 0 <= epochs <= 10); --batch_size=0 "
-                "(expected batch_size >= 1); --lr=inf (expected lr >= 0, "
-                "finite); --beta1=1 (expected 0 <= beta1 < 1); --fraction=0 "
-                "(expected 0 < fraction < 1); --decay=exp (expected cosine, "
-                "step or constant); --precision=-1 (expected 0 <= precision "
-                "<= 17)"));
+  EXPECT_EQ(
+      CheckFlagRules(o.RankFlags()),
+      absl::InvalidArgumentError(
+          "--epochs=11 (expected 0 <= epochs <= 10); --batch_size=0 "
+          "(expected batch_size >= 1); --lr=inf (expected lr >= 0, "
+          "finite); --beta1=1 (expected 0 <= beta1 < 1); --fraction=0 "
+          "(expected 0 < fraction < 1); --rate=10.5 (expected 0 < rate <= 10); "
+          "--decay=exp (expected cosine, "
+          "step or constant); --precision=-1 (expected 0 <= precision "
+          "<= 17)"));
   o = DemoOptions();
   o.lr = std::nan("");
   o.beta1 = -0.5;
@@ -113,8 +117,8 @@ TEST(ExampleOptionsTest, OnlyAgreedOptionsAreCompared) {
   o.sync_bn = true;
   EXPECT_THAT(Names(Entries(o.RankFlags())),
               ElementsAre("--epochs=3", "--batch_size=2", "--lr=0.5",
-                          "--beta1=0.9", "--fraction=0.25", "--decay=cosine",
-                          "--seed=7", "--sync_bn=true"));
+                          "--beta1=0.9", "--fraction=0.25", "--rate=0.5",
+                          "--decay=cosine", "--seed=7", "--sync_bn=true"));
 }
 
 }  // namespace

@@ -23,12 +23,6 @@ int64_t Or(int64_t option, int64_t fallback) {
 
 }  // namespace
 
-std::optional<DType> GptDdpConfig::autocast() const {
-  if (amp == "bf16") return DType::kBF16;
-  if (amp == "f16") return DType::kF16;
-  return std::nullopt;
-}
-
 absl::StatusOr<GptDdpConfig> ResolveGptDdpConfig(
     const GptDdpOptions& options, checkpoint::CheckpointOptions checkpoint) {
   nn::GptConfig base;

@@ -93,9 +93,6 @@ struct GptDdpConfig : GptDdpOptions {
   // the run were stopped there; max_steps still sets the schedule); 0 runs
   // to max_steps. No validation or sample when stopped early.
   int64_t stop_after = 0;
-
-  // --amp's dtype; nullopt: f32.
-  std::optional<DType> autocast() const;
 };
 
 // The run the options describe: the preset's model (or 4 layers, 4 heads,

@@ -29,7 +29,7 @@ TEST(GptDdpConfigTest, TheDefaultsPass) {
             "vocab_size=256, block_size=64, n_layer=4, n_head=4, n_embd=64, "
             "dropout=0.0, layer_norm_epsilon=1e-05");
   EXPECT_EQ(c->block_size, 64);
-  EXPECT_EQ(c->autocast(), std::nullopt);
+  EXPECT_EQ(AutocastDType(c->amp), std::nullopt);
 }
 
 TEST(GptDdpConfigTest, ThePresetAndTheOptionsThatAreNotZero) {
@@ -44,7 +44,7 @@ TEST(GptDdpConfigTest, ThePresetAndTheOptionsThatAreNotZero) {
   EXPECT_EQ(c->model.n_embd, 768);
   EXPECT_EQ(c->model.block_size, 1024);  // the preset's positions
   EXPECT_EQ(c->block_size, 128);
-  EXPECT_EQ(c->autocast(), DType::kBF16);
+  EXPECT_EQ(AutocastDType(c->amp), DType::kBF16);
   o.preset = "gpt3";
   EXPECT_EQ(ResolveGptDdpConfig(o, {}).status(),
             absl::InvalidArgumentError("--preset=gpt3; expected gpt2 or "

@@ -39,24 +39,22 @@ namespace tandem::train {
 // pipeline compares the schedule and chunks across ranks itself, naming both
 // values). --schedule is parsed by ParsePipelineSchedule
 // (train/parallel/pipeline/pipeline.h).
-#define TANDEM_PIPELINE_DEMO_OPTIONS(X)                                    \
-  X(std::string, schedule, "1f1b", Any(), kAgreed,                         \
-    "Pipeline schedule: gpipe or 1f1b.")                                   \
-  X(int64_t, chunks, 4, Between(1, 1024), kAgreed,                         \
-    "Micro-batches per replica's batch.")                                  \
-  X(int64_t, replicas, 1, Between(1, 1024), kAgreed,                       \
-    "Data-parallel copies of the pipeline (DDP over each stage's "         \
-    "replicas); the world size must be stages x replicas.")                \
-  X(int64_t, steps, 20, Between(0, 1000000), kAgreed, "Training steps.")   \
-  X(int64_t, batch_size, 32, Between(1, 65536), kAgreed,                   \
-    "Global batch rows per step.")                                         \
-  X(int64_t, hidden, 32, Between(1, 4096), kAgreed,                        \
-    "Width of the hidden layers.")                                         \
-  X(int64_t, layers, 4, Between(2, 256), kAgreed,                          \
-    "Linear layers, split over the stages.")                               \
-  X(double, lr, 0.05,                                                      \
-    (RealRange{.min = 0, .max = 10, .min_open = true, .max_open = false}), \
-    kAgreed, "Sgd learning rate.")                                         \
+#define TANDEM_PIPELINE_DEMO_OPTIONS(X)                                  \
+  X(std::string, schedule, "1f1b", Any(), kAgreed,                       \
+    "Pipeline schedule: gpipe or 1f1b.")                                 \
+  X(int64_t, chunks, 4, Between(1, 1024), kAgreed,                       \
+    "Micro-batches per replica's batch.")                                \
+  X(int64_t, replicas, 1, Between(1, 1024), kAgreed,                     \
+    "Data-parallel copies of the pipeline (DDP over each stage's "       \
+    "replicas); the world size must be stages x replicas.")              \
+  X(int64_t, steps, 20, Between(0, 1000000), kAgreed, "Training steps.") \
+  X(int64_t, batch_size, 32, Between(1, 65536), kAgreed,                 \
+    "Global batch rows per step.")                                       \
+  X(int64_t, hidden, 32, Between(1, 4096), kAgreed,                      \
+    "Width of the hidden layers.")                                       \
+  X(int64_t, layers, 4, Between(2, 256), kAgreed,                        \
+    "Linear layers, split over the stages.")                             \
+  X(double, lr, 0.05, AboveAtMost(0, 10), kAgreed, "Sgd learning rate.") \
   X(uint64_t, seed, 0, Any(), kAgreed, "Seed of the initial weights.")
 TANDEM_EXAMPLE_OPTIONS(PipelineDemoConfig, TANDEM_PIPELINE_DEMO_OPTIONS);
 
