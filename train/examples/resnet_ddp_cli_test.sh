@@ -52,9 +52,9 @@ expect_usage "f16 needs a GradScaler" --amp=f16
 expect_usage "expected f32 or f64" --dtype=f16
 expect_usage "expected fastest or pytorch" --kernels=mkl
 expect_usage "autocast lowers f32 models only" --amp=bf16 --dtype=f64
-expect_usage "need 1 <= batch_size" --batch_size=0
-expect_usage "need 1 <= image_size" --image_size=0
-expect_usage "0 < val_fraction < 1" --val_fraction=1
+expect_usage "--batch_size=0 (expected 1 <= batch_size <= 65536)" --batch_size=0
+expect_usage "--image_size=0 (expected 1 <= image_size <= 4096)" --image_size=0
+expect_usage "--val_fraction=1 (expected 0 < val_fraction < 1)" --val_fraction=1
 
 # Too few images for the ranks is a runtime error naming the counts.
 err=$("$bin" "${tiny[@]}" --synthetic_size=2 2>&1 >/dev/null)

@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
-#include "tensor/tensor.h"
 #include "train/data/image_folder.h"
 #include "train/data/image_transforms.h"
+#include "train/data/synthetic_images.h"
 #include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train {
@@ -51,7 +51,7 @@ std::vector<int64_t> Range(int64_t n) {
   return out;
 }
 
-absl::Status CheckClassCount(const ResnetDataOptions& options,
+absl::Status CheckClassCount(const ResnetOptions& options,
                              const std::string& folder,
                              const std::vector<std::string>& classes) {
   const int64_t found = static_cast<int64_t>(classes.size());
@@ -82,8 +82,8 @@ absl::Status CheckClassCount(const ResnetDataOptions& options,
 // A folder's listing as ResnetData::fingerprint: every sample's path below
 // `root`, its class and its size (stat; -1 when it cannot be read), in order.
 std::string ListingFingerprint(const std::string& root,
-                               const ImageFolderDataset& images,
-                               uint64_t hash) {
+                               const ImageFolderDataset& images) {
+  uint64_t hash = HashBytes(nullptr, 0);
   for (const ImageFolderDataset::Entry& e : images.samples()) {
     const std::string below =
         e.path.substr(std::min(root.size(), e.path.size()));
@@ -98,7 +98,7 @@ std::string ListingFingerprint(const std::string& root,
   return HashHex(hash);
 }
 
-absl::StatusOr<ResnetData> LoadSynthetic(const ResnetDataOptions& options) {
+absl::StatusOr<ResnetData> LoadSynthetic(const ResnetOptions& options) {
   const int64_t classes =
       options.num_classes == 0 ? int64_t{10} : options.num_classes;
   const int64_t n_val = std::max<int64_t>(1, options.synthetic_size / 4);
@@ -117,78 +117,60 @@ absl::StatusOr<ResnetData> LoadSynthetic(const ResnetDataOptions& options) {
   return out;
 }
 
-absl::StatusOr<ResnetData> LoadFolder(const ResnetDataOptions& options) {
+// A folder with train/ and val/ (`split`), or one whose held-out images a
+// permutation picks.
+absl::StatusOr<ResnetData> LoadFolder(const ResnetOptions& options) {
   const std::string& root = options.data;
-  if (!IsFolder(root)) {
-    return absl::NotFoundError(absl::StrCat(
-        "resnet_ddp: --data=", root,
-        " is not a folder; pass an image folder (one sub-folder of images "
-        "per class, or train/ and val/ holding such folders) or "
-        "--data=synthetic"));
-  }
-  const std::string train_dir = root + "/train";
-  const std::string val_dir = root + "/val";
-  ResnetData out;
-  if (IsFolder(train_dir) && IsFolder(val_dir)) {
-    TANDEM_ASSIGN_OR_RETURN(
-        std::shared_ptr<const ImageFolderDataset> train,
-        ImageFolderDataset::Create(
-            train_dir, {.transform = TrainTransform(options.image_size)}));
-    TANDEM_ASSIGN_OR_RETURN(
-        std::shared_ptr<const ImageFolderDataset> val,
-        ImageFolderDataset::Create(
-            val_dir, {.transform = EvalTransform(options.image_size)}));
-    if (train->classes() != val->classes()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("resnet_ddp: ", train_dir, " has the classes [",
-                       absl::StrJoin(train->classes(), ", "), "] but ", val_dir,
-                       " has [", absl::StrJoin(val->classes(), ", "),
-                       "]; both need the same class folders"));
-    }
-    TANDEM_RETURN_IF_ERROR(
-        CheckClassCount(options, train_dir, train->classes()));
-    out.train_indices = Range(train->size());
-    out.val_indices = Range(val->size());
-    out.num_classes = static_cast<int64_t>(train->classes().size());
-    out.fingerprint = absl::StrCat(
-        ListingFingerprint(root, *train, HashBytes(nullptr, 0)), "-",
-        ListingFingerprint(root, *val, HashBytes(nullptr, 0)));
-    out.description = absl::StrCat(train_dir, " (", train->size(),
-                                   " images) and ", val_dir, " (", val->size(),
-                                   " held out), ", out.num_classes, " classes");
-    out.train = std::move(train);
-    out.val = std::move(val);
-    return out;
-  }
+  const bool split = IsFolder(root + "/train") && IsFolder(root + "/val");
+  const std::string train_dir = split ? root + "/train" : root;
+  const std::string val_dir = split ? root + "/val" : root;
   TANDEM_ASSIGN_OR_RETURN(
       std::shared_ptr<const ImageFolderDataset> train,
       ImageFolderDataset::Create(
-          root, {.transform = TrainTransform(options.image_size)}));
+          train_dir, {.transform = TrainTransform(options.image_size)}));
   TANDEM_ASSIGN_OR_RETURN(
       std::shared_ptr<const ImageFolderDataset> val,
       ImageFolderDataset::Create(
-          root, {.transform = EvalTransform(options.image_size)}));
-  TANDEM_RETURN_IF_ERROR(CheckClassCount(options, root, train->classes()));
-  const int64_t n = train->size();
-  const int64_t n_val =
-      static_cast<int64_t>(std::llround(options.val_fraction * n));
-  if (n_val < 1 || n - n_val < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resnet_ddp: ", root, " has ", n, " image(s); --val_fraction=",
-        options.val_fraction, " holds out ", n_val,
-        ", which leaves a split empty; add images, change --val_fraction, or "
-        "give the folder train/ and val/ sub-folders"));
+          val_dir, {.transform = EvalTransform(options.image_size)}));
+  if (split && train->classes() != val->classes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resnet_ddp: ", train_dir, " has the classes [",
+                     absl::StrJoin(train->classes(), ", "), "] but ", val_dir,
+                     " has [", absl::StrJoin(val->classes(), ", "),
+                     "]; both need the same class folders"));
   }
-  Generator split(options.split_seed);
-  const std::vector<int64_t> order = split.Randperm(n);
-  out.val_indices.assign(order.begin(), order.begin() + n_val);
-  out.train_indices.assign(order.begin() + n_val, order.end());
+  TANDEM_RETURN_IF_ERROR(CheckClassCount(options, train_dir, train->classes()));
+  ResnetData out;
   out.num_classes = static_cast<int64_t>(train->classes().size());
-  out.fingerprint = ListingFingerprint(root, *train, HashBytes(nullptr, 0));
-  out.description =
-      absl::StrCat(root, " (", n - n_val, " train, ", n_val,
-                   " held out by --val_fraction=", options.val_fraction, "), ",
-                   out.num_classes, " classes");
+  if (split) {
+    out.train_indices = Range(train->size());
+    out.val_indices = Range(val->size());
+    out.fingerprint = absl::StrCat(ListingFingerprint(root, *train), "-",
+                                   ListingFingerprint(root, *val));
+    out.description = absl::StrCat(train_dir, " (", train->size(),
+                                   " images) and ", val_dir, " (", val->size(),
+                                   " held out), ", out.num_classes, " classes");
+  } else {
+    const int64_t n = train->size();
+    const int64_t n_val =
+        static_cast<int64_t>(std::llround(options.val_fraction * n));
+    if (n_val < 1 || n - n_val < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "resnet_ddp: ", root, " has ", n, " image(s); --val_fraction=",
+          options.val_fraction, " holds out ", n_val,
+          ", which leaves a split empty; add images, change --val_fraction, "
+          "or give the folder train/ and val/ sub-folders"));
+    }
+    const std::vector<int64_t> order =
+        Generator(options.split_seed).Randperm(n);
+    out.val_indices.assign(order.begin(), order.begin() + n_val);
+    out.train_indices.assign(order.begin() + n_val, order.end());
+    out.fingerprint = ListingFingerprint(root, *train);
+    out.description =
+        absl::StrCat(root, " (", n - n_val, " train, ", n_val,
+                     " held out by --val_fraction=", options.val_fraction,
+                     "), ", out.num_classes, " classes");
+  }
   out.train = std::move(train);
   out.val = std::move(val);
   return out;
@@ -196,40 +178,10 @@ absl::StatusOr<ResnetData> LoadFolder(const ResnetDataOptions& options) {
 
 }  // namespace
 
-absl::StatusOr<Sample> SyntheticImages::Get(int64_t index,
-                                            Generator& /*gen*/) const {
-  if (index < 0 || index >= size_) {
-    return absl::OutOfRangeError(absl::StrCat("synthetic image ", index, " of ",
-                                              size_, " (0..", size_ - 1, ")"));
-  }
-  const int64_t k = first_ + index;
-  const int64_t s = image_size_;
-  std::vector<float> pixels(static_cast<size_t>(3 * s * s));
-  Generator gen(seed_ + 1 + static_cast<uint64_t>(k));
-  gen.Normal(pixels.data(), static_cast<int64_t>(pixels.size()), 0.f, 1.f);
-  const int64_t label = k % num_classes_;
-  const int64_t channel = (label / s) % 3;
-  const int64_t row = label % s;
-  float* line = pixels.data() + (channel * s + row) * s;
-  for (int64_t j = 0; j < s; ++j) line[j] += 2.f;
-  TANDEM_ASSIGN_OR_RETURN(Tensor x,
-                          Tensor::FromVector<float>(pixels, {3, s, s}));
-  return Sample{std::move(x), label};
-}
-
-std::string SyntheticImages::Describe(int64_t index) const {
-  return absl::StrCat("synthetic image ", first_ + index, " (seed ",
-                      seed_ + 1 + static_cast<uint64_t>(first_ + index), ")");
-}
-
-absl::StatusOr<ResnetData> LoadResnetData(const ResnetDataOptions& options) {
-  if (options.image_size < 1 || options.num_classes < 0 ||
-      options.synthetic_size < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "resnet_ddp: --image_size=", options.image_size, " --num_classes=",
-        options.num_classes, " --synthetic_size=", options.synthetic_size,
-        "; need image_size >= 1, num_classes >= 0 (0: from the data), "
-        "synthetic_size >= 1"));
+absl::StatusOr<ResnetData> LoadResnetData(const ResnetOptions& options) {
+  if (absl::Status s = CheckFlagRules(options.RankFlags()); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resnet_ddp: ", s.message()));
   }
   if (options.data == "synthetic") return LoadSynthetic(options);
   return LoadFolder(options);

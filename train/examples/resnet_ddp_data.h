@@ -8,12 +8,9 @@
 //   // belong to each split.
 //
 // Synthetic (--data=synthetic): `synthetic_size` training and
-// max(1, synthetic_size / 4) held-out images. Image k of the run (training
-// images first, then the held-out ones) is what PyTorch draws after
-// torch.manual_seed(seed + 1 + k):
-//   x = torch.randn(3, S, S)        (float32, tandem's Generator::Normal)
-//   y = k % num_classes
-//   x[(y // S) % 3, y % S, :] += 2  (a bright row: the class is learnable)
+// max(1, synthetic_size / 4) held-out images, images 0, 1, ... of the run
+// drawn from --seed by train/data/synthetic_images.h's recipe (training
+// images first, then the held-out ones; 10 classes unless --num_classes),
 // so bench/peers/resnet_ddp.py builds the same images.
 //
 // A folder (--data=DIR): when DIR has both a train/ and a val/ sub-folder
@@ -37,22 +34,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tensor/generator.h"
 #include "train/data/map_dataset.h"
+#include "train/examples/resnet_ddp_lib.h"
 
 namespace tandem::train {
-
-struct ResnetDataOptions {
-  std::string data = "synthetic";  // "synthetic" or a folder
-  int64_t image_size = 32;         // >= 1
-  // 0: the folder's class count (10 for synthetic data); with a folder a
-  // different value is an error.
-  int64_t num_classes = 0;
-  int64_t synthetic_size = 512;  // training images with --data=synthetic
-  uint64_t seed = 0;
-  double val_fraction = 0.1;  // a folder without train/ and val/
-  uint64_t split_seed = 42;
-};
 
 struct ResnetData {
   std::shared_ptr<const MapDataset> train;
@@ -67,36 +52,13 @@ struct ResnetData {
   std::string fingerprint;
 };
 
-// The images of `options`. InvalidArgument / NotFound naming the folder or
-// the value: a missing or unreadable folder, a folder without classes, a
+// The images of `options` (--data and the options after it in the list).
+// InvalidArgument / NotFound naming the folder or the value: an option that
+// breaks its rule, a missing or unreadable folder, a folder without classes, a
 // train/ and val/ whose classes differ, --num_classes other than the
 // folder's, a split that leaves either side empty. Only lists the folder:
 // the files are read as batches are made.
-absl::StatusOr<ResnetData> LoadResnetData(const ResnetDataOptions& options);
-
-// The synthetic image set on its own: `size` images, image k made from
-// seed + 1 + first + k as described above, with the label (first + k) %
-// num_classes. Get ignores its generator.
-class SyntheticImages final : public MapDataset {
- public:
-  SyntheticImages(int64_t size, int64_t first, int64_t num_classes,
-                  int64_t image_size, uint64_t seed)
-      : size_(size),
-        first_(first),
-        num_classes_(num_classes),
-        image_size_(image_size),
-        seed_(seed) {}
-  int64_t size() const override { return size_; }
-  absl::StatusOr<Sample> Get(int64_t index, Generator& gen) const override;
-  std::string Describe(int64_t index) const override;
-
- private:
-  int64_t size_;
-  int64_t first_;
-  int64_t num_classes_;
-  int64_t image_size_;
-  uint64_t seed_;
-};
+absl::StatusOr<ResnetData> LoadResnetData(const ResnetOptions& options);
 
 }  // namespace tandem::train
 

@@ -6,7 +6,7 @@
 // chosen).
 //
 //   sim::Run(2, [](int, comm::Communicator& comm) {
-//     return train::RunResnetDdp(comm, {.arch = "resnet18"}).status();
+//     return train::RunResnetDdp(comm, train::ResnetConfig{}).status();
 //   });
 //
 // Each rank builds the model from `seed` (torchvision's initial weights for
@@ -31,49 +31,78 @@
 #define TANDEM_TRAIN_EXAMPLES_RESNET_DDP_LIB_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "base/dtype.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
 #include "train/checkpoint/run_checkpointer.h"
-#include "train/examples/resnet_ddp_data.h"
+#include "train/examples/example_options.h"
+#include "train/loop/training_loop.h"
 
 namespace tandem::train {
 
-struct ResnetConfig {
-  std::string arch = "resnet18";  // resnet18, resnet34, resnet50
-  ResnetDataOptions data;         // also holds seed, image size, classes
-  int64_t batch_size = 32;        // per rank
-  int64_t epochs = 2;
-  int64_t max_steps = 0;  // 0: no limit; else stop after this many steps
-  double lr = 0.1;
-  double momentum = 0.9;
-  double weight_decay = 5e-4;
-  // "step": StepLR(step_size = lr_step_epochs, gamma 0.1); "cosine":
-  // CosineAnnealingLR(T_max = epochs). Stepped after each epoch.
-  std::string lr_schedule = "step";
-  int64_t lr_step_epochs = 30;
-  bool sync_bn = false;  // ConvertSyncBatchNorm before DDP wraps the model
-  // The model's dtype: f32, or f64 (the fidelity check against PyTorch;
-  // the images are widened exactly).
-  DType dtype = DType::kF32;
-  // Autocast on the rank's device (bf16), nullopt: off. Only with f32.
-  std::optional<DType> amp;
-  int64_t num_workers = 0;  // DataLoader threads per rank
-  // Print every rank's loss after every step ("step 3 loss <17 digits>"),
-  // for comparing with bench/peers/resnet_ddp.py.
-  bool print_step_losses = false;
-  // Where rank 0 writes the initial weights (safetensors, state-dict names)
-  // before the first step; empty: nowhere.
-  std::string save_init;
-  // Rank 0 saves the model (BatchNorm's running statistics included), the
-  // optimizer's momentum, the schedule and the progress; a folder holding a
-  // checkpoint resumes from it and continues as the uninterrupted run would,
-  // bit for bit (the same weights, buffers and momentum at the end).
+// The example's options (example_options.h): flags, defaults, rules.
+#define TANDEM_RESNET_DDP_OPTIONS(X)                                          \
+  X(std::string, arch, "resnet18", OneOf("resnet18", "resnet34", "resnet50"), \
+    kAgreed, "The model: resnet18, resnet34 or resnet50 (torchvision's).")    \
+  X(std::string, data, "synthetic", Any(), kAgreed, /* CheckResnetConfig */   \
+    "An image folder (one sub-folder per class; or train/ and val/ "          \
+    "holding such folders, the held-out split) or synthetic (images "         \
+    "drawn from --seed).")                                                    \
+  X(int64_t, image_size, 32, Between(1, 4096), kAgreed,                       \
+    "Images are SIZE x SIZE.")                                                \
+  X(int64_t, num_classes, 0, Between(0, 100000), kAgreed,                     \
+    "Classes; 0: the folder's class count (10 for synthetic data).")          \
+  X(int64_t, synthetic_size, 512, Between(1, 1000000), kAgreed,               \
+    "Training images with --data=synthetic (a quarter as many are held "      \
+    "out).")                                                                  \
+  X(double, val_fraction, 0.1, InOpenRange(0, 1), kAgreed,                    \
+    "Held-out fraction of a folder without train/ and val/ (a fixed "         \
+    "permutation from --split_seed).")                                        \
+  X(uint64_t, split_seed, 42, Any(), kLocal, "Seed of the held-out split.")   \
+  X(uint64_t, seed, 0, Any(), kAgreed,                                        \
+    "Seed of the weights (torchvision's for torch.manual_seed), the "         \
+    "shuffle and the synthetic images.")                                      \
+  X(int64_t, batch_size, 32, Between(1, 65536), kAgreed,                      \
+    "Images per rank per step.")                                              \
+  X(int64_t, epochs, 2, Between(1, kMaxEpochs), kAgreed, "Training epochs.")  \
+  X(int64_t, max_steps, 0, AtLeast(0), kAgreed,                               \
+    "Stop after this many steps in all (0: no limit).")                       \
+  X(double, lr, 0.1, Any(), kAgreed, /* CheckResnetConfig */                  \
+    "SGD learning rate (momentum 0.9, weight decay 5e-4).")                   \
+  X(std::string, lr_schedule, "step", OneOf("step", "cosine"), kAgreed,       \
+    "step (x0.1 every --lr_step_epochs epochs) or cosine (to 0 over "         \
+    "--epochs), stepped after each epoch.")                                   \
+  X(int64_t, lr_step_epochs, 30, AtLeast(1), kAgreed,                         \
+    "Epochs per step of --lr_schedule=step.")                                 \
+  X(bool, sync_bn, false, Any(), kAgreed,                                     \
+    "BatchNorm statistics over every rank's batch (SyncBatchNorm).")          \
+  X(std::string, dtype, "f32", OneOf("f32", "f64"), kAgreed,                  \
+    "The model's dtype: f32, or f64 (for comparing with PyTorch).")           \
+  X(std::string, amp, "off", Any(), kAgreed, /* CheckResnetConfig */          \
+    "Autocast dtype: off or bf16 (forward and loss in bf16).")                \
+  X(int64_t, num_workers, 0, Between(0, 1024), kLocal,                        \
+    "Threads per rank that make the images.")                                 \
+  X(bool, print_step_losses, false, Any(), kLocal,                            \
+    "Every rank prints its loss after every step (17 digits).")               \
+  X(std::string, kernels, "fastest", OneOf("fastest", "pytorch"), kLocal,     \
+    "CPU kernels: fastest (tandem's default) or pytorch (the GEMM and "       \
+    "oneDNN convolution calls PyTorch 1.13 makes: "                           \
+    "cpu::KernelChoice::kPyTorch).")                                          \
+  X(std::string, save_init, "", Any(), kLocal,                                \
+    "FILE: rank 0 writes the initial weights there (safetensors, "            \
+    "PyTorch's state-dict names).")
+TANDEM_EXAMPLE_OPTIONS(ResnetOptions, TANDEM_RESNET_DDP_OPTIONS);
+
+// The options (--kernels is the process's: main sets it before any rank
+// starts), and the checkpoint: rank 0 saves the model (BatchNorm's running
+// statistics included), the optimizer's momentum, the schedule and the
+// progress; a folder holding a checkpoint resumes from it and continues as
+// the uninterrupted run would, bit for bit (the same weights, buffers and
+// momentum at the end).
+struct ResnetConfig : ResnetOptions {
   checkpoint::CheckpointOptions checkpoint;
 };
 
@@ -84,9 +113,11 @@ struct ResnetResult {
   int64_t steps = 0;  // steps this call ran (a resumed run: after resuming)
 };
 
-// The flag checks that need no communicator (arch, schedule, sizes, amp with
-// the dtype, hyper-parameters); InvalidArgument naming the flag and the
-// accepted values. RunResnetDdp makes them too.
+// The checks the options' rules cannot make, which need no communicator:
+// --amp (off or bf16; f16 refused with the reason), --amp=bf16 only with
+// --dtype=f32, --data a folder or synthetic, the SGD hyper-parameters.
+// InvalidArgument naming the flag. RunResnetDdp makes them too, after the
+// rules.
 absl::Status CheckResnetConfig(const ResnetConfig& config);
 
 // Collective: every rank calls it. Errors: ranks with different configs, a
