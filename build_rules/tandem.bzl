@@ -1,6 +1,6 @@
 """tandem's Bazel macros: the shapes its BUILD files repeat, written once."""
 
-load("@rules_cc//cc:defs.bzl", "cc_library", "cc_test")
+load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library", "cc_test")
 
 def _with(deps, always):
     """`deps` and then each of `always` it lacks."""
@@ -84,3 +84,37 @@ def library(name, deps = [], srcs = None, hdrs = None, test_deps = None, test_si
             size = test_size,
             **test_kwargs
         )
+
+def example(name, deps, main_deps = [], data = [], lib_test_deps = None, lib_test_kwargs = {}, with_cli_test = True):
+    """A training example: `<name>_lib` (the run as a function the tests
+    call), the binary `<name>` (its main over train/examples' runner) and
+    their tests.
+
+    Args:
+      name: the binary's name, "toy_ddp"; the sources are `<name>_lib.cc`,
+        `<name>_lib.h` and `<name>_main.cc`.
+      deps: what the library uses (Abseil is added).
+      main_deps: what the main uses besides the library, the runner
+        (`:example_main`) and Abseil.
+      data: files the binary reads at run time (its default data set).
+      lib_test_deps: what `<name>_lib_test.cc` uses besides the library;
+        None: no such test.
+      lib_test_kwargs: any other attribute of that test (size, tags, ...).
+      with_cli_test: whether `<name>_cli_test.sh` runs the binary as a user
+        would (a cli_test; the binary's path is $1).
+    """
+    library(
+        name = name + "_lib",
+        deps = deps,
+        test_deps = lib_test_deps,
+        test_size = lib_test_kwargs.get("size", "small"),
+        test_kwargs = {k: v for k, v in lib_test_kwargs.items() if k != "size"},
+    )
+    cc_binary(
+        name = name,
+        srcs = [name + "_main.cc"],
+        data = data,
+        deps = _with([":" + name + "_lib", ":example_main", "//third_party:absl"], main_deps),
+    )
+    if with_cli_test:
+        cli_test(name = name + "_cli_test", tools = [":" + name])

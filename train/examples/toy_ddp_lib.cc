@@ -32,7 +32,8 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "toy_ddp", flags));
   const comm::RankPrinter printer(comm);
   auto log = [&](const std::string& text) {  // "[GPUk] text"
-    if (config.log_ranks == "all" || comm.rank() == 0) printer.PrintOnAllRanks(text);
+    if (config.log_ranks == "all" || comm.rank() == 0)
+      printer.PrintOnAllRanks(text);
   };
   TANDEM_ASSIGN_OR_RETURN(TensorDataset train_ds,
                           VectorDataset({-1.2f, 3.1f, -0.9f, 2.9f, -0.5f, 2.6f,
