@@ -6,7 +6,11 @@ def _with(deps, always):
     """`deps` and then each of `always` it lacks."""
     return deps + [d for d in always if d not in deps]
 
-def unit_test(name, deps, srcs = None, size = "small", **kwargs):
+def _in(folder, files):
+    """`files` inside `folder` of the package ("": the package's own)."""
+    return [folder + "/" + f for f in files] if folder else files
+
+def unit_test(name, deps, srcs = None, size = "small", folder = "", **kwargs):
     """A gtest test of the code beside it, run by gtest's main.
 
     Args:
@@ -15,17 +19,18 @@ def unit_test(name, deps, srcs = None, size = "small", **kwargs):
       deps: what the test uses (gtest's main and Abseil are added).
       srcs: the sources, when they are not just `name + ".cc"`.
       size: Bazel's size; "small" unless the test says otherwise.
+      folder: the folder of the package that holds the default source.
       **kwargs: any other cc_test attribute (data, tags, timeout, ...).
     """
     cc_test(
         name = name,
-        srcs = srcs if srcs != None else [name + ".cc"],
+        srcs = srcs if srcs != None else _in(folder, [name + ".cc"]),
         size = size,
         deps = _with(deps, ["//third_party:absl", "//third_party:gtest_main"]),
         **kwargs
     )
 
-def cli_test(name, tools, data = [], srcs = None, size = "small", args = [], **kwargs):
+def cli_test(name, tools, data = [], srcs = None, size = "small", args = [], folder = "", **kwargs):
     """A shell test that runs programs as a user would.
 
     Each target in `tools` is handed to the script as one argument (its
@@ -39,18 +44,19 @@ def cli_test(name, tools, data = [], srcs = None, size = "small", args = [], **k
       srcs: the script, when it is not `name + ".sh"`.
       size: Bazel's size; "small" unless the test says otherwise.
       args: arguments after the tools' paths.
+      folder: the folder of the package that holds the default script.
       **kwargs: any other sh_test attribute (tags, timeout, env, ...).
     """
     native.sh_test(
         name = name,
-        srcs = srcs if srcs != None else [name + ".sh"],
+        srcs = srcs if srcs != None else _in(folder, [name + ".sh"]),
         size = size,
         args = ["$(location %s)" % t for t in tools] + args,
         data = tools + [d for d in data if d not in tools],
         **kwargs
     )
 
-def library(name, deps = [], srcs = None, hdrs = None, test_deps = None, test_size = "small", test_kwargs = {}, **kwargs):
+def library(name, deps = [], srcs = None, hdrs = None, test_deps = None, test_size = "small", test_kwargs = {}, folder = "", **kwargs):
     """A library of one purpose (`name.cc`, `name.h`) and its unit test.
 
     The shape most of tandem's code has: `foo.cc` and `foo.h` make `:foo`,
@@ -68,12 +74,14 @@ def library(name, deps = [], srcs = None, hdrs = None, test_deps = None, test_si
         and Abseil; None: no test of that name.
       test_size: the test's Bazel size.
       test_kwargs: any other unit_test attribute (data, tags, timeout, srcs).
+      folder: the folder of the package that holds the default sources
+        (a room of a package: "runner" for train/examples/runner/).
       **kwargs: any other cc_library attribute (visibility, testonly, ...).
     """
     cc_library(
         name = name,
-        srcs = srcs if srcs != None else [name + ".cc"],
-        hdrs = hdrs if hdrs != None else [name + ".h"],
+        srcs = srcs if srcs != None else _in(folder, [name + ".cc"]),
+        hdrs = hdrs if hdrs != None else _in(folder, [name + ".h"]),
         deps = _with(deps, ["//third_party:absl"]),
         **kwargs
     )
@@ -82,6 +90,7 @@ def library(name, deps = [], srcs = None, hdrs = None, test_deps = None, test_si
             name = name + "_test",
             deps = _with([":" + name], test_deps),
             size = test_size,
+            folder = folder,
             **test_kwargs
         )
 
@@ -92,7 +101,8 @@ def example(name, deps, main_deps = [], data = [], lib_test_deps = None, lib_tes
 
     Args:
       name: the binary's name, "toy_ddp"; the sources are `<name>_lib.cc`,
-        `<name>_lib.h` and `<name>_main.cc`.
+        `<name>_lib.h` and `<name>_main.cc` in the package's folder
+        `<name>/`, with the tests'.
       deps: what the library uses (Abseil is added).
       main_deps: what the main uses besides the library, the runner
         (`:example_main`) and Abseil.
@@ -109,12 +119,13 @@ def example(name, deps, main_deps = [], data = [], lib_test_deps = None, lib_tes
         test_deps = lib_test_deps,
         test_size = lib_test_kwargs.get("size", "small"),
         test_kwargs = {k: v for k, v in lib_test_kwargs.items() if k != "size"},
+        folder = name,
     )
     cc_binary(
         name = name,
-        srcs = [name + "_main.cc"],
+        srcs = [name + "/" + name + "_main.cc"],
         data = data,
         deps = _with([":" + name + "_lib", ":example_main", "//third_party:absl"], main_deps),
     )
     if with_cli_test:
-        cli_test(name = name + "_cli_test", tools = [":" + name])
+        cli_test(name = name + "_cli_test", tools = [":" + name], folder = name)

@@ -5,17 +5,18 @@
 
 What it checks:
   - every repository path the page names in backticks exists (a bare file
-    name under a "### <room>" heading is looked up in that room first); a
-    glob must match something; a Bazel label names a package with a BUILD
-    (and, with ":name", a target or file of it); no path leaves the
-    repository;
+    name under a "### <room>" heading is looked up in that room first,
+    then once in its folders); a glob must match something; a Bazel label
+    names a package with a BUILD (and, with ":name", a target or file of
+    it); no path leaves the repository;
   - every room in the table of "## Packages" is a folder, every top-level
     folder is in the table, and so is every folder with a BUILD file under
     base/ comm/ sim/ tensor/ train/ bench/ tests/;
   - the counts the page states: the engines registered
     (TANDEM_REGISTER_ENGINE) and their orders, the places outside its folder
     that an engine is named, the files a new op touches
-    (docs/adding_an_op.md), the library files at tensor/'s root, sim's
+    (docs/adding_an_op.md), the library files at tensor/'s and
+    train/examples/' roots, sim's
     largest world and fast-lane limits, the length of two examples; and that
     every kernel row is declared with TANDEM_OP_ROW in tensor/dispatch/.
 
@@ -212,8 +213,15 @@ class Checker:
                     found = exists(path)
                 if found:
                     break
+            if not found and room and "/" not in alt:
+                # A bare name may sit in one folder of the room
+                # (train/examples/gpt_ddp/gpt_corpus.h); it must be one.
+                found = len([f for f in self.files
+                             if f.startswith(room + "/")
+                             and os.path.basename(f) == alt]) == 1
             if not found:
-                hint = f" (looked in {room}/ and the root)" if room else ""
+                hint = (f" (looked in {room}/, once in its folders, and the "
+                        f"root)" if room else "")
                 self.problem(f"{DOC}{where}: `{alt}` does not exist{hint}")
                 return False
         return True
@@ -395,6 +403,18 @@ class Checker:
         self.report.append(f"tensor/ root: {len(files)} library files "
                            f"(at most {m.group(1) if m else '?'})")
 
+    def check_examples_root(self):
+        self.stated(r"nothing but cross-example tests at the root \(no\s+"
+                    r"library file there", "train/examples' root")
+        files = [f for f in self.files
+                 if f.startswith("train/examples/") and f.count("/") == 2
+                 and f.endswith((".h", ".cc")) and not f.endswith("_test.cc")]
+        if files:
+            self.problem(f"train/examples/ holds library files at its root; "
+                         f"{DOC} says none: "
+                         f"{', '.join(os.path.basename(f) for f in files)}")
+        self.report.append(f"train/examples/ root: {len(files)} library files")
+
     def check_sim_limits(self):
         sim_h = re.search(r"kMaxWorldSize\s*=\s*(\d+)", read("sim/sim.h"))
         lane = read("sim/fast_lane.h")
@@ -442,7 +462,7 @@ class Checker:
         limit = int(m.group(1))
         lengths = []
         for name in ("toy_ddp_lib.cc", "digits_ddp_lib.cc"):
-            path = f"train/examples/{name}"
+            path = f"train/examples/{name[:-len('_lib.cc')]}/{name}"
             if not exists(path):
                 self.problem(f"{path} does not exist")
                 continue
@@ -483,6 +503,7 @@ class Checker:
         self.check_tensor_root()
         self.check_sim_limits()
         self.check_example_lengths()
+        self.check_examples_root()
         self.check_op_rows()
         if self.problems:
             print(f"{DOC} disagrees with the tree "

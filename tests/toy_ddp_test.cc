@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim.h"
-#include "train/examples/toy_ddp_lib.h"
+#include "train/examples/toy_ddp/toy_ddp_lib.h"
 
 namespace tandem {
 namespace {

@@ -16,7 +16,7 @@ The same run as gpt_ddp given the same flags:
     step s is in epoch s // steps_per_epoch (steps_per_epoch = a rank's
     blocks // (batch_size x grad_accum)) and its micro-batch m takes
     batch_size blocks of the rank's order from (s mod steps_per_epoch) x
-    grad_accum + m batches in (train/examples/gpt_ddp_lib.h);
+    grad_accum + m batches in (train/examples/gpt_ddp/gpt_ddp_lib.h);
   - the step: --grad_accum micro-batches (no_sync on all but the last), each
     loss / grad_accum backpropagated, the gradients' global norm clipped to
     --grad_clip (0 = off), torch.optim.AdamW with nanoGPT's groups (weight

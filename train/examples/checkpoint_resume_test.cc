@@ -18,9 +18,9 @@
 #include "train/checkpoint/atomic_file.h"
 #include "train/checkpoint/safetensors.h"
 #include "train/checkpoint/training_checkpoint.h"
-#include "train/examples/amp_ddp_lib.h"
-#include "train/examples/digits_ddp_lib.h"
-#include "train/examples/toy_ddp_lib.h"
+#include "train/examples/amp_ddp/amp_ddp_lib.h"
+#include "train/examples/digits_ddp/digits_ddp_lib.h"
+#include "train/examples/toy_ddp/toy_ddp_lib.h"
 
 namespace tandem::train {
 namespace {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The examples' common command line (train/examples/example_main.h), checked
+# The examples' common command line (train/examples/runner/example_main.h), checked
 # on every example binary given: positional arguments, unknown flags and bad
 # values exit 2 with a message (never absl's exit 1), --timeout must be > 0 and
 # finite, --help exits 0 and lists the exit codes and the engines, and a

@@ -21,7 +21,7 @@
 #include "tensor/tensor.h"
 #include "train/checkpoint/safetensors.h"
 #include "train/checkpoint/training_checkpoint.h"
-#include "train/examples/toy_ddp_lib.h"
+#include "train/examples/toy_ddp/toy_ddp_lib.h"
 
 namespace tandem::train {
 namespace {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --trace=FILE on the examples (train/examples/trace_file.h): the file parses
+# --trace=FILE on the examples (train/examples/runner/trace_file.h): the file parses
 # as JSON, every event sits on a rank track 0..N-1, and each rank has the
 # forward/backward per module, the bucket all-reduces, the optimizer step and
 # data loading. A FILE that cannot be created is a usage error (exit 2)

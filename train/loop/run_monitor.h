@@ -1,6 +1,6 @@
 // What a training run shows while it runs and leaves behind: rank 0's
 // progress line and the metrics file (--progress, --metrics of the examples'
-// runner, train/examples/example_main.h).
+// runner, train/examples/runner/example_main.h).
 //
 //   RunMonitor* monitor = ActiveRunMonitor();   // set by ExampleMain
 //   if (monitor != nullptr && comm.rank() == 0) {
@@ -31,7 +31,7 @@
 //    "time_s":0.31}
 // epoch and step count from 1, as the examples print them; time_s is the
 // seconds since the monitor was created. //train/examples:plot_metrics draws
-// the file (train/examples/metrics_plot.h).
+// the file (train/examples/plot_metrics/metrics_plot.h).
 //
 // Thread safety: every method may be called from any thread (a mutex);
 // the examples call it from rank 0 only.

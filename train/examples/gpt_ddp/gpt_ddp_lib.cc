@@ -1,0 +1,350 @@
+#include "train/examples/gpt_ddp/gpt_ddp_lib.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "comm/rank_printer.h"
+#include "tensor/amp/autocast.h"
+#include "tensor/generator.h"
+#include "tensor/nn/models/gpt_generate.h"
+#include "tensor/ops.h"
+#include "tensor/optim/adamw.h"
+#include "tensor/optim/lr_scheduler.h"
+#include "tensor/optim/param_groups.h"
+#include "train/checkpoint/training_checkpoint.h"
+#include "train/data/distributed_sampler.h"
+#include "train/examples/runner/model_memory.h"
+#include "train/hf/gpt2_pretrained.h"
+#include "train/loop/evaluate.h"
+#include "train/loop/must_match.h"
+#include "train/loop/run_monitor.h"
+#include "train/loop/training_loop.h"
+#include "train/parallel/core/config_agreement.h"
+#include "train/parallel/core/tensor_comm.h"
+#include "train/parallel/strategy.h"
+
+namespace tandem::train {
+namespace {
+
+constexpr char kBlocks[] = "transformer.h";  // fsdp: one unit per block
+
+// nanoGPT's lr of step `step` (0-based).
+double LrAt(const GptDdpConfig& c, int64_t step) {
+  if (c.lr_decay == "constant") return c.lr;
+  return optim::WarmupCosineLR::Rate({.warmup_iters = c.warmup_steps,
+                                      .lr_decay_iters = c.max_steps,
+                                      .min_lr = c.min_lr},
+                                     c.lr, step);
+}
+
+// Each rank's dropout masks of step `step`: a stream of their own, seeded
+// from (seed, rank, step), so a resumed run draws what an uninterrupted
+// one draws without saving every rank's generator.
+uint64_t DropoutSeed(uint64_t seed, int rank, int64_t step) {
+  uint64_t h = HashBytes(&seed, sizeof(seed));
+  h = HashBytes(&rank, sizeof(rank), h);
+  return HashBytes(&step, sizeof(step), h);
+}
+
+// The training blocks of each epoch: the sampler's order (SetEpoch), a
+// step's batch_size x grad_accum blocks in order (the loop cuts them into
+// grad_accum micro-batches of batch_size).
+class GptBatches : public EpochBatches {
+ public:
+  GptBatches(const TokenBlocks& data, DistributedSampler sampler,
+             int64_t steps_per_epoch, int64_t per_step)
+      : data_(data),
+        sampler_(std::move(sampler)),
+        steps_per_epoch_(steps_per_epoch),
+        per_step_(per_step) {}
+  absl::StatusOr<int64_t> BeginEpoch(int64_t epoch) override {
+    sampler_.SetEpoch(epoch);
+    order_ = sampler_.Indices();
+    return steps_per_epoch_;
+  }
+  absl::StatusOr<Batch> GetBatch(int64_t step) override {
+    const auto first = order_.begin() + step * per_step_;
+    const std::vector<int64_t> indices(first, first + per_step_);
+    TANDEM_ASSIGN_OR_RETURN(TokenBatch b, data_.Batch(indices));
+    return Batch{.features = std::move(b.x), .labels = std::move(b.y)};
+  }
+
+ private:
+  const TokenBlocks& data_;
+  DistributedSampler sampler_;
+  int64_t steps_per_epoch_;
+  int64_t per_step_;
+  std::vector<int64_t> order_;
+};
+
+std::string Printable(const std::string& bytes) {
+  std::string out;
+  for (unsigned char ch : bytes) {
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (ch >= 32 && ch < 127 && ch != '\\') {
+      out += static_cast<char>(ch);
+    } else {
+      out += absl::StrFormat("\\x%02x", ch);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
+                                       const GptDdpConfig& config,
+                                       const TokenBlocks& data, Device device) {
+  const std::string model_desc = config.model.ToString();
+  // What the ranks agree on: the model, the agreed options (in order), the
+  // checkpoint and the corpus by what it is. A resume must match them
+  // (train/loop/must_match.h), so a checkpoint of another model is refused.
+  std::vector<ConfigEntry> agreed = {{"model", model_desc}};
+  for (ConfigEntry& e : Entries(config.RankFlags())) agreed.push_back(e);
+  agreed.insert(agreed.end(),
+                {{"--checkpoint_dir", config.checkpoint.dir},
+                 {"--checkpoint_every", config.checkpoint.every_steps},
+                 {"corpus tokens", data.num_tokens()},
+                 {"corpus hash",
+                  HashHex(HashBytes(data.tokens().data(),
+                                    data.tokens().size() * sizeof(int32_t)))}});
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
+  TANDEM_RETURN_IF_ERROR(CheckGptDdpConfig(config));
+  TANDEM_ASSIGN_OR_RETURN(const ShardMode mode,
+                          GptParallelMode(config.parallel));
+  const comm::RankPrinter out(comm);
+
+  // Blocks: the last tenth (at least one) validates, the rest trains.
+  const int64_t val_blocks = std::max<int64_t>(1, data.size() / 10);
+  const int64_t train_blocks = data.size() - val_blocks;
+  const int64_t per_step = config.batch_size * config.grad_accum;
+  const int64_t per_rank = train_blocks / comm.size();  // drop_last
+  const int64_t steps_per_epoch = per_rank / per_step;
+  if (steps_per_epoch < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpt_ddp: ", data.source(), " gives ", train_blocks,
+        " training blocks of ", config.block_size, " tokens (",
+        data.num_tokens(), " tokens, ", val_blocks,
+        " held out for validation); one step needs --batch_size x "
+        "--grad_accum = ",
+        per_step, " blocks on each of ", comm.size(),
+        " ranks; use a longer text or smaller --block_size, --batch_size, "
+        "--grad_accum"));
+  }
+
+  // The model: the same initial weights on every rank (DDP and FSDP
+  // broadcast rank 0's anyway). Under fsdp each block is a unit and the
+  // embeddings, final LayerNorm and tied head the root unit (PyTorch's
+  // transformer_auto_wrap_policy over GPT2Block), so the tied weight is one
+  // tensor of one unit.
+  // Every rank builds the whole model first (fsdp then shards it); under
+  // ddp each also keeps its gradients and AdamW's two moments.
+  TANDEM_RETURN_IF_ERROR(CheckModelsFitInMemory(
+      comm, "gpt_ddp", config.model.NumParameters(),
+      mode == ShardMode::kNone ? 16 : 4,
+      mode == ShardMode::kNone
+          ? "f32 weights, gradients and AdamW's two moments"
+          : "f32 weights, before they are sharded"));
+  Generator gen(config.seed);
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Gpt> model,
+                          nn::Gpt::Create(config.model, gen));
+  if (!config.init_from.empty()) {
+    TANDEM_RETURN_IF_ERROR(hf::LoadGpt2Pretrained(config.init_from, *model));
+  }
+  nn::Gpt* gpt = model.get();
+  TANDEM_RETURN_IF_ERROR(model->To(device));
+  const optim::AdamWOptions adam{.lr = config.lr,
+                                 .beta1 = config.beta1,
+                                 .beta2 = config.beta2,
+                                 .eps = 1e-8,
+                                 .weight_decay = config.weight_decay};
+  // nanoGPT's two groups (param_groups.h: decay on tensors of >= 2 dims)
+  // over the tensors given: the model's parameters (ddp, and the groups the
+  // sharded modes follow), or the rank's 1-d shards (zero1, zero2, fsdp),
+  // which all land in the no-decay group and then take their parameters'
+  // weight decay (Strategy: shard_weight_decay.h).
+  auto make_adamw = [&](std::vector<Tensor> params)
+      -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+    TANDEM_ASSIGN_OR_RETURN(
+        optim::AdamW a,
+        optim::AdamW::Create(
+            optim::WeightDecayGroups(std::move(params), config.weight_decay),
+            adam));
+    return std::make_unique<optim::AdamW>(std::move(a));
+  };
+  // One schedule of max_steps steps over epochs of the sampler's order
+  // (stop_after cuts it short for the resume tests). Field by field: GCC 12
+  // -O2 warns falsely on nested designated initialisers.
+  LoopOptions options;
+  options.who = "gpt_ddp";
+  options.epochs = (config.max_steps + steps_per_epoch - 1) / steps_per_epoch;
+  options.device = device;
+  options.checkpoint = config.checkpoint;
+  options.autocast = AutocastDType(config.amp);
+  options.max_grad_norm = config.grad_clip;
+  // f16's narrow range needs loss scaling (ddp only: CheckGptDdpConfig).
+  if (config.amp == "f16") options.grad_scaler = optim::GradScalerOptions{};
+  options.max_steps =
+      config.stop_after > 0 && config.stop_after < config.max_steps
+          ? config.stop_after
+          : config.max_steps;
+  options.grad_accum = config.grad_accum;
+  options.model_description = model_desc;
+  options.lr_at = [&config](int64_t step) { return LrAt(config, step); };
+  options.must_match = MustMatchOnResume(agreed);
+  options.position_by_global_step = true;
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<TrainingLoop> loop,
+      TrainingLoop::Create(comm, *model, mode, make_adamw, std::move(options),
+                           {.fsdp_unit_layers = kBlocks}));
+  Strategy& trainer = loop->strategy();
+
+  // Checkpoints: the files an unsharded run writes, in every mode.
+  TANDEM_ASSIGN_OR_RETURN(const checkpoint::TrainingProgress start,
+                          loop->Resume());
+  if (start.global_step >= config.max_steps && start.global_step > 0) {
+    out.PrintOnRank0(
+        absl::StrCat("gpt_ddp: the checkpoint is at step ", start.global_step,
+                     ", --max_steps=", config.max_steps, ": nothing to train"));
+  }
+
+  TANDEM_ASSIGN_OR_RETURN(
+      DistributedSampler sampler,
+      DistributedSampler::Create(train_blocks, {.num_replicas = comm.size(),
+                                                .rank = comm.rank(),
+                                                .shuffle = true,
+                                                .seed = config.seed,
+                                                .drop_last = true}));
+  out.PrintOnRank0(absl::StrFormat(
+      "gpt_ddp: %s (%d tokens, %d train / %d val blocks of %d), %d rank(s) "
+      "on %s, GPT %s, %d parameters, --parallel=%s",
+      data.source(), data.num_tokens(), train_blocks, val_blocks,
+      config.block_size, comm.size(), std::string(comm.backend()), model_desc,
+      gpt->NumParameters(), config.parallel));
+
+  // Validation: the mean loss of the first eval_blocks validation blocks,
+  // split across the ranks (train/loop/evaluate.h). Collective.
+  auto validate = [&]() -> absl::StatusOr<double> {
+    model->Eval();
+    TANDEM_ASSIGN_OR_RETURN(
+        double loss,
+        HeldOutMeanLoss(
+            comm, device, std::min(val_blocks, config.eval_blocks),
+            [&](int64_t i) -> absl::StatusOr<double> {
+              TANDEM_ASSIGN_OR_RETURN(TokenBatch b,
+                                      data.Batch({train_blocks + i}));
+              TANDEM_ASSIGN_OR_RETURN(Tensor x, b.x.To(device));
+              TANDEM_ASSIGN_OR_RETURN(Tensor y, b.y.To(device));
+              std::optional<amp::Autocast> autocast;
+              if (AutocastDType(config.amp).has_value()) {
+                autocast.emplace(device.type(), *AutocastDType(config.amp));
+              }
+              TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer.Forward(x));
+              TANDEM_ASSIGN_OR_RETURN(Tensor l, nn::Gpt::Loss(logits, y));
+              return l.Item();
+            }));
+    model->Train();
+    return loss;
+  };
+
+  GptDdpResult result;
+  const int64_t tokens_per_step =
+      per_step * config.block_size * static_cast<int64_t>(comm.size());
+  GptBatches batches(data, std::move(sampler), steps_per_epoch, per_step);
+  std::chrono::steady_clock::time_point t0;
+  double seconds = 0;
+  LoopHooks hooks;
+  hooks.begin_step = [&](const StepView& v) -> absl::Status {
+    t0 = std::chrono::steady_clock::now();
+    gen.ManualSeed(DropoutSeed(config.seed, comm.rank(), v.global_step));
+    return absl::OkStatus();
+  };
+  hooks.after_step = [&](const StepView& v) -> absl::Status {
+    // The step's loss: the mean over ranks (and micro-batches).
+    std::vector<double> mean = {v.loss};
+    TANDEM_RETURN_IF_ERROR(SumOverRanks(comm, device, mean));
+    result.final_loss = mean[0] / comm.size();
+    seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    return absl::OkStatus();
+  };
+  hooks.step_report = [&](const StepView& v, StepReport& report) {
+    // The progress line counts the run's steps as one epoch, and tokens.
+    report.epoch = 0;
+    report.epochs = 1;
+    report.step = v.global_step;
+    report.steps_per_epoch = config.max_steps;
+    report.samples = tokens_per_step;
+    report.loss = result.final_loss;
+  };
+  hooks.after_checked_step = [&](const StepView& v) -> absl::Status {
+    const int64_t s = v.global_step;
+    if ((s + 1) % config.log_every == 0 || s + 1 == config.max_steps) {
+      out.PrintOnRank0(absl::StrFormat(
+          "step %d | loss %.6f | lr %.4e | tokens/s %.0f", s + 1,
+          result.final_loss, LrAt(config, s),
+          seconds > 0 ? static_cast<double>(tokens_per_step) / seconds : 0.0));
+    }
+    if ((config.eval_every > 0 && (s + 1) % config.eval_every == 0) ||
+        s + 1 == config.max_steps) {
+      TANDEM_ASSIGN_OR_RETURN(result.val_loss, validate());
+      out.PrintOnRank0(
+          absl::StrFormat("step %d | val loss %.6f", s + 1, result.val_loss));
+    }
+    return absl::OkStatus();
+  };
+  TANDEM_RETURN_IF_ERROR(loop->Run(
+      batches,
+      [](const Tensor& logits, const Tensor& y) {
+        return nn::Gpt::Loss(logits, y);
+      },
+      hooks));
+  if (config.stop_after > 0 && config.stop_after < config.max_steps) {
+    return result;  // stopped as if killed: no export, no sample
+  }
+
+  if (!config.export_hf.empty()) {
+    // Collective under fsdp (every unit gathered); rank 0 writes.
+    TANDEM_ASSIGN_OR_RETURN(nn::StateDict full_model, trainer.FullModelState());
+    if (comm.rank() == 0) {
+      TANDEM_RETURN_IF_ERROR(hf::SaveGpt2Pretrained(
+          config.export_hf, std::move(full_model), config.model));
+    }
+  }
+
+  if (config.sample_tokens > 0) {
+    // Every rank generates alike (FSDP's forward is collective).
+    model->Eval();
+    Generator sampler_gen(config.seed);
+    nn::LogitsSource source{
+        .forward = [&](const Tensor& x) { return trainer.Forward(x); },
+        .block_size = config.block_size,
+        .vocab_size = config.model.vocab_size,
+        .device = device,
+    };
+    TANDEM_ASSIGN_OR_RETURN(
+        std::vector<int64_t> ids,
+        nn::GenerateTokens(
+            source, {'\n'},
+            {.max_new_tokens = config.sample_tokens, .top_k = config.top_k},
+            sampler_gen));
+    const std::string text(ids.begin() + 1, ids.end());  // byte-level ids
+    result.sample = text;
+    out.PrintOnRank0(absl::StrCat("sample: ", Printable(text)));
+  }
+  return result;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,137 @@
+// The examples' shared runner: the flags every example has, the command line,
+// the backend, and the exit codes. Each example's main is a few lines:
+//
+//   ABSL_FLAG(int64_t, epochs, 3, "Training epochs.");
+//   int main(int argc, char** argv) {
+//     return tandem::train::ExampleMain(
+//         argc, argv, {.name = "toy_ddp", .summary = "The toy example."},
+//         []() -> absl::StatusOr<tandem::train::ExampleRank> {
+//           // Read and check this example's flags (an error here is a usage
+//           // error), then say what every rank runs.
+//           return [](comm::Communicator& comm, Device device) { ... };
+//         });
+//   }
+//
+// Common flags (defined here, once):
+//   --backend      an engine of the launch registry or auto (the help lists
+//                  them, generated from train/launch/builtin_engines.h)
+//   --world_size   ranks; 0: the engine's default
+//   --timeout      seconds every collective may take, > 0 and finite
+//                  (default 300, as torch's init_process_group(timeout=))
+//   --checkpoint_dir, --checkpoint_every
+//                  checkpoints (train/checkpoint/run_checkpointer.h); an
+//                  example reads them with ExampleCheckpointOptions()
+//   --trace        FILE: the run's timeline (base/trace), one Chrome trace
+//                  JSON with a track per rank
+//                  (train/examples/runner/trace_file.h); a FILE that cannot be
+//                  created is a usage error
+//   --progress     auto | plain | off: rank 0's progress line
+//   --metrics      FILE: JSON lines per step, epoch and test result
+//                  (train/loop/run_monitor.h; examples report to
+//                  ActiveRunMonitor() from rank 0)
+//
+// Before anything runs, every path of the run (these and the example's own,
+// ExampleSpec::paths) is checked as one list: an output that is, holds or
+// sits inside another input or output is a usage error naming both flags, as
+// is an output that cannot be written; per-rank trace parts that already
+// exist are refused, never replaced or removed.
+//
+// The command line is parsed by base/command_line.h, not by
+// absl::ParseCommandLine (which exits 1 on an unknown flag): flags are
+// --name=value, --name value, --bool_flag or
+// --nobool_flag (one or two dashes), for flags defined under train/examples/
+// only (absl's --flagfile or --fromenv are unknown, never silently ignored);
+// --help (or -h) prints the usage and exits 0. Positional arguments, an unknown
+// flag or a bad value are usage errors. Exit codes, as Python's argparse: 0
+// success, 2 usage error (bad flag, backend that cannot run here; the message
+// says what to run instead), 1 runtime error (a rank failed; its error goes to
+// stderr; or the run's output was lost: a closed stdout or stderr is refused
+// before the run, a failed write to either, e.g. `> /dev/full` or a full
+// disk, fails it at the end, said on the other stream: base/std_streams.h).
+// Every message starts with the example's name.
+#ifndef TANDEM_TRAIN_EXAMPLES_RUNNER_EXAMPLE_MAIN_H_
+#define TANDEM_TRAIN_EXAMPLES_RUNNER_EXAMPLE_MAIN_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "base/command_line.h"
+#include "base/dtype.h"
+#include "base/run_paths.h"
+#include "comm/communicator.h"
+#include "tensor/device.h"
+#include "train/checkpoint/run_checkpointer.h"
+
+namespace tandem::train {
+
+using ::tandem::kExitOk;
+using ::tandem::kExitRuntimeError;
+using ::tandem::kExitUsageError;
+
+// One of the example's own flags that names a path the run reads or writes.
+// The runner checks them together with its own (--checkpoint_dir, --trace,
+// --metrics) before anything runs (base/run_paths.h: no output is, holds or
+// sits inside another input or output) and checks that each output can be
+// written (an output file as --trace is; an output folder as an export:
+// base::CheckOutputFolder).
+struct PathFlag {
+  std::string flag;  // the flag's name without dashes: "data"
+  base::PathRole role = base::PathRole::kInput;
+  bool folder = false;          // an output that is a folder of files
+  std::string not_a_path = {};  // a value that names no path ("synthetic")
+};
+
+struct ExampleSpec {
+  std::string name;     // "toy_ddp": the first word of every message
+  std::string summary;  // what the example does, for --help
+  std::vector<PathFlag> paths = {};  // the example's path flags, above
+};
+
+// What each rank runs; `device` is where the rank keeps its model and data
+// (train::DeviceFor: its GPU on nccl, else the CPU).
+using ExampleRank =
+    std::function<absl::Status(comm::Communicator& comm, Device device)>;
+
+// Reads the example's own flags after parsing; an error is a usage error.
+using ExampleSetup = std::function<absl::StatusOr<ExampleRank>()>;
+
+// Parses the command line, resolves the backend, runs the example on every
+// rank this process hosts and returns the exit code (above).
+int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
+                const ExampleSetup& setup);
+
+// What ParseExampleFlags found (kRun or kHelp).
+using ::tandem::ParsedCommandLine;
+
+// Sets the registered absl flags from `args` (the command line without the
+// program name). InvalidArgument naming the argument for a positional
+// argument, an unknown flag, a missing or bad value; kHelp for --help or -h.
+absl::StatusOr<ParsedCommandLine> ParseExampleFlags(
+    const std::vector<std::string>& args);
+
+// --checkpoint_dir and --checkpoint_every, for an ExampleSetup to pass to
+// its ranks. InvalidArgument (a usage error) for a negative
+// --checkpoint_every or one without --checkpoint_dir.
+absl::StatusOr<checkpoint::CheckpointOptions> ExampleCheckpointOptions();
+
+// --timeout in seconds as a Duration: InvalidArgument unless > 0 and finite.
+absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds);
+
+// The value of an example's --amp flag (mixed precision): "bf16" -> kBF16,
+// "f16" -> kF16, "off" -> nullopt (f32); InvalidArgument naming the
+// accepted values otherwise (a usage error).
+absl::StatusOr<std::optional<DType>> ParseAmpFlag(const std::string& value);
+
+// The --help text: the summary, the exit codes, then every flag defined under
+// train/examples/ (the common ones and the example's own), --backend's help
+// generated from the launch registry.
+std::string ExampleHelp(const ExampleSpec& spec);
+
+}  // namespace tandem::train
+
+#endif  // TANDEM_TRAIN_EXAMPLES_RUNNER_EXAMPLE_MAIN_H_

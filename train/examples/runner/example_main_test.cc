@@ -1,0 +1,96 @@
+#include "train/examples/runner/example_main.h"
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+ABSL_FLAG(int64_t, test_epochs, 3, "Epochs of the test.");
+ABSL_FLAG(bool, test_verbose, false, "A boolean flag.");
+
+namespace tandem::train {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Error(const std::vector<std::string>& args) {
+  absl::StatusOr<ParsedCommandLine> parsed = ParseExampleFlags(args);
+  if (parsed.ok()) return "ok";
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(parsed.status().message());
+}
+
+TEST(ParseExampleFlagsTest, SetsFlagsInEveryForm) {
+  ASSERT_EQ(Error({"--test_epochs=7", "--test_verbose"}), "ok");
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_epochs), 7);
+  EXPECT_TRUE(absl::GetFlag(FLAGS_test_verbose));
+  ASSERT_EQ(Error({"-test_epochs", "9", "--notest_verbose"}), "ok");
+  EXPECT_EQ(absl::GetFlag(FLAGS_test_epochs), 9);
+  EXPECT_FALSE(absl::GetFlag(FLAGS_test_verbose));
+  ASSERT_EQ(Error({"--world_size=3", "--backend=sim", "--timeout=1.5"}), "ok");
+}
+
+TEST(ParseExampleFlagsTest, PositionalArgumentsAreUsageErrors) {
+  EXPECT_THAT(Error({"--test_epochs=2", "extra"}),
+              HasSubstr("unexpected argument 'extra': this program takes no "
+                        "positional arguments"));
+  EXPECT_THAT(Error({"--", "--test_epochs=2"}),
+              HasSubstr("unexpected argument '--'"));
+  EXPECT_THAT(Error({"-"}), HasSubstr("unexpected argument '-'"));
+}
+
+TEST(ParseExampleFlagsTest, UnknownFlagsAndBadValuesAreUsageErrors) {
+  EXPECT_EQ(Error({"--epochz=3"}),
+            "unknown flag '--epochz=3'; see --help for the flags");
+  EXPECT_THAT(Error({"--nottest_epochs"}), HasSubstr("unknown flag"));
+  // absl's own flags would be accepted by absl and do nothing here.
+  EXPECT_THAT(Error({"--flagfile=flags.txt"}), HasSubstr("unknown flag"));
+  EXPECT_THAT(Error({"--fromenv=epochs"}), HasSubstr("unknown flag"));
+  EXPECT_THAT(Error({"--notest_epochs"}), HasSubstr("unknown flag"));
+  EXPECT_THAT(Error({"--test_epochs=three"}),
+              HasSubstr("bad value 'three' for --test_epochs"));
+  EXPECT_THAT(Error({"--test_epochs"}),
+              HasSubstr("flag '--test_epochs' needs a value"));
+}
+
+TEST(ParseExampleFlagsTest, HelpIsRecognised) {
+  for (const char* help : {"--help", "-h", "-help"}) {
+    absl::StatusOr<ParsedCommandLine> parsed =
+        ParseExampleFlags({"--test_epochs=1", help});
+    ASSERT_TRUE(parsed.ok()) << help;
+    EXPECT_EQ(*parsed, ParsedCommandLine::kHelp);
+  }
+}
+
+TEST(TimeoutFromSecondsTest, PositiveAndFiniteOnly) {
+  EXPECT_EQ(*TimeoutFromSeconds(300), absl::Seconds(300));
+  EXPECT_EQ(*TimeoutFromSeconds(0.25), absl::Milliseconds(250));
+  for (double bad : {0.0, -1.0, std::numeric_limits<double>::infinity(),
+                     std::numeric_limits<double>::quiet_NaN()}) {
+    absl::StatusOr<absl::Duration> t = TimeoutFromSeconds(bad);
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(t.status().message()),
+                HasSubstr("expected seconds > 0 and finite"));
+  }
+}
+
+TEST(ExampleHelpTest, ListsExitCodesCommonAndOwnFlagsAndTheEngines) {
+  const std::string help =
+      ExampleHelp({.name = "demo", .summary = "a demonstration."});
+  EXPECT_THAT(help, HasSubstr("demo: a demonstration."));
+  EXPECT_THAT(help, HasSubstr("Exit codes: 0 success, 1 runtime error"));
+  EXPECT_THAT(help, HasSubstr("2 usage error"));
+  EXPECT_THAT(help, HasSubstr("--backend  sim (ranks as threads in this "
+                              "process), mpi"));
+  EXPECT_THAT(help, HasSubstr("--timeout  Seconds every collective may take"));
+  EXPECT_THAT(help, HasSubstr("--test_epochs  Epochs of the test."));
+  EXPECT_THAT(help, HasSubstr("--world_size"));
+}
+
+}  // namespace
+}  // namespace tandem::train

@@ -1,0 +1,98 @@
+#include "train/examples/runner/rank_flags.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "base/status_macros.h"
+
+namespace tandem::train {
+namespace {
+
+// "--epochs" -> "epochs": the rule's words name the bare flag.
+std::string Bare(const std::string& name) {
+  return name.rfind("--", 0) == 0 ? name.substr(2) : name;
+}
+
+}  // namespace
+
+RankFlag IntFlag(std::string name, int64_t value, int64_t min, int64_t max) {
+  const std::string bare = Bare(name);
+  std::string expected = max == std::numeric_limits<int64_t>::max()
+                             ? absl::StrCat(bare, " >= ", min)
+                             : absl::StrCat(min, " <= ", bare, " <= ", max);
+  return RankFlag{.entry = ConfigEntry(std::move(name), value),
+                  .ok = value >= min && value <= max,
+                  .expected = std::move(expected)};
+}
+
+RankFlag OpenRangeFlag(std::string name, double value, double above,
+                       double below) {
+  std::string expected = absl::StrCat(above, " < ", Bare(name), " < ", below);
+  return RankFlag{.entry = ConfigEntry(std::move(name), value),
+                  .ok = value > above && value < below,
+                  .expected = std::move(expected)};
+}
+
+namespace {
+
+// "--epochs=-1 (expected 0 <= epochs <= 10)" for each broken rule.
+std::vector<std::string> BrokenRules(const std::vector<RankFlag>& flags) {
+  std::vector<std::string> bad;
+  for (const RankFlag& f : flags) {
+    if (!f.ok) {
+      bad.push_back(absl::StrCat(f.entry.name, "=", f.entry.value,
+                                 " (expected ", f.expected, ")"));
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
+absl::Status CheckFlagRules(const std::vector<RankFlag>& flags) {
+  const std::vector<std::string> bad = BrokenRules(flags);
+  if (bad.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrJoin(bad, "; "));
+}
+
+absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
+                            std::string_view who,
+                            const std::vector<RankFlag>& flags) {
+  TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, Entries(flags)));
+  const std::vector<std::string> bad = BrokenRules(flags);
+  if (bad.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(std::string(who), ": ", absl::StrJoin(bad, "; "),
+                   ". Every rank was given ",
+                   bad.size() == 1 ? "this value" : "these values",
+                   ": fix the flags and start again"));
+}
+
+absl::StatusOr<int64_t> PerRankBatch(std::string_view who,
+                                     int64_t global_batch_size,
+                                     int world_size) {
+  if (global_batch_size % world_size == 0) {
+    return global_batch_size / world_size;
+  }
+  const int64_t below = global_batch_size / world_size * world_size;
+  const int64_t above = below + world_size;
+  return absl::InvalidArgumentError(absl::StrCat(
+      std::string(who), ": --global_batch_size=", global_batch_size,
+      " is not divisible by ", world_size, " ranks; use ",
+      below > 0 ? absl::StrCat(below, " or ") : "", above,
+      " (each rank takes global_batch_size / world size samples per step), "
+      "or change the number of ranks"));
+}
+
+std::vector<ConfigEntry> Entries(const std::vector<RankFlag>& flags) {
+  std::vector<ConfigEntry> entries;
+  for (const RankFlag& f : flags) {
+    if (f.agreed) entries.push_back(f.entry);
+  }
+  return entries;
+}
+
+}  // namespace tandem::train

@@ -1,0 +1,79 @@
+#include "train/examples/toy_ddp/toy_ddp_lib.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "base/status_macros.h"
+#include "comm/rank_printer.h"
+#include "tensor/nn/mlp.h"
+#include "tensor/nn/py_repr.h"
+#include "tensor/nn/wrapper.h"
+#include "train/data/vector_dataset.h"
+#include "train/examples/runner/rank_flags.h"
+#include "train/loop/classifier.h"
+#include "train/loop/must_match.h"
+#include "train/loop/training_loop.h"
+
+namespace tandem::train {
+
+absl::StatusOr<std::unique_ptr<nn::Module>> BuildToyModel(Generator& gen) {
+  // The tutorial's NeuralNetwork keeps its MLP as `self.layers`.
+  return nn::Wrapper::Create("NeuralNetwork", "layers",
+                             nn::Mlp({2, 30, 20, 2}, gen));
+}
+
+absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
+                       Device device) {
+  // First, before any rank can fail alone on its own flags (mpirun MPMD).
+  std::vector<RankFlag> flags = config.RankFlags();
+  flags.push_back(Flag("--checkpoint_dir", config.checkpoint.dir));
+  flags.push_back(Flag("--checkpoint_every", config.checkpoint.every_steps));
+  TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "toy_ddp", flags));
+  const comm::RankPrinter printer(comm);
+  auto log = [&](const std::string& text) {  // "[GPUk] text"
+    if (config.log_ranks == "all" || comm.rank() == 0)
+      printer.PrintOnAllRanks(text);
+  };
+  TANDEM_ASSIGN_OR_RETURN(TensorDataset train_ds,
+                          VectorDataset({-1.2f, 3.1f, -0.9f, 2.9f, -0.5f, 2.6f,
+                                         2.3f, -1.1f, 2.7f, -1.5f},
+                                        2, {0, 0, 0, 1, 1}));
+  TANDEM_ASSIGN_OR_RETURN(TensorDataset test_ds,
+                          VectorDataset({-0.8f, 2.8f, 2.6f, -1.6f}, 2, {0, 1}));
+  TANDEM_ASSIGN_OR_RETURN(
+      SampledBatches train_data,
+      SampledBatches::Create(train_ds, comm, config.batch_size, true));
+  // torch.manual_seed(seed); model = NeuralNetwork(2, 2); model.to(rank)
+  Generator gen(config.seed);
+  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Module> model,
+                          BuildToyModel(gen));
+  TANDEM_RETURN_IF_ERROR(model->To(device));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<TrainingLoop> loop,
+      TrainingLoop::Create(comm, *model, ShardMode::kNone,
+                           SgdFactory(config.lr),
+                           {.who = "toy_ddp",
+                            .epochs = config.epochs,
+                            .device = device,
+                            .checkpoint = config.checkpoint,
+                            .must_match = MustMatchOnResume(Entries(flags))}));
+  LoopHooks hooks;
+  hooks.after_step = [&](const StepView& s) {
+    log(absl::StrFormat(
+        "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f", s.epoch + 1,
+        config.epochs, s.batch->labels.dim(0), config.loss_precision, s.loss));
+    return absl::OkStatus();
+  };
+  hooks.end_epoch = [&](int64_t, int64_t steps) -> absl::StatusOr<EpochEnd> {
+    return EpochEnd{
+        .report = {.samples = steps * config.batch_size * comm.size()}};
+  };
+  TANDEM_RETURN_IF_ERROR(loop->Run(train_data, CrossEntropyLoss(), hooks));
+  // "Training accuracy 1.0" (the last epoch's order), "Test accuracy 1.0".
+  return PrintTutorialAccuracies(*loop, train_data, test_ds, log);
+}
+
+std::string PythonFloatStr(double value) { return nn::PyFloatRepr(value); }
+
+}  // namespace tandem::train
