@@ -22,6 +22,7 @@
 #include "tensor/amp/autocast.h"
 #include "tensor/ops.h"
 #include "train/loop/rank_values.h"
+#include "train/parallel/core/config_agreement.h"
 #include "train/parallel/core/finite_check.h"
 #include "train/parallel/core/found_inf.h"
 #include "train/parallel/core/staged_all_gather.h"
@@ -195,6 +196,14 @@ absl::StatusOr<std::unique_ptr<TrainingLoop>> TrainingLoop::Create(
                                              std::move(options));
   loop->owned_strategy_ = std::move(strategy);
   return loop;
+}
+
+uint64_t TrainingLoop::StepSeed(int64_t global_step) const {
+  const uint64_t seed = options_.step_seed;
+  const int rank = comm_.rank();
+  uint64_t h = HashBytes(&seed, sizeof(seed));
+  h = HashBytes(&rank, sizeof(rank), h);
+  return HashBytes(&global_step, sizeof(global_step), h);
 }
 
 std::string TrainingLoop::ModelKey() const { return options_.who + ".model"; }
@@ -476,6 +485,9 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                     .global_step = global_step,
                     .sums = &sums_};
       if (options_.lr_at) TANDEM_RETURN_IF_ERROR(SetLr(global_step));
+      if (options_.reseed_each_step != nullptr) {
+        options_.reseed_each_step->ManualSeed(StepSeed(global_step));
+      }
       if (hooks.begin_step) TANDEM_RETURN_IF_ERROR(hooks.begin_step(view));
       TANDEM_RETURN_IF_ERROR(TrainStep(features, labels, loss_fn, hooks, view));
       ++global_step;

@@ -62,6 +62,7 @@
 #include "base/dtype.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "tensor/generator.h"
 #include "tensor/nn/module.h"
 #include "tensor/optim/grad_scaler.h"
 #include "tensor/optim/lr_scheduler.h"
@@ -179,6 +180,13 @@ struct LoopOptions {
   // optimizer before the step (and its begin_step hook). Empty: the
   // optimizer's own (or SetLrScheduler's).
   std::function<double(int64_t global_step)> lr_at{};
+  // A generator the model draws from while it trains (dropout's masks),
+  // reseeded before every step (and its begin_step hook) from (step_seed,
+  // the rank, the global step): each step's draws are a function of those
+  // alone, so a resumed run draws what an uninterrupted one draws with no
+  // generator in the checkpoint. Not owned; outlives Run. nullptr: none.
+  Generator* reseed_each_step = nullptr;
+  uint64_t step_seed = 0;
   // What a resume must match (name, value), recorded in every checkpoint
   // and compared before a resume loads anything (TrainingState::must_match;
   // an example passes MustMatchOnResume of its agreed flags, must_match.h).
@@ -341,7 +349,8 @@ class TrainingLoop {
                     const LoopHooks& hooks, bool run_ends);
   std::string SumsPrefix() const;  // of the epoch sums' checkpoint keys
   std::string ModelKey() const;    // "<who>.model": model_description's key
-  absl::Status SetLr(int64_t global_step);  // LoopOptions::lr_at's rate
+  absl::Status SetLr(int64_t global_step);       // LoopOptions::lr_at's rate
+  uint64_t StepSeed(int64_t global_step) const;  // reseed_each_step's seed
   // Forward, loss, backward, the optimizer step (through the scaler), the
   // loss read back; fills view.output, loss, loss_scale and skipped.
   absl::Status TrainStep(const Tensor& features, const Tensor& labels,

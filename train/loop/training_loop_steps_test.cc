@@ -11,6 +11,7 @@
 //     epoch) and ends with the uninterrupted run's weights bit for bit;
 //     checkpoint_extra rides in the checkpoint; max_steps 0 is refused;
 //   - lr_at sets each step's learning rate before it;
+//   - reseed_each_step: a stream per rank and step, the same after a resume;
 //   - model_description rides in every checkpoint and a checkpoint of
 //     another model is refused, naming both;
 //   - step_report adjusts what the monitor writes.
@@ -77,13 +78,17 @@ struct Outcome {
   std::vector<std::string> steps;           // "global@epoch:step"
   std::string resumed_model;                // resumed_extra()["test.model"]
   std::vector<double> lrs;                  // rank 0's optimizer lr per step
+  std::vector<std::vector<float>> draws;    // per rank, see Train
 };
 
 // The loop (or, with `by_hand`, a hand-written loop of micro-batches) on 2
-// ranks in `mode`.
+// ranks in `mode`. A non-null options.reseed_each_step asks for a generator
+// of each rank's own in its place, drawn from once after every step
+// (Outcome::draws).
 Outcome Train(ShardMode mode, const LoopOptions& options,
               bool by_hand = false) {
   Outcome out;
+  std::vector<std::vector<float>> draws_by_rank(2);  // one writer each
   sim::RunResult r =
       sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
         TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Data());
@@ -125,7 +130,13 @@ Outcome Train(ShardMode mode, const LoopOptions& options,
             }
           }
         } else {
-          TrainingLoop loop(comm, *model, *strategy, options);
+          Generator step_gen(0);
+          LoopOptions mine = options;
+          if (options.reseed_each_step != nullptr) {
+            mine.reseed_each_step = &step_gen;
+          }
+          std::vector<float> draws;
+          TrainingLoop loop(comm, *model, *strategy, mine);
           LoopHooks hooks;
           int64_t begun = -1;
           hooks.begin_step = [&](const StepView& s) -> absl::Status {
@@ -136,6 +147,11 @@ Outcome Train(ShardMode mode, const LoopOptions& options,
             EXPECT_EQ(begun, s.global_step);  // begin_step ran for this step
             seen.losses.push_back(s.loss);
             seen.lrs.push_back(strategy->local_optimizer()->lr(0));
+            if (mine.reseed_each_step != nullptr) {
+              float u = 0;
+              step_gen.Uniform(&u, 1, 0.f, 1.f);
+              draws.push_back(u);
+            }
             seen.steps.push_back(
                 absl::StrCat(s.global_step, "@", s.epoch, ":", s.step));
             return absl::OkStatus();
@@ -149,6 +165,7 @@ Outcome Train(ShardMode mode, const LoopOptions& options,
             }
           }
           TANDEM_RETURN_IF_ERROR(loop.Run(batches, CrossEntropyLoss(), hooks));
+          draws_by_rank[rank] = draws;
         }
         TANDEM_ASSIGN_OR_RETURN(nn::StateDict state,
                                 strategy->FullModelState());
@@ -161,6 +178,7 @@ Outcome Train(ShardMode mode, const LoopOptions& options,
         return absl::OkStatus();
       });
   out.status = r.status();
+  if (options.reseed_each_step != nullptr) out.draws = draws_by_rank;
   return out;
 }
 
@@ -252,6 +270,39 @@ TEST(TrainingLoopStepsTest, LrAtSetsEachStepsRateBeforeTheStep) {
   options.lr_at = nullptr;
   Outcome plain = Train(ShardMode::kNone, options);
   EXPECT_EQ(plain.lrs, (std::vector<double>{0.2, 0.2, 0.2, 0.2}));
+}
+
+TEST(TrainingLoopStepsTest, ReseedEachStepDrawsByRankAndStepAcrossAResume) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/reseed");
+  std::filesystem::remove_all(dir);
+  Generator placeholder(0);  // Train gives each rank a generator of its own
+  LoopOptions options;
+  options.who = "test";
+  options.epochs = 2;  // 4 steps
+  options.reseed_each_step = &placeholder;
+  options.step_seed = 7;
+  Outcome straight = Train(ShardMode::kNone, options);
+  ASSERT_TRUE(straight.status.ok()) << straight.status;
+  ASSERT_EQ(straight.draws.size(), 2u);
+  ASSERT_EQ(straight.draws[0].size(), 4u);
+  EXPECT_NE(straight.draws[0], straight.draws[1]);        // a stream per rank
+  EXPECT_NE(straight.draws[0][0], straight.draws[0][1]);  // and per step
+  EXPECT_EQ(Train(ShardMode::kNone, options).draws, straight.draws);
+  options.step_seed = 8;
+  EXPECT_NE(Train(ShardMode::kNone, options).draws, straight.draws);
+  // Stopped after epoch 0 and resumed: steps 2 and 3 draw as before.
+  options.step_seed = 7;
+  options.checkpoint.dir = dir;
+  options.epochs = 1;
+  ASSERT_TRUE(Train(ShardMode::kNone, options).status.ok());
+  options.epochs = 2;
+  Outcome resumed = Train(ShardMode::kNone, options);
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status;
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(resumed.draws[rank],
+              std::vector<float>(straight.draws[rank].begin() + 2,
+                                 straight.draws[rank].end()));
+  }
 }
 
 TEST(TrainingLoopStepsTest, ModelDescriptionRefusesAnotherModelsCheckpoint) {

@@ -26,6 +26,7 @@
 #include "train/examples/runner/model_memory.h"
 #include "train/hf/gpt2_pretrained.h"
 #include "train/loop/evaluate.h"
+#include "train/loop/index_batches.h"
 #include "train/loop/must_match.h"
 #include "train/loop/run_monitor.h"
 #include "train/loop/training_loop.h"
@@ -46,46 +47,6 @@ double LrAt(const GptDdpConfig& c, int64_t step) {
                                       .min_lr = c.min_lr},
                                      c.lr, step);
 }
-
-// Each rank's dropout masks of step `step`: a stream of their own, seeded
-// from (seed, rank, step), so a resumed run draws what an uninterrupted
-// one draws without saving every rank's generator.
-uint64_t DropoutSeed(uint64_t seed, int rank, int64_t step) {
-  uint64_t h = HashBytes(&seed, sizeof(seed));
-  h = HashBytes(&rank, sizeof(rank), h);
-  return HashBytes(&step, sizeof(step), h);
-}
-
-// The training blocks of each epoch: the sampler's order (SetEpoch), a
-// step's batch_size x grad_accum blocks in order (the loop cuts them into
-// grad_accum micro-batches of batch_size).
-class GptBatches : public EpochBatches {
- public:
-  GptBatches(const TokenBlocks& data, DistributedSampler sampler,
-             int64_t steps_per_epoch, int64_t per_step)
-      : data_(data),
-        sampler_(std::move(sampler)),
-        steps_per_epoch_(steps_per_epoch),
-        per_step_(per_step) {}
-  absl::StatusOr<int64_t> BeginEpoch(int64_t epoch) override {
-    sampler_.SetEpoch(epoch);
-    order_ = sampler_.Indices();
-    return steps_per_epoch_;
-  }
-  absl::StatusOr<Batch> GetBatch(int64_t step) override {
-    const auto first = order_.begin() + step * per_step_;
-    const std::vector<int64_t> indices(first, first + per_step_);
-    TANDEM_ASSIGN_OR_RETURN(TokenBatch b, data_.Batch(indices));
-    return Batch{.features = std::move(b.x), .labels = std::move(b.y)};
-  }
-
- private:
-  const TokenBlocks& data_;
-  DistributedSampler sampler_;
-  int64_t steps_per_epoch_;
-  int64_t per_step_;
-  std::vector<int64_t> order_;
-};
 
 std::string Printable(const std::string& bytes) {
   std::string out;
@@ -202,6 +163,10 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   options.grad_accum = config.grad_accum;
   options.model_description = model_desc;
   options.lr_at = [&config](int64_t step) { return LrAt(config, step); };
+  // Each rank's dropout masks of a step: a stream of their own, so a resumed
+  // run draws what an uninterrupted one draws.
+  options.reseed_each_step = &gen;
+  options.step_seed = config.seed;
   options.must_match = MustMatchOnResume(agreed);
   options.position_by_global_step = true;
   TANDEM_ASSIGN_OR_RETURN(
@@ -219,6 +184,9 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                      ", --max_steps=", config.max_steps, ": nothing to train"));
   }
 
+  // The training blocks of each epoch: the sampler's order, a step's
+  // batch_size x grad_accum blocks in order (the loop cuts them into
+  // grad_accum micro-batches of batch_size).
   TANDEM_ASSIGN_OR_RETURN(
       DistributedSampler sampler,
       DistributedSampler::Create(train_blocks, {.num_replicas = comm.size(),
@@ -226,6 +194,14 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                                                 .shuffle = true,
                                                 .seed = config.seed,
                                                 .drop_last = true}));
+  TANDEM_ASSIGN_OR_RETURN(
+      IndexBatches batches,
+      IndexBatches::Create(
+          std::move(sampler), per_step,
+          [&data](const std::vector<int64_t>& blocks) -> absl::StatusOr<Batch> {
+            TANDEM_ASSIGN_OR_RETURN(TokenBatch b, data.Batch(blocks));
+            return Batch{.features = std::move(b.x), .labels = std::move(b.y)};
+          }));
   out.PrintOnRank0(absl::StrFormat(
       "gpt_ddp: %s (%d tokens, %d train / %d val blocks of %d), %d rank(s) "
       "on %s, GPT %s, %d parameters, --parallel=%s",
@@ -261,13 +237,11 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   GptDdpResult result;
   const int64_t tokens_per_step =
       per_step * config.block_size * static_cast<int64_t>(comm.size());
-  GptBatches batches(data, std::move(sampler), steps_per_epoch, per_step);
   std::chrono::steady_clock::time_point t0;
   double seconds = 0;
   LoopHooks hooks;
-  hooks.begin_step = [&](const StepView& v) -> absl::Status {
+  hooks.begin_step = [&](const StepView&) -> absl::Status {
     t0 = std::chrono::steady_clock::now();
-    gen.ManualSeed(DropoutSeed(config.seed, comm.rank(), v.global_step));
     return absl::OkStatus();
   };
   hooks.after_step = [&](const StepView& v) -> absl::Status {
