@@ -29,7 +29,7 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                    [](const RankFlag& f) { return f.entry.name == "--seed"; }) +
           1,
       {Flag("--split_seed", config.split_seed),
-       OpenRangeFlag("--test_fraction", config.test_fraction, 0, 1),
+       RealFlag("--test_fraction", config.test_fraction, 0, 1, true, true),
        Flag("--checkpoint_dir", config.checkpoint.dir),
        Flag("--checkpoint_every", config.checkpoint.every_steps)});
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "digits_ddp", flags));

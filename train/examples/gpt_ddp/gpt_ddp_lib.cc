@@ -152,7 +152,8 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   options.epochs = (config.max_steps + steps_per_epoch - 1) / steps_per_epoch;
   options.device = device;
   options.checkpoint = config.checkpoint;
-  options.autocast = AutocastDType(config.amp);
+  const std::optional<DType> autocast_dtype = AutocastDType(config.amp);
+  options.autocast = autocast_dtype;
   options.max_grad_norm = config.grad_clip;
   // f16's narrow range needs loss scaling (ddp only: CheckGptDdpConfig).
   if (config.amp == "f16") options.grad_scaler = optim::GradScalerOptions{};
@@ -223,8 +224,8 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
               TANDEM_ASSIGN_OR_RETURN(Tensor x, b.x.To(device));
               TANDEM_ASSIGN_OR_RETURN(Tensor y, b.y.To(device));
               std::optional<amp::Autocast> autocast;
-              if (AutocastDType(config.amp).has_value()) {
-                autocast.emplace(device.type(), *AutocastDType(config.amp));
+              if (autocast_dtype.has_value()) {
+                autocast.emplace(device.type(), *autocast_dtype);
               }
               TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer.Forward(x));
               TANDEM_ASSIGN_OR_RETURN(Tensor l, nn::Gpt::Loss(logits, y));

@@ -310,12 +310,4 @@ int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
   return base::FinishStdStreams(spec.name, RunExample(argc, argv, spec, setup));
 }
 
-absl::StatusOr<std::optional<DType>> ParseAmpFlag(const std::string& value) {
-  if (value == "bf16") return std::optional<DType>(DType::kBF16);
-  if (value == "f16") return std::optional<DType>(DType::kF16);
-  if (value == "off") return std::optional<DType>();
-  return absl::InvalidArgumentError(
-      absl::StrCat("--amp=", value, "; expected bf16, f16 or off"));
-}
-
 }  // namespace tandem::train

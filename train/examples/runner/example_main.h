@@ -53,7 +53,6 @@
 #define TANDEM_TRAIN_EXAMPLES_RUNNER_EXAMPLE_MAIN_H_
 
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,7 +60,6 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/command_line.h"
-#include "base/dtype.h"
 #include "base/run_paths.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
@@ -121,11 +119,6 @@ absl::StatusOr<checkpoint::CheckpointOptions> ExampleCheckpointOptions();
 
 // --timeout in seconds as a Duration: InvalidArgument unless > 0 and finite.
 absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds);
-
-// The value of an example's --amp flag (mixed precision): "bf16" -> kBF16,
-// "f16" -> kF16, "off" -> nullopt (f32); InvalidArgument naming the
-// accepted values otherwise (a usage error).
-absl::StatusOr<std::optional<DType>> ParseAmpFlag(const std::string& value);
 
 // The --help text: the summary, the exit codes, then every flag defined under
 // train/examples/ (the common ones and the example's own), --backend's help

@@ -1,6 +1,5 @@
 #include "train/examples/runner/example_options.h"
 
-#include <cmath>
 #include <string>
 #include <utility>
 
@@ -9,11 +8,6 @@
 
 namespace tandem::train {
 namespace {
-
-// "--epochs" -> "epochs": the rule's words name the bare option.
-std::string Bare(const std::string& name) {
-  return name.rfind("--", 0) == 0 ? name.substr(2) : name;
-}
 
 RankFlag WithRule(ConfigEntry entry, bool ok, std::string expected,
                   OptionScope scope) {
@@ -34,20 +28,10 @@ RankFlag OptionFlag(std::string name, int64_t value,
 
 RankFlag OptionFlag(std::string name, double value,
                     option_rules::RealRange rule, OptionScope scope) {
-  const std::string bare = Bare(name);
-  std::string expected;
-  if (std::isinf(rule.max)) {
-    expected = absl::StrCat(bare, rule.min_open ? " > " : " >= ", rule.min,
-                            ", finite");
-  } else {
-    expected = absl::StrCat(rule.min, rule.min_open ? " < " : " <= ", bare,
-                            rule.max_open ? " < " : " <= ", rule.max);
-  }
-  const bool ok = std::isfinite(value) &&
-                  (rule.min_open ? value > rule.min : value >= rule.min) &&
-                  (rule.max_open ? value < rule.max : value <= rule.max);
-  return WithRule(ConfigEntry(std::move(name), value), ok, std::move(expected),
-                  scope);
+  RankFlag flag = RealFlag(std::move(name), value, rule.min, rule.max,
+                           rule.min_open, rule.max_open);
+  flag.agreed = scope == OptionScope::kAgreed;
+  return flag;
 }
 
 RankFlag OptionFlag(std::string name, const std::string& value,

@@ -1,5 +1,6 @@
 #include "train/examples/runner/rank_flags.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,11 +29,19 @@ RankFlag IntFlag(std::string name, int64_t value, int64_t min, int64_t max) {
                   .expected = std::move(expected)};
 }
 
-RankFlag OpenRangeFlag(std::string name, double value, double above,
-                       double below) {
-  std::string expected = absl::StrCat(above, " < ", Bare(name), " < ", below);
+RankFlag RealFlag(std::string name, double value, double min, double max,
+                  bool min_open, bool max_open) {
+  const std::string bare = Bare(name);
+  std::string expected =
+      std::isinf(max)
+          ? absl::StrCat(bare, min_open ? " > " : " >= ", min, ", finite")
+          : absl::StrCat(min, min_open ? " < " : " <= ", bare,
+                         max_open ? " < " : " <= ", max);
+  const bool ok = std::isfinite(value) &&
+                  (min_open ? value > min : value >= min) &&
+                  (max_open ? value < max : value <= max);
   return RankFlag{.entry = ConfigEntry(std::move(name), value),
-                  .ok = value > above && value < below,
+                  .ok = ok,
                   .expected = std::move(expected)};
 }
 

@@ -61,9 +61,11 @@ RankFlag Flag(std::string name, T value) {
 // An integer in [min, max] (max: no upper bound when left out).
 RankFlag IntFlag(std::string name, int64_t value, int64_t min,
                  int64_t max = std::numeric_limits<int64_t>::max());
-// A real number strictly between `above` and `below` (NaN fails).
-RankFlag OpenRangeFlag(std::string name, double value, double above,
-                       double below);
+// A finite real number from `min` to `max`, each end open or closed
+// (infinite `max`: no upper bound). Its words: "0 < fraction < 1",
+// "0 <= beta1 < 1", "lr >= 0, finite". NaN and the infinities fail.
+RankFlag RealFlag(std::string name, double value, double min, double max,
+                  bool min_open, bool max_open);
 
 // As above: OK, or the agreement's error (entries with `agreed` only), or
 // InvalidArgument naming `who`, each entry that breaks its rule with its

@@ -28,12 +28,13 @@ std::vector<absl::Status> Check(
 
 TEST(RankFlagsTest, GoodFlagsPass) {
   for (const absl::Status& s : Check(2, [](int) {
-         return std::vector<RankFlag>{IntFlag("--epochs", 0, 0, 10),
-                                      IntFlag("--batch_size", 1, 1),
-                                      OpenRangeFlag("--fraction", 0.5, 0, 1),
-                                      Flag("--lr", 0.1),
-                                      Flag("--dir", "ck"),
-                                      Flag("--seed", uint64_t{7})};
+         return std::vector<RankFlag>{
+             IntFlag("--epochs", 0, 0, 10),
+             IntFlag("--batch_size", 1, 1),
+             RealFlag("--fraction", 0.5, 0, 1, true, true),
+             Flag("--lr", 0.1),
+             Flag("--dir", "ck"),
+             Flag("--seed", uint64_t{7})};
        })) {
     EXPECT_TRUE(s.ok()) << s;
   }
@@ -43,7 +44,8 @@ TEST(RankFlagsTest, NamesEveryBrokenRuleOnEveryRank) {
   for (const absl::Status& s : Check(2, [](int) {
          return std::vector<RankFlag>{
              IntFlag("--epochs", -1, 0, 10), IntFlag("--batch_size", 0, 1),
-             IntFlag("--hidden", 5, 1), OpenRangeFlag("--fraction", 1, 0, 1)};
+             IntFlag("--hidden", 5, 1),
+             RealFlag("--fraction", 1, 0, 1, true, true)};
        })) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_EQ(s.message(),
@@ -55,7 +57,7 @@ TEST(RankFlagsTest, NamesEveryBrokenRuleOnEveryRank) {
   for (const absl::Status& s : Check(1, [](int) {
          return std::vector<RankFlag>{
              IntFlag("--epochs", 11, 0, 10),
-             OpenRangeFlag("--fraction", std::nan(""), 0, 1)};
+             RealFlag("--fraction", std::nan(""), 0, 1, true, true)};
        })) {
     EXPECT_EQ(s.message(),
               "demo: --epochs=11 (expected 0 <= epochs <= 10); --fraction=nan "
