@@ -68,8 +68,6 @@
 #include "tensor/nn/layers/sequential.h"
 #include "tensor/nn/models/gpt.h"
 #include "tensor/ops.h"
-#include "tensor/optim/adamw.h"
-#include "tensor/optim/param_groups.h"
 #include "train/parallel/strategy.h"
 
 ABSL_FLAG(std::string, model, "mlp",
@@ -227,15 +225,7 @@ absl::StatusOr<CaseResult> RunCase(bench::RankMemory& memory, ShardMode mode,
             auto trainer,
             train::Strategy::Create(
                 mode, *work.model, comm,
-                [](std::vector<Tensor> params)
-                    -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
-                  TANDEM_ASSIGN_OR_RETURN(
-                      optim::AdamW adam,
-                      optim::AdamW::Create(
-                          optim::WeightDecayGroups(std::move(params), 0.1),
-                          {.lr = 1e-4}));
-                  return std::make_unique<optim::AdamW>(std::move(adam));
-                },
+                train::AdamWFactory({.lr = 1e-4, .weight_decay = 0.1}),
                 {.fsdp_unit_layers = work.fsdp_unit_layers}));
         int64_t forward_bytes = 0;
         auto step = [&]() -> absl::Status {

@@ -1,5 +1,6 @@
 #include "train/loop/training_loop.h"
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -484,12 +485,21 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                     .batch = &batch,
                     .global_step = global_step,
                     .sums = &sums_};
+      const auto started = std::chrono::steady_clock::now();
       if (options_.lr_at) TANDEM_RETURN_IF_ERROR(SetLr(global_step));
       if (options_.reseed_each_step != nullptr) {
         options_.reseed_each_step->ManualSeed(StepSeed(global_step));
       }
       if (hooks.begin_step) TANDEM_RETURN_IF_ERROR(hooks.begin_step(view));
       TANDEM_RETURN_IF_ERROR(TrainStep(features, labels, loss_fn, hooks, view));
+      if (options_.mean_loss_over_ranks) {
+        std::vector<double> sum = {view.loss};
+        TANDEM_RETURN_IF_ERROR(SumOverRanks(comm_, device, sum));
+        view.mean_loss = sum[0] / comm_.size();
+      }
+      view.seconds = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - started)
+                         .count();
       ++global_step;
       if (hooks.after_step) TANDEM_RETURN_IF_ERROR(hooks.after_step(view));
       if (monitor != nullptr) {
@@ -500,9 +510,18 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                               .step = b,
                               .steps_per_epoch = steps,
                               .samples = batch.labels.dim(0) * comm_.size(),
-                              .loss = view.loss,
+                              .loss = options_.mean_loss_over_ranks
+                                          ? view.mean_loss
+                                          : view.loss,
                               .loss_scale = view.loss_scale,
                               .skipped = view.skipped});
+        if (options_.position_by_global_step) {
+          // The run is one schedule: one epoch of max_steps steps.
+          report.epoch = 0;
+          report.epochs = 1;
+          report.step = view.global_step;
+          report.steps_per_epoch = options_.max_steps;
+        }
         if (hooks.step_report) hooks.step_report(view, report);
         monitor->Step(report);
       }

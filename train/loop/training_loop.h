@@ -198,7 +198,14 @@ struct LoopOptions {
   // global_step % steps per epoch), whatever epoch the checkpoint names, so
   // a run stopped at max_steps resumes inside that epoch when given more
   // steps. An epoch of another length after a resume: FailedPrecondition.
+  // The monitor's progress then counts the run's steps as one epoch of
+  // max_steps steps (step = the global step).
   bool position_by_global_step = false;
+  // Each step's loss averaged over every rank (StepView::mean_loss, also
+  // the monitor's loss): the ranks' losses summed in one all-reduce of a
+  // double, then divided by the world size. Collective, every step. false:
+  // mean_loss stays kUnknown.
+  bool mean_loss_over_ranks = false;
 };
 
 // The most epochs an example takes: far beyond any use of them; more is a
@@ -227,6 +234,12 @@ struct StepView {
   // without one.
   double loss_scale = kUnknown;
   bool skipped = false;
+  // The loss averaged over every rank under
+  // LoopOptions::mean_loss_over_ranks; kUnknown otherwise.
+  double mean_loss = kUnknown;
+  // This rank's wall time of the step, from before begin_step to the loss
+  // (and mean_loss) read back: the step's throughput, never its result.
+  double seconds = 0;
 };
 
 // What the end_epoch hook returns: the epoch's report for the monitor

@@ -14,12 +14,18 @@
 //   - reseed_each_step: a stream per rank and step, the same after a resume;
 //   - model_description rides in every checkpoint and a checkpoint of
 //     another model is refused, naming both;
-//   - step_report adjusts what the monitor writes.
+//   - step_report adjusts what the monitor writes;
+//   - mean_loss_over_ranks: each step's loss averaged over the ranks, the
+//     monitor's loss; a run positioned by its global step is one epoch of
+//     max_steps steps to the monitor; StepView::seconds is measured.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -28,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "base/status_macros.h"
 #include "comm/communicator.h"
 #include "gmock/gmock.h"
@@ -373,6 +380,90 @@ TEST(TrainingLoopStepsTest, StepReportAdjustsTheMonitorsRecord) {
   text << in.rdbuf();
   EXPECT_THAT(text.str(), HasSubstr("\"samples\":1000,\"loss\":0.5"));
   EXPECT_THAT(text.str(), HasSubstr("\"samples\":1001,\"loss\":0.5"));
+}
+
+TEST(TrainingLoopStepsTest, MeanLossOverRanksAndTheOneScheduleReport) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/mean.jsonl");
+  std::filesystem::remove(path);
+  RunMonitor monitor(
+      {.name = "test", .progress = ProgressMode::kOff, .metrics_path = path});
+  // Per global step: each rank's loss, and each rank's mean_loss.
+  std::map<int64_t, std::vector<double>> losses, means;
+  std::mutex mu;
+  bool timed = true;
+  {
+    ScopedActiveRunMonitor active(&monitor);
+    sim::RunResult r =
+        sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+          TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Data());
+          TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
+          LoopOptions options;
+          options.who = "test";
+          options.epochs = 2;  // 2 steps each
+          options.max_steps = 3;
+          options.position_by_global_step = true;
+          options.mean_loss_over_ranks = true;
+          TANDEM_ASSIGN_OR_RETURN(
+              auto loop, TrainingLoop::Create(comm, *model, ShardMode::kNone,
+                                              SgdFactory(0.1), options));
+          TANDEM_ASSIGN_OR_RETURN(
+              SampledBatches batches,
+              SampledBatches::Create(data, comm, kBatch, /*drop_last=*/true));
+          LoopHooks hooks;
+          hooks.after_step = [&](const StepView& s) -> absl::Status {
+            std::lock_guard<std::mutex> lock(mu);
+            losses[s.global_step].resize(2);
+            means[s.global_step].resize(2);
+            losses[s.global_step][rank] = s.loss;
+            means[s.global_step][rank] = s.mean_loss;
+            if (!(s.seconds > 0)) timed = false;
+            return absl::OkStatus();
+          };
+          return loop->Run(batches, CrossEntropyLoss(), hooks);
+        });
+    ASSERT_TRUE(r.status().ok()) << r.status();
+  }
+  ASSERT_TRUE(monitor.Finish().ok());
+  ASSERT_EQ(losses.size(), 3u);
+  EXPECT_TRUE(timed);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const auto& [step, pair] : losses) {
+    EXPECT_NE(pair[0], pair[1]);  // the ranks' batches differ
+    const double mean = (pair[0] + pair[1]) / 2;
+    EXPECT_EQ(means[step][0], mean);
+    EXPECT_EQ(means[step][1], mean);
+    // One epoch of max_steps steps, the mean as the monitor's loss.
+    EXPECT_THAT(text.str(),
+                HasSubstr(absl::StrCat("{\"kind\":\"step\",\"epoch\":1,"
+                                       "\"step\":",
+                                       step + 1, ",\"global_step\":", step + 1,
+                                       ",\"samples\":8,\"loss\":",
+                                       absl::StrFormat("%.9g", mean))));
+  }
+  // Off: mean_loss stays unknown.
+  sim::RunResult off =
+      sim::Run(2, [&](int, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Data());
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
+        LoopOptions options;
+        options.who = "test";
+        options.epochs = 1;
+        TANDEM_ASSIGN_OR_RETURN(
+            auto loop, TrainingLoop::Create(comm, *model, ShardMode::kNone,
+                                            SgdFactory(0.1), options));
+        TANDEM_ASSIGN_OR_RETURN(
+            SampledBatches batches,
+            SampledBatches::Create(data, comm, kBatch, /*drop_last=*/true));
+        LoopHooks hooks;
+        hooks.after_step = [](const StepView& s) -> absl::Status {
+          EXPECT_TRUE(std::isnan(s.mean_loss));
+          return absl::OkStatus();
+        };
+        return loop->Run(batches, CrossEntropyLoss(), hooks);
+      });
+  ASSERT_TRUE(off.status().ok()) << off.status();
 }
 
 }  // namespace

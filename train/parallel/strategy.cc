@@ -12,12 +12,13 @@
 #include "tensor/autograd/autograd.h"
 #include "tensor/nn/layers/sequential.h"
 #include "tensor/optim/clip_grad.h"
+#include "tensor/optim/param_groups.h"
 #include "train/parallel/sharded/shard_weight_decay.h"
 
 namespace tandem::train {
 
 absl::StatusOr<ShardMode> ParseShardMode(std::string_view text) {
-  if (text == "none") return ShardMode::kNone;
+  if (text == "none" || text == "ddp") return ShardMode::kNone;
   if (text == "zero1") return ShardMode::kZero1;
   if (text == "zero2") return ShardMode::kZero2;
   if (text == "fsdp") return ShardMode::kFsdp;
@@ -62,6 +63,18 @@ ShardOptimizerFactory SgdFactory(double lr, optim::SgdOptions options) {
     TANDEM_ASSIGN_OR_RETURN(optim::Sgd sgd,
                             optim::Sgd::Create(std::move(params), lr, options));
     return std::make_unique<optim::Sgd>(std::move(sgd));
+  };
+}
+
+ShardOptimizerFactory AdamWFactory(optim::AdamWOptions options) {
+  return [options](std::vector<Tensor> params)
+             -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
+    TANDEM_ASSIGN_OR_RETURN(
+        optim::AdamW adam,
+        optim::AdamW::Create(
+            optim::WeightDecayGroups(std::move(params), options.weight_decay),
+            options));
+    return std::make_unique<optim::AdamW>(std::move(adam));
   };
 }
 

@@ -74,6 +74,7 @@
 #include "base/dtype.h"
 #include "comm/communicator.h"
 #include "tensor/nn/module.h"
+#include "tensor/optim/adamw.h"
 #include "tensor/optim/optimizer.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
@@ -87,9 +88,9 @@ namespace tandem::train {
 
 enum class ShardMode { kNone, kZero1, kZero2, kFsdp, kLocal, kPipeline };
 
-// "none", "zero1", "zero2", "fsdp" (the --shard values; kLocal and
-// kPipeline are not);
-// InvalidArgument naming the choices.
+// "none" (or "ddp", gpt_ddp's --parallel word), "zero1", "zero2", "fsdp"
+// (the --shard values; kLocal and kPipeline are not); InvalidArgument
+// naming the choices.
 absl::StatusOr<ShardMode> ParseShardMode(std::string_view text);
 std::string ShardModeName(ShardMode mode);
 
@@ -102,6 +103,14 @@ absl::Status CheckShardAmp(ShardMode mode, std::optional<DType> amp);
 // The factory of an optim::Sgd(lr, options) over the tensors it is given
 // (Sgd::Create's checks: lr and options finite, PyTorch's rules).
 ShardOptimizerFactory SgdFactory(double lr, optim::SgdOptions options = {});
+
+// The factory of an optim::AdamW(options) over nanoGPT's two parameter
+// groups of the tensors it is given (optim::WeightDecayGroups:
+// options.weight_decay on tensors of two or more dimensions, none on the
+// rest). A sharded strategy hands it 1-d shards, which all land in the
+// no-decay group and then take their parameters' decay
+// (sharded/shard_weight_decay.h), so every mode takes the same steps.
+ShardOptimizerFactory AdamWFactory(optim::AdamWOptions options);
 
 // Where world rank `rank` of `world_size` sits in a pipeline of
 // world_size / replicas stages, each replicated `replicas` times: replica

@@ -382,6 +382,7 @@ TEST(StrategyTest, ModeNames) {
   EXPECT_EQ(ShardModeName(ShardMode::kLocal), "local");
   // local is chosen by code, not by --shard.
   EXPECT_FALSE(ParseShardMode("local").ok());
+  EXPECT_EQ(*ParseShardMode("ddp"), ShardMode::kNone);
   for (ShardMode mode : kModes) {
     absl::StatusOr<ShardMode> back = ParseShardMode(ShardModeName(mode));
     ASSERT_TRUE(back.ok()) << back.status();
