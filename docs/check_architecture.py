@@ -215,7 +215,7 @@ class Checker:
                     break
             if not found and room and "/" not in alt:
                 # A bare name may sit in one folder of the room
-                # (train/examples/gpt_ddp/gpt_corpus.h); it must be one.
+                # (train/examples/gpt_ddp/gpt_ddp_config.h); it must be one.
                 found = len([f for f in self.files
                              if f.startswith(room + "/")
                              and os.path.basename(f) == alt]) == 1

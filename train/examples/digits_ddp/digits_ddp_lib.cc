@@ -9,7 +9,7 @@
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "tensor/nn/mlp.h"
-#include "train/examples/digits_ddp/digits_data.h"
+#include "train/data/datasets/digits.h"
 #include "train/examples/runner/rank_flags.h"
 #include "train/loop/classifier.h"
 #include "train/loop/must_match.h"

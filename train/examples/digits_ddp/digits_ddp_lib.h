@@ -6,9 +6,9 @@
 //   });
 //
 // The ranks of one process (the simulated cluster's threads) share one
-// read-only copy of the file, loaded once (digits_data.h); every process
-// loads it and makes the same fixed split (a permutation
-// from `split_seed`; the first `test_fraction` of it is held out), scales the
+// read-only copy of the file, loaded once (train/data/datasets/digits.h);
+// every process loads it and makes the same fixed split (a permutation from
+// `split_seed`; the first `test_fraction` of it is held out), scales the
 // pixels from 0..16 to 0..1, builds an MLP 64 -> hidden -> 10 with ReLU from
 // `seed`, and trains with SGD (momentum) under DDP, each rank on its
 // DistributedSampler shard (shuffle, SetEpoch every epoch), with the global

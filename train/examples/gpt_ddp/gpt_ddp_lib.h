@@ -72,8 +72,8 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "train/data/datasets/byte_corpus.h"  // LoadByteCorpus
 #include "train/data/token_blocks.h"
-#include "train/examples/gpt_ddp/gpt_corpus.h"  // LoadGptCorpus
 #include "train/examples/gpt_ddp/gpt_ddp_config.h"  // GptDdpConfig, CheckGptDdpConfig
 
 namespace tandem::train {

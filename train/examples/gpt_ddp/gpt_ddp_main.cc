@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
         auto config = tandem::train::ResolveGptDdpConfig(*options, *checkpoint);
         if (!config.ok()) return config.status();
         // The corpus is read once per process; the ranks share its tokens.
-        auto data = tandem::train::LoadGptCorpus(config->data, *config);
+        auto data = tandem::train::LoadByteCorpus(
+            config->data, config->block_size, config->model.vocab_size);
         if (!data.ok()) return data.status();
         auto shared = std::make_shared<const tandem::train::TokenBlocks>(*data);
         return [config = *config, shared](tandem::comm::Communicator& comm,

@@ -57,7 +57,8 @@ struct SimRun {
 SimRun RunOnSim(const GptDdpConfig& config) {
   SimRun run;
   run.results.resize(2);
-  absl::StatusOr<TokenBlocks> data = LoadGptCorpus(kCorpus, config);
+  absl::StatusOr<TokenBlocks> data =
+      LoadByteCorpus(kCorpus, config.block_size, config.model.vocab_size);
   if (!data.ok()) {
     run.status = data.status();
     return run;

@@ -23,7 +23,7 @@
 #include "tensor/optim/lr_scheduler.h"
 #include "tensor/optim/sgd.h"
 #include "train/checkpoint/safetensors.h"
-#include "train/examples/resnet_ddp/resnet_ddp_data.h"
+#include "train/data/datasets/image_splits.h"
 #include "train/examples/runner/model_memory.h"
 #include "train/examples/runner/rank_flags.h"
 #include "train/loop/map_batches.h"
@@ -101,7 +101,16 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
   const int64_t world = comm.size();
 
   // The images: enough for a full batch and a held-out image on every rank.
-  TANDEM_ASSIGN_OR_RETURN(ResnetData data, LoadResnetData(config));
+  TANDEM_ASSIGN_OR_RETURN(
+      ImageSplits data,
+      LoadImageSplits({.data = config.data,
+                       .image_size = config.image_size,
+                       .num_classes = config.num_classes,
+                       .synthetic_size = config.synthetic_size,
+                       .val_fraction = config.val_fraction,
+                       .split_seed = config.split_seed,
+                       .seed = config.seed,
+                       .who = "resnet_ddp"}));
   const int64_t train_size = static_cast<int64_t>(data.train_indices.size());
   const int64_t val_size = static_cast<int64_t>(data.val_indices.size());
   if (val_size < world ||

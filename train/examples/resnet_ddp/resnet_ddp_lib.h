@@ -2,8 +2,8 @@
 // train it (the ImageNet/CIFAR reference recipe): SGD with momentum 0.9 and
 // weight decay 5e-4, a step or cosine learning-rate schedule stepped once
 // per epoch, optional SyncBatchNorm, on an image folder or on synthetic
-// images (train/examples/resnet_ddp/resnet_ddp_data.h says how the held-out
-// split is chosen).
+// images (train/data/datasets/image_splits.h says how the held-out split
+// is chosen).
 //
 //   sim::Run(2, [](int, comm::Communicator& comm) {
 //     return train::RunResnetDdp(comm, train::ResnetConfig{}).status();

@@ -7,9 +7,10 @@
 //   mpirun -np 2 bazel-bin/train/examples/resnet_ddp --backend=mpi
 //
 // What it prints is described in train/examples/resnet_ddp/resnet_ddp_lib.h;
-// where the images and the held-out split come from in resnet_ddp_data.h. The
-// common flags (backend, world size, checkpoints, trace, progress, metrics) and
-// the exit codes come from train/examples/runner/example_main.h.
+// where the images and the held-out split come from in
+// train/data/datasets/image_splits.h. The common flags (backend, world size,
+// checkpoints, trace, progress, metrics) and the exit codes come from
+// train/examples/runner/example_main.h.
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "tensor/cpu/blas.h"

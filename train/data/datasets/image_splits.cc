@@ -1,4 +1,4 @@
-#include "train/examples/resnet_ddp/resnet_ddp_data.h"
+#include "train/data/datasets/image_splits.h"
 
 #include <sys/stat.h>
 
@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "base/status_macros.h"
+#include "tensor/generator.h"
 #include "train/data/image_folder.h"
 #include "train/data/image_transforms.h"
 #include "train/data/synthetic_images.h"
@@ -51,7 +52,32 @@ std::vector<int64_t> Range(int64_t n) {
   return out;
 }
 
-absl::Status CheckClassCount(const ResnetOptions& options,
+// What the errors of `options` begin with.
+std::string Who(const ImageSplitOptions& options) {
+  return options.who.empty() ? "" : absl::StrCat(options.who, ": ");
+}
+
+// The options' ranges: what the loader needs to be defined.
+absl::Status CheckOptions(const ImageSplitOptions& o) {
+  std::string broken;
+  if (o.image_size < 1) {
+    broken = absl::StrCat("--image_size=", o.image_size,
+                          " (expected image_size >= 1)");
+  } else if (o.num_classes < 0) {
+    broken = absl::StrCat("--num_classes=", o.num_classes,
+                          " (expected num_classes >= 0)");
+  } else if (o.synthetic_size < 1) {
+    broken = absl::StrCat("--synthetic_size=", o.synthetic_size,
+                          " (expected synthetic_size >= 1)");
+  } else if (!(o.val_fraction > 0 && o.val_fraction < 1)) {
+    broken = absl::StrCat("--val_fraction=", o.val_fraction,
+                          " (expected 0 < val_fraction < 1)");
+  }
+  if (broken.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(Who(o), broken));
+}
+
+absl::Status CheckClassCount(const ImageSplitOptions& options,
                              const std::string& folder,
                              const std::vector<std::string>& classes) {
   const int64_t found = static_cast<int64_t>(classes.size());
@@ -61,7 +87,7 @@ absl::Status CheckClassCount(const ResnetOptions& options,
     const bool only_split =
         found == 1 && (classes[0] == "train" || classes[0] == "val");
     return absl::InvalidArgumentError(absl::StrCat(
-        "resnet_ddp: ", folder, " has ", found, " class folder(s)",
+        Who(options), folder, " has ", found, " class folder(s)",
         found == 1 ? absl::StrCat(" (", classes[0], ")") : "",
         "; a classifier needs at least two. ",
         only_split ? absl::StrCat("It looks like a train/val layout with only ",
@@ -75,11 +101,11 @@ absl::Status CheckClassCount(const ResnetOptions& options,
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      "resnet_ddp: --num_classes=", options.num_classes, " but ", folder,
+      Who(options), "--num_classes=", options.num_classes, " but ", folder,
       " has ", found, " class folder(s); drop --num_classes or pass ", found));
 }
 
-// A folder's listing as ResnetData::fingerprint: every sample's path below
+// A folder's listing as ImageSplits::fingerprint: every sample's path below
 // `root`, its class and its size (stat; -1 when it cannot be read), in order.
 std::string ListingFingerprint(const std::string& root,
                                const ImageFolderDataset& images) {
@@ -98,11 +124,11 @@ std::string ListingFingerprint(const std::string& root,
   return HashHex(hash);
 }
 
-absl::StatusOr<ResnetData> LoadSynthetic(const ResnetOptions& options) {
+absl::StatusOr<ImageSplits> LoadSynthetic(const ImageSplitOptions& options) {
   const int64_t classes =
       options.num_classes == 0 ? int64_t{10} : options.num_classes;
   const int64_t n_val = std::max<int64_t>(1, options.synthetic_size / 4);
-  ResnetData out;
+  ImageSplits out;
   out.train = std::make_shared<SyntheticImages>(
       options.synthetic_size, 0, classes, options.image_size, options.seed);
   out.val = std::make_shared<SyntheticImages>(
@@ -119,7 +145,7 @@ absl::StatusOr<ResnetData> LoadSynthetic(const ResnetOptions& options) {
 
 // A folder with train/ and val/ (`split`), or one whose held-out images a
 // permutation picks.
-absl::StatusOr<ResnetData> LoadFolder(const ResnetOptions& options) {
+absl::StatusOr<ImageSplits> LoadFolder(const ImageSplitOptions& options) {
   const std::string& root = options.data;
   const bool split = IsFolder(root + "/train") && IsFolder(root + "/val");
   const std::string train_dir = split ? root + "/train" : root;
@@ -134,13 +160,13 @@ absl::StatusOr<ResnetData> LoadFolder(const ResnetOptions& options) {
           val_dir, {.transform = EvalTransform(options.image_size)}));
   if (split && train->classes() != val->classes()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("resnet_ddp: ", train_dir, " has the classes [",
+        absl::StrCat(Who(options), train_dir, " has the classes [",
                      absl::StrJoin(train->classes(), ", "), "] but ", val_dir,
                      " has [", absl::StrJoin(val->classes(), ", "),
                      "]; both need the same class folders"));
   }
   TANDEM_RETURN_IF_ERROR(CheckClassCount(options, train_dir, train->classes()));
-  ResnetData out;
+  ImageSplits out;
   out.num_classes = static_cast<int64_t>(train->classes().size());
   if (split) {
     out.train_indices = Range(train->size());
@@ -156,7 +182,7 @@ absl::StatusOr<ResnetData> LoadFolder(const ResnetOptions& options) {
         static_cast<int64_t>(std::llround(options.val_fraction * n));
     if (n_val < 1 || n - n_val < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "resnet_ddp: ", root, " has ", n, " image(s); --val_fraction=",
+          Who(options), root, " has ", n, " image(s); --val_fraction=",
           options.val_fraction, " holds out ", n_val,
           ", which leaves a split empty; add images, change --val_fraction, "
           "or give the folder train/ and val/ sub-folders"));
@@ -178,11 +204,8 @@ absl::StatusOr<ResnetData> LoadFolder(const ResnetOptions& options) {
 
 }  // namespace
 
-absl::StatusOr<ResnetData> LoadResnetData(const ResnetOptions& options) {
-  if (absl::Status s = CheckFlagRules(options.RankFlags()); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("resnet_ddp: ", s.message()));
-  }
+absl::StatusOr<ImageSplits> LoadImageSplits(const ImageSplitOptions& options) {
+  TANDEM_RETURN_IF_ERROR(CheckOptions(options));
   if (options.data == "synthetic") return LoadSynthetic(options);
   return LoadFolder(options);
 }

@@ -1,6 +1,6 @@
-// LoadGptCorpus: a file's bytes as tokens in blocks, and the corpora it
+// LoadByteCorpus: a file's bytes as tokens in blocks, and the corpora it
 // refuses (too short for one block, a byte outside the vocabulary).
-#include "train/examples/gpt_ddp/gpt_corpus.h"
+#include "train/data/datasets/byte_corpus.h"
 
 #include <cstdint>
 #include <fstream>
@@ -23,16 +23,9 @@ std::string Write(const std::string& name, const std::string& bytes) {
   return path;
 }
 
-GptDdpConfig Config(int64_t block_size, int64_t vocab) {
-  GptDdpConfig c;
-  c.block_size = block_size;
-  c.model.vocab_size = vocab;
-  return c;
-}
-
-TEST(GptCorpusTest, BytesAreTokensInBlocks) {
+TEST(ByteCorpusTest, BytesAreTokensInBlocks) {
   const std::string path = Write("abc.txt", "abcdefghij");  // 10 bytes
-  absl::StatusOr<TokenBlocks> blocks = LoadGptCorpus(path, Config(4, 256));
+  absl::StatusOr<TokenBlocks> blocks = LoadByteCorpus(path, 4, 256);
   ASSERT_TRUE(blocks.ok()) << blocks.status();
   EXPECT_EQ(blocks->num_tokens(), 10);
   EXPECT_EQ(blocks->source(), path);
@@ -46,27 +39,27 @@ TEST(GptCorpusTest, BytesAreTokensInBlocks) {
             std::vector<int64_t>({'f', 'g', 'h', 'i'}));
 }
 
-TEST(GptCorpusTest, RefusesACorpusShorterThanOneBlock) {
+TEST(ByteCorpusTest, RefusesACorpusShorterThanOneBlock) {
   const std::string path = Write("short.txt", "abcd");
-  EXPECT_EQ(LoadGptCorpus(path, Config(4, 256)).status(),
+  EXPECT_EQ(LoadByteCorpus(path, 4, 256).status(),
             absl::InvalidArgumentError(absl::StrCat(
                 "--data=", path,
                 " has 4 bytes (tokens); one block needs --block_size + 1 = 5; "
                 "use a longer text or a smaller --block_size")));
 }
 
-TEST(GptCorpusTest, RefusesABytePastTheVocabulary) {
+TEST(ByteCorpusTest, RefusesABytePastTheVocabulary) {
   const std::string path = Write("high.txt", std::string("ab\xe9z", 4));
-  EXPECT_EQ(LoadGptCorpus(path, Config(2, 128)).status(),
+  EXPECT_EQ(LoadByteCorpus(path, 2, 128).status(),
             absl::InvalidArgumentError(absl::StrCat(
                 "--data=", path,
                 " has byte 233 at offset 2, outside the model's vocabulary of "
                 "--vocab=128 tokens; byte-level text needs --vocab=256")));
-  EXPECT_TRUE(LoadGptCorpus(path, Config(2, 256)).ok());
+  EXPECT_TRUE(LoadByteCorpus(path, 2, 256).ok());
 }
 
-TEST(GptCorpusTest, AMissingFileIsAnError) {
-  EXPECT_FALSE(LoadGptCorpus("/nonexistent/corpus.txt", Config(2, 256)).ok());
+TEST(ByteCorpusTest, AMissingFileIsAnError) {
+  EXPECT_FALSE(LoadByteCorpus("/nonexistent/corpus.txt", 2, 256).ok());
 }
 
 }  // namespace

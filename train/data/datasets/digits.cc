@@ -1,4 +1,4 @@
-#include "train/examples/digits_ddp/digits_data.h"
+#include "train/data/datasets/digits.h"
 
 #include <algorithm>
 #include <cmath>
@@ -23,8 +23,8 @@
 #include "tensor/tensor.h"
 #include "train/data/csv_dataset.h"
 #include "train/data/data_loader.h"
+#include "train/data/datasets/broadcast_dataset.h"
 #include "train/data/shared_load.h"
-#include "train/examples/runner/broadcast_dataset.h"
 #include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train {

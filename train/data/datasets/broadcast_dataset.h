@@ -12,8 +12,8 @@
 // collectives. Blocking, bounded by the communicator's collective timeout. Rank
 // 0's load error is returned on rank 0; the other ranks get an error naming
 // `path` and saying that rank 0 reports why.
-#ifndef TANDEM_TRAIN_EXAMPLES_RUNNER_BROADCAST_DATASET_H_
-#define TANDEM_TRAIN_EXAMPLES_RUNNER_BROADCAST_DATASET_H_
+#ifndef TANDEM_TRAIN_DATA_DATASETS_BROADCAST_DATASET_H_
+#define TANDEM_TRAIN_DATA_DATASETS_BROADCAST_DATASET_H_
 
 #include <functional>
 #include <string>
@@ -40,4 +40,4 @@ absl::StatusOr<TensorDataset> LoadOnRank0AndBroadcast(
 
 }  // namespace tandem::train
 
-#endif  // TANDEM_TRAIN_EXAMPLES_RUNNER_BROADCAST_DATASET_H_
+#endif  // TANDEM_TRAIN_DATA_DATASETS_BROADCAST_DATASET_H_

@@ -1,4 +1,4 @@
-#include "train/examples/runner/broadcast_dataset.h"
+#include "train/data/datasets/broadcast_dataset.h"
 
 #include <cstdint>
 #include <string>
