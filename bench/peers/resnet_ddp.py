@@ -8,7 +8,7 @@ loads the initial weights tandem wrote (--init: resnet_ddp's --save_init, a
 safetensors file under PyTorch's state-dict names, read here without the
 safetensors package), wraps it in DDP and trains with
 SGD(lr, momentum=0.9, weight_decay=5e-4) and cross-entropy on
-resnet_ddp's synthetic images (train/examples/resnet_ddp/resnet_ddp_data.h): image k
+resnet_ddp's synthetic images (train/data/datasets/image_splits.h): image k
 is torch.randn(3, S, S) after manual_seed(seed + 1 + k), label k % N, row
 (label % S) of channel (label // S) % 3 plus 2. A DistributedSampler(seed)
 with set_epoch and drop_last batches. Each rank prints after every step

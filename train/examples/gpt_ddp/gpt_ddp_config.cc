@@ -1,7 +1,6 @@
 #include "train/examples/gpt_ddp/gpt_ddp_config.h"
 
 #include <cstdint>
-#include <optional>
 #include <string>
 #include <utility>
 
@@ -48,14 +47,6 @@ absl::StatusOr<GptDdpConfig> ResolveGptDdpConfig(
   if (base.block_size == 0) c.model.block_size = c.block_size;
   TANDEM_RETURN_IF_ERROR(CheckGptDdpConfig(c));
   return c;
-}
-
-absl::StatusOr<ShardMode> GptParallelMode(const std::string& parallel) {
-  if (parallel == "ddp") return ShardMode::kNone;
-  if (parallel == "zero1" || parallel == "zero2" || parallel == "fsdp") {
-    return ParseShardMode(parallel);
-  }
-  return Bad("parallel", parallel, "ddp, zero1, zero2 or fsdp");
 }
 
 absl::Status CheckGptDdpConfig(const GptDdpConfig& c) {

@@ -5,16 +5,13 @@
 #define TANDEM_TRAIN_EXAMPLES_GPT_DDP_GPT_DDP_CONFIG_H_
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "base/dtype.h"
 #include "tensor/nn/models/gpt.h"
 #include "train/checkpoint/run_checkpointer.h"
 #include "train/examples/runner/example_options.h"
-#include "train/parallel/strategy.h"
 
 // The options (example_options.h), in the order the ranks compare them.
 // The bounds far above any use of this example catch typos (or INT64_MAX)
@@ -111,10 +108,6 @@ absl::StatusOr<GptDdpConfig> ResolveGptDdpConfig(
 // optimizer). InvalidArgument naming the flag, its value and what is
 // expected.
 absl::Status CheckGptDdpConfig(const GptDdpConfig& config);
-
-// --parallel's strategy: ddp is ShardMode::kNone; zero1, zero2 and fsdp
-// their own. Anything else: InvalidArgument naming the choices.
-absl::StatusOr<ShardMode> GptParallelMode(const std::string& parallel);
 
 }  // namespace tandem::train
 

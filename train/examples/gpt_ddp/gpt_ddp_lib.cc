@@ -1,7 +1,6 @@
 #include "train/examples/gpt_ddp/gpt_ddp_lib.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -17,10 +16,7 @@
 #include "tensor/amp/autocast.h"
 #include "tensor/generator.h"
 #include "tensor/nn/models/gpt_generate.h"
-#include "tensor/ops.h"
-#include "tensor/optim/adamw.h"
 #include "tensor/optim/lr_scheduler.h"
-#include "tensor/optim/param_groups.h"
 #include "train/checkpoint/training_checkpoint.h"
 #include "train/data/distributed_sampler.h"
 #include "train/examples/runner/model_memory.h"
@@ -31,13 +27,14 @@
 #include "train/loop/run_monitor.h"
 #include "train/loop/training_loop.h"
 #include "train/parallel/core/config_agreement.h"
-#include "train/parallel/core/tensor_comm.h"
 #include "train/parallel/strategy.h"
 
 namespace tandem::train {
 namespace {
 
-constexpr char kBlocks[] = "transformer.h";  // fsdp: one unit per block
+// fsdp: a unit per block (PyTorch's transformer_auto_wrap_policy over
+// GPT2Block); the embeddings, final LayerNorm and tied head the root unit.
+constexpr char kBlocks[] = "transformer.h";
 
 // nanoGPT's lr of step `step` (0-based).
 double LrAt(const GptDdpConfig& c, int64_t step) {
@@ -83,7 +80,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   TANDEM_RETURN_IF_ERROR(CheckRanksAgree(comm, device, agreed));
   TANDEM_RETURN_IF_ERROR(CheckGptDdpConfig(config));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode mode,
-                          GptParallelMode(config.parallel));
+                          ParseShardMode(config.parallel));  // ddp: kNone
   const comm::RankPrinter out(comm);
 
   // Blocks: the last tenth (at least one) validates, the rest trains.
@@ -104,13 +101,9 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
         "--grad_accum"));
   }
 
-  // The model: the same initial weights on every rank (DDP and FSDP
-  // broadcast rank 0's anyway). Under fsdp each block is a unit and the
-  // embeddings, final LayerNorm and tied head the root unit (PyTorch's
-  // transformer_auto_wrap_policy over GPT2Block), so the tied weight is one
-  // tensor of one unit.
-  // Every rank builds the whole model first (fsdp then shards it); under
-  // ddp each also keeps its gradients and AdamW's two moments.
+  // The model, the same on every rank, if every rank's copy fits: the
+  // whole model first (fsdp then shards it), under ddp with its gradients
+  // and AdamW's two moments.
   TANDEM_RETURN_IF_ERROR(CheckModelsFitInMemory(
       comm, "gpt_ddp", config.model.NumParameters(),
       mode == ShardMode::kNone ? 16 : 4,
@@ -123,27 +116,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   if (!config.init_from.empty()) {
     TANDEM_RETURN_IF_ERROR(hf::LoadGpt2Pretrained(config.init_from, *model));
   }
-  nn::Gpt* gpt = model.get();
   TANDEM_RETURN_IF_ERROR(model->To(device));
-  const optim::AdamWOptions adam{.lr = config.lr,
-                                 .beta1 = config.beta1,
-                                 .beta2 = config.beta2,
-                                 .eps = 1e-8,
-                                 .weight_decay = config.weight_decay};
-  // nanoGPT's two groups (param_groups.h: decay on tensors of >= 2 dims)
-  // over the tensors given: the model's parameters (ddp, and the groups the
-  // sharded modes follow), or the rank's 1-d shards (zero1, zero2, fsdp),
-  // which all land in the no-decay group and then take their parameters'
-  // weight decay (Strategy: shard_weight_decay.h).
-  auto make_adamw = [&](std::vector<Tensor> params)
-      -> absl::StatusOr<std::unique_ptr<optim::Optimizer>> {
-    TANDEM_ASSIGN_OR_RETURN(
-        optim::AdamW a,
-        optim::AdamW::Create(
-            optim::WeightDecayGroups(std::move(params), config.weight_decay),
-            adam));
-    return std::make_unique<optim::AdamW>(std::move(a));
-  };
   // One schedule of max_steps steps over epochs of the sampler's order
   // (stop_after cuts it short for the resume tests). Field by field: GCC 12
   // -O2 warns falsely on nested designated initialisers.
@@ -170,10 +143,17 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   options.step_seed = config.seed;
   options.must_match = MustMatchOnResume(agreed);
   options.position_by_global_step = true;
+  options.mean_loss_over_ranks = true;  // the printed loss
+  // AdamW over nanoGPT's two groups: decay on matrices and embeddings.
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<TrainingLoop> loop,
-      TrainingLoop::Create(comm, *model, mode, make_adamw, std::move(options),
-                           {.fsdp_unit_layers = kBlocks}));
+      TrainingLoop::Create(comm, *model, mode,
+                           AdamWFactory({.lr = config.lr,
+                                         .beta1 = config.beta1,
+                                         .beta2 = config.beta2,
+                                         .eps = 1e-8,
+                                         .weight_decay = config.weight_decay}),
+                           std::move(options), {.fsdp_unit_layers = kBlocks}));
   Strategy& trainer = loop->strategy();
 
   // Checkpoints: the files an unsharded run writes, in every mode.
@@ -208,7 +188,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
       "on %s, GPT %s, %d parameters, --parallel=%s",
       data.source(), data.num_tokens(), train_blocks, val_blocks,
       config.block_size, comm.size(), std::string(comm.backend()), model_desc,
-      gpt->NumParameters(), config.parallel));
+      model->NumParameters(), config.parallel));
 
   // Validation: the mean loss of the first eval_blocks validation blocks,
   // split across the ranks (train/loop/evaluate.h). Collective.
@@ -223,6 +203,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
                                       data.Batch({train_blocks + i}));
               TANDEM_ASSIGN_OR_RETURN(Tensor x, b.x.To(device));
               TANDEM_ASSIGN_OR_RETURN(Tensor y, b.y.To(device));
+              // Forward and loss under autocast, as in training.
               std::optional<amp::Autocast> autocast;
               if (autocast_dtype.has_value()) {
                 autocast.emplace(device.type(), *autocast_dtype);
@@ -238,39 +219,19 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   GptDdpResult result;
   const int64_t tokens_per_step =
       per_step * config.block_size * static_cast<int64_t>(comm.size());
-  std::chrono::steady_clock::time_point t0;
-  double seconds = 0;
   LoopHooks hooks;
-  hooks.begin_step = [&](const StepView&) -> absl::Status {
-    t0 = std::chrono::steady_clock::now();
-    return absl::OkStatus();
-  };
-  hooks.after_step = [&](const StepView& v) -> absl::Status {
-    // The step's loss: the mean over ranks (and micro-batches).
-    std::vector<double> mean = {v.loss};
-    TANDEM_RETURN_IF_ERROR(SumOverRanks(comm, device, mean));
-    result.final_loss = mean[0] / comm.size();
-    seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-    return absl::OkStatus();
-  };
-  hooks.step_report = [&](const StepView& v, StepReport& report) {
-    // The progress line counts the run's steps as one epoch, and tokens.
-    report.epoch = 0;
-    report.epochs = 1;
-    report.step = v.global_step;
-    report.steps_per_epoch = config.max_steps;
-    report.samples = tokens_per_step;
-    report.loss = result.final_loss;
+  hooks.step_report = [&](const StepView&, StepReport& report) {
+    report.samples = tokens_per_step;  // the progress line counts tokens
   };
   hooks.after_checked_step = [&](const StepView& v) -> absl::Status {
     const int64_t s = v.global_step;
+    result.final_loss = v.mean_loss;  // over ranks and micro-batches
     if ((s + 1) % config.log_every == 0 || s + 1 == config.max_steps) {
       out.PrintOnRank0(absl::StrFormat(
-          "step %d | loss %.6f | lr %.4e | tokens/s %.0f", s + 1,
-          result.final_loss, LrAt(config, s),
-          seconds > 0 ? static_cast<double>(tokens_per_step) / seconds : 0.0));
+          "step %d | loss %.6f | lr %.4e | tokens/s %.0f", s + 1, v.mean_loss,
+          LrAt(config, s),
+          v.seconds > 0 ? static_cast<double>(tokens_per_step) / v.seconds
+                        : 0.0));
     }
     if ((config.eval_every > 0 && (s + 1) % config.eval_every == 0) ||
         s + 1 == config.max_steps) {

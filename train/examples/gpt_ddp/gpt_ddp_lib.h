@@ -1,68 +1,49 @@
 // gpt_ddp: a GPT-2 (tensor/nn/models/gpt.h) trained data-parallel the way
-// nanoGPT and llm.c train it, on a byte-level corpus.
+// nanoGPT trains it, on a byte-level corpus.
 //
 //   sim::Run(2, [&](int, comm::Communicator& comm) {
 //     return train::RunGptDdp(comm, config, data);
 //   });
 //
-// Batches any PyTorch script can reproduce (train/data/token_blocks.h): the
-// corpus' bytes cut into blocks of block_size + 1 tokens at offsets
-// i * block_size; the last tenth of the blocks (at least one) is the
-// validation set, the rest the training set, over which a
-// DistributedSampler(shuffle=True, seed, drop_last=True) picks each rank's
-// blocks every epoch (SetEpoch); a step takes batch_size blocks per rank
-// per micro-batch, grad_accum micro-batches (the first grad_accum - 1
-// inside DDP's NoSync), each micro-batch's loss divided by grad_accum.
-//
-// Optimisation: AdamW (eps 1e-8) with nanoGPT's groups: weight decay on
-// every parameter of two or more dimensions, none on biases and LayerNorm.
-// Under zero1, zero2 and fsdp the optimizer steps flat shards that mix
-// parameters; each shard element takes its parameter's group's weight
-// decay (train/parallel/sharded/shard_weight_decay.h), so every mode takes the
-// same steps. Under fsdp each block is a unit (FsdpOptions::unit_layers =
-// "transformer.h"), the embeddings, final LayerNorm and tied head the root
-// unit. The learning rate of step
-// s (0-based) is nanoGPT's get_lr(s) (optim::WarmupCosineLR::Rate: linear
-// warm-up over warmup_steps, cosine to min_lr at max_steps) or, with
-// lr_decay = "constant", lr. grad_clip > 0 clips the averaged gradients'
-// global norm (Strategy::ClipGradNorm) before the step.
+// Data (train/data/token_blocks.h): the corpus cut into blocks of
+// block_size + 1 tokens at offsets i * block_size; the last tenth (at least
+// one) validates, the rest train, each rank's blocks drawn by a
+// DistributedSampler(shuffle=True, seed, drop_last=True) every epoch; a step
+// takes batch_size x grad_accum blocks per rank, grad_accum micro-batches.
+// Optimisation: AdamW (eps 1e-8) over nanoGPT's groups (weight decay on
+// tensors of two or more dimensions; in every --parallel mode alike:
+// train/parallel/strategy.h's AdamWFactory), nanoGPT's get_lr(s) (warm-up,
+// cosine to min_lr at max_steps) or a constant lr, the global gradient norm
+// clipped to grad_clip (> 0). Under fsdp each block is a unit, the
+// embeddings, final LayerNorm and tied head the root unit. The steps run on
+// train/loop's TrainingLoop as one schedule of max_steps steps (autocast in
+// --amp's dtype; f16, ddp only, with the loop's GradScaler).
 //
 // Output (rank 0):
 //   gpt_ddp: <corpus> (<tokens> tokens, <train> train / <val> val blocks of
 //     <block_size>), <world> rank(s) on <backend>, GPT <config>, <params>
 //     parameters, --parallel=<mode>
-//   step N | loss X.XXXXXX | lr Y | tokens/s Z     every log_every steps
-//                                                  (N from 1; the loss is
-//                                                  the step's mean over
-//                                                  ranks and micro-batches)
-//   step N | val loss X.XXXXXX                     every eval_every steps
-//                                                  and after the last
-//   sample: <text>                                 sample_tokens > 0
-// The sample: top-k sampling (k = top_k, temperature 1) from a newline,
-// drawn from Generator(seed) on every rank alike (FSDP's forward is
-// collective), printed by rank 0 with bytes outside printable ASCII
-// escaped.
+//   step N | loss X.XXXXXX | lr Y | tokens/s Z  every log_every steps (N from
+//                                               1; the loss the step's mean
+//                                               over ranks and micro-batches)
+//   step N | val loss X.XXXXXX                  every eval_every steps and
+//                                               after the last
+//   sample: <text>                              sample_tokens > 0: top-k
+//                                               sampling from a newline,
+//                                               Generator(seed) on every rank
+//                                               (FSDP's forward is
+//                                               collective), bytes outside
+//                                               printable ASCII escaped
 //
-// The steps run on train/loop's TrainingLoop (training_loop.h): one
-// schedule of max_steps steps over the sampler's epochs
-// (LoopOptions::position_by_global_step), grad_accum micro-batches per step,
-// clipping, autocast in --amp's dtype, the finite check, checkpoints and the
-// monitor; --amp=f16 (ddp only) adds the loop's GradScaler (PyTorch's
-// defaults: scale 65536, grown every 2000 clean steps), its state in every
-// checkpoint.
-//
-// Checkpoints (--checkpoint_dir, --checkpoint_every): rank 0 saves the
-// model (Hugging Face's names), AdamW's state, the progress, every rank's
-// dropout generator and the model's configuration; a resumed run prints the
-// lines an uninterrupted run prints from there on (tokens/s aside) and ends
-// with the same weights, bit for bit, in every --parallel mode. A
-// checkpoint of another model configuration is refused before training,
-// naming both.
+// Checkpoints (--checkpoint_dir): the model (Hugging Face's names), AdamW,
+// the progress and the model's configuration; a resumed run prints what an
+// uninterrupted one prints from there on (tokens/s aside) and ends with the
+// same weights, bit for bit, in every mode; another model's checkpoint is
+// refused, naming both.
 //
 // Collective: every rank calls it. Errors: ranks whose configurations
-// differ (CheckRanksAgree), a corpus too small for the batch, a non-finite
-// loss (every rank stops naming the step: CheckStepFinite), failures of the
-// communicator or the checkpoint files.
+// differ, a corpus too small for a step, a non-finite loss (every rank stops
+// naming the step), the communicator's and the checkpoint files'.
 #ifndef TANDEM_TRAIN_EXAMPLES_GPT_DDP_GPT_DDP_LIB_H_
 #define TANDEM_TRAIN_EXAMPLES_GPT_DDP_GPT_DDP_LIB_H_
 
