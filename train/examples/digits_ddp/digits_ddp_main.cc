@@ -20,7 +20,6 @@
 TANDEM_EXAMPLE_FLAGS(tandem::train::DigitsOptions, TANDEM_DIGITS_DDP_OPTIONS)
 
 int main(int argc, char** argv) {
-  using tandem::train::ExampleRank;
   return tandem::train::ExampleMain(
       argc, argv,
       {.name = "digits_ddp",
@@ -28,30 +27,22 @@ int main(int argc, char** argv) {
                   "DistributedDataParallel and prints the global test "
                   "accuracy.",
        .paths = {{.flag = "data"}}},
-      []() -> absl::StatusOr<ExampleRank> {
-        auto options = ExampleOptionsFromFlags();
-        if (!options.ok()) return options.status();
-        auto checkpoint = tandem::train::ExampleCheckpointOptions();
-        if (!checkpoint.ok()) return checkpoint.status();
-        const tandem::train::DigitsConfig config{*options, *checkpoint};
-        // A bad --shard, or --shard=fsdp with --amp=f16, is a usage error too.
-        auto mode = tandem::train::ParseShardMode(config.shard);
-        if (!mode.ok()) return mode.status();
-        if (absl::Status s = tandem::train::CheckShardAmp(
-                *mode, tandem::train::AutocastDType(config.amp));
-            !s.ok()) {
-          return s;
-        }
-        // A bad --lr or --momentum is a usage error, found before any rank
-        // starts (each rank's Sgd::Create checks again).
-        if (absl::Status s = tandem::optim::Sgd::CheckHyperParameters(
+      tandem::train::ConfigSetup<tandem::train::DigitsConfig>(
+          ExampleOptionsFromFlags,
+          [](const tandem::train::DigitsConfig& config) -> absl::Status {
+            // A bad --shard, or --shard=fsdp with --amp=f16, is a usage
+            // error too.
+            auto mode = tandem::train::ParseShardMode(config.shard);
+            if (!mode.ok()) return mode.status();
+            if (absl::Status s = tandem::train::CheckShardAmp(
+                    *mode, tandem::train::AutocastDType(config.amp));
+                !s.ok()) {
+              return s;
+            }
+            // A bad --lr or --momentum is a usage error, found before any
+            // rank starts (each rank's Sgd::Create checks again).
+            return tandem::optim::Sgd::CheckHyperParameters(
                 config.lr, {.momentum = config.momentum});
-            !s.ok()) {
-          return s;
-        }
-        return
-            [config](tandem::comm::Communicator& comm, tandem::Device device) {
-              return tandem::train::RunDigitsDdp(comm, config, device).status();
-            };
-      });
+          },
+          tandem::train::RunDigitsDdp));
 }

@@ -34,11 +34,8 @@ int main(int argc, char** argv) {
                   .role = tandem::base::PathRole::kOutput,
                   .folder = true}}},
       []() -> absl::StatusOr<ExampleRank> {
-        auto options = ExampleOptionsFromFlags();
-        if (!options.ok()) return options.status();
-        auto checkpoint = tandem::train::ExampleCheckpointOptions();
-        if (!checkpoint.ok()) return checkpoint.status();
-        auto config = tandem::train::ResolveGptDdpConfig(*options, *checkpoint);
+        auto config = tandem::train::ConfigFromFlags(
+            ExampleOptionsFromFlags, tandem::train::ResolveGptDdpConfig);
         if (!config.ok()) return config.status();
         // The corpus is read once per process; the ranks share its tokens.
         auto data = tandem::train::LoadByteCorpus(

@@ -20,7 +20,6 @@
 TANDEM_EXAMPLE_FLAGS(tandem::train::ResnetOptions, TANDEM_RESNET_DDP_OPTIONS)
 
 int main(int argc, char** argv) {
-  using tandem::train::ExampleRank;
   return tandem::train::ExampleMain(
       argc, argv,
       {.name = "resnet_ddp",
@@ -32,23 +31,19 @@ int main(int argc, char** argv) {
        .paths = {{.flag = "data", .not_a_path = "synthetic"},
                  {.flag = "save_init",
                   .role = tandem::base::PathRole::kOutput}}},
-      []() -> absl::StatusOr<ExampleRank> {
-        auto options = ExampleOptionsFromFlags();
-        if (!options.ok()) return options.status();
-        auto checkpoint = tandem::train::ExampleCheckpointOptions();
-        if (!checkpoint.ok()) return checkpoint.status();
-        const tandem::train::ResnetConfig config{*options, *checkpoint};
-        if (absl::Status s = tandem::train::CheckResnetConfig(config);
-            !s.ok()) {
-          return s;
-        }
-        // Process-wide, before any rank starts: every rank the same.
-        tandem::cpu::SetKernelChoice(config.kernels == "pytorch"
-                                         ? tandem::cpu::KernelChoice::kPyTorch
-                                         : tandem::cpu::KernelChoice::kFastest);
-        return
-            [config](tandem::comm::Communicator& comm, tandem::Device device) {
-              return tandem::train::RunResnetDdp(comm, config, device).status();
-            };
-      });
+      tandem::train::ConfigSetup<tandem::train::ResnetConfig>(
+          ExampleOptionsFromFlags,
+          [](const tandem::train::ResnetConfig& config) -> absl::Status {
+            if (absl::Status s = tandem::train::CheckResnetConfig(config);
+                !s.ok()) {
+              return s;
+            }
+            // Process-wide, before any rank starts: every rank the same.
+            tandem::cpu::SetKernelChoice(
+                config.kernels == "pytorch"
+                    ? tandem::cpu::KernelChoice::kPyTorch
+                    : tandem::cpu::KernelChoice::kFastest);
+            return absl::OkStatus();
+          },
+          tandem::train::RunResnetDdp));
 }

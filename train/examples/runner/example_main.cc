@@ -298,16 +298,41 @@ int RunExample(int argc, char** argv, const ExampleSpec& spec,
   return code;
 }
 
+// `arg` with a dashed spelling of a flag in `dashed` underscored:
+// "--dataset-size=5" -> "--dataset_size=5" (ExampleSpec::dashed).
+std::string Underscored(const std::string& arg,
+                        const std::vector<std::string>& dashed) {
+  for (const std::string& name : dashed) {
+    std::string spelled = name;
+    std::replace(spelled.begin(), spelled.end(), '_', '-');
+    for (const char* prefix : {"--", "-"}) {
+      const std::string flag = prefix + spelled;
+      if (arg == flag || arg.rfind(flag + "=", 0) == 0) {
+        return prefix + name + arg.substr(flag.size());
+      }
+    }
+  }
+  return arg;
+}
+
 }  // namespace
 
 int ExampleMain(int argc, char** argv, const ExampleSpec& spec,
                 const ExampleSetup& setup) {
+  std::vector<std::string> args(argv, argv + argc);
+  std::vector<char*> underscored;
+  for (std::string& arg : args) {
+    arg = Underscored(arg, spec.dashed);
+    underscored.push_back(arg.data());
+  }
+  underscored.push_back(nullptr);  // argv[argc], as the system's
   // Before anything opens a file that could take a closed stream's number.
   if (std::optional<int> code = base::RefuseClosedStdStreams(spec.name)) {
     return *code;
   }
   // What the run printed must have reached its reader (base/std_streams.h).
-  return base::FinishStdStreams(spec.name, RunExample(argc, argv, spec, setup));
+  return base::FinishStdStreams(
+      spec.name, RunExample(argc, underscored.data(), spec, setup));
 }
 
 }  // namespace tandem::train

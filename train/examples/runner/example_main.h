@@ -1,16 +1,30 @@
 // The examples' shared runner: the flags every example has, the command line,
 // the backend, and the exit codes. Each example's main is a few lines:
 //
-//   ABSL_FLAG(int64_t, epochs, 3, "Training epochs.");
+//   TANDEM_EXAMPLE_FLAGS(tandem::train::ToyDdpOptions, TANDEM_TOY_DDP_OPTIONS)
 //   int main(int argc, char** argv) {
 //     return tandem::train::ExampleMain(
 //         argc, argv, {.name = "toy_ddp", .summary = "The toy example."},
-//         []() -> absl::StatusOr<tandem::train::ExampleRank> {
-//           // Read and check this example's flags (an error here is a usage
-//           // error), then say what every rank runs.
-//           return [](comm::Communicator& comm, Device device) { ... };
-//         });
+//         tandem::train::ConfigSetup<tandem::train::ToyDdpConfig>(
+//             ExampleOptionsFromFlags,
+//             [](const tandem::train::ToyDdpConfig& config) {
+//               return tandem::optim::Sgd::CheckHyperParameters(config.lr);
+//             },
+//             tandem::train::RunToyDdp));
 //   }
+//
+// (ConfigSetup, below: the options and the checkpoint flags make the config,
+// the check refuses what no rank could run, every rank runs RunToyDdp.)
+//
+// What every example's rank function does, so that its header need not say
+// it: it is collective (every rank calls it, on the device the runner gives
+// it); it first checks its flags on the ranks (CheckRankFlags, rank_flags.h:
+// flags that differ between ranks, as mpirun MPMD can give them, fail on
+// every rank naming each rank's value; a broken rule is named with its value
+// and rule); its steps run on train/loop/training_loop.h, which stops every
+// rank together on a non-finite loss or parameter (naming the epoch, step,
+// rank and value) and saves and resumes checkpoints; its errors are those,
+// the ones its header names, and the device's or communicator's.
 //
 // Common flags (defined here, once):
 //   --backend      an engine of the launch registry or auto (the help lists
@@ -20,7 +34,13 @@
 //                  (default 300, as torch's init_process_group(timeout=))
 //   --checkpoint_dir, --checkpoint_every
 //                  checkpoints (train/checkpoint/run_checkpointer.h); an
-//                  example reads them with ExampleCheckpointOptions()
+//                  example reads them with ExampleCheckpointOptions() (or
+//                  ConfigSetup) and hands them to its training loop
+//                  (train/loop/training_loop.h): rank 0 saves the model, the
+//                  optimizer and the progress; a folder that holds a
+//                  checkpoint resumes from it (rank 0 says so), the resumed
+//                  run prints the lines an uninterrupted one prints from
+//                  there on and ends with the same weights, bit for bit
 //   --trace        FILE: the run's timeline (base/trace), one Chrome trace
 //                  JSON with a track per rank
 //                  (train/examples/runner/trace_file.h); a FILE that cannot be
@@ -54,6 +74,8 @@
 
 #include <functional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -88,6 +110,11 @@ struct ExampleSpec {
   std::string name;     // "toy_ddp": the first word of every message
   std::string summary;  // what the example does, for --help
   std::vector<PathFlag> paths = {};  // the example's path flags, above
+  // Flags also taken with dashes for underscores, as a Python script's
+  // argparse spells them (absl names cannot hold '-'): "dataset_size" reads
+  // --dataset-size=5 and -dataset-size 5 as --dataset_size. The command line
+  // is rewritten before parsing, so messages name the underscored flag.
+  std::vector<std::string> dashed = {};
 };
 
 // What each rank runs; `device` is where the rank keeps its model and data
@@ -124,6 +151,65 @@ absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds);
 // train/examples/ (the common ones and the example's own), --backend's help
 // generated from the launch registry.
 std::string ExampleHelp(const ExampleSpec& spec);
+
+// An example's config from the flags: the options `options_from_flags`
+// reads (TANDEM_EXAMPLE_FLAGS' ExampleOptionsFromFlags, every rule checked,
+// example_options.h), then the checkpoint flags (ExampleCheckpointOptions),
+// as Config{options, checkpoint}; a Config that is the options alone
+// (pipeline_demo) takes no checkpoint and reads no checkpoint flag. With
+// `make`, the config is what make(options, checkpoint) returns (a
+// StatusOr<Config>: gpt_ddp derives its model from the options). The first
+// error is returned (a usage error).
+template <typename Config, typename Options>
+absl::StatusOr<Config> ConfigFromFlags(
+    absl::StatusOr<Options> (*options_from_flags)()) {
+  absl::StatusOr<Options> options = options_from_flags();
+  if (!options.ok()) return options.status();
+  if constexpr (std::is_same_v<Config, Options>) {
+    return options;
+  } else {
+    absl::StatusOr<checkpoint::CheckpointOptions> checkpoint =
+        ExampleCheckpointOptions();
+    if (!checkpoint.ok()) return checkpoint.status();
+    return Config{*std::move(options), *std::move(checkpoint)};
+  }
+}
+template <typename Options, typename Make>
+std::invoke_result_t<Make, const Options&, checkpoint::CheckpointOptions>
+ConfigFromFlags(absl::StatusOr<Options> (*options_from_flags)(), Make make) {
+  absl::StatusOr<Options> options = options_from_flags();
+  if (!options.ok()) return options.status();
+  absl::StatusOr<checkpoint::CheckpointOptions> checkpoint =
+      ExampleCheckpointOptions();
+  if (!checkpoint.ok()) return checkpoint.status();
+  return make(*options, *std::move(checkpoint));
+}
+
+// The setup of an example that runs one function on a Config: the config
+// from the flags (ConfigFromFlags), then `check(config)` (an absl::Status):
+// what no rank could run, found before any starts (a usage error), and what
+// must be set once per process before the ranks start (ddp_demo's
+// CUDA_VISIBLE_DEVICES, resnet_ddp's kernel choice). Every rank then runs
+// `run(comm, config, device)`; its status (a StatusOr's, for a run that
+// returns a result) is the rank's.
+template <typename Config, typename Options, typename Check, typename Run>
+ExampleSetup ConfigSetup(absl::StatusOr<Options> (*options_from_flags)(),
+                         Check check, Run run) {
+  return [=]() -> absl::StatusOr<ExampleRank> {
+    absl::StatusOr<Config> config = ConfigFromFlags<Config>(options_from_flags);
+    if (!config.ok()) return config.status();
+    if (absl::Status s = check(*config); !s.ok()) return s;
+    return ExampleRank([config = *std::move(config), run](
+                           comm::Communicator& comm, Device device) {
+      auto result = run(comm, config, device);
+      if constexpr (std::is_same_v<decltype(result), absl::Status>) {
+        return result;
+      } else {
+        return result.status();
+      }
+    });
+  };
+}
 
 }  // namespace tandem::train
 

@@ -79,6 +79,67 @@ TEST(TimeoutFromSecondsTest, PositiveAndFiniteOnly) {
   }
 }
 
+struct TestOptions {
+  int64_t epochs = 0;
+};
+struct TestConfig : TestOptions {
+  checkpoint::CheckpointOptions checkpoint;
+};
+absl::StatusOr<TestOptions> TestOptionsFromFlags() {
+  if (absl::GetFlag(FLAGS_test_epochs) < 0) {
+    return absl::InvalidArgumentError("--test_epochs below 0");
+  }
+  return TestOptions{absl::GetFlag(FLAGS_test_epochs)};
+}
+
+TEST(ConfigFromFlagsTest, OptionsThenCheckpointFlags) {
+  ASSERT_EQ(
+      Error({"--test_epochs=4", "--checkpoint_dir=ck", "--checkpoint_every=2"}),
+      "ok");
+  absl::StatusOr<TestConfig> config =
+      ConfigFromFlags<TestConfig>(TestOptionsFromFlags);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->epochs, 4);
+  EXPECT_EQ(config->checkpoint.dir, "ck");
+  EXPECT_EQ(config->checkpoint.every_steps, 2);
+  // The options' error comes first, then the checkpoint flags'.
+  ASSERT_EQ(Error({"--test_epochs=-1", "--checkpoint_every=-1"}), "ok");
+  EXPECT_EQ(ConfigFromFlags<TestConfig>(TestOptionsFromFlags).status(),
+            absl::InvalidArgumentError("--test_epochs below 0"));
+  ASSERT_EQ(Error({"--test_epochs=1"}), "ok");
+  EXPECT_THAT(
+      std::string(
+          ConfigFromFlags<TestConfig>(TestOptionsFromFlags).status().message()),
+      HasSubstr("--checkpoint_every=-1; expected 0"));
+  // A config that is the options alone reads no checkpoint flag.
+  absl::StatusOr<TestOptions> options =
+      ConfigFromFlags<TestOptions>(TestOptionsFromFlags);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->epochs, 1);
+  // With `make`, its result.
+  ASSERT_EQ(Error({"--checkpoint_every=0", "--checkpoint_dir="}), "ok");
+  absl::StatusOr<int64_t> made = ConfigFromFlags(
+      TestOptionsFromFlags,
+      [](const TestOptions& o, checkpoint::CheckpointOptions c)
+          -> absl::StatusOr<int64_t> { return o.epochs + c.every_steps; });
+  EXPECT_EQ(*made, 1);
+}
+
+TEST(ConfigSetupTest, TheCheckIsAUsageErrorElseEveryRankRunsTheConfig) {
+  ASSERT_EQ(Error({"--test_epochs=5"}), "ok");
+  auto check = [](const TestConfig& c) {
+    return c.epochs > 3 ? absl::InvalidArgumentError("too many")
+                        : absl::OkStatus();
+  };
+  auto run = [](comm::Communicator&, const TestConfig&,
+                Device) -> absl::StatusOr<int> { return 7; };
+  EXPECT_EQ(
+      ConfigSetup<TestConfig>(TestOptionsFromFlags, check, run)().status(),
+      absl::InvalidArgumentError("too many"));
+  ASSERT_EQ(Error({"--test_epochs=2"}), "ok");
+  EXPECT_TRUE(ConfigSetup<TestConfig>(TestOptionsFromFlags, check, run)().ok());
+}
+
 TEST(ExampleHelpTest, ListsExitCodesCommonAndOwnFlagsAndTheEngines) {
   const std::string help =
       ExampleHelp({.name = "demo", .summary = "a demonstration."});
