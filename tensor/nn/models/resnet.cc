@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -279,25 +280,42 @@ int64_t ResNet::NumParametersOf(BlockKind block, std::array<int64_t, 4> layers,
   return total + 512 * expansion * num_classes + num_classes;
 }
 
+absl::StatusOr<ResNetArch> ResNetArchOf(std::string_view name) {
+  using Kind = ResNet::BlockKind;
+  if (name == "resnet18") return ResNetArch{Kind::kBasic, {2, 2, 2, 2}};
+  if (name == "resnet34") return ResNetArch{Kind::kBasic, {3, 4, 6, 3}};
+  if (name == "resnet50") return ResNetArch{Kind::kBottleneck, {3, 4, 6, 3}};
+  return absl::InvalidArgumentError(
+      absl::StrCat("no ResNet architecture named \"", std::string(name),
+                   "\"; expected resnet18, resnet34 or resnet50"));
+}
+
+namespace {
+absl::StatusOr<std::unique_ptr<ResNet>> Named(std::string_view name,
+                                              int64_t num_classes,
+                                              Generator& gen,
+                                              const ResNetOptions& options) {
+  TANDEM_ASSIGN_OR_RETURN(const ResNetArch arch, ResNetArchOf(name));
+  return ResNet::Create(arch.block, arch.layers, num_classes, gen, options);
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ResNet>> Resnet18(int64_t num_classes,
                                                  Generator& gen,
                                                  const ResNetOptions& options) {
-  return ResNet::Create(ResNet::BlockKind::kBasic, {2, 2, 2, 2}, num_classes,
-                        gen, options);
+  return Named("resnet18", num_classes, gen, options);
 }
 
 absl::StatusOr<std::unique_ptr<ResNet>> Resnet34(int64_t num_classes,
                                                  Generator& gen,
                                                  const ResNetOptions& options) {
-  return ResNet::Create(ResNet::BlockKind::kBasic, {3, 4, 6, 3}, num_classes,
-                        gen, options);
+  return Named("resnet34", num_classes, gen, options);
 }
 
 absl::StatusOr<std::unique_ptr<ResNet>> Resnet50(int64_t num_classes,
                                                  Generator& gen,
                                                  const ResNetOptions& options) {
-  return ResNet::Create(ResNet::BlockKind::kBottleneck, {3, 4, 6, 3},
-                        num_classes, gen, options);
+  return Named("resnet50", num_classes, gen, options);
 }
 
 namespace {

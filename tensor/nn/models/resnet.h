@@ -158,8 +158,18 @@ class ResNet : public Module {
   Linear* fc_ = nullptr;
 };
 
-// torchvision.models.resnet18/34 (BasicBlock, [2, 2, 2, 2] / [3, 4, 6, 3])
-// and resnet50 (Bottleneck, [3, 4, 6, 3]), weights=None.
+// torchvision's named architectures: the block and each stage's blocks.
+struct ResNetArch {
+  ResNet::BlockKind block = ResNet::BlockKind::kBasic;
+  std::array<int64_t, 4> layers{};
+};
+// "resnet18" (BasicBlock, [2, 2, 2, 2]), "resnet34" (BasicBlock, [3, 4, 6,
+// 3]), "resnet50" (Bottleneck, [3, 4, 6, 3]): torchvision.models' names, as
+// the reference training script's --arch takes them. InvalidArgument
+// naming the three otherwise.
+absl::StatusOr<ResNetArch> ResNetArchOf(std::string_view name);
+
+// torchvision.models.resnet18/34/50(num_classes=...), weights=None.
 absl::StatusOr<std::unique_ptr<ResNet>> Resnet18(
     int64_t num_classes, Generator& gen, const ResNetOptions& options = {});
 absl::StatusOr<std::unique_ptr<ResNet>> Resnet34(

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "tensor/generator.h"
 #include "tensor/nn/module.h"
 #include "tensor/nn/test_util.h"
@@ -89,6 +91,21 @@ TEST(ResNetTest, StructureMatchesTorchvision) {
 
 // The count from the sizes alone equals the built model's, for every
 // architecture and a few class counts.
+TEST(ResNetTest, ArchitecturesByTorchvisionsNames) {
+  using K = ResNet::BlockKind;
+  absl::StatusOr<ResNetArch> r34 = ResNetArchOf("resnet34");
+  ASSERT_TRUE(r34.ok()) << r34.status();
+  EXPECT_EQ(r34->block, K::kBasic);
+  EXPECT_EQ(r34->layers, (std::array<int64_t, 4>{3, 4, 6, 3}));
+  EXPECT_EQ(ResNetArchOf("resnet18")->layers,
+            (std::array<int64_t, 4>{2, 2, 2, 2}));
+  EXPECT_EQ(ResNetArchOf("resnet50")->block, K::kBottleneck);
+  EXPECT_EQ(ResNetArchOf("resnet101").status(),
+            absl::InvalidArgumentError(
+                "no ResNet architecture named \"resnet101\"; expected "
+                "resnet18, resnet34 or resnet50"));
+}
+
 TEST(ResNetTest, NumParametersOfEqualsTheBuiltModels) {
   using K = ResNet::BlockKind;
   EXPECT_EQ(ResNet::NumParametersOf(K::kBasic, {2, 2, 2, 2}, 1000), 11689512);

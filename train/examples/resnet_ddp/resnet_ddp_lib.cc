@@ -1,6 +1,5 @@
 #include "train/examples/resnet_ddp/resnet_ddp_lib.h"
 
-#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -36,18 +35,6 @@ namespace {
 // SGD's fixed hyper-parameters (the reference recipe's).
 constexpr double kMomentum = 0.9;
 constexpr double kWeightDecay = 5e-4;
-
-// torchvision's --arch: the block and each stage's blocks.
-struct Arch {
-  nn::ResNet::BlockKind block;
-  std::array<int64_t, 4> layers;
-};
-Arch ArchOf(const std::string& arch) {
-  using Kind = nn::ResNet::BlockKind;
-  if (arch == "resnet18") return {Kind::kBasic, {2, 2, 2, 2}};
-  if (arch == "resnet34") return {Kind::kBasic, {3, 4, 6, 3}};
-  return {Kind::kBottleneck, {3, 4, 6, 3}};  // resnet50, the rule's last
-}
 
 }  // namespace
 
@@ -132,7 +119,8 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
 
   // The model, if every rank's copy fits: torchvision's weights for
   // torch.manual_seed(seed), optionally with SyncBatchNorm.
-  const Arch arch = ArchOf(config.arch);
+  TANDEM_ASSIGN_OR_RETURN(const nn::ResNetArch arch,
+                          nn::ResNetArchOf(config.arch));
   TANDEM_RETURN_IF_ERROR(CheckModelsFitInMemory(
       comm, "resnet_ddp",
       nn::ResNet::NumParametersOf(arch.block, arch.layers, data.num_classes),
