@@ -78,9 +78,8 @@ absl::StatusOr<std::optional<InjectInf>> ParseInjectInfFlag(
 absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
                        Device device) {
   const int rank = comm.rank();
-  std::vector<RankFlag> flags = config.RankFlags();
-  flags.push_back(Flag("--checkpoint_dir", config.checkpoint.dir));
-  flags.push_back(Flag("--checkpoint_every", config.checkpoint.every_steps));
+  const std::vector<RankFlag> flags =
+      WithCheckpointFlags(config.RankFlags(), config.checkpoint);
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "amp_ddp", flags));
   TANDEM_ASSIGN_OR_RETURN(const std::optional<InjectInf> inject,
                           ParseInjectInfFlag(config.inject_inf));
@@ -90,9 +89,9 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
                      " but the world has ", comm.size(), " ranks (0..",
                      comm.size() - 1, ")"));
   }
-  std::optional<DType> autocast;  // --amp=off: f32, the scaler disabled
-  if (config.amp != "off") {
-    autocast = config.amp == "f16" ? DType::kF16 : DType::kBF16;
+  // --amp=off: f32, the scaler disabled.
+  const std::optional<DType> autocast = AutocastDType(config.amp);
+  if (autocast.has_value()) {
     TANDEM_RETURN_IF_ERROR(amp::Autocast::Check(device.type(), *autocast));
   }
   Generator init(config.seed);
@@ -143,12 +142,7 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
                         s.loss_scale, s.skipped ? "skipped" : "stepped"));
     return absl::OkStatus();
   };
-  TANDEM_RETURN_IF_ERROR(loop->Run(
-      data,
-      [](const Tensor& output, const Tensor& target) {
-        return Mse(output, target);
-      },
-      hooks));
+  TANDEM_RETURN_IF_ERROR(loop->Run(data, Mse, hooks));
   double checksum = 0;
   for (const nn::NamedTensor& p : model->NamedParameters()) {
     TANDEM_ASSIGN_OR_RETURN(Tensor host, p.tensor.To(Device::CPU()));

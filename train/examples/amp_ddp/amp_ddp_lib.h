@@ -1,6 +1,5 @@
 // The PyTorch AMP tutorial's snippet under DDP, as a function every rank
-// runs; //train/examples:amp_ddp (alias //train:amp_ddp) wraps it in a
-// command line.
+// runs; amp_ddp_main.cc wraps it in a command line.
 //
 //   scaler = GradScaler()
 //   with autocast():
@@ -33,7 +32,6 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "train/checkpoint/run_checkpointer.h"
 #include "train/examples/runner/example_options.h"
 
 namespace tandem::train {
@@ -62,23 +60,15 @@ struct InjectInf {
   int64_t step = 0;
 };
 
-// The options, and --checkpoint_dir / --checkpoint_every
-// (train/checkpoint/run_checkpointer.h): rank 0 saves the model, Sgd's state,
-// the step and the GradScaler's scale and growth tracker; a folder holding a
-// checkpoint resumes from it, and the resumed run prints the lines an
-// uninterrupted one prints from there on and ends with the same weights, bit
-// for bit.
-struct AmpDdpConfig : AmpDdpOptions {
-  checkpoint::CheckpointOptions checkpoint;
-};
+using AmpDdpConfig = WithCheckpoint<AmpDdpOptions>;
 
 // "RANK:STEP" (both >= 0) or "" (no injection); InvalidArgument otherwise.
 absl::StatusOr<std::optional<InjectInf>> ParseInjectInfFlag(
     const std::string& value);
 
-// Collective: every rank calls it. Errors: ranks with different configs
-// (CheckRankFlags), a broken rule or inject_inf, an inject_inf rank outside
-// the world, a non-finite parameter, failures of DDP or the communicator.
+// Runs the snippet on `comm`'s rank (what every example's rank function
+// does and its errors: runner/example_main.h); a malformed --inject_inf, or
+// one naming a rank outside the world, is an error too.
 absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
                        Device device = Device::CPU());
 

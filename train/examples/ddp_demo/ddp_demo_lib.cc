@@ -4,7 +4,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,10 +17,10 @@
 #include "tensor/nn/layers/conv2d.h"
 #include "tensor/nn/layers/linear.h"
 #include "tensor/nn/module.h"
+#include "tensor/nn/py_repr.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
 #include "train/data/dataset.h"
-#include "train/examples/toy_ddp/toy_ddp_lib.h"
 #include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
 #include "train/parallel/strategy.h"
@@ -86,13 +85,12 @@ absl::StatusOr<TensorDataset> RandomDataset(int64_t n, Generator& gen) {
 
 absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                         Device device) {
-  std::vector<RankFlag> flags = config.RankFlags();
+  std::vector<RankFlag> flags =
+      WithCheckpointFlags(config.RankFlags(), config.checkpoint);
   for (RankFlag& f : flags) {  // the script's spellings
     if (f.entry.name == "--dataset_size") f.entry.name = "--dataset-size";
     if (f.entry.name == "--num_classes") f.entry.name = "--num-classes";
   }
-  flags.push_back(Flag("--checkpoint_dir", config.checkpoint.dir));
-  flags.push_back(Flag("--checkpoint_every", config.checkpoint.every_steps));
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "ddp_demo", flags));
   const comm::RankPrinter out(comm);
   // The script's losses bit for bit: PyTorch's GEMM calls (process-wide;
@@ -106,30 +104,30 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<DemoModel> model,
                           DemoModel::Create(config.num_classes, gen));
   TANDEM_RETURN_IF_ERROR(model->To(device));
-  TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<Strategy> ddp,
-                          Strategy::Create(ShardMode::kNone, *model, comm,
-                                           SgdFactory(0.1, {.momentum = 0.9})));
+  TANDEM_ASSIGN_OR_RETURN(
+      std::unique_ptr<TrainingLoop> loop,
+      TrainingLoop::Create(comm, *model, ShardMode::kNone,
+                           SgdFactory(0.1, {.momentum = 0.9}),
+                           {.who = "ddp_demo",
+                            .epochs = config.epochs,
+                            .device = device,
+                            .checkpoint = config.checkpoint,
+                            .must_match = MustMatchOnResume(Entries(flags))}));
   TANDEM_ASSIGN_OR_RETURN(
       SampledBatches data,
       SampledBatches::Create(dataset, comm, config.batchSize,
                              /*drop_last=*/false));
-  TrainingLoop loop(comm, *model, *ddp,
-                    {.who = "ddp_demo",
-                     .epochs = config.epochs,
-                     .device = device,
-                     .checkpoint = config.checkpoint,
-                     .must_match = MustMatchOnResume(Entries(flags))});
   LoopHooks hooks;
   hooks.after_step = [&](const StepView& s) {
     out.PrintOnRank0(
-        absl::StrCat("Step: ", s.step, ", Loss: ", PythonFloatStr(s.loss)));
+        absl::StrCat("Step: ", s.step, ", Loss: ", nn::PyFloatRepr(s.loss)));
     return absl::OkStatus();
   };
   hooks.end_epoch = [&](int64_t epoch, int64_t) -> absl::StatusOr<EpochEnd> {
     return EpochEnd{.report = {.samples = data.total_size()},
                     .rank0_line = absl::StrCat("Epoch ", epoch, " Finished !")};
   };
-  return loop.Run(data, CrossEntropyLoss(), hooks);
+  return loop->Run(data, CrossEntropyLoss(), hooks);
 }
 
 }  // namespace tandem::train

@@ -1,6 +1,6 @@
 // The DDP tutorials' second script ("ddp_demo.py", launched with
 // `torchrun --nproc_per_node=2 ddp_demo.py --batchSize 64 --epochs 10`), as a
-// function every rank runs; //train:ddp_demo wraps it in a command line.
+// function every rank runs; ddp_demo_main.cc wraps it in a command line.
 //
 // Each rank: a RandomDataset of `dataset_size` images 3x32x32 drawn from
 // torch.randn after torch.manual_seed(seed), all labelled 0; the model
@@ -16,7 +16,7 @@
 //   Step: 0, Loss: 2.3025851249694824
 //   Epoch 0 Finished !
 //
-// (the loss as Python prints loss.item(); see PythonFloatStr). The PyTorch
+// (the loss as Python prints loss.item(): nn::PyFloatRepr). The PyTorch
 // script is bench/peers/ddp_demo.py; bench/peers/compare_ddp_demo.py runs
 // both and requires every loss bit-identical (docs/checkpoints.md says how:
 // RunDdpDemo selects cpu::KernelChoice::kPyTorch for the process).
@@ -29,7 +29,6 @@
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
-#include "train/checkpoint/run_checkpointer.h"
 #include "train/examples/runner/example_options.h"
 #include "train/loop/training_loop.h"
 
@@ -37,9 +36,11 @@ namespace tandem::train {
 
 // The script's flags (example_options.h), in the order of the entries its
 // checkpoints record (--dataset-size and --num-classes spelled with the
-// script's dashes there). The bounds keep a typo from allocating without
-// bound (65536 images are 805 MB; a batch of 4096 needs ~650 MB for the
-// convolution; 10000 classes make a 576 MB Linear) or running for ever.
+// script's dashes there, as on the command line), and --seed, which is
+// tandem's: the script seeds nothing, and a run must be repeatable to be
+// compared. The bounds keep a typo from allocating without bound (65536
+// images are 805 MB; a batch of 4096 needs ~650 MB for the convolution;
+// 10000 classes make a 576 MB Linear) or running for ever.
 #define TANDEM_DDP_DEMO_OPTIONS(X)                                            \
   X(int64_t, batchSize, 32, Between(1, 4096), kAgreed,                        \
     "Per-rank batch size (the script's).")                                    \
@@ -55,14 +56,10 @@ namespace tandem::train {
     "the script does; empty: leave it alone.")
 TANDEM_EXAMPLE_OPTIONS(DdpDemoOptions, TANDEM_DDP_DEMO_OPTIONS);
 
-struct DdpDemoConfig : DdpDemoOptions {
-  checkpoint::CheckpointOptions checkpoint;  // --checkpoint_dir/_every
-};
+using DdpDemoConfig = WithCheckpoint<DdpDemoOptions>;
 
-// Runs the script on `comm`'s rank (collective). `device` is where the rank
-// trains (the model and every batch go there). Errors: ranks given different
-// configs (every rank names each one's values), a broken rule (named), a
-// non-finite loss or parameter, a device or communicator failure.
+// Runs the script on `comm`'s rank (what every example's rank function
+// does and its errors: runner/example_main.h).
 absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                         Device device = Device::CPU());
 

@@ -94,15 +94,13 @@ absl::Status RunPipelineDemo(comm::Communicator& comm,
   const int64_t last = (at.stage + 1) * c.layers / stages;
   TANDEM_ASSIGN_OR_RETURN(auto model, StageLayers(c, first, last));
   TANDEM_RETURN_IF_ERROR(model->To(device));
-  TANDEM_ASSIGN_OR_RETURN(
-      auto trainer,
-      Strategy::CreatePipeline(
-          comm, *model,
-          {.schedule = schedule,
-           .chunks = c.chunks,
-           .loss = [](const Tensor& y, const Tensor& t) { return Mse(y, t); },
-           .replicas = c.replicas},
-          SgdFactory(c.lr)));
+  TANDEM_ASSIGN_OR_RETURN(auto trainer,
+                          Strategy::CreatePipeline(comm, *model,
+                                                   {.schedule = schedule,
+                                                    .chunks = c.chunks,
+                                                    .loss = Mse,
+                                                    .replicas = c.replicas},
+                                                   SgdFactory(c.lr)));
   const comm::RankPrinter printer(comm);
   printer.PrintOnRank0(absl::StrCat(
       "pipeline_demo: ", stages, " stages x ", c.replicas, " replicas, ",

@@ -1,9 +1,9 @@
-// The rank pipeline demo (//train:pipeline_demo) as a function every rank
-// runs: an MLP regression whose layers are split into consecutive stages,
-// one per rank of a pipeline (train/parallel/pipeline/pipeline.h) run through
-// train::Strategy's pipeline mode (Strategy::CreatePipeline), optionally
-// replicated `replicas` times with DDP over each stage's replicas (2-D:
-// world = stages x replicas, sub-communicators from Communicator::Split).
+// The pipeline demo, as a function every rank runs (pipeline_demo_main.cc
+// wraps it in a command line): an MLP regression split into consecutive
+// stages, one per rank, run through Strategy::CreatePipeline
+// (train/parallel/pipeline/pipeline.h), optionally replicated `replicas`
+// times with DDP over each stage's replicas (2-D: world = stages x replicas,
+// sub-communicators from Communicator::Split).
 //
 // The model: Linear(8, hidden), then (layers - 2) x Linear(hidden, hidden),
 // then Linear(hidden, 1), ReLU between; weights drawn in order from
@@ -34,11 +34,11 @@
 
 namespace tandem::train {
 
-// The demo's options (example_options.h): flags, defaults, rules. Every
-// rank must be given the same; RunPipelineDemo checks the rules only (the
-// pipeline compares the schedule and chunks across ranks itself, naming both
-// values). --schedule is parsed by ParsePipelineSchedule
-// (train/parallel/pipeline/pipeline.h).
+// The demo's options (example_options.h), its whole config: it writes no
+// checkpoints and runs no training loop. Every rank must be given the same,
+// but RunPipelineDemo checks the rules only; the pipeline compares the
+// schedule and chunks across ranks itself, naming both values. --schedule:
+// ParsePipelineSchedule.
 #define TANDEM_PIPELINE_DEMO_OPTIONS(X)                                  \
   X(std::string, schedule, "1f1b", Any(), kAgreed,                       \
     "Pipeline schedule: gpipe or 1f1b.")                                 \
@@ -58,11 +58,10 @@ namespace tandem::train {
   X(uint64_t, seed, 0, Any(), kAgreed, "Seed of the initial weights.")
 TANDEM_EXAMPLE_OPTIONS(PipelineDemoConfig, TANDEM_PIPELINE_DEMO_OPTIONS);
 
-// Runs the demo on `comm`'s rank (collective). Errors: a broken rule or an
-// unknown schedule, a world size that is not a multiple of replicas, fewer
-// layers than stages, a per-replica batch smaller than chunks (named), and
-// whatever the pipeline or DDP report (ranks that disagree on the schedule
-// or chunks included).
+// Runs the demo on `comm`'s rank (collective). Errors, each named: a broken
+// rule or an unknown schedule, a world size that is not a multiple of
+// replicas, fewer layers than stages, a per-replica batch smaller than
+// chunks; and the pipeline's or DDP's.
 absl::Status RunPipelineDemo(comm::Communicator& comm,
                              const PipelineDemoConfig& config,
                              Device device = Device::CPU());

@@ -16,15 +16,16 @@
 // (ConfigSetup, below: the options and the checkpoint flags make the config,
 // the check refuses what no rank could run, every rank runs RunToyDdp.)
 //
-// What every example's rank function does, so that its header need not say
-// it: it is collective (every rank calls it, on the device the runner gives
-// it); it first checks its flags on the ranks (CheckRankFlags, rank_flags.h:
-// flags that differ between ranks, as mpirun MPMD can give them, fail on
-// every rank naming each rank's value; a broken rule is named with its value
-// and rule); its steps run on train/loop/training_loop.h, which stops every
-// rank together on a non-finite loss or parameter (naming the epoch, step,
-// rank and value) and saves and resumes checkpoints; its errors are those,
-// the ones its header names, and the device's or communicator's.
+// What an example's rank function does unless its header says otherwise
+// (pipeline_demo's), so that its header need not say it: it is collective
+// (every rank calls it, on the device the runner gives it); it first checks its
+// flags on the ranks (CheckRankFlags, rank_flags.h: flags that differ between
+// ranks, as mpirun MPMD can give them, fail on every rank naming each rank's
+// value; a broken rule is named with its value and rule); its steps run on
+// train/loop/training_loop.h, which stops every rank together on a non-finite
+// loss or parameter (naming the epoch, step, rank and value) and saves and
+// resumes checkpoints; its errors are those, the ones its header names, and the
+// device's or communicator's.
 //
 // Common flags (defined here, once):
 //   --backend      an engine of the launch registry or auto (the help lists

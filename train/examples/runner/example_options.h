@@ -13,6 +13,8 @@
 //     X(std::string, log_ranks, "all", OneOf("all", "0"), kAgreed,
 //       "all: every rank prints; 0: rank 0 only.")
 //   TANDEM_EXAMPLE_OPTIONS(ToyDdpOptions, TANDEM_TOY_DDP_OPTIONS);
+//   // The options with the runner's checkpoint flags (below).
+//   using ToyDdpConfig = WithCheckpoint<ToyDdpOptions>;
 //
 //   // toy_ddp_main.cc, at namespace scope: an absl flag per option and
 //   // `absl::StatusOr<ToyDdpOptions> ExampleOptionsFromFlags()`, which
@@ -54,6 +56,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "base/dtype.h"
+#include "train/checkpoint/run_checkpointer.h"
 #include "train/examples/runner/rank_flags.h"
 
 namespace tandem::train {
@@ -123,6 +126,14 @@ inline RankFlag OptionFlag(std::string name, int value,
                            option_rules::IntRange rule, OptionScope scope) {
   return OptionFlag(std::move(name), static_cast<int64_t>(value), rule, scope);
 }
+
+// An example's config: its options and the checkpoint flags
+// (--checkpoint_dir, --checkpoint_every: example_main.h's
+// ExampleCheckpointOptions, which ConfigSetup reads into `checkpoint`).
+template <typename Options>
+struct WithCheckpoint : Options {
+  checkpoint::CheckpointOptions checkpoint;
+};
 
 // An --amp option's dtype: "bf16" and "f16" theirs; anything else ("off",
 // the rule's other word) nullopt, f32.

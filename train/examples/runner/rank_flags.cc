@@ -96,6 +96,14 @@ absl::StatusOr<int64_t> PerRankBatch(std::string_view who,
       "or change the number of ranks"));
 }
 
+std::vector<RankFlag> WithCheckpointFlags(
+    std::vector<RankFlag> flags,
+    const checkpoint::CheckpointOptions& checkpoint) {
+  flags.push_back(Flag("--checkpoint_dir", checkpoint.dir));
+  flags.push_back(Flag("--checkpoint_every", checkpoint.every_steps));
+  return flags;
+}
+
 std::vector<ConfigEntry> Entries(const std::vector<RankFlag>& flags) {
   std::vector<ConfigEntry> entries;
   for (const RankFlag& f : flags) {

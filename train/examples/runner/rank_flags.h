@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "comm/communicator.h"
 #include "tensor/device.h"
+#include "train/checkpoint/run_checkpointer.h"
 #include "train/parallel/core/config_agreement.h"
 
 namespace tandem::train {
@@ -66,6 +67,15 @@ RankFlag IntFlag(std::string name, int64_t value, int64_t min,
 // "0 <= beta1 < 1", "lr >= 0, finite". NaN and the infinities fail.
 RankFlag RealFlag(std::string name, double value, double min, double max,
                   bool min_open, bool max_open);
+
+// `flags`, then --checkpoint_dir and --checkpoint_every (agreed on, no
+// rule: ExampleCheckpointOptions checked them), the entries of an example
+// whose checkpoint flags come after its options (toy_ddp, amp_ddp,
+// ddp_demo, resnet_ddp). A resume may change both
+// (train/loop/must_match.h).
+std::vector<RankFlag> WithCheckpointFlags(
+    std::vector<RankFlag> flags,
+    const checkpoint::CheckpointOptions& checkpoint);
 
 // As above: OK, or the agreement's error (entries with `agreed` only), or
 // InvalidArgument naming `who`, each entry that breaks its rule with its

@@ -88,6 +88,19 @@ TEST(RankFlagsTest, DisagreementComesFirst) {
   }
 }
 
+TEST(WithCheckpointFlagsTest, AppendsDirThenEveryAgreedWithoutRule) {
+  const std::vector<RankFlag> flags = WithCheckpointFlags(
+      {IntFlag("--epochs", 3, 0, 10)}, {.dir = "ck", .every_steps = 5});
+  const std::vector<ConfigEntry> entries = Entries(flags);
+  ASSERT_EQ(entries.size(), 3u);
+  EXPECT_EQ(entries[0].name, "--epochs");
+  EXPECT_EQ(entries[1].name, "--checkpoint_dir");
+  EXPECT_EQ(entries[1].value, "ck");
+  EXPECT_EQ(entries[2].name, "--checkpoint_every");
+  EXPECT_EQ(entries[2].value, "5");
+  EXPECT_TRUE(CheckFlagRules(flags).ok());
+}
+
 TEST(PerRankBatchTest, DividesOrNamesTheNearestSizes) {
   EXPECT_EQ(*PerRankBatch("demo", 64, 4), 16);
   EXPECT_EQ(*PerRankBatch("demo", 3, 3), 1);

@@ -7,7 +7,6 @@
 #include "base/status_macros.h"
 #include "comm/rank_printer.h"
 #include "tensor/nn/mlp.h"
-#include "tensor/nn/py_repr.h"
 #include "tensor/nn/wrapper.h"
 #include "train/data/vector_dataset.h"
 #include "train/examples/runner/rank_flags.h"
@@ -26,9 +25,8 @@ absl::StatusOr<std::unique_ptr<nn::Module>> BuildToyModel(Generator& gen) {
 absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        Device device) {
   // First, before any rank can fail alone on its own flags (mpirun MPMD).
-  std::vector<RankFlag> flags = config.RankFlags();
-  flags.push_back(Flag("--checkpoint_dir", config.checkpoint.dir));
-  flags.push_back(Flag("--checkpoint_every", config.checkpoint.every_steps));
+  const std::vector<RankFlag> flags =
+      WithCheckpointFlags(config.RankFlags(), config.checkpoint);
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "toy_ddp", flags));
   const comm::RankPrinter printer(comm);
   auto log = [&](const std::string& text) {  // "[GPUk] text"
@@ -73,7 +71,5 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
   // "Training accuracy 1.0" (the last epoch's order), "Test accuracy 1.0".
   return PrintTutorialAccuracies(*loop, train_data, test_ds, log);
 }
-
-std::string PythonFloatStr(double value) { return nn::PyFloatRepr(value); }
 
 }  // namespace tandem::train

@@ -1,6 +1,5 @@
 // The DDP tutorials' toy example (Sebastian Raschka's "ddp-script.py"), as a
-// function every rank runs; //train/examples:toy_ddp wraps it in a command
-// line.
+// function every rank runs; toy_ddp_main.cc wraps it in a command line.
 //
 //   sim::Run(2, [](int rank, comm::Communicator& comm) {
 //     return train::RunToyDdp(comm, train::ToyDdpConfig());
@@ -18,8 +17,7 @@
 //   [GPU0] Training accuracy 1.0
 //   [GPU0] Test accuracy 1.0
 //
-// They go to comm.output() through comm::RankPrinter, one atomic write per
-// line. bench/peers/toy_ddp.py is the same script in PyTorch and
+// bench/peers/toy_ddp.py is the same script in PyTorch and
 // bench/peers/compare_toy_ddp.py checks that both print the same lines.
 #ifndef TANDEM_TRAIN_EXAMPLES_TOY_DDP_TOY_DDP_LIB_H_
 #define TANDEM_TRAIN_EXAMPLES_TOY_DDP_TOY_DDP_LIB_H_
@@ -33,7 +31,6 @@
 #include "tensor/device.h"
 #include "tensor/generator.h"
 #include "tensor/nn/module.h"
-#include "train/checkpoint/run_checkpointer.h"
 #include "train/examples/runner/example_options.h"
 #include "train/loop/training_loop.h"
 
@@ -55,32 +52,14 @@ namespace tandem::train {
     "tutorial); 0: only rank 0's lines.")
 TANDEM_EXAMPLE_OPTIONS(ToyDdpOptions, TANDEM_TOY_DDP_OPTIONS);
 
-// The options, and the checkpoint: rank 0 saves the model, the optimizer
-// and the progress (train/checkpoint/run_checkpointer.h); a folder that
-// holds a checkpoint resumes from it (rank 0 says so) and prints only the
-// steps still to run. The final weights equal an uninterrupted run's bit for
-// bit. --log_ranks=0 prints only rank 0's lines, the same lines as "all".
-struct ToyDdpConfig : ToyDdpOptions {
-  checkpoint::CheckpointOptions checkpoint;
-};
+using ToyDdpConfig = WithCheckpoint<ToyDdpOptions>;
 
-// Runs the tutorial on `comm`'s rank (collective: every rank calls it).
-// `device` is where this rank trains: the model is moved there before DDP
-// wraps it (model.to(rank) in the tutorial) and every batch is copied there;
-// predictions and losses come back to the host for printing. The CPU path
-// makes no copies. On a GPU the printed values may differ from the CPU's in
-// their last digits. Before anything else the ranks check that they were
-// given the same config, then that each value is in range (CheckRankFlags,
-// rank_flags.h: per-rank flags fail on every rank with each rank's value; an
-// out-of-range flag is named with its value and range); after every step
-// they check that the loss and the parameters (every
-// kParameterCheckInterval steps and at the end of each epoch) are finite
-// (CheckStepFinite: every rank stops with the epoch, step, rank and value).
-// Errors: ranks that disagree, a non-finite loss or parameter, a bad config
-// (each flag named), an empty shard (the
-// tutorial divides by zero there: the message says to lower --batch_size or
-// the world size), a device that cannot be used, or a failure of DDP or the
-// communicator.
+// Runs the tutorial on `comm`'s rank (what every example's rank function
+// does and its errors: runner/example_main.h). The model is moved to `device`
+// before DDP wraps it (model.to(rank) in the tutorial) and every batch is
+// copied there; on a GPU the printed values may differ from the CPU's in
+// their last digits. An empty shard, where the tutorial divides by zero, is
+// an error that says to lower --batch_size or the world size.
 absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                        Device device = Device::CPU());
 
@@ -90,12 +69,6 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
 // "layers.2.weight", ... (so a checkpoint loads into the PyTorch script's
 // model with load_state_dict).
 absl::StatusOr<std::unique_ptr<nn::Module>> BuildToyModel(Generator& gen);
-
-// Python's str(float) (== repr): the shortest digits that round-trip, in
-// fixed notation for 1e-4 <= |x| < 1e16 with ".0" added to integral values
-// ("1.0", "0.5", "0.6666666865348816"), otherwise in exponent notation with
-// at least two exponent digits ("1e-05", "1.5e+16"); "inf", "-inf", "nan".
-std::string PythonFloatStr(double value);
 
 }  // namespace tandem::train
 
