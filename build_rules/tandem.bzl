@@ -129,3 +129,73 @@ def example(name, deps, main_deps = [], data = [], lib_test_deps = None, lib_tes
     )
     if with_cli_test:
         cli_test(name = name + "_cli_test", tools = [":" + name], folder = name)
+
+def program(name, deps, srcs = None, **kwargs):
+    """A command-line program: flags parsed by base/command_line (--help,
+    usage errors exit 2), lost output a failed run (base/std_streams).
+
+    Args:
+      name: the binary's name; its source is `name + ".cc"` unless `srcs`
+        says otherwise.
+      deps: what it uses (//base:command_line, //base:std_streams and
+        Abseil are added).
+      srcs: the sources, when they are not just `name + ".cc"`.
+      **kwargs: any other cc_binary attribute (tags, visibility, data, ...).
+    """
+    cc_binary(
+        name = name,
+        srcs = srcs if srcs != None else [name + ".cc"],
+        deps = _with(deps, ["//base:command_line", "//base:std_streams", "//third_party:absl"]),
+        **kwargs
+    )
+
+def benchmark(name, deps, srcs = None, **kwargs):
+    """A program that measures: a program (above) tagged "benchmark", which
+    `bazel test` never runs (.bazelrc filters the tag out). Its arguments
+    are program()'s.
+    """
+    program(name = name, deps = deps, srcs = srcs, tags = ["benchmark"], **kwargs)
+
+_MPIRUN = "//comm/mpi:mpirun_test.sh"
+
+def process_test(name, nps, deps, size = "medium", launcher = _MPIRUN, tools = [], tags = None):
+    """A gtest binary that is one rank of a world of processes, run at
+    several world sizes.
+
+    `<name>_test_bin` is built from `<name>_test.cc`; for each n of `nps`,
+    the shell test `<name>_np<n>_test` has `launcher` start n processes of
+    it. The launcher is handed n, then each of `tools`' paths, then the
+    binary's path.
+
+    Args:
+      name: the stem of the binary's and the tests' names.
+      nps: the world sizes, one test each.
+      deps: what the binary uses. Abseil is added, and gtest without its
+        main unless the deps name //third_party:gtest_main: the binary's own
+        main starts the rank (MPI_Init, the launch environment).
+      size: each test's Bazel size.
+      launcher: the script that starts the processes; mpirun
+        (comm/mpi/mpirun_test.sh) unless said otherwise.
+      tools: programs the launcher is handed before the binary (tandemrun).
+      tags: the tests' tags; None: "mpi" under mpirun (ThreadSanitizer's
+        runs leave them out), none under another launcher.
+    """
+    binary = name + "_test_bin"
+    gtest = [] if "//third_party:gtest_main" in deps else ["//third_party:gtest"]
+    cc_binary(
+        name = binary,
+        testonly = True,
+        srcs = [name + "_test.cc"],
+        deps = _with(deps, ["//third_party:absl"] + gtest),
+    )
+    if tags == None:
+        tags = ["mpi"] if launcher == _MPIRUN else []
+    for n in nps:
+        native.sh_test(
+            name = "%s_np%d_test" % (name, n),
+            size = size,
+            srcs = [launcher],
+            args = [str(n)] + ["$(location %s)" % t for t in tools] + ["$(location :%s)" % binary],
+            data = [":" + binary] + tools,
+            tags = tags,
+        )
