@@ -72,9 +72,8 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
                                           Device device) {
   // The flags, first, before any rank can fail alone on its own (mpirun
   // MPMD): the same on every rank, each keeping its rule.
-  std::vector<RankFlag> flags = config.RankFlags();
-  flags.push_back(Flag("--checkpoint_dir", config.checkpoint.dir));
-  flags.push_back(Flag("--checkpoint_every", config.checkpoint.every_steps));
+  const std::vector<RankFlag> flags =
+      WithCheckpointFlags(config.RankFlags(), config.checkpoint);
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "resnet_ddp", flags));
   if (absl::Status s = CheckResnetConfig(config); !s.ok()) {
     return absl::InvalidArgumentError(
