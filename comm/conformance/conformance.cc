@@ -46,21 +46,6 @@ std::vector<ReduceOp> ValidReduceOps(DType dtype) {
   return ops;
 }
 
-void ExpectAllOk(const std::vector<RankStatus>& statuses, int world_size,
-                 const Launcher& launcher) {
-  EXPECT_FALSE(statuses.empty()) << launcher.name() << " ran no rank";
-  for (const RankStatus& rs : statuses) {
-    EXPECT_TRUE(rs.status.ok()) << launcher.name() << " rank " << rs.rank
-                                << " of " << world_size << ": " << rs.status;
-  }
-}
-
-std::string TestName() {
-  const ::testing::TestInfo* info =
-      ::testing::UnitTest::GetInstance()->current_test_info();
-  return absl::StrCat(info->test_suite_name(), ".", info->name());
-}
-
 // ---------------------------------------------------- Mixed outstanding ---
 
 struct MixedOp {

@@ -23,6 +23,9 @@
 //   BadInputConformanceTest: every argument error comes back as an
 //     already-failed Work whose message says what was expected and what was
 //     found, and the communicator stays usable afterwards.
+//   OrderedSumConformanceTest: comm/ordered's collectives (built on this
+//     engine's Send/Recv and AllGather) give the canonical tree over rank
+//     order bit for bit (ordered_cases.cc).
 // Every test runs under a Watchdog (comm/conformance/watchdog.h).
 #ifndef TANDEM_COMM_CONFORMANCE_CONFORMANCE_H_
 #define TANDEM_COMM_CONFORMANCE_CONFORMANCE_H_
@@ -86,6 +89,7 @@ class CollectiveConformanceTest
     : public ::testing::TestWithParam<CollectiveCase> {};
 class MixedOutstandingTest : public ::testing::TestWithParam<WorldCase> {};
 class BadInputConformanceTest : public ::testing::TestWithParam<WorldCase> {};
+class OrderedSumConformanceTest : public ::testing::TestWithParam<WorldCase> {};
 
 }  // namespace tandem::comm::conformance
 
@@ -98,6 +102,7 @@ class BadInputConformanceTest : public ::testing::TestWithParam<WorldCase> {};
   using ::tandem::comm::conformance::CollectiveConformanceTest;            \
   using ::tandem::comm::conformance::MixedOutstandingTest;                 \
   using ::tandem::comm::conformance::BadInputConformanceTest;              \
+  using ::tandem::comm::conformance::OrderedSumConformanceTest;            \
   INSTANTIATE_TEST_SUITE_P(                                                \
       prefix, CollectiveConformanceTest,                                   \
       ::testing::ValuesIn(::tandem::comm::conformance::CollectiveCases(    \
@@ -110,6 +115,11 @@ class BadInputConformanceTest : public ::testing::TestWithParam<WorldCase> {};
       ::tandem::comm::conformance::WorldCaseName);                         \
   INSTANTIATE_TEST_SUITE_P(                                                \
       prefix, BadInputConformanceTest,                                     \
+      ::testing::ValuesIn(                                                 \
+          ::tandem::comm::conformance::WorldCases((launcher), (options))), \
+      ::tandem::comm::conformance::WorldCaseName);                         \
+  INSTANTIATE_TEST_SUITE_P(                                                \
+      prefix, OrderedSumConformanceTest,                                   \
       ::testing::ValuesIn(                                                 \
           ::tandem::comm::conformance::WorldCases((launcher), (options))), \
       ::tandem::comm::conformance::WorldCaseName)

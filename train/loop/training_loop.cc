@@ -505,16 +505,15 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
       if (monitor != nullptr) {
         // Every rank's batch has this size (the sampler pads evenly).
         StepReport report = WithCommTimes(
-            strategy_.ddp(), {.epoch = epoch,
-                              .epochs = options_.epochs,
-                              .step = b,
-                              .steps_per_epoch = steps,
-                              .samples = batch.labels.dim(0) * comm_.size(),
-                              .loss = options_.mean_loss_over_ranks
-                                          ? view.mean_loss
-                                          : view.loss,
-                              .loss_scale = view.loss_scale,
-                              .skipped = view.skipped});
+            strategy_.ddp(),
+            {.epoch = epoch,
+             .epochs = options_.epochs,
+             .step = b,
+             .steps_per_epoch = steps,
+             .samples = batch.labels.dim(0) * comm_.size(),
+             .loss = options_.mean_loss_over_ranks ? view.mean_loss : view.loss,
+             .loss_scale = view.loss_scale,
+             .skipped = view.skipped});
         if (options_.position_by_global_step) {
           // The run is one schedule: one epoch of max_steps steps.
           report.epoch = 0;

@@ -15,6 +15,7 @@
 #include "comm/conformance/patterns.h"
 #include "comm/types.h"
 #include "comm/work.h"
+#include "gtest/gtest.h"
 
 namespace tandem::comm::conformance {
 
@@ -298,6 +299,21 @@ absl::Status RunCollectiveCase(const CollectiveCase& c, const Expected& e,
   std::vector<std::unique_ptr<Work>> works = Issue(c, rank, comm, buffers);
   TANDEM_RETURN_IF_ERROR(WaitAll(works, rank, what));  // step 3
   return CheckResults(c, e, rank, buffers, what);
+}
+
+void ExpectAllOk(const std::vector<RankStatus>& statuses, int world_size,
+                 const Launcher& launcher) {
+  EXPECT_FALSE(statuses.empty()) << launcher.name() << " ran no rank";
+  for (const RankStatus& rs : statuses) {
+    EXPECT_TRUE(rs.status.ok()) << launcher.name() << " rank " << rs.rank
+                                << " of " << world_size << ": " << rs.status;
+  }
+}
+
+std::string TestName() {
+  const ::testing::TestInfo* info =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  return absl::StrCat(info->test_suite_name(), ".", info->name());
 }
 
 }  // namespace tandem::comm::conformance

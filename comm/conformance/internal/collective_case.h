@@ -7,12 +7,14 @@
 #define TANDEM_COMM_CONFORMANCE_INTERNAL_COLLECTIVE_CASE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "comm/communicator.h"
 #include "comm/conformance/conformance.h"
 #include "comm/conformance/patterns.h"
+#include "comm/launcher.h"
 #include "comm/types.h"
 
 namespace tandem::comm::conformance {
@@ -40,6 +42,13 @@ Expected ComputeExpected(const CollectiveCase& c);
 // and every separate input is unchanged.
 absl::Status RunCollectiveCase(const CollectiveCase& c, const Expected& e,
                                int rank, Communicator& comm);
+
+// Every status OK (a gtest failure per rank that is not, naming it).
+void ExpectAllOk(const std::vector<RankStatus>& statuses, int world_size,
+                 const Launcher& launcher);
+
+// "Suite.Test" of the running gtest test (the watchdog's label).
+std::string TestName();
 
 }  // namespace tandem::comm::conformance
 

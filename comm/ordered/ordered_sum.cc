@@ -1,0 +1,182 @@
+#include "comm/ordered/ordered_sum.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "comm/work.h"
+
+namespace tandem::comm {
+namespace {
+
+// Elements per pass: a few of these per tree level stay in L1/L2.
+constexpr int64_t kChunk = 1024;
+
+bool Supported(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF64;
+}
+
+// The canonical tree of leaves [lo, hi) over elements [begin, begin + n):
+// a leaf is returned as it is; an inner node is written to `buf`, its
+// right child computed in `scratch` (and deeper nodes in the chunks after
+// it). Every buffer holds kChunk elements.
+template <typename T>
+const T* Tree(const T* const* leaves, int64_t lo, int64_t hi, int64_t begin,
+              int64_t n, T* buf, T* scratch) {
+  if (hi - lo == 1) return leaves[lo] + begin;
+  const int64_t mid = lo + (hi - lo) / 2;
+  const T* left = Tree(leaves, lo, mid, begin, n, buf, scratch + kChunk);
+  const T* right = Tree(leaves, mid, hi, begin, n, scratch, scratch + kChunk);
+  for (int64_t i = 0; i < n; ++i) buf[i] = left[i] + right[i];
+  return buf;
+}
+
+template <typename T>
+void TreeSum(int64_t count, absl::Span<const void* const> leaf_ptrs,
+             void* out_ptr) {
+  const int64_t n_leaves = static_cast<int64_t>(leaf_ptrs.size());
+  std::vector<const T*> leaves(leaf_ptrs.size());
+  for (size_t i = 0; i < leaf_ptrs.size(); ++i) {
+    leaves[i] = static_cast<const T*>(leaf_ptrs[i]);
+  }
+  int64_t depth = 0;
+  while ((int64_t{1} << depth) < n_leaves) ++depth;
+  // One result chunk, then a buffer per level below the root.
+  std::vector<T> work(static_cast<size_t>((depth + 2) * kChunk));
+  T* out = static_cast<T*>(out_ptr);
+  for (int64_t begin = 0; begin < count; begin += kChunk) {
+    const int64_t n = std::min(kChunk, count - begin);
+    // Every leaf's chunk is read before `out`'s is written, so `out` may be
+    // one of the leaves.
+    const T* sum = Tree(leaves.data(), 0, n_leaves, begin, n, work.data(),
+                        work.data() + kChunk);
+    if (sum != out + begin) std::memmove(out + begin, sum, n * sizeof(T));
+  }
+}
+
+absl::Status CheckView(const Communicator& comm, const char* what,
+                       const BufferView& view, const char* name) {
+  if (!Supported(view.dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " on rank ", comm.rank(), " of ", comm.size(), ": ", name, " is ",
+        view.DebugString(),
+        "; ordered sums take f32 or f64 (convert the buffer first)"));
+  }
+  if (view.space != MemorySpace::kHost) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " on rank ", comm.rank(), " of ", comm.size(), ": ", name, " is ",
+        view.DebugString(),
+        "; ordered sums run on host memory (stage the buffer through the "
+        "host)"));
+  }
+  if (view.count < 0 || (view.count > 0 && view.data == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " on rank ", comm.rank(), ": ", name, " is ",
+                     view.DebugString(), " with no memory"));
+  }
+  return absl::OkStatus();
+}
+
+BufferView Slice(const BufferView& view, int64_t offset, int64_t count) {
+  BufferView out = view;
+  out.data = static_cast<char*>(view.data) + offset * DTypeSize(view.dtype);
+  out.count = count;
+  return out;
+}
+
+// Waits for `work`, naming the step when it fails.
+absl::Status Finish(std::unique_ptr<Work> work, const Communicator& comm,
+                    const char* what, const std::string& step) {
+  absl::Status s = work->Wait();
+  if (s.ok()) return s;
+  return absl::Status(s.code(),
+                      absl::StrCat(what, " on rank ", comm.rank(), " of ",
+                                   comm.size(), ", ", step, ": ", s.message()));
+}
+
+}  // namespace
+
+absl::Status CanonicalTreeSum(DType dtype, int64_t count,
+                              absl::Span<const void* const> leaves, void* out) {
+  if (leaves.empty() || count < 0 || !Supported(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "CanonicalTreeSum: ", leaves.size(), " leaves of ", count,
+        " elements of ", DTypeName(dtype),
+        "; expected at least one leaf, a count >= 0 and f32 or f64"));
+  }
+  if (dtype == DType::kF32) {
+    TreeSum<float>(count, leaves, out);
+  } else {
+    TreeSum<double>(count, leaves, out);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OrderedReduceScatter(Communicator& comm, BufferView send,
+                                  BufferView recv) {
+  constexpr char kWhat[] = "OrderedReduceScatter";
+  TANDEM_RETURN_IF_ERROR(CheckView(comm, kWhat, send, "send"));
+  TANDEM_RETURN_IF_ERROR(CheckView(comm, kWhat, recv, "recv"));
+  const int64_t world = comm.size();
+  const int64_t rank = comm.rank();
+  const int64_t c = recv.count;
+  if (send.dtype != recv.dtype || send.count != world * c) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        kWhat, " on rank ", rank, " of ", world, ": send is ",
+        send.DebugString(), " and recv ", recv.DebugString(),
+        "; expected send to hold size() x recv.count elements of recv's "
+        "dtype"));
+  }
+  if (c == 0) return absl::OkStatus();
+  const int64_t bytes = c * DTypeSize(recv.dtype);
+  // contributions[q]: rank q's term of this rank's segment.
+  std::vector<char> contributions(static_cast<size_t>(world * bytes));
+  std::memcpy(contributions.data() + rank * bytes,
+              Slice(send, rank * c, c).data, static_cast<size_t>(bytes));
+  for (int64_t i = 1; i < world; ++i) {
+    const int64_t to = (rank + i) % world;
+    const int64_t from = (rank - i + world) % world;
+    BufferView in =
+        HostView(contributions.data() + from * bytes, c, recv.dtype);
+    std::unique_ptr<Work> received = comm.Recv(in, static_cast<int>(from));
+    std::unique_ptr<Work> sent =
+        comm.Send(Slice(send, to * c, c), static_cast<int>(to));
+    TANDEM_RETURN_IF_ERROR(Finish(std::move(received), comm, kWhat,
+                                  absl::StrCat("receiving from rank ", from)));
+    TANDEM_RETURN_IF_ERROR(Finish(std::move(sent), comm, kWhat,
+                                  absl::StrCat("sending to rank ", to)));
+  }
+  std::vector<const void*> leaves(static_cast<size_t>(world));
+  for (int64_t q = 0; q < world; ++q) {
+    leaves[q] = contributions.data() + q * bytes;
+  }
+  return CanonicalTreeSum(recv.dtype, c, leaves, recv.data);
+}
+
+absl::Status OrderedAllReduce(Communicator& comm, BufferView buf) {
+  constexpr char kWhat[] = "OrderedAllReduce";
+  TANDEM_RETURN_IF_ERROR(CheckView(comm, kWhat, buf, "buf"));
+  const int64_t world = comm.size();
+  if (world == 1 || buf.count == 0) return absl::OkStatus();
+  const int64_t segment = (buf.count + world - 1) / world;
+  const int64_t size = DTypeSize(buf.dtype);
+  // The buffer padded to world x segment elements (zeros past its end: a
+  // padded element is summed only with padding).
+  std::vector<char> padded(static_cast<size_t>(world * segment * size), 0);
+  std::memcpy(padded.data(), buf.data, static_cast<size_t>(buf.count * size));
+  const BufferView all = HostView(padded.data(), world * segment, buf.dtype);
+  const BufferView mine = Slice(all, comm.rank() * segment, segment);
+  TANDEM_RETURN_IF_ERROR(OrderedReduceScatter(comm, all, mine));
+  TANDEM_RETURN_IF_ERROR(
+      Finish(comm.AllGather(mine, all), comm, kWhat, "gathering the sums"));
+  std::memcpy(buf.data, padded.data(), static_cast<size_t>(buf.count * size));
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::comm
