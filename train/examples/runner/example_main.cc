@@ -137,6 +137,17 @@ absl::StatusOr<checkpoint::CheckpointOptions> ExampleCheckpointOptions() {
   return options;
 }
 
+absl::Status NoCheckpointFlags() {
+  const std::string dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  const int64_t every = absl::GetFlag(FLAGS_checkpoint_every);
+  if (dir.empty() && every == 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      dir.empty() ? absl::StrCat("--checkpoint_every=", every)
+                  : absl::StrCat("--checkpoint_dir=", dir),
+      "; this example writes no checkpoint (nothing would be saved or "
+      "resumed): drop the flag"));
+}
+
 absl::StatusOr<ParsedCommandLine> ParseExampleFlags(
     const std::vector<std::string>& args) {
   return ParseFlags(args, ExampleFolders());

@@ -145,6 +145,11 @@ absl::StatusOr<ParsedCommandLine> ParseExampleFlags(
 // --checkpoint_every or one without --checkpoint_dir.
 absl::StatusOr<checkpoint::CheckpointOptions> ExampleCheckpointOptions();
 
+// For an example that does not checkpoint (pipeline_demo): InvalidArgument
+// naming --checkpoint_dir or --checkpoint_every when either is given, OK
+// when neither is.
+absl::Status NoCheckpointFlags();
+
 // --timeout in seconds as a Duration: InvalidArgument unless > 0 and finite.
 absl::StatusOr<absl::Duration> TimeoutFromSeconds(double seconds);
 
@@ -157,7 +162,8 @@ std::string ExampleHelp(const ExampleSpec& spec);
 // reads (TANDEM_EXAMPLE_FLAGS' ExampleOptionsFromFlags, every rule checked,
 // example_options.h), then the checkpoint flags (ExampleCheckpointOptions),
 // as Config{options, checkpoint}; a Config that is the options alone
-// (pipeline_demo) takes no checkpoint and reads no checkpoint flag. With
+// (pipeline_demo) takes no checkpoint and refuses the checkpoint flags
+// (NoCheckpointFlags). With
 // `make`, the config is what make(options, checkpoint) returns (a
 // StatusOr<Config>: gpt_ddp derives its model from the options). The first
 // error is returned (a usage error).
@@ -167,6 +173,9 @@ absl::StatusOr<Config> ConfigFromFlags(
   absl::StatusOr<Options> options = options_from_flags();
   if (!options.ok()) return options.status();
   if constexpr (std::is_same_v<Config, Options>) {
+    // Checkpoint flags given to an example that saves nothing would be
+    // ignored silently: a run the user believes resumable is not.
+    if (absl::Status none = NoCheckpointFlags(); !none.ok()) return none;
     return options;
   } else {
     absl::StatusOr<checkpoint::CheckpointOptions> checkpoint =

@@ -111,13 +111,23 @@ TEST(ConfigFromFlagsTest, OptionsThenCheckpointFlags) {
       std::string(
           ConfigFromFlags<TestConfig>(TestOptionsFromFlags).status().message()),
       HasSubstr("--checkpoint_every=-1; expected 0"));
-  // A config that is the options alone reads no checkpoint flag.
+  // A config that is the options alone (an example that saves nothing)
+  // refuses the checkpoint flags rather than ignore them.
+  EXPECT_EQ(ConfigFromFlags<TestOptions>(TestOptionsFromFlags).status(),
+            absl::InvalidArgumentError(
+                "--checkpoint_dir=ck; this example writes no checkpoint "
+                "(nothing would be saved or resumed): drop the flag"));
+  ASSERT_EQ(Error({"--checkpoint_dir="}), "ok");
+  EXPECT_THAT(std::string(ConfigFromFlags<TestOptions>(TestOptionsFromFlags)
+                              .status()
+                              .message()),
+              HasSubstr("--checkpoint_every=-1; this example writes no"));
+  ASSERT_EQ(Error({"--checkpoint_every=0", "--checkpoint_dir="}), "ok");
   absl::StatusOr<TestOptions> options =
       ConfigFromFlags<TestOptions>(TestOptionsFromFlags);
   ASSERT_TRUE(options.ok()) << options.status();
   EXPECT_EQ(options->epochs, 1);
   // With `make`, its result.
-  ASSERT_EQ(Error({"--checkpoint_every=0", "--checkpoint_dir="}), "ok");
   absl::StatusOr<int64_t> made = ConfigFromFlags(
       TestOptionsFromFlags,
       [](const TestOptions& o, checkpoint::CheckpointOptions c)
