@@ -70,6 +70,7 @@
 #include "bench/repeat_timer.h"
 #include "comm/bandwidth.h"
 #include "comm/communicator.h"
+#include "comm/ordered/ordered_sum.h"
 #include "comm/types.h"
 #include "sim/sim.h"
 #include "train/launch/builtin_engines.h"
@@ -78,7 +79,8 @@ ABSL_FLAG(std::string, world_sizes, "2,4,8", "Comma-separated world sizes.");
 ABSL_FLAG(std::string, ops,
           "all_reduce,reduce_scatter,all_gather,broadcast,sendrecv",
           "Comma-separated ops: all_reduce, reduce_scatter, all_gather, "
-          "broadcast, sendrecv.");
+          "broadcast, sendrecv, ordered_all_reduce (comm/ordered's sum in "
+          "one fixed order: the virtual world's all-reduce).");
 ABSL_FLAG(int64_t, min_bytes, 8, "Smallest size S, bytes.");
 ABSL_FLAG(int64_t, max_bytes, int64_t{256} << 20, "Largest size S, bytes.");
 ABSL_FLAG(int64_t, step_factor, 2, "Multiply the size by this each row.");
@@ -117,6 +119,7 @@ double Now() {
 struct OpSpec {
   std::string flag;
   OpKind op;
+  bool ordered = false;  // comm::OrderedAllReduce in place of AllReduce
 };
 
 const std::vector<OpSpec>& AllOps() {
@@ -126,6 +129,7 @@ const std::vector<OpSpec>& AllOps() {
       {"all_gather", OpKind::kAllGather},
       {"broadcast", OpKind::kBroadcast},
       {"sendrecv", OpKind::kSend},
+      {"ordered_all_reduce", OpKind::kAllReduce, /*ordered=*/true},
   };
   return *ops;
 }
@@ -156,10 +160,11 @@ int64_t CountFor(OpKind op, int64_t bytes, int n) {
 struct Buffers {
   std::vector<float> a;  // AllReduce/Broadcast buf; AG/RS send; Send
   std::vector<float> b;  // AG/RS recv; Recv
+  comm::OrderedSumWorkspace ordered;  // ordered_all_reduce's staging
 };
 
-absl::Status Issue(comm::Communicator& comm, OpKind op, Buffers& buf,
-                   int64_t count) {
+absl::Status Issue(comm::Communicator& comm, OpKind op, bool ordered,
+                   Buffers& buf, int64_t count) {
   const int n = comm.size();
   const int r = comm.rank();
   auto view = [](std::vector<float>& v, int64_t c) {
@@ -167,6 +172,9 @@ absl::Status Issue(comm::Communicator& comm, OpKind op, Buffers& buf,
   };
   switch (op) {
     case OpKind::kAllReduce:
+      if (ordered) {
+        return comm::OrderedAllReduce(comm, view(buf.a, count), &buf.ordered);
+      }
       return comm.AllReduce(view(buf.a, count), ReduceOp::kSum)->Wait();
     case OpKind::kReduceScatter:
       return comm
@@ -189,8 +197,8 @@ absl::Status Issue(comm::Communicator& comm, OpKind op, Buffers& buf,
 }
 
 // Fills with exact values, runs the op once, and counts wrong elements.
-int64_t CountWrong(comm::Communicator& comm, OpKind op, Buffers& buf,
-                   int64_t count, absl::Status& status) {
+int64_t CountWrong(comm::Communicator& comm, OpKind op, bool ordered,
+                   Buffers& buf, int64_t count, absl::Status& status) {
   const int n = comm.size();
   const int r = comm.rank();
   auto value = [](int rank, int64_t i) {
@@ -198,7 +206,7 @@ int64_t CountWrong(comm::Communicator& comm, OpKind op, Buffers& buf,
   };
   const int64_t send_count = op == OpKind::kReduceScatter ? n * count : count;
   for (int64_t i = 0; i < send_count; ++i) buf.a[i] = value(r, i);
-  status = Issue(comm, op, buf, count);
+  status = Issue(comm, op, ordered, buf, count);
   if (!status.ok()) return -1;
   int64_t wrong = 0;
   switch (op) {
@@ -526,7 +534,10 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
   const comm::BandwidthTable table(op, n);
   std::printf(
       "\n# %s, %d ranks (sim), f32%s\n",
-      op == OpKind::kSend ? "SendRecv (ring)" : comm::OpKindName(op).c_str(), n,
+      spec.ordered          ? "AllReduce (ordered: comm/ordered)"
+      : op == OpKind::kSend ? "SendRecv (ring)"
+                            : comm::OpKindName(op).c_str(),
+      n,
       op == OpKind::kAllReduce || op == OpKind::kReduceScatter ? ", sum" : "");
   std::fputs(table.Header().c_str(), stdout);
   std::fflush(stdout);
@@ -563,7 +574,7 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
                      op == OpKind::kReduceScatter ? n * count : count;
                  std::fill(buf.a.begin(), buf.a.begin() + sent, FillValue());
                },
-               [&] { return Issue(comm, op, buf, count); }}};
+               [&] { return Issue(comm, op, spec.ordered, buf, count); }}};
           if (!warmed) {  // the first size this op runs
             warmed = true;
             if (absl::Status s = WarmUp(comm, bodies[0]); !s.ok()) return s;
@@ -594,7 +605,8 @@ absl::Status RunOp(int n, const OpSpec& spec, Targets& targets) {
           }
           arrays.reset();
           absl::Status status;
-          int64_t wrong = CountWrong(comm, op, buf, count, status);
+          int64_t wrong =
+              CountWrong(comm, op, spec.ordered, buf, count, status);
           if (!status.ok()) return status;
           if (absl::Status s =
                   comm.AllReduce(comm::HostView(&wrong, 1, DType::kI64),

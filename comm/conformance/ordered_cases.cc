@@ -1,6 +1,7 @@
 // OrderedSumConformanceTest: comm/ordered's collectives on this engine give
 // the canonical tree over rank order bit for bit (OrderedAllReduce in
-// place at several counts, OrderedReduceScatter in and out of place), on
+// place at several counts through one workspace, OrderedReduceScatter in
+// and out of place, each with a staging buffer of its own), on
 // terms whose sum changes with its association, so an engine path that
 // reassociated (a ring, left to right) would fail the comparison.
 #include <cstdint>
@@ -51,11 +52,12 @@ template <typename T>
 absl::Status RankPart(Communicator& comm) {
   const int world = comm.size();
   const int rank = comm.rank();
+  OrderedSumWorkspace workspace;  // reused as the counts grow
   for (int64_t count : {0, 1, 5, 1000, 3 * 1024 + 7}) {
     TANDEM_ASSIGN_OR_RETURN(std::vector<T> want, Expected<T>(world, count));
     std::vector<T> buf = OrderSensitiveTerms<T>(rank, count);
     TANDEM_RETURN_IF_ERROR(
-        OrderedAllReduce(comm, HostView(absl::MakeSpan(buf))));
+        OrderedAllReduce(comm, HostView(absl::MakeSpan(buf)), &workspace));
     TANDEM_RETURN_IF_ERROR(
         Check(buf, want, absl::StrCat("OrderedAllReduce count ", count)));
     // Reduce-scatter: segment s of each rank's send is its terms s * seg ...

@@ -118,8 +118,18 @@ absl::Status CanonicalTreeSum(DType dtype, int64_t count,
   return absl::OkStatus();
 }
 
+char* OrderedSumWorkspace::Scratch(int slot, int64_t bytes) {
+  Buffer& b = buffers_[slot];
+  if (b.bytes < bytes) {
+    b.data.reset(new char[static_cast<size_t>(bytes)]);
+    b.bytes = bytes;
+  }
+  return b.data.get();
+}
+
 absl::Status OrderedReduceScatter(Communicator& comm, BufferView send,
-                                  BufferView recv) {
+                                  BufferView recv,
+                                  OrderedSumWorkspace* workspace) {
   constexpr char kWhat[] = "OrderedReduceScatter";
   TANDEM_RETURN_IF_ERROR(CheckView(comm, kWhat, send, "send"));
   TANDEM_RETURN_IF_ERROR(CheckView(comm, kWhat, recv, "recv"));
@@ -134,48 +144,62 @@ absl::Status OrderedReduceScatter(Communicator& comm, BufferView send,
         "dtype"));
   }
   if (c == 0) return absl::OkStatus();
+  OrderedSumWorkspace own;
+  if (workspace == nullptr) workspace = &own;
   const int64_t bytes = c * DTypeSize(recv.dtype);
-  // contributions[q]: rank q's term of this rank's segment.
-  std::vector<char> contributions(static_cast<size_t>(world * bytes));
-  std::memcpy(contributions.data() + rank * bytes,
-              Slice(send, rank * c, c).data, static_cast<size_t>(bytes));
+  // Slot q < rank holds rank q's term of this rank's segment, slot q - 1
+  // for q > rank; this rank's own term is read where it is.
+  char* received = workspace->Scratch(0, (world - 1) * bytes);
+  auto slot = [&](int64_t q) {
+    return received + (q < rank ? q : q - 1) * bytes;
+  };
   for (int64_t i = 1; i < world; ++i) {
     const int64_t to = (rank + i) % world;
     const int64_t from = (rank - i + world) % world;
-    BufferView in =
-        HostView(contributions.data() + from * bytes, c, recv.dtype);
-    std::unique_ptr<Work> received = comm.Recv(in, static_cast<int>(from));
+    std::unique_ptr<Work> got =
+        comm.Recv(HostView(slot(from), c, recv.dtype), static_cast<int>(from));
     std::unique_ptr<Work> sent =
         comm.Send(Slice(send, to * c, c), static_cast<int>(to));
-    TANDEM_RETURN_IF_ERROR(Finish(std::move(received), comm, kWhat,
+    TANDEM_RETURN_IF_ERROR(Finish(std::move(got), comm, kWhat,
                                   absl::StrCat("receiving from rank ", from)));
     TANDEM_RETURN_IF_ERROR(Finish(std::move(sent), comm, kWhat,
                                   absl::StrCat("sending to rank ", to)));
   }
   std::vector<const void*> leaves(static_cast<size_t>(world));
   for (int64_t q = 0; q < world; ++q) {
-    leaves[q] = contributions.data() + q * bytes;
+    leaves[q] = q == rank ? Slice(send, rank * c, c).data : slot(q);
   }
+  // `recv` may be this rank's own leaf: every chunk is read before written.
   return CanonicalTreeSum(recv.dtype, c, leaves, recv.data);
 }
 
-absl::Status OrderedAllReduce(Communicator& comm, BufferView buf) {
+absl::Status OrderedAllReduce(Communicator& comm, BufferView buf,
+                              OrderedSumWorkspace* workspace) {
   constexpr char kWhat[] = "OrderedAllReduce";
   TANDEM_RETURN_IF_ERROR(CheckView(comm, kWhat, buf, "buf"));
   const int64_t world = comm.size();
   if (world == 1 || buf.count == 0) return absl::OkStatus();
+  OrderedSumWorkspace own;
+  if (workspace == nullptr) workspace = &own;
   const int64_t segment = (buf.count + world - 1) / world;
   const int64_t size = DTypeSize(buf.dtype);
-  // The buffer padded to world x segment elements (zeros past its end: a
-  // padded element is summed only with padding).
-  std::vector<char> padded(static_cast<size_t>(world * segment * size), 0);
-  std::memcpy(padded.data(), buf.data, static_cast<size_t>(buf.count * size));
-  const BufferView all = HostView(padded.data(), world * segment, buf.dtype);
+  // Segments in `buf` itself, or in a copy padded with zeros to world x
+  // segment elements (a padded element is summed only with padding).
+  BufferView all = buf;
+  if (segment * world != buf.count) {
+    char* padded = workspace->Scratch(1, world * segment * size);
+    std::memcpy(padded, buf.data, static_cast<size_t>(buf.count * size));
+    std::memset(padded + buf.count * size, 0,
+                static_cast<size_t>((world * segment - buf.count) * size));
+    all = HostView(padded, world * segment, buf.dtype);
+  }
   const BufferView mine = Slice(all, comm.rank() * segment, segment);
-  TANDEM_RETURN_IF_ERROR(OrderedReduceScatter(comm, all, mine));
+  TANDEM_RETURN_IF_ERROR(OrderedReduceScatter(comm, all, mine, workspace));
   TANDEM_RETURN_IF_ERROR(
       Finish(comm.AllGather(mine, all), comm, kWhat, "gathering the sums"));
-  std::memcpy(buf.data, padded.data(), static_cast<size_t>(buf.count * size));
+  if (all.data != buf.data) {
+    std::memcpy(buf.data, all.data, static_cast<size_t>(buf.count * size));
+  }
   return absl::OkStatus();
 }
 

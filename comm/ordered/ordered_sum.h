@@ -31,12 +31,17 @@
 // in the same order relative to its other operations); blocking until
 // this rank's part is done, each wait bounded by the engine's timeout;
 // host memory, f32 and f64 (InvalidArgument otherwise, naming what to do);
-// memory: W segments of staging (the size of `send`) and a few
-// cache-sized chunks. Errors name the rank and the operation.
+// memory: W - 1 segments of staging (OrderedAllReduce: also a padded copy
+// when size() does not divide the count), held in an OrderedSumWorkspace
+// that a caller summing every step keeps (a fresh 64 MiB staging buffer
+// costs its page faults on every call: 35x the sum's own time in
+// bench/comm_benchmark), and a few cache-sized chunks. Errors name the
+// rank and the operation.
 #ifndef TANDEM_COMM_ORDERED_ORDERED_SUM_H_
 #define TANDEM_COMM_ORDERED_ORDERED_SUM_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -52,16 +57,36 @@ namespace tandem::comm {
 absl::Status CanonicalTreeSum(DType dtype, int64_t count,
                               absl::Span<const void* const> leaves, void* out);
 
+// The staging the ordered collectives reuse from call to call (grown to the
+// largest call, never shrunk). One per rank; not thread-safe.
+class OrderedSumWorkspace {
+ public:
+  // At least `bytes` of scratch for the use `slot` (0: the received
+  // segments, 1: OrderedAllReduce's padded copy), uninitialised.
+  char* Scratch(int slot, int64_t bytes);
+
+ private:
+  struct Buffer {
+    std::unique_ptr<char[]> data;
+    int64_t bytes = 0;
+  };
+  Buffer buffers_[2];
+};
+
 // send: size() * recv.count elements; rank r's recv ends up holding the
 // canonical tree sum over ranks of send[r * recv.count, (r+1) * recv.count).
-// In place is allowed (recv exactly that slice of send).
+// In place is allowed (recv exactly that slice of send). `workspace`:
+// nullptr for a staging buffer of this call's own.
 absl::Status OrderedReduceScatter(Communicator& comm, BufferView send,
-                                  BufferView recv);
+                                  BufferView recv,
+                                  OrderedSumWorkspace* workspace = nullptr);
 
 // In place: every rank's `buf` ends up holding the canonical tree sum over
 // ranks of every rank's `buf` (any count; segments of ceil(count / size())
-// elements, the last ones short or empty).
-absl::Status OrderedAllReduce(Communicator& comm, BufferView buf);
+// elements, the last ones short or empty; in `buf` itself when size()
+// divides the count, otherwise in a padded copy).
+absl::Status OrderedAllReduce(Communicator& comm, BufferView buf,
+                              OrderedSumWorkspace* workspace = nullptr);
 
 }  // namespace tandem::comm
 
