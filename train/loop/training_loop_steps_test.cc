@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -345,6 +346,26 @@ TEST(TrainingLoopStepsTest, ModelDescriptionRefusesAnotherModelsCheckpoint) {
                         "--checkpoint_dir)"));
 }
 
+// The loop over Data() and Mlp() on 2 simulated ranks with `options` (SGD
+// at 0.1, batches of kBatch, drop_last), each rank's hooks from
+// hooks_for(rank); the run's status.
+absl::Status RunTwoRanks(const LoopOptions& options,
+                         const std::function<LoopHooks(int rank)>& hooks_for) {
+  sim::RunResult r =
+      sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Data());
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
+        TANDEM_ASSIGN_OR_RETURN(
+            auto loop, TrainingLoop::Create(comm, *model, ShardMode::kNone,
+                                            SgdFactory(0.1), options));
+        TANDEM_ASSIGN_OR_RETURN(
+            SampledBatches batches,
+            SampledBatches::Create(data, comm, kBatch, /*drop_last=*/true));
+        return loop->Run(batches, CrossEntropyLoss(), hooks_for(rank));
+      });
+  return r.status();
+}
+
 TEST(TrainingLoopStepsTest, StepReportAdjustsTheMonitorsRecord) {
   const std::string path = absl::StrCat(::testing::TempDir(), "/steps.jsonl");
   std::filesystem::remove(path);
@@ -352,27 +373,18 @@ TEST(TrainingLoopStepsTest, StepReportAdjustsTheMonitorsRecord) {
       {.name = "test", .progress = ProgressMode::kOff, .metrics_path = path});
   {
     ScopedActiveRunMonitor active(&monitor);
-    sim::RunResult r =
-        sim::Run(2, [&](int, comm::Communicator& comm) -> absl::Status {
-          TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Data());
-          TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
-          LoopOptions options;
-          options.who = "test";
-          options.epochs = 1;
-          TANDEM_ASSIGN_OR_RETURN(
-              auto loop, TrainingLoop::Create(comm, *model, ShardMode::kNone,
-                                              SgdFactory(0.1), options));
-          TANDEM_ASSIGN_OR_RETURN(
-              SampledBatches batches,
-              SampledBatches::Create(data, comm, kBatch, /*drop_last=*/true));
-          LoopHooks hooks;
-          hooks.step_report = [](const StepView& s, StepReport& report) {
-            report.samples = 1000 + s.global_step;
-            report.loss = 0.5;
-          };
-          return loop->Run(batches, CrossEntropyLoss(), hooks);
-        });
-    ASSERT_TRUE(r.status().ok()) << r.status();
+    LoopOptions options;
+    options.who = "test";
+    options.epochs = 1;
+    const absl::Status r = RunTwoRanks(options, [](int) {
+      LoopHooks hooks;
+      hooks.step_report = [](const StepView& s, StepReport& report) {
+        report.samples = 1000 + s.global_step;
+        report.loss = 0.5;
+      };
+      return hooks;
+    });
+    ASSERT_TRUE(r.ok()) << r;
   }
   ASSERT_TRUE(monitor.Finish().ok());
   std::ifstream in(path);
@@ -393,35 +405,26 @@ TEST(TrainingLoopStepsTest, MeanLossOverRanksAndTheOneScheduleReport) {
   bool timed = true;
   {
     ScopedActiveRunMonitor active(&monitor);
-    sim::RunResult r =
-        sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
-          TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Data());
-          TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
-          LoopOptions options;
-          options.who = "test";
-          options.epochs = 2;  // 2 steps each
-          options.max_steps = 3;
-          options.position_by_global_step = true;
-          options.mean_loss_over_ranks = true;
-          TANDEM_ASSIGN_OR_RETURN(
-              auto loop, TrainingLoop::Create(comm, *model, ShardMode::kNone,
-                                              SgdFactory(0.1), options));
-          TANDEM_ASSIGN_OR_RETURN(
-              SampledBatches batches,
-              SampledBatches::Create(data, comm, kBatch, /*drop_last=*/true));
-          LoopHooks hooks;
-          hooks.after_step = [&](const StepView& s) -> absl::Status {
-            std::lock_guard<std::mutex> lock(mu);
-            losses[s.global_step].resize(2);
-            means[s.global_step].resize(2);
-            losses[s.global_step][rank] = s.loss;
-            means[s.global_step][rank] = s.mean_loss;
-            if (!(s.seconds > 0)) timed = false;
-            return absl::OkStatus();
-          };
-          return loop->Run(batches, CrossEntropyLoss(), hooks);
-        });
-    ASSERT_TRUE(r.status().ok()) << r.status();
+    LoopOptions options;
+    options.who = "test";
+    options.epochs = 2;  // 2 steps each
+    options.max_steps = 3;
+    options.position_by_global_step = true;
+    options.mean_loss_over_ranks = true;
+    const absl::Status r = RunTwoRanks(options, [&](int rank) {
+      LoopHooks hooks;
+      hooks.after_step = [&, rank](const StepView& s) -> absl::Status {
+        std::lock_guard<std::mutex> lock(mu);
+        losses[s.global_step].resize(2);
+        means[s.global_step].resize(2);
+        losses[s.global_step][rank] = s.loss;
+        means[s.global_step][rank] = s.mean_loss;
+        if (!(s.seconds > 0)) timed = false;
+        return absl::OkStatus();
+      };
+      return hooks;
+    });
+    ASSERT_TRUE(r.ok()) << r;
   }
   ASSERT_TRUE(monitor.Finish().ok());
   ASSERT_EQ(losses.size(), 3u);
@@ -443,27 +446,18 @@ TEST(TrainingLoopStepsTest, MeanLossOverRanksAndTheOneScheduleReport) {
                                        absl::StrFormat("%.9g", mean))));
   }
   // Off: mean_loss stays unknown.
-  sim::RunResult off =
-      sim::Run(2, [&](int, comm::Communicator& comm) -> absl::Status {
-        TANDEM_ASSIGN_OR_RETURN(TensorDataset data, Data());
-        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
-        LoopOptions options;
-        options.who = "test";
-        options.epochs = 1;
-        TANDEM_ASSIGN_OR_RETURN(
-            auto loop, TrainingLoop::Create(comm, *model, ShardMode::kNone,
-                                            SgdFactory(0.1), options));
-        TANDEM_ASSIGN_OR_RETURN(
-            SampledBatches batches,
-            SampledBatches::Create(data, comm, kBatch, /*drop_last=*/true));
-        LoopHooks hooks;
-        hooks.after_step = [](const StepView& s) -> absl::Status {
-          EXPECT_TRUE(std::isnan(s.mean_loss));
-          return absl::OkStatus();
-        };
-        return loop->Run(batches, CrossEntropyLoss(), hooks);
-      });
-  ASSERT_TRUE(off.status().ok()) << off.status();
+  LoopOptions plain;
+  plain.who = "test";
+  plain.epochs = 1;
+  const absl::Status off = RunTwoRanks(plain, [](int) {
+    LoopHooks hooks;
+    hooks.after_step = [](const StepView& s) -> absl::Status {
+      EXPECT_TRUE(std::isnan(s.mean_loss));
+      return absl::OkStatus();
+    };
+    return hooks;
+  });
+  ASSERT_TRUE(off.ok()) << off;
 }
 
 }  // namespace
