@@ -56,7 +56,7 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
                      "; expected 0 (epoch ends only) or a step count >= 1"));
   }
   TrainingProgress start;
-  start.world_size = comm_.size();
+  start.world_size = data_world_size();
   if (!enabled()) return start;
   // Rank 0 holds the folder for the run before anything reads it: a second
   // run on it is refused here, before it loads a checkpoint the first one
@@ -74,7 +74,7 @@ absl::StatusOr<TrainingProgress> RunCheckpointer::Resume(TrainingState& state) {
     if (!took_over.empty()) std::fprintf(stderr, "%s\n", took_over.c_str());
   }
   absl::StatusOr<std::optional<TrainingProgress>> loaded =
-      LoadTrainingCheckpoint(options_.dir, state, comm_.size());
+      LoadTrainingCheckpoint(options_.dir, state, data_world_size());
   // What this rank found, compared across ranks before anything else.
   std::string view = absl::StrCat(options_.dir, ": ");
   if (!loaded.ok()) {
@@ -137,7 +137,7 @@ absl::Status RunCheckpointer::AfterStep(const TrainingState& state,
   next.epoch = epoch_over ? epoch + 1 : epoch;
   next.step_in_epoch = epoch_over ? 0 : step + 1;
   next.global_step = global_step_;
-  next.world_size = comm_.size();
+  next.world_size = data_world_size();
   return SaveTrainingCheckpoint(options_.dir, state, next);
 }
 

@@ -54,6 +54,14 @@ class RunCheckpointer {
 
   bool enabled() const { return !options_.dir.empty(); }
 
+  // The world size the data's position is a function of, recorded in every
+  // checkpoint and required of a resume: the communicator's size unless
+  // set (the virtual world sets K, so that any W that plays K resumes).
+  void set_data_world_size(int64_t n) { data_world_size_ = n; }
+  int64_t data_world_size() const {
+    return data_world_size_ > 0 ? data_world_size_ : comm_.size();
+  }
+
   // Every rank, collective when checkpoints are on: with a checkpoint in the
   // folder, restores `state` from it (LoadTrainingCheckpoint; `state`'s
   // loaders must not communicate) and rank 0 prints
@@ -97,6 +105,7 @@ class RunCheckpointer {
  private:
   CheckpointOptions options_;
   comm::Communicator& comm_;
+  int64_t data_world_size_ = 0;  // 0: comm_.size()
   Device device_;
   std::string who_;
   int64_t global_step_ = 0;

@@ -295,6 +295,10 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
   TANDEM_ASSIGN_OR_RETURN(
       progress.world_size,
       IntEntry(state_file.metadata, "world_size", state_path));
+  // What the run must match first: it names the flag (--virtual_world
+  // changes the data's world size too, and says so better).
+  TANDEM_RETURN_IF_ERROR(
+      CheckMustMatch(state.must_match, state_file.metadata, dir));
   if (progress.world_size != world_size) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint in ", dir, " was written by a run of world size ",
@@ -303,8 +307,6 @@ absl::StatusOr<std::optional<TrainingProgress>> LoadTrainingCheckpoint(
         "--world_size=",
         progress.world_size, " or start from a fresh --checkpoint_dir"));
   }
-  TANDEM_RETURN_IF_ERROR(
-      CheckMustMatch(state.must_match, state_file.metadata, dir));
   TANDEM_RETURN_IF_ERROR(CheckFiniteTensors(model_file.tensors, model_path));
   TANDEM_RETURN_IF_ERROR(CheckFiniteTensors(state_file.tensors, state_path));
   // Everything is checked before anything changes.

@@ -47,31 +47,37 @@ absl::StatusOr<Score> HeldOutScore(TrainingLoop& loop,
 
 absl::Status PrintTutorialAccuracies(
     TrainingLoop& loop, SampledBatches& train, const TensorDataset& test,
-    const std::function<void(const std::string&)>& print) {
+    const std::function<absl::Status(int64_t rank, const std::string& line)>&
+        print) {
   const LoopOptions& options = loop.options();
+  const VirtualWorld& vw = loop.strategy().virtual_world();
   loop.model().Eval();
   TANDEM_RETURN_IF_ERROR(
       train.BeginEpoch(std::max<int64_t>(options.epochs - 1, 0)).status());
-  TANDEM_ASSIGN_OR_RETURN(const DataLoader* train_loader, train.loader());
   TANDEM_ASSIGN_OR_RETURN(
       DataLoader test_loader,
       DataLoader::Sequential(test, train.batch_size(), /*drop_last=*/false));
-  for (auto [which, loader] :
-       {std::pair<std::string, const DataLoader*>{"Training", train_loader},
-        {"Test", &test_loader}}) {
-    TANDEM_ASSIGN_OR_RETURN(
-        const float accuracy,
-        LoaderAccuracy(
-            loop.strategy(), *loader, options.device,
-            absl::StrCat(options.who, " on rank ", loop.comm().rank(), ": the ",
-                         absl::AsciiStrToLower(which),
-                         " accuracy has no examples to average (the PyTorch "
-                         "script raises ZeroDivisionError here): this rank's "
-                         "shard holds fewer samples than one batch with "
-                         "drop_last; lower --batch_size or --world_size")));
-    print(absl::StrCat(which, " accuracy ", nn::PyFloatRepr(accuracy)));
+  for (int64_t v = 0; v < train.replicas(); ++v) {
+    TANDEM_ASSIGN_OR_RETURN(const DataLoader* train_loader, train.loader(v));
+    for (auto [which, loader] :
+         {std::pair<std::string, const DataLoader*>{"Training", train_loader},
+          {"Test", &test_loader}}) {
+      TANDEM_ASSIGN_OR_RETURN(
+          const float accuracy,
+          LoaderAccuracy(
+              loop.strategy(), *loader, options.device,
+              absl::StrCat(options.who, " on rank ", vw.rank_of(v), ": the ",
+                           absl::AsciiStrToLower(which),
+                           " accuracy has no examples to average (the PyTorch "
+                           "script raises ZeroDivisionError here): this rank's "
+                           "shard holds fewer samples than one batch with "
+                           "drop_last; lower --batch_size or --world_size")));
+      TANDEM_RETURN_IF_ERROR(
+          print(vw.rank_of(v),
+                absl::StrCat(which, " accuracy ", nn::PyFloatRepr(accuracy))));
+    }
   }
-  return absl::OkStatus();
+  return loop.printer().Flush();
 }
 
 }  // namespace tandem::train

@@ -49,7 +49,9 @@ EpochReport ClassifierEpochReport(const std::vector<double>& sums);
 absl::StatusOr<Score> HeldOutScore(TrainingLoop& loop,
                                    const TensorDataset& data);
 
-// The DDP tutorials' closing lines, printed through `print`:
+// The DDP tutorials' closing lines, printed through `print(rank, line)`,
+// once per (virtual) rank this rank plays (LoopOptions::virtual_world; this
+// rank alone otherwise), for it; then the loop's printer is flushed:
 //   "Training accuracy <acc>"  compute_accuracy over this rank's batches of
 //                              the last epoch, in its order (`train`
 //                              prepared again for epoch max(epochs - 1, 0),
@@ -62,7 +64,8 @@ absl::StatusOr<Score> HeldOutScore(TrainingLoop& loop,
 // the set, and what to change. Local (collective under fsdp).
 absl::Status PrintTutorialAccuracies(
     TrainingLoop& loop, SampledBatches& train, const TensorDataset& test,
-    const std::function<void(const std::string&)>& print);
+    const std::function<absl::Status(int64_t rank, const std::string& line)>&
+        print);
 
 }  // namespace tandem::train
 

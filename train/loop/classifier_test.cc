@@ -113,8 +113,10 @@ TEST(ClassifierTest, TutorialAccuraciesPrintPythonFloats) {
             SampledBatches::Create(data, comm, 3, /*drop_last=*/true));
         std::vector<std::string> lines;
         TANDEM_RETURN_IF_ERROR(PrintTutorialAccuracies(
-            *loop, train, data,
-            [&](const std::string& line) { lines.push_back(line); }));
+            *loop, train, data, [&](int64_t, const std::string& line) {
+              lines.push_back(line);
+              return absl::OkStatus();
+            }));
         EXPECT_FALSE(model->is_training());
         EXPECT_EQ(lines.size(), 2u);
         if (lines.size() == 2) {
@@ -138,8 +140,9 @@ TEST(ClassifierTest, AnEmptyShardNamesTheExampleRankAndSet) {
     absl::StatusOr<SampledBatches> train =
         SampledBatches::Create(*data, comm, 5, /*drop_last=*/true);
     if (!train.ok()) return train.status();
-    return PrintTutorialAccuracies(**loop, *train, *data,
-                                   [](const std::string&) {});
+    return PrintTutorialAccuracies(
+        **loop, *train, *data,
+        [](int64_t, const std::string&) { return absl::OkStatus(); });
   });
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(r.ranks[rank].code(), absl::StatusCode::kFailedPrecondition);

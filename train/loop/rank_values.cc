@@ -19,20 +19,21 @@ absl::StatusOr<checkpoint::Metadata> GatherRankValues(
     const std::string& prefix, absl::Span<const char* const> names,
     absl::Span<const double> values) {
   const size_t k = names.size();
-  if (values.size() != k) {
+  if (k == 0 || values.empty() || values.size() % k != 0) {
     return absl::InternalError(absl::StrCat(
-        who, ": expected ", k, " epoch sums, found ", values.size()));
+        who, ": expected ", k, " epoch sums per rank, found ", values.size()));
   }
-  std::vector<int64_t> send(k);
-  std::memcpy(send.data(), values.data(), k * sizeof(double));
-  std::vector<int64_t> all(k * static_cast<size_t>(comm.size()));
+  const size_t m = values.size() / k;  // the (virtual) ranks this rank holds
+  std::vector<int64_t> send(values.size());
+  std::memcpy(send.data(), values.data(), values.size() * sizeof(double));
+  std::vector<int64_t> all(values.size() * static_cast<size_t>(comm.size()));
   TANDEM_RETURN_IF_ERROR(
       AllGatherInt64(comm, device, send, absl::MakeSpan(all)));
   checkpoint::Metadata out;
-  for (int r = 0; r < comm.size(); ++r) {
+  for (size_t holder = 0; holder < m * comm.size(); ++holder) {
     for (size_t i = 0; i < k; ++i) {
-      out[absl::StrCat(prefix, names[i], "_bits.", r)] =
-          absl::StrCat(all[k * r + i]);
+      out[absl::StrCat(prefix, names[i], "_bits.", holder)] =
+          absl::StrCat(all[k * holder + i]);
     }
   }
   return out;

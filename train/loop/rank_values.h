@@ -28,8 +28,11 @@
 namespace tandem::train {
 
 // Collective: every rank's `values` (one per name) as metadata for rank 0
-// to save. `device` is where the rank trains (the all-gather is staged
-// there). InternalError, naming `who`, when the counts differ.
+// to save. In the virtual world a rank holds the values of its m virtual
+// ranks, name by name for each in turn (m x names values, the same m on
+// every rank): they are keyed by virtual rank (rank r's j-th is r m + j).
+// `device` is where the rank trains (the all-gather is staged there).
+// InternalError, naming `who`, when the count is not a multiple of the names'.
 absl::StatusOr<checkpoint::Metadata> GatherRankValues(
     comm::Communicator& comm, Device device, const std::string& who,
     const std::string& prefix, absl::Span<const char* const> names,

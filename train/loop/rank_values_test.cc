@@ -61,6 +61,30 @@ TEST(RankValuesTest, RoundTripsEveryRanksBits) {
   EXPECT_TRUE(r.status().ok()) << r.status();
 }
 
+// In the virtual world a rank holds several virtual ranks' values, keyed by
+// virtual rank: rank 1 of 2 holding virtual ranks 2 and 3.
+TEST(RankValuesTest, SeveralVirtualRanksPerRankAreKeyedByVirtualRank) {
+  sim::RunResult r =
+      sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+        std::vector<double> mine;
+        for (int k = 2 * rank; k < 2 * rank + 2; ++k) {
+          mine.push_back(k + 0.5);  // "sum"
+          mine.push_back(10 * k);   // "count"
+        }
+        TANDEM_ASSIGN_OR_RETURN(
+            checkpoint::Metadata extra,
+            GatherRankValues(comm, Device::CPU(), "test", "t.", kNames, mine));
+        EXPECT_EQ(extra.size(), 8u);
+        for (int k = 0; k < 4; ++k) {
+          TANDEM_ASSIGN_OR_RETURN(std::vector<double> back,
+                                  RankValues(extra, "test", "t.", kNames, k));
+          EXPECT_EQ(back, (std::vector<double>{k + 0.5, 10.0 * k}));
+        }
+        return absl::OkStatus();
+      });
+  EXPECT_TRUE(r.status().ok()) << r.status();
+}
+
 TEST(RankValuesTest, CountsMustMatch) {
   sim::RunResult r =
       sim::Run(1, [&](int, comm::Communicator& comm) -> absl::Status {
@@ -69,7 +93,7 @@ TEST(RankValuesTest, CountsMustMatch) {
             GatherRankValues(comm, Device::CPU(), "test", "t.", kNames, one);
         EXPECT_EQ(m.status().code(), absl::StatusCode::kInternal);
         EXPECT_THAT(m.status().message(),
-                    HasSubstr("expected 2 epoch sums, found 1"));
+                    HasSubstr("expected 2 epoch sums per rank, found 1"));
         return absl::OkStatus();
       });
   EXPECT_TRUE(r.status().ok()) << r.status();

@@ -27,40 +27,71 @@
 #include "train/parallel/core/finite_check.h"
 #include "train/parallel/core/found_inf.h"
 #include "train/parallel/core/staged_all_gather.h"
+#include "train/parallel/core/virtual_world.h"
 
 namespace tandem::train {
 
+absl::StatusOr<Batch> EpochBatches::GetReplicaBatch(int64_t step, int64_t v) {
+  if (v != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "this data source gives one rank's batches; asked for replica ", v,
+        " (the virtual world needs a source built for it, e.g. "
+        "SampledBatches::Create(..., virtual_world))"));
+  }
+  return GetBatch(step);
+}
+
 absl::StatusOr<SampledBatches> SampledBatches::Create(
     const TensorDataset& data, const comm::Communicator& comm,
-    int64_t batch_size, bool drop_last) {
-  // shuffle = true, seed = 0: PyTorch's defaults.
+    int64_t batch_size, bool drop_last, int64_t virtual_world) {
   TANDEM_ASSIGN_OR_RETURN(
-      DistributedSampler sampler,
-      DistributedSampler::Create(
-          data.size(), {.num_replicas = comm.size(), .rank = comm.rank()}));
-  return SampledBatches(data, std::move(sampler), batch_size, drop_last);
+      const VirtualWorld vw,
+      PlaceVirtualWorld(virtual_world, comm.size(), comm.rank()));
+  const int64_t replicas = vw.on() ? vw.size : comm.size();
+  std::vector<DistributedSampler> samplers;
+  for (int64_t v = 0; v < vw.local; ++v) {
+    // shuffle = true, seed = 0: PyTorch's defaults.
+    TANDEM_ASSIGN_OR_RETURN(
+        DistributedSampler sampler,
+        DistributedSampler::Create(
+            data.size(), {.num_replicas = replicas, .rank = vw.rank_of(v)}));
+    samplers.push_back(std::move(sampler));
+  }
+  return SampledBatches(data, std::move(samplers), batch_size, drop_last);
 }
 
 absl::StatusOr<int64_t> SampledBatches::BeginEpoch(int64_t epoch) {
-  sampler_.SetEpoch(epoch);
-  TANDEM_ASSIGN_OR_RETURN(
-      DataLoader loader,
-      DataLoader::Create(data_, sampler_.Indices(), batch_size_, drop_last_));
-  loader_.emplace(std::move(loader));
-  return loader_->num_batches();
+  loaders_.clear();
+  for (DistributedSampler& sampler : samplers_) {
+    sampler.SetEpoch(epoch);
+    TANDEM_ASSIGN_OR_RETURN(
+        DataLoader loader,
+        DataLoader::Create(data_, sampler.Indices(), batch_size_, drop_last_));
+    loaders_.push_back(std::move(loader));
+  }
+  // The sampler pads every shard to one size: the same count everywhere.
+  return loaders_[0].num_batches();
 }
 
 absl::StatusOr<Batch> SampledBatches::GetBatch(int64_t step) {
-  TANDEM_ASSIGN_OR_RETURN(const DataLoader* l, loader());
+  return GetReplicaBatch(step, 0);
+}
+
+absl::StatusOr<Batch> SampledBatches::GetReplicaBatch(int64_t step, int64_t v) {
+  TANDEM_ASSIGN_OR_RETURN(const DataLoader* l, loader(v));
   return l->GetBatch(step);
 }
 
-absl::StatusOr<const DataLoader*> SampledBatches::loader() const {
-  if (!loader_.has_value()) {
+absl::StatusOr<const DataLoader*> SampledBatches::loader(int64_t v) const {
+  if (loaders_.empty()) {
     return absl::FailedPreconditionError(
         "SampledBatches: no epoch prepared yet; call BeginEpoch first");
   }
-  return &*loader_;
+  if (v < 0 || v >= static_cast<int64_t>(loaders_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SampledBatches: replica ", v, " of ", loaders_.size()));
+  }
+  return &loaders_[v];
 }
 
 namespace {
@@ -148,7 +179,13 @@ TrainingLoop::TrainingLoop(comm::Communicator& comm, nn::Module& model,
       model_(model),
       strategy_(strategy),
       options_(std::move(options)),
-      checkpointer_(options_.checkpoint, comm, options_.device, options_.who) {
+      checkpointer_(options_.checkpoint, comm, options_.device, options_.who),
+      printer_(comm, options_.device, strategy.virtual_world()) {
+  const VirtualWorld& vw = strategy_.virtual_world();
+  if (vw.on()) {
+    // The data's position is virtual rank k's of K, whatever W.
+    checkpointer_.set_data_world_size(vw.size);
+  }
   // A sharded strategy saves and loads the full state (gathered on save,
   // sliced on load), so the files are --shard=none's in every mode.
   if (strategy_.full_optimizer() == nullptr) {
@@ -180,6 +217,9 @@ StrategyOptions StrategyFor(StrategyOptions strategy,
   if (!strategy.fsdp_param_dtype.has_value()) {
     strategy.fsdp_param_dtype = options.autocast;
   }
+  if (strategy.virtual_world == 0) {
+    strategy.virtual_world = options.virtual_world;
+  }
   return strategy;
 }
 
@@ -199,9 +239,10 @@ absl::StatusOr<std::unique_ptr<TrainingLoop>> TrainingLoop::Create(
   return loop;
 }
 
-uint64_t TrainingLoop::StepSeed(int64_t global_step) const {
+uint64_t TrainingLoop::StepSeed(int64_t global_step, int64_t rank64) const {
   const uint64_t seed = options_.step_seed;
-  const int rank = comm_.rank();
+  // Hashed as an int, as the rank always was (the seeds stay as they were).
+  const int rank = static_cast<int>(rank64);
   uint64_t h = HashBytes(&seed, sizeof(seed));
   h = HashBytes(&rank, sizeof(rank), h);
   return HashBytes(&global_step, sizeof(global_step), h);
@@ -295,10 +336,18 @@ absl::Status TrainingLoop::Save(int64_t epoch, int64_t step, int64_t steps,
   state_.extra.clear();
   const bool due = checkpointer_.SaveDueAfter(step, steps, run_ends);
   if (due && step + 1 < steps && !options_.epoch_sums.empty()) {
+    // Keyed by rank, or by virtual rank in the virtual world.
+    std::vector<double> mine = sums_;
+    if (strategy_.virtual_world().on()) {
+      mine.clear();
+      for (const std::vector<double>& v : virtual_sums_) {
+        mine.insert(mine.end(), v.begin(), v.end());
+      }
+    }
     TANDEM_ASSIGN_OR_RETURN(
         state_.extra,
         GatherRankValues(comm_, options_.device, options_.who, SumsPrefix(),
-                         options_.epoch_sums, sums_));
+                         options_.epoch_sums, mine));
   }
   if (due && step + 1 < steps && hooks.mid_epoch_extra) {
     TANDEM_ASSIGN_OR_RETURN(checkpoint::Metadata extra,
@@ -334,10 +383,11 @@ absl::Status TrainingLoop::Save(int64_t epoch, int64_t step, int64_t steps,
   return saved;
 }
 
-absl::Status TrainingLoop::TrainStep(const Tensor& features,
-                                     const Tensor& labels,
-                                     const LossFn& loss_fn,
-                                     const LoopHooks& hooks, StepView& view) {
+absl::StatusOr<double> TrainingLoop::ForwardBackward(const Tensor& features,
+                                                     const Tensor& labels,
+                                                     const LossFn& loss_fn,
+                                                     bool sync,
+                                                     StepView& view) {
   const int64_t parts = options_.grad_accum;
   Tensor loss;
   double loss_sum = 0;  // of the micro-batches' losses (parts > 1)
@@ -348,9 +398,10 @@ absl::Status TrainingLoop::TrainStep(const Tensor& features,
       TANDEM_ASSIGN_OR_RETURN(x, MicroBatch(features, m, parts, options_.who));
       TANDEM_ASSIGN_OR_RETURN(y, MicroBatch(labels, m, parts, options_.who));
     }
-    // DDP's NoSync for every micro-batch but the last.
+    // DDP's NoSync for every micro-batch but the last (for every one when
+    // the virtual world sums the gradients instead).
     std::optional<DistributedDataParallel::NoSyncGuard> no_sync =
-        m + 1 < parts ? strategy_.NoSync() : std::nullopt;
+        m + 1 < parts || !sync ? strategy_.NoSync() : std::nullopt;
     {
       // Forward and loss under autocast; backward outside it, as in
       // PyTorch's recipe.
@@ -374,6 +425,12 @@ absl::Status TrainingLoop::TrainStep(const Tensor& features,
       TANDEM_RETURN_IF_ERROR(strategy_.Backward(loss));
     }
   }
+  if (parts > 1) return loss_sum / static_cast<double>(parts);
+  return loss.Item();
+}
+
+absl::Status TrainingLoop::OptimizerStep(const LoopHooks& hooks,
+                                         StepView& view) {
   if (hooks.before_optimizer_step) {
     TANDEM_RETURN_IF_ERROR(hooks.before_optimizer_step(view));
   }
@@ -395,10 +452,68 @@ absl::Status TrainingLoop::TrainStep(const Tensor& features,
   } else {
     TANDEM_RETURN_IF_ERROR(strategy_.Step());
   }
-  if (parts > 1) {
-    view.loss = loss_sum / static_cast<double>(parts);
-  } else {
-    TANDEM_ASSIGN_OR_RETURN(view.loss, loss.Item());
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::TrainStep(const Tensor& features,
+                                     const Tensor& labels,
+                                     const LossFn& loss_fn,
+                                     const LoopHooks& hooks, StepView& view) {
+  TANDEM_ASSIGN_OR_RETURN(view.loss, ForwardBackward(features, labels, loss_fn,
+                                                     /*sync=*/true, view));
+  return OptimizerStep(hooks, view);
+}
+
+absl::Status TrainingLoop::VirtualStep(const LossFn& loss_fn,
+                                       const LoopHooks& hooks,
+                                       std::vector<StepView>& views) {
+  const VirtualWorld& vw = strategy_.virtual_world();
+  std::vector<double> losses(vw.local);
+  for (int64_t v = 0; v < vw.local; ++v) {
+    StepView& view = views[v];
+    if (options_.reseed_each_step != nullptr) {
+      options_.reseed_each_step->ManualSeed(
+          StepSeed(view.global_step, view.rank));
+    }
+    if (hooks.begin_step) TANDEM_RETURN_IF_ERROR(hooks.begin_step(view));
+    TANDEM_ASSIGN_OR_RETURN(Tensor features,
+                            OnDevice(view.batch->features, options_.device));
+    TANDEM_ASSIGN_OR_RETURN(Tensor labels,
+                            OnDevice(view.batch->labels, options_.device));
+    TANDEM_ASSIGN_OR_RETURN(
+        view.loss,
+        ForwardBackward(features, labels, loss_fn, /*sync=*/false, view));
+    losses[v] = view.loss;
+    TANDEM_RETURN_IF_ERROR(strategy_.FoldVirtualRank());
+  }
+  TANDEM_RETURN_IF_ERROR(strategy_.ReduceVirtualRanks());
+  TANDEM_RETURN_IF_ERROR(OptimizerStep(hooks, views[0]));
+  TANDEM_ASSIGN_OR_RETURN(
+      const std::vector<double> all,
+      GatherVirtualRankValues(comm_, options_.device, vw, losses));
+  const double mean = CanonicalTreeSumF64(all) / static_cast<double>(vw.size);
+  for (StepView& view : views) {
+    view.loss_scale = views[0].loss_scale;
+    view.skipped = views[0].skipped;
+    view.mean_loss = mean;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TrainingLoop::SumEpoch() {
+  const VirtualWorld& vw = strategy_.virtual_world();
+  if (!vw.on()) {
+    return AllReduceF64(comm_, options_.device, absl::MakeSpan(sums_),
+                        comm::ReduceOp::kSum);
+  }
+  // Each sum over the K virtual ranks, by the tree.
+  for (size_t i = 0; i < sums_.size(); ++i) {
+    std::vector<double> mine;
+    for (const std::vector<double>& v : virtual_sums_) mine.push_back(v[i]);
+    TANDEM_ASSIGN_OR_RETURN(
+        const std::vector<double> all,
+        GatherVirtualRankValues(comm_, options_.device, vw, mine));
+    sums_[i] = CanonicalTreeSumF64(all);
   }
   return absl::OkStatus();
 }
@@ -431,6 +546,23 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
         ": a run positioned by its global step is one schedule of max_steps "
         "steps; max_steps is ",
         options_.max_steps, ": set it >= 1"));
+  }
+  const VirtualWorld& vw = strategy_.virtual_world();
+  if (options_.virtual_world != 0 && options_.virtual_world != vw.size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options_.who, ": LoopOptions::virtual_world is ",
+        options_.virtual_world, " but the strategy plays ", vw.size,
+        " virtual ranks: create the strategy with the same virtual_world"));
+  }
+  if (data.replicas() != vw.local) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options_.who, " on rank ", comm_.rank(), ": the data gives batches of ",
+        data.replicas(), " (virtual) rank(s) per step and this rank plays ",
+        vw.local,
+        vw.on() ? absl::StrCat(" of the ", vw.size, " virtual ranks")
+                : std::string(""),
+        ": build the data for the same virtual world (e.g. "
+        "SampledBatches::Create(..., virtual_world))"));
   }
   TANDEM_ASSIGN_OR_RETURN(checkpoint::TrainingProgress start, Resume());
   // Steps per epoch, when the run is placed by its global step (-1: not
@@ -465,55 +597,94 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
     model_.Train();
     const int64_t first_step = epoch == start.epoch ? start.step_in_epoch : 0;
     sums_.assign(options_.epoch_sums.size(), 0.0);
+    virtual_sums_.assign(vw.on() ? vw.local : 0, sums_);
     if (first_step > 0 && !sums_.empty()) {
-      // Resumed mid-epoch: this rank's sums of the steps already taken.
-      TANDEM_ASSIGN_OR_RETURN(
-          sums_, RankValues(state_.extra, options_.who, SumsPrefix(),
-                            options_.epoch_sums, comm_.rank()));
+      // Resumed mid-epoch: this rank's sums of the steps already taken (in
+      // the virtual world, each of its virtual ranks').
+      if (vw.on()) {
+        for (int64_t v = 0; v < vw.local; ++v) {
+          TANDEM_ASSIGN_OR_RETURN(
+              virtual_sums_[v],
+              RankValues(state_.extra, options_.who, SumsPrefix(),
+                         options_.epoch_sums, static_cast<int>(vw.rank_of(v))));
+        }
+      } else {
+        TANDEM_ASSIGN_OR_RETURN(
+            sums_, RankValues(state_.extra, options_.who, SumsPrefix(),
+                              options_.epoch_sums, comm_.rank()));
+      }
     }
     if (hooks.begin_epoch) {
       TANDEM_RETURN_IF_ERROR(hooks.begin_epoch(epoch, first_step));
     }
     for (int64_t b = first_step; b < steps && !limit_reached(); ++b) {
-      TANDEM_ASSIGN_OR_RETURN(const Batch batch, data.GetBatch(b));
-      TANDEM_ASSIGN_OR_RETURN(Tensor features,
-                              OnDevice(batch.features, device));
-      TANDEM_ASSIGN_OR_RETURN(Tensor labels, OnDevice(batch.labels, device));
-      StepView view{.epoch = epoch,
+      // One view per (virtual) rank this rank plays: one when off.
+      virtual_batches_.resize(vw.local);
+      std::vector<StepView> views(vw.local);
+      for (int64_t v = 0; v < vw.local; ++v) {
+        TANDEM_ASSIGN_OR_RETURN(virtual_batches_[v],
+                                data.GetReplicaBatch(b, v));
+        views[v] = {.epoch = epoch,
                     .step = b,
                     .steps_in_epoch = steps,
-                    .batch = &batch,
+                    .batch = &virtual_batches_[v],
                     .global_step = global_step,
-                    .sums = &sums_};
+                    .sums = vw.on() ? &virtual_sums_[v] : &sums_,
+                    .rank = vw.rank_of(v)};
+      }
       const auto started = std::chrono::steady_clock::now();
       if (options_.lr_at) TANDEM_RETURN_IF_ERROR(SetLr(global_step));
-      if (options_.reseed_each_step != nullptr) {
-        options_.reseed_each_step->ManualSeed(StepSeed(global_step));
+      if (vw.on()) {
+        TANDEM_RETURN_IF_ERROR(VirtualStep(loss_fn, hooks, views));
+      } else {
+        StepView& view = views[0];
+        TANDEM_ASSIGN_OR_RETURN(Tensor features,
+                                OnDevice(view.batch->features, device));
+        TANDEM_ASSIGN_OR_RETURN(Tensor labels,
+                                OnDevice(view.batch->labels, device));
+        if (options_.reseed_each_step != nullptr) {
+          options_.reseed_each_step->ManualSeed(
+              StepSeed(global_step, comm_.rank()));
+        }
+        if (hooks.begin_step) TANDEM_RETURN_IF_ERROR(hooks.begin_step(view));
+        TANDEM_RETURN_IF_ERROR(
+            TrainStep(features, labels, loss_fn, hooks, view));
+        if (options_.mean_loss_over_ranks) {
+          std::vector<double> sum = {view.loss};
+          TANDEM_RETURN_IF_ERROR(SumOverRanks(comm_, device, sum));
+          view.mean_loss = sum[0] / comm_.size();
+        }
       }
-      if (hooks.begin_step) TANDEM_RETURN_IF_ERROR(hooks.begin_step(view));
-      TANDEM_RETURN_IF_ERROR(TrainStep(features, labels, loss_fn, hooks, view));
-      if (options_.mean_loss_over_ranks) {
-        std::vector<double> sum = {view.loss};
-        TANDEM_RETURN_IF_ERROR(SumOverRanks(comm_, device, sum));
-        view.mean_loss = sum[0] / comm_.size();
-      }
-      view.seconds = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - started)
-                         .count();
+      const double seconds = std::chrono::duration<double>(
+                                 std::chrono::steady_clock::now() - started)
+                                 .count();
+      for (StepView& v : views) v.seconds = seconds;
       ++global_step;
-      if (hooks.after_step) TANDEM_RETURN_IF_ERROR(hooks.after_step(view));
+      if (hooks.after_step) {
+        for (StepView& v : views) {
+          TANDEM_RETURN_IF_ERROR(hooks.after_step(v));
+        }
+      }
+      TANDEM_RETURN_IF_ERROR(printer_.Flush());
+      // The step's loss as the monitor and the finite check see it: this
+      // rank's, or the mean over ranks (always in the virtual world, where
+      // every rank must report the same).
+      const StepView& view = views[0];
+      const double step_loss =
+          vw.on() || options_.mean_loss_over_ranks ? view.mean_loss : view.loss;
+      const Batch& batch = *view.batch;
       if (monitor != nullptr) {
         // Every rank's batch has this size (the sampler pads evenly).
         StepReport report = WithCommTimes(
-            strategy_.ddp(),
-            {.epoch = epoch,
-             .epochs = options_.epochs,
-             .step = b,
-             .steps_per_epoch = steps,
-             .samples = batch.labels.dim(0) * comm_.size(),
-             .loss = options_.mean_loss_over_ranks ? view.mean_loss : view.loss,
-             .loss_scale = view.loss_scale,
-             .skipped = view.skipped});
+            strategy_.ddp(), {.epoch = epoch,
+                              .epochs = options_.epochs,
+                              .step = b,
+                              .steps_per_epoch = steps,
+                              .samples = batch.labels.dim(0) *
+                                         (vw.on() ? vw.size : comm_.size()),
+                              .loss = step_loss,
+                              .loss_scale = view.loss_scale,
+                              .skipped = view.skipped});
         if (options_.position_by_global_step) {
           // The run is one schedule: one epoch of max_steps steps.
           report.epoch = 0;
@@ -534,14 +705,17 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
               comm_, model_,
               {.epoch = epoch,
                .step = b,
-               .loss = view.loss,
+               .loss = vw.on() ? view.mean_loss : view.loss,
                .outcome =
                    view.skipped ? StepOutcome::kSkipped : StepOutcome::kApplied,
                .check_parameters = strategy_.parameters_resident() &&
                                    ParameterCheckDue(b, steps)})
               .status());
       if (hooks.after_checked_step) {
-        TANDEM_RETURN_IF_ERROR(hooks.after_checked_step(view));
+        for (const StepView& v : views) {
+          TANDEM_RETURN_IF_ERROR(hooks.after_checked_step(v));
+        }
+        TANDEM_RETURN_IF_ERROR(printer_.Flush());
       }
       if (scheduler_ != nullptr &&
           (schedule_every_ == ScheduleEvery::kStep || b + 1 == steps)) {
@@ -555,10 +729,7 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
       TANDEM_RETURN_IF_ERROR(Save(epoch, b, last ? b + 1 : steps, hooks,
                                   /*run_ends=*/limit_reached()));
     }
-    if (!sums_.empty()) {
-      TANDEM_RETURN_IF_ERROR(AllReduceF64(comm_, device, absl::MakeSpan(sums_),
-                                          comm::ReduceOp::kSum));
-    }
+    if (!sums_.empty()) TANDEM_RETURN_IF_ERROR(SumEpoch());
     if (hooks.end_epoch) {
       TANDEM_ASSIGN_OR_RETURN(EpochEnd end, hooks.end_epoch(epoch, steps));
       if (monitor != nullptr) {
@@ -570,6 +741,7 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
         }
       }
       if (!end.rank0_line.empty()) printer.PrintOnRank0(end.rank0_line);
+      TANDEM_RETURN_IF_ERROR(printer_.Flush());
     }
   }
   return absl::OkStatus();

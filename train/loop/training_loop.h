@@ -74,6 +74,7 @@
 #include "train/data/distributed_sampler.h"
 #include "train/loop/evaluate.h"
 #include "train/loop/run_monitor.h"
+#include "train/loop/virtual_rank_printer.h"
 #include "train/parallel/ddp/comm_hook.h"
 #include "train/parallel/strategy.h"
 
@@ -87,42 +88,58 @@ class EpochBatches {
   virtual absl::StatusOr<int64_t> BeginEpoch(int64_t epoch) = 0;
   // Step `step` of the epoch BeginEpoch prepared, on the host.
   virtual absl::StatusOr<Batch> GetBatch(int64_t step) = 0;
+  // The virtual world (LoopOptions::virtual_world): how many virtual ranks'
+  // batches this source gives, one per virtual rank this rank plays, in
+  // order; 1 for a source of the rank's own batches.
+  virtual int64_t replicas() const { return 1; }
+  // Step `step`'s batch of the v-th of those (0 <= v < replicas());
+  // GetBatch(step) is v = 0's. InvalidArgument for another v.
+  virtual absl::StatusOr<Batch> GetReplicaBatch(int64_t step, int64_t v);
 };
 
 // A TensorDataset through a DistributedSampler (PyTorch's defaults: shuffle,
 // seed 0, SetEpoch every epoch): this rank's shard, in batches of
-// `batch_size` (drop_last as given).
+// `batch_size` (drop_last as given). In the virtual world (virtual_world >
+// 0) one sampler per virtual rank this rank plays: virtual rank k's shard
+// is DistributedSampler(num_replicas = K, rank = k)'s, whatever W.
 class SampledBatches : public EpochBatches {
  public:
   // `data` is copied (its tensors are shared, not their elements).
-  // Errors: DistributedSampler's and DataLoader's argument checks.
+  // Errors: DistributedSampler's and DataLoader's argument checks;
+  // PlaceVirtualWorld's.
   static absl::StatusOr<SampledBatches> Create(const TensorDataset& data,
                                                const comm::Communicator& comm,
                                                int64_t batch_size,
-                                               bool drop_last);
+                                               bool drop_last,
+                                               int64_t virtual_world = 0);
   absl::StatusOr<int64_t> BeginEpoch(int64_t epoch) override;
   absl::StatusOr<Batch> GetBatch(int64_t step) override;
-  // Samples per epoch over every rank (the sampler pads each rank's shard
-  // to the same size): DistributedSampler::total_size().
-  int64_t total_size() const { return sampler_.total_size(); }
+  int64_t replicas() const override {
+    return static_cast<int64_t>(samplers_.size());
+  }
+  absl::StatusOr<Batch> GetReplicaBatch(int64_t step, int64_t v) override;
+  // Samples per epoch over every (virtual) rank (the sampler pads each
+  // shard to the same size): DistributedSampler::total_size().
+  int64_t total_size() const { return samplers_[0].total_size(); }
   int64_t batch_size() const { return batch_size_; }
-  // The loader of the epoch BeginEpoch prepared (e.g. for an evaluation
-  // over the last epoch's order); FailedPrecondition before BeginEpoch.
-  absl::StatusOr<const DataLoader*> loader() const;
+  // The loader of the epoch BeginEpoch prepared for replica v (e.g. for
+  // an evaluation over the last epoch's order); FailedPrecondition before
+  // BeginEpoch, InvalidArgument for a v out of range.
+  absl::StatusOr<const DataLoader*> loader(int64_t v = 0) const;
 
  private:
-  SampledBatches(TensorDataset data, DistributedSampler sampler,
+  SampledBatches(TensorDataset data, std::vector<DistributedSampler> samplers,
                  int64_t batch_size, bool drop_last)
       : data_(std::move(data)),
-        sampler_(std::move(sampler)),
+        samplers_(std::move(samplers)),
         batch_size_(batch_size),
         drop_last_(drop_last) {}
 
   TensorDataset data_;
-  DistributedSampler sampler_;
+  std::vector<DistributedSampler> samplers_;  // one per replica
   int64_t batch_size_;
   bool drop_last_;
-  std::optional<DataLoader> loader_;
+  std::vector<DataLoader> loaders_;  // BeginEpoch's, one per replica
 };
 
 struct LoopOptions {
@@ -206,6 +223,22 @@ struct LoopOptions {
   // double, then divided by the world size. Collective, every step. false:
   // mean_loss stays kUnknown.
   bool mean_loss_over_ranks = false;
+  // The virtual world (docs/virtual_world.md): this run computes what DDP
+  // at K = virtual_world ranks computes, bit for bit at every allowed world
+  // size. Create passes it to the strategy (StrategyOptions::virtual_world);
+  // a loop given a strategy takes the strategy's, and Run refuses a
+  // different value here. Each step runs this rank's virtual ranks one
+  // after the other (their batches from EpochBatches::GetReplicaBatch, the
+  // per-step reseed keyed by the virtual rank), sums their gradients in the
+  // fixed order (Strategy::ReduceVirtualRanks), then clips and steps once.
+  // The hooks that see a step (begin_step, after_step, after_checked_step)
+  // run once per virtual rank this rank plays, in order, each with its own
+  // StepView (rank, batch, output, loss, sums); before_optimizer_step once,
+  // with the first's. mean_loss is the tree mean of the K losses, every
+  // step; epoch sums are kept per virtual rank and summed by the tree;
+  // checkpoints record K as the data's world size (resume at any allowed
+  // W). 0: off.
+  int64_t virtual_world = 0;
 };
 
 // The most epochs an example takes: far beyond any use of them; more is a
@@ -240,6 +273,9 @@ struct StepView {
   // This rank's wall time of the step, from before begin_step to the loss
   // (and mean_loss) read back: the step's throughput, never its result.
   double seconds = 0;
+  // Whose step this is: the rank, or in the virtual world the virtual rank
+  // (LoopOptions::virtual_world), e.g. for TrainingLoop::printer().
+  int64_t rank = 0;
 };
 
 // What the end_epoch hook returns: the epoch's report for the monitor
@@ -341,6 +377,11 @@ class TrainingLoop {
   // other ranks or without a monitor).
   void ReportTest(const Score& score) const;
 
+  // Per-rank lines ("[GPUk] ..."), by virtual rank in the virtual world:
+  // the loop flushes it after each step's after_step hooks and after
+  // end_epoch; an example flushes what it prints outside the loop.
+  VirtualRankPrinter& printer() { return printer_; }
+
   // The GradScaler under LoopOptions::grad_scaler (its state after Resume),
   // nullptr without one.
   const optim::GradScaler* grad_scaler() const {
@@ -362,13 +403,32 @@ class TrainingLoop {
                     const LoopHooks& hooks, bool run_ends);
   std::string SumsPrefix() const;  // of the epoch sums' checkpoint keys
   std::string ModelKey() const;    // "<who>.model": model_description's key
-  absl::Status SetLr(int64_t global_step);       // LoopOptions::lr_at's rate
-  uint64_t StepSeed(int64_t global_step) const;  // reseed_each_step's seed
+  absl::Status SetLr(int64_t global_step);  // LoopOptions::lr_at's rate
+  // reseed_each_step's seed for (virtual) rank `rank`
+  uint64_t StepSeed(int64_t global_step, int64_t rank) const;
   // Forward, loss, backward, the optimizer step (through the scaler), the
   // loss read back; fills view.output, loss, loss_scale and skipped.
   absl::Status TrainStep(const Tensor& features, const Tensor& labels,
                          const LossFn& loss_fn, const LoopHooks& hooks,
                          StepView& view);
+  // Forward, loss and backward of one (virtual) rank's batch, micro-batch
+  // by micro-batch, all but the last inside NoSync (the last too when
+  // `sync` is false); fills view.output and returns the loss (the
+  // micro-batches' mean), read back.
+  absl::StatusOr<double> ForwardBackward(const Tensor& features,
+                                         const Tensor& labels,
+                                         const LossFn& loss_fn, bool sync,
+                                         StepView& view);
+  // Clipping and the optimizer step (through the scaler); fills
+  // view.loss_scale and skipped.
+  absl::Status OptimizerStep(const LoopHooks& hooks, StepView& view);
+  // One step of every virtual rank this rank plays (the virtual world);
+  // fills `views` (one per virtual rank, begin_step run) and their
+  // mean_loss (the tree mean over the K virtual ranks).
+  absl::Status VirtualStep(const LossFn& loss_fn, const LoopHooks& hooks,
+                           std::vector<StepView>& views);
+  // The epoch's sums over every (virtual) rank, into sums_.
+  absl::Status SumEpoch();
 
   std::unique_ptr<Strategy> owned_strategy_;  // set by Create
   comm::Communicator& comm_;
@@ -383,6 +443,10 @@ class TrainingLoop {
   std::unique_ptr<optim::LrScheduler> scheduler_;
   ScheduleEvery schedule_every_ = ScheduleEvery::kEpoch;
   std::vector<double> sums_;  // LoopOptions::epoch_sums' values
+  // The virtual world: each local virtual rank's sums and batches.
+  std::vector<std::vector<double>> virtual_sums_;
+  std::vector<Batch> virtual_batches_;
+  VirtualRankPrinter printer_;
 };
 
 }  // namespace tandem::train

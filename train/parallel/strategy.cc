@@ -78,6 +78,24 @@ ShardOptimizerFactory AdamWFactory(optim::AdamWOptions options) {
   };
 }
 
+absl::Status Strategy::FoldVirtualRank() {
+  if (virtual_grads_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "FoldVirtualRank: the virtual world is off "
+        "(StrategyOptions::virtual_world)");
+  }
+  return virtual_grads_->Fold();
+}
+
+absl::Status Strategy::ReduceVirtualRanks() {
+  if (virtual_grads_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "ReduceVirtualRanks: the virtual world is off "
+        "(StrategyOptions::virtual_world)");
+  }
+  return virtual_grads_->Reduce();
+}
+
 absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     ShardMode mode, nn::Module& model, comm::Communicator& comm,
     const ShardOptimizerFactory& make_optimizer,
@@ -88,6 +106,35 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
         "create it with Strategy::CreatePipeline");
   }
   std::unique_ptr<Strategy> t(new Strategy(mode, model, comm));
+  if (options.virtual_world != 0) {
+    TANDEM_ASSIGN_OR_RETURN(
+        t->virtual_world_,
+        PlaceVirtualWorld(options.virtual_world, comm.size(), comm.rank()));
+    if (mode != ShardMode::kNone && mode != ShardMode::kLocal) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--virtual_world=", options.virtual_world,
+          " with --shard=", ShardModeName(mode),
+          ": the virtual world runs DDP (--shard=none) so far; the sharded "
+          "modes' ordered reduce-scatter and gradient norm come next"));
+    }
+    if (!model.NamedBuffers().empty()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--virtual_world=", options.virtual_world, ": the model has ",
+          model.NamedBuffers().size(),
+          " buffers (first: ", model.NamedBuffers()[0].name,
+          "); BatchNorm's running statistics in the virtual world come "
+          "next: run this model without --virtual_world"));
+    }
+    std::vector<Tensor> params;
+    for (const Tensor& p : model.Parameters()) {
+      if (p.requires_grad()) params.push_back(p);
+    }
+    TANDEM_ASSIGN_OR_RETURN(
+        t->virtual_grads_,
+        VirtualGradSum::Create(comm, t->virtual_world_, std::move(params)));
+  } else {
+    t->virtual_world_.first = comm.rank();
+  }
   if (mode == ShardMode::kLocal) {
     if (comm.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -78,6 +78,7 @@
 #include "tensor/optim/optimizer.h"
 #include "tensor/optim/sgd.h"
 #include "tensor/tensor.h"
+#include "train/parallel/core/virtual_world.h"
 #include "train/parallel/ddp/ddp.h"
 #include "train/parallel/pipeline/pipeline.h"
 #include "train/parallel/sharded/fsdp.h"
@@ -165,6 +166,13 @@ struct StrategyOptions {
   // unit per block, the rest the root unit); empty: the model is the
   // Sequential.
   std::string fsdp_unit_layers{};
+  // The virtual world (docs/virtual_world.md): > 0 makes this rank play
+  // K / W of K virtual ranks, whose gradients FoldVirtualRank and
+  // ReduceVirtualRanks sum in the fixed order; 0: off (PyTorch's DDP,
+  // unchanged). Create refuses a world size that cannot play K
+  // (CheckVirtualWorld), the sharded modes (not yet in this mode), and a
+  // model with buffers (BatchNorm's running statistics: not yet).
+  int64_t virtual_world = 0;
 };
 
 class Strategy {
@@ -200,6 +208,17 @@ class Strategy {
       const ShardOptimizerFactory& make_optimizer);
 
   ShardMode mode() const { return mode_; }
+  // Where this rank stands in the virtual world (off unless
+  // StrategyOptions::virtual_world).
+  const VirtualWorld& virtual_world() const { return virtual_world_; }
+  // The virtual world's step (none and local): each of this rank's virtual
+  // ranks runs ZeroGrad, its forwards and backwards inside NoSync(), then
+  // FoldVirtualRank; after the last, ReduceVirtualRanks (collective) leaves
+  // in every gradient DDP's average at K virtual ranks, summed in the fixed
+  // order; then ClipGradNorm and Step as usual. FailedPrecondition when
+  // the virtual world is off, and VirtualGradSum's order errors.
+  absl::Status FoldVirtualRank();
+  absl::Status ReduceVirtualRanks();
   // Pipeline only (nullopt and null otherwise): this rank's place, its
   // stage engine.
   const std::optional<PipelinePlacement>& pipeline_placement() const {
@@ -322,6 +341,8 @@ class Strategy {
   // zero1, zero2, fsdp: the factory's optimizer of the model's parameters,
   // whose param groups the shards follow (never stepped).
   std::unique_ptr<optim::Optimizer> groups_;
+  VirtualWorld virtual_world_;
+  std::unique_ptr<VirtualGradSum> virtual_grads_;  // when it is on
 };
 
 }  // namespace tandem::train

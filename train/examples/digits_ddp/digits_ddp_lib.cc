@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "comm/rank_printer.h"
 #include "tensor/nn/mlp.h"
 #include "train/data/datasets/digits.h"
 #include "train/examples/runner/rank_flags.h"
@@ -35,10 +34,9 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "digits_ddp", flags));
   TANDEM_ASSIGN_OR_RETURN(const ShardMode shard, ParseShardMode(config.shard));
   TANDEM_RETURN_IF_ERROR(CheckShardAmp(shard, AutocastDType(config.amp)));
-  TANDEM_ASSIGN_OR_RETURN(
-      const int64_t batch_size,
-      PerRankBatch("digits_ddp", config.global_batch_size, comm.size()));
-  const comm::RankPrinter out(comm);
+  TANDEM_ASSIGN_OR_RETURN(const int64_t batch_size,
+                          PerRankBatch("digits_ddp", config.global_batch_size,
+                                       comm.size(), config.virtual_world));
   TANDEM_ASSIGN_OR_RETURN(
       std::shared_ptr<const DigitsSplit> split,
       LoadDigitsSplit({.data_path = config.data,
@@ -62,16 +60,18 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
                             .checkpoint = config.checkpoint,
                             .autocast = AutocastDType(config.amp),
                             .epoch_sums = ClassifierSums(),
-                            .must_match = MustMatchOnResume(identity)}));
+                            .must_match = MustMatchOnResume(identity),
+                            .virtual_world = config.virtual_world}));
   TANDEM_RETURN_IF_ERROR(loop->Resume().status());
-  TANDEM_ASSIGN_OR_RETURN(SampledBatches train,
-                          SampledBatches::Create(split->train, comm, batch_size,
-                                                 /*drop_last=*/false));
-  out.PrintOnRank0(absl::StrFormat(
-      "digits_ddp: %d train / %d test samples, %d rank(s) on %s, batch %d per "
-      "rank, MLP 64-%d-10%s",
-      split->train.size(), split->test.size(), comm.size(),
-      std::string(comm.backend()), batch_size, config.hidden,
+  TANDEM_ASSIGN_OR_RETURN(
+      SampledBatches train,
+      SampledBatches::Create(split->train, comm, batch_size,
+                             /*drop_last=*/false, config.virtual_world));
+  loop->printer().PrintOnRank0(absl::StrFormat(
+      "digits_ddp: %d train / %d test samples, %s, batch %d per rank, MLP "
+      "64-%d-10%s",
+      split->train.size(), split->test.size(),
+      WorldDescription(comm, config.virtual_world), batch_size, config.hidden,
       shard == ShardMode::kNone ? "" : ", --shard=" + config.shard));
   DigitsResult result;
   LoopHooks hooks;
@@ -90,9 +90,9 @@ absl::StatusOr<DigitsResult> RunDigitsDdp(comm::Communicator& comm,
   TANDEM_ASSIGN_OR_RETURN(const Score test, HeldOutScore(*loop, split->test));
   result.test_correct = test.correct;
   result.test_total = test.total;
-  out.PrintOnRank0(absl::StrFormat("Test accuracy: %.4f (%d/%d, all ranks)",
-                                   result.test_accuracy(), result.test_correct,
-                                   result.test_total));
+  loop->printer().PrintOnRank0(absl::StrFormat(
+      "Test accuracy: %.4f (%d/%d, all ranks)", result.test_accuracy(),
+      result.test_correct, result.test_total));
   return result;
 }
 

@@ -81,19 +81,33 @@ absl::Status CheckRankFlags(comm::Communicator& comm, Device device,
 }
 
 absl::StatusOr<int64_t> PerRankBatch(std::string_view who,
-                                     int64_t global_batch_size,
-                                     int world_size) {
-  if (global_batch_size % world_size == 0) {
-    return global_batch_size / world_size;
+                                     int64_t global_batch_size, int world_size,
+                                     int64_t virtual_world) {
+  const int64_t ranks = virtual_world > 0 ? virtual_world : world_size;
+  if (global_batch_size % ranks == 0) return global_batch_size / ranks;
+  const int64_t below = global_batch_size / ranks * ranks;
+  const int64_t above = below + ranks;
+  const std::string use =
+      absl::StrCat("use ", below > 0 ? absl::StrCat(below, " or ") : "", above);
+  if (virtual_world > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        std::string(who), ": --global_batch_size=", global_batch_size,
+        " is not divisible by --virtual_world=", virtual_world,
+        " virtual ranks; ", use,
+        " (each virtual rank takes global_batch_size / virtual_world samples "
+        "per step), or change --virtual_world"));
   }
-  const int64_t below = global_batch_size / world_size * world_size;
-  const int64_t above = below + world_size;
   return absl::InvalidArgumentError(absl::StrCat(
       std::string(who), ": --global_batch_size=", global_batch_size,
-      " is not divisible by ", world_size, " ranks; use ",
-      below > 0 ? absl::StrCat(below, " or ") : "", above,
+      " is not divisible by ", world_size, " ranks; ", use,
       " (each rank takes global_batch_size / world size samples per step), "
       "or change the number of ranks"));
+}
+
+std::string WorldDescription(const comm::Communicator& comm,
+                             int64_t virtual_world) {
+  if (virtual_world > 0) return absl::StrCat(virtual_world, " virtual ranks");
+  return absl::StrCat(comm.size(), " rank(s) on ", std::string(comm.backend()));
 }
 
 std::vector<RankFlag> WithCheckpointFlags(

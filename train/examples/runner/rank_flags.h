@@ -99,8 +99,18 @@ std::vector<ConfigEntry> Entries(const std::vector<RankFlag>& flags);
 // does not divide it is refused rather than rounded silently:
 // InvalidArgument naming `who`, --global_batch_size, the nearest sizes the
 // world divides, and what to change. Local (every rank finds the same).
+// virtual_world > 0 (--virtual_world): each virtual rank's share,
+// global_batch_size / virtual_world, whatever the world size; the refusal
+// then names --virtual_world.
 absl::StatusOr<int64_t> PerRankBatch(std::string_view who,
-                                     int64_t global_batch_size, int world_size);
+                                     int64_t global_batch_size, int world_size,
+                                     int64_t virtual_world = 0);
+
+// How an example's header line names its world: "4 rank(s) on sim", or
+// under --virtual_world=K "K virtual ranks", which reads the same at every
+// world size that plays K.
+std::string WorldDescription(const comm::Communicator& comm,
+                             int64_t virtual_world);
 
 }  // namespace tandem::train
 

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_format.h"
 #include "base/status_macros.h"
-#include "comm/rank_printer.h"
 #include "tensor/nn/mlp.h"
 #include "tensor/nn/wrapper.h"
 #include "train/data/vector_dataset.h"
@@ -28,11 +27,6 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
   const std::vector<RankFlag> flags =
       WithCheckpointFlags(config.RankFlags(), config.checkpoint);
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "toy_ddp", flags));
-  const comm::RankPrinter printer(comm);
-  auto log = [&](const std::string& text) {  // "[GPUk] text"
-    if (config.log_ranks == "all" || comm.rank() == 0)
-      printer.PrintOnAllRanks(text);
-  };
   TANDEM_ASSIGN_OR_RETURN(TensorDataset train_ds,
                           VectorDataset({-1.2f, 3.1f, -0.9f, 2.9f, -0.5f, 2.6f,
                                          2.3f, -1.1f, 2.7f, -1.5f},
@@ -41,7 +35,8 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                           VectorDataset({-0.8f, 2.8f, 2.6f, -1.6f}, 2, {0, 1}));
   TANDEM_ASSIGN_OR_RETURN(
       SampledBatches train_data,
-      SampledBatches::Create(train_ds, comm, config.batch_size, true));
+      SampledBatches::Create(train_ds, comm, config.batch_size, true,
+                             config.virtual_world));
   // torch.manual_seed(seed); model = NeuralNetwork(2, 2); model.to(rank)
   Generator gen(config.seed);
   TANDEM_ASSIGN_OR_RETURN(std::unique_ptr<nn::Module> model,
@@ -55,17 +50,26 @@ absl::Status RunToyDdp(comm::Communicator& comm, const ToyDdpConfig& config,
                             .epochs = config.epochs,
                             .device = device,
                             .checkpoint = config.checkpoint,
-                            .must_match = MustMatchOnResume(Entries(flags))}));
+                            .must_match = MustMatchOnResume(Entries(flags)),
+                            .virtual_world = config.virtual_world}));
+  // "[GPUk] text" for rank k (a virtual rank under --virtual_world).
+  auto log = [&](int64_t rank, const std::string& text) {
+    if (config.log_ranks == "0" && rank != 0) return absl::OkStatus();
+    return loop->printer().PrintOnRank(rank, text);
+  };
+  const int64_t replicas =
+      config.virtual_world > 0 ? config.virtual_world : comm.size();
   LoopHooks hooks;
   hooks.after_step = [&](const StepView& s) {
-    log(absl::StrFormat(
-        "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f", s.epoch + 1,
-        config.epochs, s.batch->labels.dim(0), config.loss_precision, s.loss));
-    return absl::OkStatus();
+    return log(s.rank,
+               absl::StrFormat(
+                   "Epoch: %03d/%03d | Batchsize %03d | Train/Val Loss: %.*f",
+                   s.epoch + 1, config.epochs, s.batch->labels.dim(0),
+                   config.loss_precision, s.loss));
   };
   hooks.end_epoch = [&](int64_t, int64_t steps) -> absl::StatusOr<EpochEnd> {
     return EpochEnd{
-        .report = {.samples = steps * config.batch_size * comm.size()}};
+        .report = {.samples = steps * config.batch_size * replicas}};
   };
   TANDEM_RETURN_IF_ERROR(loop->Run(train_data, CrossEntropyLoss(), hooks));
   // "Training accuracy 1.0" (the last epoch's order), "Test accuracy 1.0".

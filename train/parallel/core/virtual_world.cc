@@ -1,0 +1,160 @@
+#include "train/parallel/core/virtual_world.h"
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "base/status_macros.h"
+#include "comm/types.h"
+#include "tensor/ops.h"
+#include "train/parallel/core/staged_all_gather.h"
+
+namespace tandem::train {
+
+absl::StatusOr<VirtualWorld> PlaceVirtualWorld(int64_t virtual_world,
+                                               int world_size, int rank) {
+  if (virtual_world < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--virtual_world=", virtual_world,
+                     ": the virtual world size must be >= 1 (or 0: off)"));
+  }
+  if (virtual_world == 0) return VirtualWorld{.first = rank};
+  TANDEM_RETURN_IF_ERROR(CheckVirtualWorld(virtual_world, world_size));
+  const int64_t local = virtual_world / world_size;
+  return VirtualWorld{
+      .size = virtual_world, .first = rank * local, .local = local};
+}
+
+absl::StatusOr<std::vector<double>> GatherVirtualRankValues(
+    comm::Communicator& comm, Device device, const VirtualWorld& vw,
+    absl::Span<const double> local) {
+  if (static_cast<int64_t>(local.size()) != vw.local) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GatherVirtualRankValues on rank ", comm.rank(), ": ", local.size(),
+        " values for the ", vw.local, " virtual ranks this rank plays"));
+  }
+  static_assert(sizeof(double) == sizeof(int64_t));
+  std::vector<int64_t> send(local.size());
+  std::memcpy(send.data(), local.data(), local.size() * sizeof(double));
+  std::vector<int64_t> bits(send.size() * comm.size());
+  TANDEM_RETURN_IF_ERROR(
+      AllGatherInt64(comm, device, send, absl::MakeSpan(bits)));
+  std::vector<double> out(bits.size());
+  std::memcpy(out.data(), bits.data(), bits.size() * sizeof(double));
+  return out;
+}
+
+double CanonicalTreeSumF64(absl::Span<const double> values) {
+  if (values.size() == 1) return values[0];
+  const size_t mid = values.size() / 2;
+  return CanonicalTreeSumF64(values.subspan(0, mid)) +
+         CanonicalTreeSumF64(values.subspan(mid));
+}
+
+absl::StatusOr<std::unique_ptr<VirtualGradSum>> VirtualGradSum::Create(
+    comm::Communicator& comm, const VirtualWorld& vw,
+    std::vector<Tensor> params) {
+  if (!vw.on()) {
+    return absl::InvalidArgumentError(
+        "VirtualGradSum: the virtual world is off (K = 0)");
+  }
+  if (params.empty()) {
+    return absl::InvalidArgumentError(
+        "VirtualGradSum: no parameters to sum the gradients of");
+  }
+  const DType dtype = params[0].dtype();
+  int64_t numel = 0;
+  for (const Tensor& p : params) {
+    if (p.dtype() != dtype || (dtype != DType::kF32 && dtype != DType::kF64)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--virtual_world on rank ", comm.rank(),
+          ": the gradients are summed in f32 or f64, one dtype for the whole "
+          "model; found ",
+          DTypeName(params[0].dtype()), " and ", DTypeName(p.dtype()),
+          ": keep the parameters in f32 (autocast computes in low "
+          "precision)"));
+    }
+    numel += p.numel();
+  }
+  TANDEM_ASSIGN_OR_RETURN(TreeAccumulator sum,
+                          TreeAccumulator::Create(vw.local, dtype, numel));
+  return std::unique_ptr<VirtualGradSum>(new VirtualGradSum(
+      comm, vw, std::move(params), dtype, numel, std::move(sum)));
+}
+
+VirtualGradSum::VirtualGradSum(comm::Communicator& comm, const VirtualWorld& vw,
+                               std::vector<Tensor> params, DType dtype,
+                               int64_t numel, TreeAccumulator sum)
+    : comm_(comm),
+      vw_(vw),
+      params_(std::move(params)),
+      dtype_(dtype),
+      numel_(numel),
+      sum_(std::move(sum)),
+      leaf_(numel * DTypeSize(dtype)),
+      reduced_(numel * DTypeSize(dtype)) {}
+
+absl::Status VirtualGradSum::Fold() {
+  if (sum_.added() == sum_.leaves()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "VirtualGradSum on rank ", comm_.rank(), ": all ", vw_.local,
+        " virtual ranks of this step were folded; Reduce first"));
+  }
+  const double scale = 1.0 / static_cast<double>(vw_.size);
+  char* out = leaf_.data();
+  for (const Tensor& p : params_) {
+    const int64_t bytes = p.nbytes();
+    Tensor g = p.grad();
+    if (!g.defined()) {
+      std::memset(out, 0, bytes);
+    } else {
+      // DDP's scaling of a rank's gradient before its all-reduce.
+      TANDEM_RETURN_IF_ERROR(ScaleInPlace(g, scale));
+      if (g.device() != Device::CPU()) {
+        TANDEM_ASSIGN_OR_RETURN(g, g.To(Device::CPU()));
+      }
+      std::memcpy(out, g.raw_data(), bytes);
+    }
+    out += bytes;
+  }
+  return sum_.Add(leaf_.data());
+}
+
+absl::Status VirtualGradSum::Reduce() {
+  if (sum_.added() != sum_.leaves()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("VirtualGradSum on rank ", comm_.rank(), ": ",
+                     sum_.leaves() - sum_.added(), " of the ", vw_.local,
+                     " virtual ranks this rank plays were not folded yet"));
+  }
+  TANDEM_ASSIGN_OR_RETURN(const void* subtree, sum_.result());
+  std::memcpy(reduced_.data(), subtree, reduced_.size());
+  sum_.Reset();
+  TANDEM_RETURN_IF_ERROR(comm::OrderedAllReduce(
+      comm_, comm::HostView(reduced_.data(), numel_, dtype_), &workspace_));
+  const char* in = reduced_.data();
+  for (const Tensor& p : params_) {
+    const int64_t bytes = p.nbytes();
+    Tensor g = p.grad();
+    if (!g.defined()) {
+      TANDEM_ASSIGN_OR_RETURN(g, Tensor::Zeros(p.shape(), dtype_, p.device()));
+      TANDEM_RETURN_IF_ERROR(p.set_grad(g));
+    }
+    if (g.device() == Device::CPU()) {
+      std::memcpy(g.raw_data(), in, bytes);
+    } else {
+      TANDEM_ASSIGN_OR_RETURN(
+          const Tensor host,
+          Tensor::FromBuffer(in, p.numel(), dtype_, p.shape()));
+      TANDEM_RETURN_IF_ERROR(g.CopyFrom(host));
+    }
+    in += bytes;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tandem::train
