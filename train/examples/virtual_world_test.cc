@@ -21,6 +21,8 @@
 #include "train/checkpoint/atomic_file.h"
 #include "train/checkpoint/safetensors.h"
 #include "train/checkpoint/training_checkpoint.h"
+#include "train/examples/amp_ddp/amp_ddp_lib.h"
+#include "train/examples/ddp_demo/ddp_demo_lib.h"
 #include "train/examples/digits_ddp/digits_ddp_lib.h"
 #include "train/examples/toy_ddp/toy_ddp_lib.h"
 
@@ -172,6 +174,71 @@ TEST(VirtualWorldTest, ToyDdpAtWEqualsKMatchesPlainDdpToRounding) {
   }
 }
 
+// `make(dir)` at K = 4 on W = 1, 2, 4: the same lines from rank 0 alone,
+// the same checkpoint bytes. Returns W = 1's lines.
+std::vector<std::string> ExpectSameAtEveryWorldSize(
+    const std::string& name,
+    const std::function<std::function<absl::Status(comm::Communicator&)>(
+        const std::string&)>& make) {
+  Outcome base;
+  std::vector<std::string> base_bytes;
+  for (int w : {1, 2, 4}) {
+    SCOPED_TRACE(w);
+    const std::string dir = TestDir(name + "_w" + std::to_string(w));
+    Outcome o = RunSim(w, make(dir));
+    EXPECT_TRUE(o.status.ok()) << o.status;
+    EXPECT_EQ(o.other_lines, 0);
+    const std::vector<std::string> bytes = CheckpointBytes(dir);
+    if (w == 1) {
+      base = o;
+      base_bytes = bytes;
+      continue;
+    }
+    EXPECT_EQ(o.lines, base.lines);
+    EXPECT_EQ(bytes, base_bytes);
+  }
+  return base.lines;
+}
+
+TEST(VirtualWorldTest, DdpDemoPrintsAndSavesTheSameAtEveryWorldSize) {
+  DdpDemoConfig config;
+  config.epochs = 2;
+  config.virtual_world = 4;
+  config.batchSize = 16;  // 32 images per virtual rank: 2 steps an epoch
+  const std::vector<std::string> lines =
+      ExpectSameAtEveryWorldSize("demo", [&](const std::string& dir) {
+        return [config, dir](comm::Communicator& comm) {
+          DdpDemoConfig c = config;
+          c.checkpoint.dir = dir;
+          return RunDdpDemo(comm, c);
+        };
+      });
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_THAT(lines[0], HasSubstr("Step: 0, Loss: "));
+  EXPECT_EQ(lines[5], "Epoch 1 Finished !");
+}
+
+// The GradScaler under the virtual world: virtual rank 2's inf at step 3
+// skips the step on every rank and halves the scale, at every W.
+TEST(VirtualWorldTest, AmpDdpSkipsAndScalesTheSameAtEveryWorldSize) {
+  AmpDdpConfig config;
+  config.steps = 6;
+  config.virtual_world = 4;
+  config.inject_inf = "2:3";
+  const std::vector<std::string> lines =
+      ExpectSameAtEveryWorldSize("amp", [&](const std::string& dir) {
+        return [config, dir](comm::Communicator& comm) {
+          AmpDdpConfig c = config;
+          c.checkpoint.dir = dir;
+          return RunAmpDdp(comm, c);
+        };
+      });
+  ASSERT_EQ(lines.size(), 28u);  // 6 steps x 4, then 4 checksums
+  EXPECT_THAT(lines[12], HasSubstr("[GPU0] step 003"));
+  EXPECT_THAT(lines[12], HasSubstr("scale 65536 | skipped"));
+  EXPECT_THAT(lines[16], HasSubstr("scale 32768 | stepped"));
+}
+
 TEST(VirtualWorldTest, DigitsDdpPrintsAndSavesTheSameAtEveryWorldSize) {
   DigitsConfig config;
   config.epochs = 2;
@@ -243,6 +310,14 @@ TEST(VirtualWorldTest, BadCombinationsAreRefusedBeforeTraining) {
   EXPECT_THAT(batch.status.message(),
               HasSubstr("--global_batch_size=64 is not divisible by "
                         "--virtual_world=3 virtual ranks; use 63 or 66"));
+
+  AmpDdpConfig amp;
+  amp.virtual_world = 2;
+  amp.comm_hook = "bf16_compress";
+  Outcome hook = RunSim(
+      2, [amp](comm::Communicator& comm) { return RunAmpDdp(comm, amp); });
+  EXPECT_EQ(hook.status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(hook.status.message(), HasSubstr("use --comm_hook=allreduce"));
 
   digits.virtual_world = 2;
   digits.shard = "zero2";

@@ -96,20 +96,18 @@ Outcome Train(int world, int64_t k) {
         TANDEM_ASSIGN_OR_RETURN(auto model, Model(drop));
         TANDEM_ASSIGN_OR_RETURN(
             SampledBatches batches,
-            SampledBatches::Create(data, comm, kBatch, /*drop_last=*/false,
-                                   k));
+            SampledBatches::Create(data, comm, kBatch, /*drop_last=*/false, k));
         TANDEM_ASSIGN_OR_RETURN(
-            auto loop,
-            TrainingLoop::Create(comm, *model, ShardMode::kNone,
-                                 SgdFactory(0.2, {.momentum = 0.9}),
-                                 {.who = "test",
-                                  .epochs = 2,
-                                  .max_grad_norm = 0.5,
-                                  .epoch_sums = {"loss"},
-                                  .grad_accum = 2,
-                                  .reseed_each_step = &drop,
-                                  .step_seed = 3,
-                                  .virtual_world = k}));
+            auto loop, TrainingLoop::Create(comm, *model, ShardMode::kNone,
+                                            SgdFactory(0.2, {.momentum = 0.9}),
+                                            {.who = "test",
+                                             .epochs = 2,
+                                             .max_grad_norm = 0.5,
+                                             .epoch_sums = {"loss"},
+                                             .grad_accum = 2,
+                                             .reseed_each_step = &drop,
+                                             .step_seed = 3,
+                                             .virtual_world = k}));
         LoopHooks hooks;
         hooks.after_step = [&](const StepView& s) {
           (*s.sums)[0] += s.loss;
@@ -132,11 +130,10 @@ Outcome Train(int world, int64_t k) {
         return absl::OkStatus();
       });
   out.status = r.status();
-  std::sort(out.seen.begin(), out.seen.end(),
-            [](const Seen& a, const Seen& b) {
-              return std::make_pair(a.global_step, a.rank) <
-                     std::make_pair(b.global_step, b.rank);
-            });
+  std::sort(out.seen.begin(), out.seen.end(), [](const Seen& a, const Seen& b) {
+    return std::make_pair(a.global_step, a.rank) <
+           std::make_pair(b.global_step, b.rank);
+  });
   return out;
 }
 
@@ -194,18 +191,18 @@ absl::Status RunWith(
 }
 
 TEST(TrainingLoopVirtualTest, DataForAnotherWorldIsRefused) {
-  absl::Status s = RunWith(2, [](comm::Communicator& comm,
-                                 nn::Sequential& model,
-                                 const TensorDataset& data, Generator&) {
-    TANDEM_ASSIGN_OR_RETURN(
-        SampledBatches batches,
-        SampledBatches::Create(data, comm, kBatch, false /* no K */));
-    TANDEM_ASSIGN_OR_RETURN(
-        auto loop,
-        TrainingLoop::Create(comm, model, ShardMode::kNone, SgdFactory(0.1),
-                             {.who = "test", .epochs = 1, .virtual_world = 4}));
-    return loop->Run(batches, CrossEntropyLoss());
-  });
+  absl::Status s =
+      RunWith(2, [](comm::Communicator& comm, nn::Sequential& model,
+                    const TensorDataset& data, Generator&) {
+        TANDEM_ASSIGN_OR_RETURN(
+            SampledBatches batches,
+            SampledBatches::Create(data, comm, kBatch, false /* no K */));
+        TANDEM_ASSIGN_OR_RETURN(
+            auto loop, TrainingLoop::Create(
+                           comm, model, ShardMode::kNone, SgdFactory(0.1),
+                           {.who = "test", .epochs = 1, .virtual_world = 4}));
+        return loop->Run(batches, CrossEntropyLoss());
+      });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(),
               HasSubstr("the data gives batches of 1 (virtual) rank(s) per "
@@ -213,20 +210,20 @@ TEST(TrainingLoopVirtualTest, DataForAnotherWorldIsRefused) {
 }
 
 TEST(TrainingLoopVirtualTest, LoopAndStrategyMustAgreeOnK) {
-  absl::Status s = RunWith(1, [](comm::Communicator& comm,
-                                 nn::Sequential& model,
-                                 const TensorDataset& data, Generator&) {
-    TANDEM_ASSIGN_OR_RETURN(
-        SampledBatches batches,
-        SampledBatches::Create(data, comm, kBatch, false, 2));
-    TANDEM_ASSIGN_OR_RETURN(
-        std::unique_ptr<Strategy> strategy,
-        Strategy::Create(ShardMode::kNone, model, comm, SgdFactory(0.1),
-                         {.virtual_world = 2}));
-    TrainingLoop loop(comm, model, *strategy,
-                      {.who = "test", .epochs = 1, .virtual_world = 4});
-    return loop.Run(batches, CrossEntropyLoss());
-  });
+  absl::Status s =
+      RunWith(1, [](comm::Communicator& comm, nn::Sequential& model,
+                    const TensorDataset& data, Generator&) {
+        TANDEM_ASSIGN_OR_RETURN(
+            SampledBatches batches,
+            SampledBatches::Create(data, comm, kBatch, false, 2));
+        TANDEM_ASSIGN_OR_RETURN(
+            std::unique_ptr<Strategy> strategy,
+            Strategy::Create(ShardMode::kNone, model, comm, SgdFactory(0.1),
+                             {.virtual_world = 2}));
+        TrainingLoop loop(comm, model, *strategy,
+                          {.who = "test", .epochs = 1, .virtual_world = 4});
+        return loop.Run(batches, CrossEntropyLoss());
+      });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(),
               HasSubstr("LoopOptions::virtual_world is 4 but the strategy "
@@ -246,15 +243,16 @@ TEST(TrainingLoopVirtualTest, BuffersAndShardedModesAreRefusedForNow) {
   });
   EXPECT_EQ(bn.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(bn.message(), HasSubstr("the model has 3 buffers"));
-  absl::Status zero = RunWith(2, [](comm::Communicator& comm,
-                                    nn::Sequential& model,
-                                    const TensorDataset&, Generator&) {
-    return Strategy::Create(ShardMode::kZero1, model, comm, SgdFactory(0.1),
-                            {.virtual_world = 2})
-        .status();
-  });
+  absl::Status zero =
+      RunWith(2, [](comm::Communicator& comm, nn::Sequential& model,
+                    const TensorDataset&, Generator&) {
+        return Strategy::Create(ShardMode::kZero1, model, comm, SgdFactory(0.1),
+                                {.virtual_world = 2})
+            .status();
+      });
   EXPECT_EQ(zero.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(zero.message(), HasSubstr("--virtual_world=2 with --shard=zero1"));
+  EXPECT_THAT(zero.message(),
+              HasSubstr("--virtual_world=2 with --shard=zero1"));
 }
 
 }  // namespace

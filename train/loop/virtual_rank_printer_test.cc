@@ -37,7 +37,8 @@ std::vector<std::vector<std::string>> Printed(int world, int64_t k) {
         }
         for (int64_t v = vw.local - 1; v >= 0; --v) {  // any order
           TANDEM_RETURN_IF_ERROR(out.PrintOnRank(
-              vw.rank_of(v), "loss " + std::to_string(vw.rank_of(v)) + "\nend"));
+              vw.rank_of(v),
+              "loss " + std::to_string(vw.rank_of(v)) + "\nend"));
         }
         return out.Flush();
       },
@@ -50,10 +51,9 @@ std::vector<std::vector<std::string>> Printed(int world, int64_t k) {
 
 TEST(VirtualRankPrinterTest, OnRankZeroPrintsEveryVirtualRankInOrder) {
   const std::vector<std::string> want = {
-      "[GPU0] step 1", "[GPU0] loss 0", "[GPU0] end",
-      "[GPU1] step 1", "[GPU1] loss 1", "[GPU1] end",
-      "[GPU2] step 1", "[GPU2] loss 2", "[GPU2] end",
-      "[GPU3] step 1", "[GPU3] loss 3", "[GPU3] end"};
+      "[GPU0] step 1", "[GPU0] loss 0", "[GPU0] end",    "[GPU1] step 1",
+      "[GPU1] loss 1", "[GPU1] end",    "[GPU2] step 1", "[GPU2] loss 2",
+      "[GPU2] end",    "[GPU3] step 1", "[GPU3] loss 3", "[GPU3] end"};
   for (int w : {1, 2, 4}) {
     SCOPED_TRACE(w);
     const auto lines = Printed(w, 4);

@@ -117,6 +117,14 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
           ": the virtual world runs DDP (--shard=none) so far; the sharded "
           "modes' ordered reduce-scatter and gradient norm come next"));
     }
+    if (options.comm_hook != DdpCommHook::kAllReduce) {
+      return absl::UnimplementedError(absl::StrCat(
+          "--virtual_world=", options.virtual_world,
+          " sums the gradients in f32 along its fixed tree; a compressing "
+          "comm hook (--comm_hook=",
+          DdpCommHookName(options.comm_hook),
+          ") is not part of that order: use --comm_hook=allreduce"));
+    }
     if (!model.NamedBuffers().empty()) {
       return absl::UnimplementedError(absl::StrCat(
           "--virtual_world=", options.virtual_world, ": the model has ",

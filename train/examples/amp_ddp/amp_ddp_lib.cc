@@ -22,6 +22,7 @@
 #include "tensor/tensor.h"
 #include "train/loop/must_match.h"
 #include "train/loop/training_loop.h"
+#include "train/loop/virtual_rank_printer.h"
 #include "train/parallel/ddp/comm_hook.h"
 
 namespace tandem::train {
@@ -30,32 +31,50 @@ namespace {
 constexpr int64_t kFeatures = 10;
 
 // Each rank draws its own inputs and targets, step after step, from one
-// generator; a resumed run replays the draws of the steps already taken,
-// so step k sees the batch it would have seen.
+// generator of its own (seed + 1000 + rank; under --virtual_world one per
+// virtual rank, seeded by the virtual rank); a resumed run replays the
+// draws of the steps already taken, so step k sees the batch it would have
+// seen.
 class RandomBatches : public EpochBatches {
  public:
-  RandomBatches(uint64_t seed, int64_t rows, int64_t steps)
-      : gen_(seed), rows_(rows), steps_(steps) {}
+  RandomBatches(uint64_t seed, const VirtualWorld& vw, int64_t rows,
+                int64_t steps)
+      : rows_(rows), steps_(steps) {
+    for (int64_t v = 0; v < vw.local; ++v) {
+      streams_.push_back(
+          {Generator(seed + static_cast<uint64_t>(vw.rank_of(v))), 0});
+    }
+  }
   absl::StatusOr<int64_t> BeginEpoch(int64_t) override { return steps_; }
   absl::StatusOr<Batch> GetBatch(int64_t step) override {
+    return GetReplicaBatch(step, 0);
+  }
+  int64_t replicas() const override {
+    return static_cast<int64_t>(streams_.size());
+  }
+  absl::StatusOr<Batch> GetReplicaBatch(int64_t step, int64_t v) override {
+    Stream& s = streams_[v];
     Batch batch;
-    for (; drawn_ <= step; ++drawn_) {
-      TANDEM_ASSIGN_OR_RETURN(batch.features, Draw());
-      TANDEM_ASSIGN_OR_RETURN(batch.labels, Draw());
+    for (; s.drawn <= step; ++s.drawn) {
+      TANDEM_ASSIGN_OR_RETURN(batch.features, Draw(s.gen));
+      TANDEM_ASSIGN_OR_RETURN(batch.labels, Draw(s.gen));
     }
     return batch;
   }
 
  private:
-  absl::StatusOr<Tensor> Draw() {
+  struct Stream {
+    Generator gen;
+    int64_t drawn = 0;
+  };
+  absl::StatusOr<Tensor> Draw(Generator& gen) {
     std::vector<float> values(static_cast<size_t>(rows_ * kFeatures));
-    gen_.Normal(values.data(), static_cast<int64_t>(values.size()), 0.f, 1.f);
+    gen.Normal(values.data(), static_cast<int64_t>(values.size()), 0.f, 1.f);
     return Tensor::FromVector<float>(values, {rows_, kFeatures});
   }
-  Generator gen_;
+  std::vector<Stream> streams_;
   int64_t rows_;
   int64_t steps_;
-  int64_t drawn_ = 0;
 };
 
 }  // namespace
@@ -77,17 +96,18 @@ absl::StatusOr<std::optional<InjectInf>> ParseInjectInfFlag(
 
 absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
                        Device device) {
-  const int rank = comm.rank();
   const std::vector<RankFlag> flags =
       WithCheckpointFlags(config.RankFlags(), config.checkpoint);
   TANDEM_RETURN_IF_ERROR(CheckRankFlags(comm, device, "amp_ddp", flags));
   TANDEM_ASSIGN_OR_RETURN(const std::optional<InjectInf> inject,
                           ParseInjectInfFlag(config.inject_inf));
-  if (inject.has_value() && inject->rank >= comm.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("amp_ddp: --inject_inf names rank ", inject->rank,
-                     " but the world has ", comm.size(), " ranks (0..",
-                     comm.size() - 1, ")"));
+  // Under --virtual_world, ranks are virtual ranks.
+  const int64_t ranks =
+      config.virtual_world > 0 ? config.virtual_world : comm.size();
+  if (inject.has_value() && inject->rank >= ranks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "amp_ddp: --inject_inf names rank ", inject->rank,
+        " but the world has ", ranks, " ranks (0..", ranks - 1, ")"));
   }
   // --amp=off: f32, the scaler disabled.
   const std::optional<DType> autocast = AutocastDType(config.amp);
@@ -111,6 +131,7 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
   options.grad_scaler =
       optim::GradScalerOptions{.enabled = autocast.has_value()};
   options.must_match = MustMatchOnResume(Entries(flags));
+  options.virtual_world = config.virtual_world;
   StrategyOptions strategy;
   // A known name: CheckRankFlags checked --comm_hook's rule.
   strategy.comm_hook = *DdpCommHookFromName(config.comm_hook.c_str());
@@ -119,12 +140,15 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
       TrainingLoop::Create(comm, *model, ShardMode::kNone,
                            SgdFactory(config.lr), std::move(options),
                            std::move(strategy)));
-  const comm::RankPrinter printer(comm);
-  RandomBatches data(config.seed + 1000 + static_cast<uint64_t>(rank),
-                     config.batch_size, config.steps);
+  const VirtualWorld& vw = loop->strategy().virtual_world();
+  VirtualRankPrinter& printer = loop->printer();
+  RandomBatches data(config.seed + 1000, vw, config.batch_size, config.steps);
   LoopHooks hooks;
   hooks.before_optimizer_step = [&](const StepView& s) -> absl::Status {
-    if (!inject.has_value() || inject->rank != rank || inject->step != s.step) {
+    // Once per step, after the reduction: the rank that plays the named
+    // (virtual) rank injects.
+    if (!inject.has_value() || inject->step != s.step ||
+        inject->rank < vw.first || inject->rank >= vw.first + vw.local) {
       return absl::OkStatus();
     }
     // One element of this rank's (already all-reduced) weight gradient.
@@ -137,10 +161,10 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
     return absl::OkStatus();
   };
   hooks.after_checked_step = [&](const StepView& s) {
-    printer.PrintOnAllRanks(
+    return printer.PrintOnRank(
+        s.rank,
         absl::StrFormat("step %03d | loss %.7f | scale %g | %s", s.step, s.loss,
                         s.loss_scale, s.skipped ? "skipped" : "stepped"));
-    return absl::OkStatus();
   };
   TANDEM_RETURN_IF_ERROR(loop->Run(data, Mse, hooks));
   double checksum = 0;
@@ -149,8 +173,11 @@ absl::Status RunAmpDdp(comm::Communicator& comm, const AmpDdpConfig& config,
     TANDEM_ASSIGN_OR_RETURN(std::vector<float> v, host.ToVector<float>());
     for (float x : v) checksum += x;
   }
-  printer.PrintOnAllRanks(absl::StrFormat("weights checksum %.10f", checksum));
-  return absl::OkStatus();
+  for (int64_t v = 0; v < vw.local; ++v) {
+    TANDEM_RETURN_IF_ERROR(printer.PrintOnRank(
+        vw.rank_of(v), absl::StrFormat("weights checksum %.10f", checksum)));
+  }
+  return printer.Flush();
 }
 
 }  // namespace tandem::train

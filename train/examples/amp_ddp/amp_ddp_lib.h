@@ -52,7 +52,8 @@ namespace tandem::train {
     "DDP gradient hook: allreduce, fp16_compress or bf16_compress.")      \
   X(std::string, inject_inf, "", Any(), kAgreed, /* ParseInjectInfFlag */ \
     "RANK:STEP: put an inf into that rank's gradient at that step "       \
-    "(from 0); every rank then skips the step and halves its scale.")
+    "(from 0); every rank then skips the step and halves its scale.")     \
+  TANDEM_VIRTUAL_WORLD_OPTION(X)
 TANDEM_EXAMPLE_OPTIONS(AmpDdpOptions, TANDEM_AMP_DDP_OPTIONS);
 
 struct InjectInf {

@@ -112,15 +112,18 @@ absl::Status RunDdpDemo(comm::Communicator& comm, const DdpDemoConfig& config,
                             .epochs = config.epochs,
                             .device = device,
                             .checkpoint = config.checkpoint,
-                            .must_match = MustMatchOnResume(Entries(flags))}));
+                            .must_match = MustMatchOnResume(Entries(flags)),
+                            .virtual_world = config.virtual_world}));
   TANDEM_ASSIGN_OR_RETURN(
       SampledBatches data,
       SampledBatches::Create(dataset, comm, config.batchSize,
-                             /*drop_last=*/false));
+                             /*drop_last=*/false, config.virtual_world));
   LoopHooks hooks;
   hooks.after_step = [&](const StepView& s) {
-    out.PrintOnRank0(
-        absl::StrCat("Step: ", s.step, ", Loss: ", nn::PyFloatRepr(s.loss)));
+    // Rank 0's loss; under --virtual_world, virtual rank 0's.
+    if (s.rank == 0)
+      out.PrintOnRank0(
+          absl::StrCat("Step: ", s.step, ", Loss: ", nn::PyFloatRepr(s.loss)));
     return absl::OkStatus();
   };
   hooks.end_epoch = [&](int64_t epoch, int64_t) -> absl::StatusOr<EpochEnd> {

@@ -51,6 +51,7 @@ namespace tandem::train {
     "Outputs of the Linear layer (also --num-classes).")                      \
   X(uint64_t, seed, 0, Any(), kAgreed,                                        \
     "torch.manual_seed before the data and the model are made.")              \
+  TANDEM_VIRTUAL_WORLD_OPTION(X)                                              \
   X(std::string, gpu_id, "", Any(), kLocal,                                   \
     "Sets CUDA_VISIBLE_DEVICES (e.g. 0,1) before any GPU is used, as "        \
     "the script does; empty: leave it alone.")

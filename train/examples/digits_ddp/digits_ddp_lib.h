@@ -53,10 +53,7 @@ namespace tandem::train {
     "gradients), fsdp (and parameters): the same accuracy in each.")          \
   X(std::string, amp, "off", OneOf("bf16", "f16", "off"), kAgreed,            \
     "Mixed precision: bf16, f16 (autocast) or off (f32).")                    \
-  X(int64_t, virtual_world, 0, AtLeast(0), kAgreed,                           \
-    "Train as DDP at this many virtual ranks (0: off), with the same "        \
-    "printed lines and checkpoint bytes at every world size that can play "   \
-    "them (powers of two dividing it, and itself): docs/virtual_world.md.")   \
+  TANDEM_VIRTUAL_WORLD_OPTION(X)                                              \
   X(std::string, data, "train/data/digits.csv.gz", Any(), kLocal,             \
     "The digits CSV (64 pixel columns 0..16, then the label).")
 TANDEM_EXAMPLE_OPTIONS(DigitsOptions, TANDEM_DIGITS_DDP_OPTIONS);

@@ -159,6 +159,14 @@ std::optional<DType> AutocastDType(const std::string& amp);
 #define TANDEM_OPTION_READ_(type, name, default_value, rule, scope, help) \
   options.name = absl::GetFlag(FLAGS_##name);
 
+// The virtual world's flag, one entry for every example that trains
+// (docs/virtual_world.md): put TANDEM_VIRTUAL_WORLD_OPTION(X) in the list.
+#define TANDEM_VIRTUAL_WORLD_OPTION(X)                                      \
+  X(int64_t, virtual_world, 0, AtLeast(0), kAgreed,                         \
+    "Train as DDP at this many virtual ranks (0: off), with the same "      \
+    "printed lines and checkpoint bytes at every world size that can play " \
+    "them (powers of two dividing it, and itself): docs/virtual_world.md.")
+
 // struct Struct { <an option member per entry, with its default>;
 //                 std::vector<RankFlag> RankFlags() const; };
 #define TANDEM_EXAMPLE_OPTIONS(Struct, LIST)                   \

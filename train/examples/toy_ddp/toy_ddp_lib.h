@@ -50,10 +50,7 @@ namespace tandem::train {
   X(std::string, log_ranks, "all", OneOf("all", "0"), kAgreed,               \
     "all: every rank prints its lines with a [GPUk] prefix (as the "         \
     "tutorial); 0: only rank 0's lines.")                                    \
-  X(int64_t, virtual_world, 0, AtLeast(0), kAgreed,                          \
-    "Train as DDP at this many virtual ranks (0: off), with the same "       \
-    "printed lines and checkpoint bytes at every world size that can play "  \
-    "them (powers of two dividing it, and itself): docs/virtual_world.md.")
+  TANDEM_VIRTUAL_WORLD_OPTION(X)
 TANDEM_EXAMPLE_OPTIONS(ToyDdpOptions, TANDEM_TOY_DDP_OPTIONS);
 
 using ToyDdpConfig = WithCheckpoint<ToyDdpOptions>;
