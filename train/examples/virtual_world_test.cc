@@ -67,6 +67,8 @@ Outcome RunSim(int world,
   return out;
 }
 
+using RunFn = std::function<absl::Status(comm::Communicator&)>;
+
 std::string FileBytes(const std::string& path) {
   absl::StatusOr<std::string> b = checkpoint::ReadFile(path);
   EXPECT_TRUE(b.ok()) << b.status();
@@ -87,8 +89,7 @@ std::string Progress(const std::string& dir) {
   return c->metadata["epoch"] + "/" + c->metadata["step_in_epoch"];
 }
 
-std::function<absl::Status(comm::Communicator&)> Toy(ToyDdpConfig config,
-                                                     std::string dir = "") {
+RunFn Toy(ToyDdpConfig config, std::string dir = "") {
   return [config, dir](comm::Communicator& comm) {
     ToyDdpConfig c = config;
     c.checkpoint.dir = dir;
@@ -96,8 +97,7 @@ std::function<absl::Status(comm::Communicator&)> Toy(ToyDdpConfig config,
   };
 }
 
-std::function<absl::Status(comm::Communicator&)> Digits(DigitsConfig config,
-                                                        std::string dir = "") {
+RunFn Digits(DigitsConfig config, std::string dir = "") {
   return [config, dir](comm::Communicator& comm) {
     DigitsConfig c = config;
     c.checkpoint.dir = dir;
@@ -118,24 +118,21 @@ std::vector<double> PrintedLosses(const std::vector<std::string>& lines) {
   return out;
 }
 
-TEST(VirtualWorldTest, ToyDdpPrintsAndSavesTheSameAtEveryWorldSize) {
-  ToyDdpConfig config;
-  config.virtual_world = 4;
-  config.loss_precision = 17;
+// `make(dir)` on each of `worlds` (the first 1): the same lines from rank 0
+// alone, the same checkpoint bytes. Returns the first world's lines.
+std::vector<std::string> ExpectSameAtEveryWorldSize(
+    const std::string& name, const std::vector<int>& worlds,
+    const std::function<RunFn(const std::string&)>& make) {
   Outcome base;
   std::vector<std::string> base_bytes;
-  for (int w : {1, 2, 4}) {
+  for (int w : worlds) {
     SCOPED_TRACE(w);
-    const std::string dir = TestDir("toy_w" + std::to_string(w));
-    Outcome o = RunSim(w, Toy(config, dir));
-    ASSERT_TRUE(o.status.ok()) << o.status;
+    const std::string dir = TestDir(name + "_w" + std::to_string(w));
+    Outcome o = RunSim(w, make(dir));
+    EXPECT_TRUE(o.status.ok()) << o.status;
     EXPECT_EQ(o.other_lines, 0);
-    // 3 epochs x 4 virtual ranks, then each one's two accuracies.
-    ASSERT_EQ(o.lines.size(), 20u);
-    EXPECT_THAT(o.lines[3], HasSubstr("[GPU3] Epoch: 001/003"));
-    EXPECT_EQ(o.lines[19], "[GPU3] Test accuracy 1.0");
     const std::vector<std::string> bytes = CheckpointBytes(dir);
-    if (w == 1) {
+    if (w == worlds[0]) {
       base = o;
       base_bytes = bytes;
       continue;
@@ -143,6 +140,20 @@ TEST(VirtualWorldTest, ToyDdpPrintsAndSavesTheSameAtEveryWorldSize) {
     EXPECT_EQ(o.lines, base.lines);
     EXPECT_EQ(bytes, base_bytes);
   }
+  return base.lines;
+}
+
+TEST(VirtualWorldTest, ToyDdpPrintsAndSavesTheSameAtEveryWorldSize) {
+  ToyDdpConfig config;
+  config.virtual_world = 4;
+  config.loss_precision = 17;
+  const std::vector<std::string> lines = ExpectSameAtEveryWorldSize(
+      "toy", {1, 2, 4},
+      [&](const std::string& dir) { return Toy(config, dir); });
+  // 3 epochs x 4 virtual ranks, then each one's two accuracies.
+  ASSERT_EQ(lines.size(), 20u);
+  EXPECT_THAT(lines[3], HasSubstr("[GPU3] Epoch: 001/003"));
+  EXPECT_EQ(lines[19], "[GPU3] Test accuracy 1.0");
 }
 
 // At W = K the virtual world is DDP at K with the tree in place of the
@@ -174,39 +185,13 @@ TEST(VirtualWorldTest, ToyDdpAtWEqualsKMatchesPlainDdpToRounding) {
   }
 }
 
-// `make(dir)` at K = 4 on W = 1, 2, 4: the same lines from rank 0 alone,
-// the same checkpoint bytes. Returns W = 1's lines.
-std::vector<std::string> ExpectSameAtEveryWorldSize(
-    const std::string& name,
-    const std::function<std::function<absl::Status(comm::Communicator&)>(
-        const std::string&)>& make) {
-  Outcome base;
-  std::vector<std::string> base_bytes;
-  for (int w : {1, 2, 4}) {
-    SCOPED_TRACE(w);
-    const std::string dir = TestDir(name + "_w" + std::to_string(w));
-    Outcome o = RunSim(w, make(dir));
-    EXPECT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.other_lines, 0);
-    const std::vector<std::string> bytes = CheckpointBytes(dir);
-    if (w == 1) {
-      base = o;
-      base_bytes = bytes;
-      continue;
-    }
-    EXPECT_EQ(o.lines, base.lines);
-    EXPECT_EQ(bytes, base_bytes);
-  }
-  return base.lines;
-}
-
 TEST(VirtualWorldTest, DdpDemoPrintsAndSavesTheSameAtEveryWorldSize) {
   DdpDemoConfig config;
   config.epochs = 2;
   config.virtual_world = 4;
   config.batchSize = 16;  // 32 images per virtual rank: 2 steps an epoch
-  const std::vector<std::string> lines =
-      ExpectSameAtEveryWorldSize("demo", [&](const std::string& dir) {
+  const std::vector<std::string> lines = ExpectSameAtEveryWorldSize(
+      "demo", {1, 2, 4}, [&](const std::string& dir) {
         return [config, dir](comm::Communicator& comm) {
           DdpDemoConfig c = config;
           c.checkpoint.dir = dir;
@@ -226,7 +211,7 @@ TEST(VirtualWorldTest, AmpDdpSkipsAndScalesTheSameAtEveryWorldSize) {
   config.virtual_world = 4;
   config.inject_inf = "2:3";
   const std::vector<std::string> lines =
-      ExpectSameAtEveryWorldSize("amp", [&](const std::string& dir) {
+      ExpectSameAtEveryWorldSize("amp", {1, 2, 4}, [&](const std::string& dir) {
         return [config, dir](comm::Communicator& comm) {
           AmpDdpConfig c = config;
           c.checkpoint.dir = dir;
@@ -244,25 +229,11 @@ TEST(VirtualWorldTest, DigitsDdpPrintsAndSavesTheSameAtEveryWorldSize) {
   config.epochs = 2;
   config.virtual_world = 8;
   config.checkpoint.every_steps = 7;
-  Outcome base;
-  std::vector<std::string> base_bytes;
-  for (int w : {1, 2, 4, 8}) {
-    SCOPED_TRACE(w);
-    const std::string dir = TestDir("digits_w" + std::to_string(w));
-    Outcome o = RunSim(w, Digits(config, dir));
-    ASSERT_TRUE(o.status.ok()) << o.status;
-    EXPECT_EQ(o.other_lines, 0);
-    ASSERT_EQ(o.lines.size(), 4u);
-    EXPECT_THAT(o.lines[0], HasSubstr("8 virtual ranks, batch 8 per rank"));
-    const std::vector<std::string> bytes = CheckpointBytes(dir);
-    if (w == 1) {
-      base = o;
-      base_bytes = bytes;
-      continue;
-    }
-    EXPECT_EQ(o.lines, base.lines);
-    EXPECT_EQ(bytes, base_bytes);
-  }
+  const std::vector<std::string> lines = ExpectSameAtEveryWorldSize(
+      "digits", {1, 2, 4, 8},
+      [&](const std::string& dir) { return Digits(config, dir); });
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_THAT(lines[0], HasSubstr("8 virtual ranks, batch 8 per rank"));
 }
 
 TEST(VirtualWorldTest, DigitsKilledAtFourRanksResumesAtTwoBitForBit) {
