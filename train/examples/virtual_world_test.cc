@@ -236,6 +236,29 @@ TEST(VirtualWorldTest, DigitsDdpPrintsAndSavesTheSameAtEveryWorldSize) {
   EXPECT_THAT(lines[0], HasSubstr("8 virtual ranks, batch 8 per rank"));
 }
 
+// Mixing modes: DDP on one rank, zero1 on two and zero2 on four write the
+// same checkpoint bytes and print the same losses and accuracy.
+TEST(VirtualWorldTest, DigitsZeroModesWriteDdpsBytes) {
+  DigitsConfig config;
+  config.epochs = 2;
+  config.virtual_world = 4;
+  const std::string ddp_dir = TestDir("digits_mode_none");
+  Outcome ddp = RunSim(1, Digits(config, ddp_dir));
+  ASSERT_TRUE(ddp.status.ok()) << ddp.status;
+  for (auto [mode, world] : {std::pair{"zero1", 2}, std::pair{"zero2", 4}}) {
+    SCOPED_TRACE(mode);
+    config.shard = mode;
+    const std::string dir = TestDir(std::string("digits_mode_") + mode);
+    Outcome o = RunSim(world, Digits(config, dir));
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    ASSERT_EQ(o.lines.size(), ddp.lines.size());
+    EXPECT_THAT(o.lines[0], HasSubstr(std::string("--shard=") + mode));
+    EXPECT_EQ(std::vector<std::string>(o.lines.begin() + 1, o.lines.end()),
+              std::vector<std::string>(ddp.lines.begin() + 1, ddp.lines.end()));
+    EXPECT_EQ(CheckpointBytes(dir), CheckpointBytes(ddp_dir));
+  }
+}
+
 TEST(VirtualWorldTest, DigitsKilledAtFourRanksResumesAtTwoBitForBit) {
   DigitsConfig config;
   config.epochs = 2;
@@ -291,11 +314,11 @@ TEST(VirtualWorldTest, BadCombinationsAreRefusedBeforeTraining) {
   EXPECT_THAT(hook.status.message(), HasSubstr("use --comm_hook=allreduce"));
 
   digits.virtual_world = 2;
-  digits.shard = "zero2";
+  digits.shard = "fsdp";
   Outcome sharded = RunSim(2, Digits(digits));
   EXPECT_EQ(sharded.status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(sharded.status.message(),
-              HasSubstr("--virtual_world=2 with --shard=zero2"));
+              HasSubstr("--virtual_world=2 with --shard=fsdp"));
 
   // Ranks started with different K: every rank refuses, naming each value.
   Outcome differ = RunSim(2, [](comm::Communicator& comm) {

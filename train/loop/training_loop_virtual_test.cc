@@ -8,8 +8,9 @@
 //     its own batch and loss;
 //   - the virtual world is not plain DDP at W: the weights differ from
 //     plain DDP on W ranks (the test could not pass by ignoring K);
+//   - zero1 and zero2 give DDP's bits;
 //   - refusals: data built for another world, a LoopOptions::virtual_world
-//     the strategy does not play, a model with buffers, a sharded mode.
+//     the strategy does not play, a model with buffers, fsdp (for now).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -86,7 +87,7 @@ struct Outcome {
 
 // Two epochs at `world` ranks of K = `k` (0: plain DDP), SGD with momentum,
 // grad_accum 2, clipping at 0.5, dropout reseeded every step.
-Outcome Train(int world, int64_t k) {
+Outcome Train(int world, int64_t k, ShardMode mode = ShardMode::kNone) {
   Outcome out;
   std::mutex mu;
   sim::RunResult r =
@@ -98,7 +99,7 @@ Outcome Train(int world, int64_t k) {
             SampledBatches batches,
             SampledBatches::Create(data, comm, kBatch, /*drop_last=*/false, k));
         TANDEM_ASSIGN_OR_RETURN(
-            auto loop, TrainingLoop::Create(comm, *model, ShardMode::kNone,
+            auto loop, TrainingLoop::Create(comm, *model, mode,
                                             SgdFactory(0.2, {.momentum = 0.9}),
                                             {.who = "test",
                                              .epochs = 2,
@@ -121,7 +122,7 @@ Outcome Train(int world, int64_t k) {
           return EpochEnd{};
         };
         TANDEM_RETURN_IF_ERROR(loop->Run(batches, CrossEntropyLoss(), hooks));
-        if (rank == 0) {
+        if (rank == 0) {  // zero1, zero2: whole after Step's all-gather
           for (const Tensor& p : model->Parameters()) {
             TANDEM_ASSIGN_OR_RETURN(std::vector<float> v, p.ToVector<float>());
             out.weights.push_back(v);
@@ -162,6 +163,22 @@ TEST(TrainingLoopVirtualTest, SameBitsAtEveryWorldSize) {
     EXPECT_EQ(other.weights, one.weights);
     EXPECT_EQ(other.seen, one.seen);
     EXPECT_EQ(other.epoch_sums, one.epoch_sums);
+  }
+}
+
+// zero1 and zero2 reduce the same sums in the same order and clip by the
+// same norm: DDP's weights and losses, bit for bit, at other world sizes.
+TEST(TrainingLoopVirtualTest, ZeroModesGiveDdpsBits) {
+  const Outcome ddp = Train(1, 4);
+  ASSERT_TRUE(ddp.status.ok()) << ddp.status;
+  for (auto [mode, world] :
+       {std::pair{ShardMode::kZero1, 2}, std::pair{ShardMode::kZero2, 4},
+        std::pair{ShardMode::kZero2, 2}}) {
+    SCOPED_TRACE(ShardModeName(mode) + " at " + std::to_string(world));
+    const Outcome sharded = Train(world, 4, mode);
+    ASSERT_TRUE(sharded.status.ok()) << sharded.status;
+    EXPECT_EQ(sharded.weights, ddp.weights);
+    EXPECT_EQ(sharded.seen, ddp.seen);
   }
 }
 
@@ -243,16 +260,15 @@ TEST(TrainingLoopVirtualTest, BuffersAndShardedModesAreRefusedForNow) {
   });
   EXPECT_EQ(bn.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(bn.message(), HasSubstr("the model has 3 buffers"));
-  absl::Status zero =
+  absl::Status fsdp =
       RunWith(2, [](comm::Communicator& comm, nn::Sequential& model,
                     const TensorDataset&, Generator&) {
-        return Strategy::Create(ShardMode::kZero1, model, comm, SgdFactory(0.1),
+        return Strategy::Create(ShardMode::kFsdp, model, comm, SgdFactory(0.1),
                                 {.virtual_world = 2})
             .status();
       });
-  EXPECT_EQ(zero.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(zero.message(),
-              HasSubstr("--virtual_world=2 with --shard=zero1"));
+  EXPECT_EQ(fsdp.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(fsdp.message(), HasSubstr("--virtual_world=2 with --shard=fsdp"));
 }
 
 }  // namespace

@@ -110,12 +110,12 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     TANDEM_ASSIGN_OR_RETURN(
         t->virtual_world_,
         PlaceVirtualWorld(options.virtual_world, comm.size(), comm.rank()));
-    if (mode != ShardMode::kNone && mode != ShardMode::kLocal) {
+    if (mode == ShardMode::kFsdp) {
       return absl::UnimplementedError(absl::StrCat(
-          "--virtual_world=", options.virtual_world,
-          " with --shard=", ShardModeName(mode),
-          ": the virtual world runs DDP (--shard=none) so far; the sharded "
-          "modes' ordered reduce-scatter and gradient norm come next"));
+          "--virtual_world=", options.virtual_world, " with --shard=",
+          ShardModeName(mode),
+          ": the virtual world runs none (DDP), zero1 and zero2 so far; "
+          "fsdp's ordered reduce-scatter comes next"));
     }
     if (options.comm_hook != DdpCommHook::kAllReduce) {
       return absl::UnimplementedError(absl::StrCat(
@@ -232,6 +232,12 @@ void Strategy::ZeroGrad() {
 }
 
 absl::StatusOr<double> Strategy::ClipGradNorm(double max_norm) {
+  if (virtual_grads_ != nullptr && fsdp_ == nullptr) {
+    // The virtual world's gradients are whole and the same on every rank
+    // (zero1 and zero2 too: ZeRO takes its slices at Step): the norm of
+    // the full gradients, as DDP's, with no communication.
+    return optim::ClipGradNorm(model_->Parameters(), max_norm);
+  }
   if (zero_ != nullptr) return zero_->ClipGradNorm(max_norm);
   if (fsdp_ != nullptr) return fsdp_->ClipGradNorm(max_norm);
   if (pipeline_ != nullptr) return ClipPipelineGradNorm(max_norm);
