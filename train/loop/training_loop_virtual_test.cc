@@ -8,9 +8,9 @@
 //     its own batch and loss;
 //   - the virtual world is not plain DDP at W: the weights differ from
 //     plain DDP on W ranks (the test could not pass by ignoring K);
-//   - zero1 and zero2 give DDP's bits;
+//   - zero1, zero2 and fsdp give DDP's bits;
 //   - refusals: data built for another world, a LoopOptions::virtual_world
-//     the strategy does not play, a model with buffers, fsdp (for now).
+//     the strategy does not play, a model with buffers (for now).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -122,9 +122,13 @@ Outcome Train(int world, int64_t k, ShardMode mode = ShardMode::kNone) {
           return EpochEnd{};
         };
         TANDEM_RETURN_IF_ERROR(loop->Run(batches, CrossEntropyLoss(), hooks));
-        if (rank == 0) {  // zero1, zero2: whole after Step's all-gather
-          for (const Tensor& p : model->Parameters()) {
-            TANDEM_ASSIGN_OR_RETURN(std::vector<float> v, p.ToVector<float>());
+        // The full state in every mode (fsdp's parameters live in shards).
+        TANDEM_ASSIGN_OR_RETURN(nn::StateDict state,
+                                loop->strategy().FullModelState());
+        if (rank == 0) {
+          for (const nn::NamedTensor& p : state) {
+            TANDEM_ASSIGN_OR_RETURN(std::vector<float> v,
+                                    p.tensor.ToVector<float>());
             out.weights.push_back(v);
           }
         }
@@ -166,9 +170,11 @@ TEST(TrainingLoopVirtualTest, SameBitsAtEveryWorldSize) {
   }
 }
 
-// zero1 and zero2 reduce the same sums in the same order and clip by the
-// same norm: DDP's weights and losses, bit for bit, at other world sizes.
-TEST(TrainingLoopVirtualTest, ZeroModesGiveDdpsBits) {
+// zero1, zero2 and fsdp reduce the same sums in the same order and clip by
+// the same norm: DDP's weights and losses, bit for bit, at other world
+// sizes (fsdp: each unit's tree over virtual ranks, then its ordered
+// all-reduce, each rank keeping its shard).
+TEST(TrainingLoopVirtualTest, ShardedModesGiveDdpsBits) {
   const Outcome ddp = Train(1, 4);
   ASSERT_TRUE(ddp.status.ok()) << ddp.status;
   for (auto [mode, world] :
@@ -247,7 +253,7 @@ TEST(TrainingLoopVirtualTest, LoopAndStrategyMustAgreeOnK) {
                         "plays 2 virtual ranks"));
 }
 
-TEST(TrainingLoopVirtualTest, BuffersAndShardedModesAreRefusedForNow) {
+TEST(TrainingLoopVirtualTest, ModelsWithBuffersAreRefusedForNow) {
   absl::Status bn = RunWith(1, [](comm::Communicator& comm, nn::Sequential&,
                                   const TensorDataset&, Generator&) {
     nn::Sequential model;
@@ -260,15 +266,6 @@ TEST(TrainingLoopVirtualTest, BuffersAndShardedModesAreRefusedForNow) {
   });
   EXPECT_EQ(bn.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(bn.message(), HasSubstr("the model has 3 buffers"));
-  absl::Status fsdp =
-      RunWith(2, [](comm::Communicator& comm, nn::Sequential& model,
-                    const TensorDataset&, Generator&) {
-        return Strategy::Create(ShardMode::kFsdp, model, comm, SgdFactory(0.1),
-                                {.virtual_world = 2})
-            .status();
-      });
-  EXPECT_EQ(fsdp.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(fsdp.message(), HasSubstr("--virtual_world=2 with --shard=fsdp"));
 }
 
 }  // namespace

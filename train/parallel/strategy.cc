@@ -79,6 +79,7 @@ ShardOptimizerFactory AdamWFactory(optim::AdamWOptions options) {
 }
 
 absl::Status Strategy::FoldVirtualRank() {
+  if (fsdp_ != nullptr && virtual_world_.on()) return fsdp_->FoldVirtualRank();
   if (virtual_grads_ == nullptr) {
     return absl::FailedPreconditionError(
         "FoldVirtualRank: the virtual world is off "
@@ -88,6 +89,9 @@ absl::Status Strategy::FoldVirtualRank() {
 }
 
 absl::Status Strategy::ReduceVirtualRanks() {
+  if (fsdp_ != nullptr && virtual_world_.on()) {
+    return fsdp_->FinishVirtualStep();
+  }
   if (virtual_grads_ == nullptr) {
     return absl::FailedPreconditionError(
         "ReduceVirtualRanks: the virtual world is off "
@@ -110,13 +114,6 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     TANDEM_ASSIGN_OR_RETURN(
         t->virtual_world_,
         PlaceVirtualWorld(options.virtual_world, comm.size(), comm.rank()));
-    if (mode == ShardMode::kFsdp) {
-      return absl::UnimplementedError(absl::StrCat(
-          "--virtual_world=", options.virtual_world, " with --shard=",
-          ShardModeName(mode),
-          ": the virtual world runs none (DDP), zero1 and zero2 so far; "
-          "fsdp's ordered reduce-scatter comes next"));
-    }
     if (options.comm_hook != DdpCommHook::kAllReduce) {
       return absl::UnimplementedError(absl::StrCat(
           "--virtual_world=", options.virtual_world,
@@ -133,13 +130,16 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
           "); BatchNorm's running statistics in the virtual world come "
           "next: run this model without --virtual_world"));
     }
+    // fsdp folds and reduces its units itself (FsdpOptions::virtual_world).
     std::vector<Tensor> params;
     for (const Tensor& p : model.Parameters()) {
       if (p.requires_grad()) params.push_back(p);
     }
-    TANDEM_ASSIGN_OR_RETURN(
-        t->virtual_grads_,
-        VirtualGradSum::Create(comm, t->virtual_world_, std::move(params)));
+    if (mode != ShardMode::kFsdp) {
+      TANDEM_ASSIGN_OR_RETURN(
+          t->virtual_grads_,
+          VirtualGradSum::Create(comm, t->virtual_world_, std::move(params)));
+    }
   } else {
     t->virtual_world_.first = comm.rank();
   }
@@ -172,6 +172,7 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     FsdpOptions fsdp_options;
     fsdp_options.param_dtype = options.fsdp_param_dtype;
     fsdp_options.unit_layers = options.fsdp_unit_layers;
+    fsdp_options.virtual_world = options.virtual_world;
     TANDEM_ASSIGN_OR_RETURN(
         t->fsdp_, FullyShardedDataParallel::Create(model, comm, fsdp_options));
     TANDEM_ASSIGN_OR_RETURN(t->optimizer_,

@@ -211,7 +211,7 @@ class Strategy {
   // Where this rank stands in the virtual world (off unless
   // StrategyOptions::virtual_world).
   const VirtualWorld& virtual_world() const { return virtual_world_; }
-  // The virtual world's step (local, none, zero1, zero2): each of this rank's virtual
+  // The virtual world's step (every mode but pipeline): each of this rank's virtual
   // ranks runs ZeroGrad, its forwards and backwards inside NoSync(), then
   // FoldVirtualRank; after the last, ReduceVirtualRanks (collective) leaves
   // in every gradient DDP's average at K virtual ranks, summed in the fixed

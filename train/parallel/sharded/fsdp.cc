@@ -106,7 +106,10 @@ FullyShardedDataParallel::FullyShardedDataParallel(nn::Module& model,
       comm_(&comm),
       options_(options),
       rank_(comm.rank()),
-      world_size_(comm.size()) {}
+      world_size_(comm.size()),
+      virtual_local_(
+          options.virtual_world > 0 ? options.virtual_world / comm.size() : 0) {
+}
 
 absl::StatusOr<std::unique_ptr<FullyShardedDataParallel>>
 FullyShardedDataParallel::Create(nn::Module& model, comm::Communicator& comm,
@@ -497,8 +500,12 @@ absl::Status FullyShardedDataParallel::PreBackward(int64_t unit) {
   if (const int64_t next = BackwardNext(unit); options_.prefetch && next >= 0) {
     TANDEM_RETURN_IF_ERROR(LaunchGather(units_[next]));
   }
-  TANDEM_RETURN_IF_ERROR(u.full_grad.storage()->Reallocate());
-  TANDEM_RETURN_IF_ERROR(FillInPlace(u.full_grad, 0.0));
+  // In the virtual world a later micro-batch of the same virtual rank adds
+  // to the gradient its earlier ones left (FoldVirtualRank frees it).
+  if (virtual_local_ == 0 || !u.full_grad.storage()->is_allocated()) {
+    TANDEM_RETURN_IF_ERROR(u.full_grad.storage()->Reallocate());
+    TANDEM_RETURN_IF_ERROR(FillInPlace(u.full_grad, 0.0));
+  }
   // The parameters have no gradient here (cleared after every reduction).
   TANDEM_RETURN_IF_ERROR(u.group.BindGrads(u.full_grad));
   return absl::OkStatus();
@@ -519,7 +526,9 @@ void FullyShardedDataParallel::OnGradAccumulated(int64_t unit,
     s = view.ok() ? view->CopyFrom(grad) : view.status();
     if (s.ok()) s = param.set_grad(*view);
   }
-  if (s.ok() && --u.pending == 0) {
+  if (s.ok() && --u.pending == 0 && virtual_local_ > 0) {
+    Release(u);  // the gradient stays for FoldVirtualRank
+  } else if (s.ok() && u.pending == 0) {
     Release(u);
     // At most one reduce-scatter in flight besides this one: finish the
     // previous unit's (it frees its full-size gradient buffer).
@@ -633,7 +642,8 @@ absl::Status FullyShardedDataParallel::FinishBackward() {
       if (status.ok()) status = s;
     }
     Release(u);
-    if (u.full_grad.storage()->is_allocated()) {
+    if (u.full_grad.storage()->is_allocated() &&
+        (virtual_local_ == 0 || !status.ok())) {
       ClearGrads(u.group);
       u.full_grad.storage()->Free();
     }
@@ -649,6 +659,9 @@ absl::StatusOr<double> FullyShardedDataParallel::ClipGradNorm(
   std::vector<Tensor> grads;
   for (const Unit& u : units_) {
     if (u.shard_param.has_grad()) grads.push_back(u.shard_param.grad());
+  }
+  if (virtual_local_ > 0) {
+    return ClipVirtualGradNorm(grads, max_norm, options);
   }
   const Device device =
       units_.empty() ? Device::CPU() : units_.front().shard_param.device();

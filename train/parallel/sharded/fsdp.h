@@ -120,12 +120,14 @@
 #include "absl/time/time.h"
 #include "base/dtype.h"
 #include "comm/communicator.h"
+#include "comm/ordered/ordered_sum.h"
 #include "comm/work.h"
 #include "tensor/autograd/autograd.h"
 #include "tensor/nn/layers/sequential.h"
 #include "tensor/nn/module.h"
 #include "tensor/optim/clip_grad.h"
 #include "tensor/tensor.h"
+#include "train/parallel/core/canonical_tree.h"
 #include "train/parallel/core/flat_param.h"
 #include "train/parallel/sharded/sharded_optimizer_state.h"
 
@@ -153,6 +155,16 @@ struct FsdpOptions {
   // parameters forming the root unit. A name that is not such a Sequential
   // is InvalidArgument at Create.
   std::string unit_layers = "";
+  // The virtual world (docs/virtual_world.md), K > 0 virtual ranks over
+  // this world (the caller checked that the world size can play K): a
+  // backward then keeps each unit's full gradient, accumulated over the
+  // virtual rank's micro-batches (PyTorch's no_sync), instead of
+  // reduce-scattering it; FoldVirtualRank folds those, scaled by 1/K in
+  // the master dtype, into the unit's canonical tree; FinishVirtualStep
+  // sums the ranks' trees with the ordered all-reduce of the whole unit and
+  // keeps this rank's shard. Memory: the full gradients of every unit and
+  // up to log2(K/W) + 1 partial sums of each, for the step. 0: off.
+  int64_t virtual_world = 0;
 };
 
 // PyTorch FSDP's split of the gradient average 1/N into a division before
@@ -194,9 +206,21 @@ class FullyShardedDataParallel {
   // optimizer steps. Their grad() is the gradient shard.
   std::vector<Tensor> ShardParameters() const;
 
+  // The virtual world (FsdpOptions::virtual_world): after each of this
+  // rank's virtual ranks' backward(s), FoldVirtualRank (local); after the
+  // last, FinishVirtualStep (collective) leaves the step's gradient in the
+  // shards' grad() (added, as Backward's are). FailedPrecondition when the
+  // mode is off, a unit has no gradient since the last fold, or the folds
+  // and the virtual ranks do not match.
+  absl::Status FoldVirtualRank();
+  absl::Status FinishVirtualStep();
+
   // FullyShardedDataParallel.clip_grad_norm_: the whole model's gradient
   // norm from every rank's shards (grad_clip.h: one all-reduce of one
-  // value), each gradient shard scaled by the same clip coefficient.
+  // value), each gradient shard scaled by the same clip coefficient. In the
+  // virtual world the norm is optim::ClipGradNorm's over the whole
+  // gradients, bit for bit, from the parts FinishVirtualStep kept (no
+  // communication; norm_type 2 only, InvalidArgument otherwise).
   // Returns the norm before clipping, the same on every rank. Collective;
   // call it after Backward and before the optimizer's step (under AMP:
   // after GradScaler::Unscale of the shards' optimizer).
@@ -248,6 +272,9 @@ class FullyShardedDataParallel {
     bool gathered = false;               // full holds the current parameters
     int64_t pending = 0;  // gradients still to come in this backward
     std::vector<HookHandle> hooks;
+    // The virtual world: this step's tree over the rank's virtual ranks of
+    // the unit's full gradient (padded, master dtype, host).
+    std::optional<TreeAccumulator> virtual_sum;
   };
 
   FullyShardedDataParallel(nn::Module& model, comm::Communicator& comm,
@@ -281,6 +308,10 @@ class FullyShardedDataParallel {
   absl::Status LaunchReduce(Unit& u);
   absl::Status FinishReduce(Unit& u);
   absl::Status FinishBackward();
+  // ClipGradNorm in the virtual world (fsdp_virtual_world.cc).
+  absl::StatusOr<double> ClipVirtualGradNorm(
+      const std::vector<Tensor>& grads, double max_norm,
+      const optim::ClipGradNormOptions& options);
   absl::Status Annotate(const absl::Status& status,
                         const std::string& context) const;
 
@@ -290,6 +321,7 @@ class FullyShardedDataParallel {
   FsdpOptions options_;
   int rank_;
   int world_size_;
+  int64_t virtual_local_ = 0;  // the virtual world: virtual ranks here
   std::vector<Unit> units_;
   std::vector<FsdpUnitInfo> infos_;
   std::vector<int64_t> unit_of_layer_;  // -1 for layers without parameters
@@ -298,6 +330,12 @@ class FullyShardedDataParallel {
   bool mixed_ = false;       // a unit computes or reduces in another dtype
   bool step_open_ = false;   // a grad-mode Forward awaits Backward
   absl::Status hook_error_;  // first error inside backward
+  // The virtual world: the virtual ranks this rank plays (0: off), each
+  // parameter's part of the gradient's 2-norm (optim::GradNormPart of its
+  // whole gradient, by NamedParameters index) after FinishVirtualStep, and
+  // the ordered all-reduce's staging.
+  std::vector<double> virtual_parts_;
+  comm::OrderedSumWorkspace virtual_workspace_;
 };
 
 }  // namespace tandem::train
