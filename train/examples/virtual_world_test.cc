@@ -24,6 +24,7 @@
 #include "train/examples/amp_ddp/amp_ddp_lib.h"
 #include "train/examples/ddp_demo/ddp_demo_lib.h"
 #include "train/examples/digits_ddp/digits_ddp_lib.h"
+#include "train/examples/resnet_ddp/resnet_ddp_lib.h"
 #include "train/examples/toy_ddp/toy_ddp_lib.h"
 
 namespace tandem::train {
@@ -122,7 +123,8 @@ std::vector<double> PrintedLosses(const std::vector<std::string>& lines) {
 // alone, the same checkpoint bytes. Returns the first world's lines.
 std::vector<std::string> ExpectSameAtEveryWorldSize(
     const std::string& name, const std::vector<int>& worlds,
-    const std::function<RunFn(const std::string&)>& make) {
+    const std::function<RunFn(const std::string&)>& make,
+    const std::function<std::string(const std::string&)>& normalise = nullptr) {
   Outcome base;
   std::vector<std::string> base_bytes;
   for (int w : worlds) {
@@ -131,6 +133,9 @@ std::vector<std::string> ExpectSameAtEveryWorldSize(
     Outcome o = RunSim(w, make(dir));
     EXPECT_TRUE(o.status.ok()) << o.status;
     EXPECT_EQ(o.other_lines, 0);
+    if (normalise) {
+      for (std::string& line : o.lines) line = normalise(line);
+    }
     const std::vector<std::string> bytes = CheckpointBytes(dir);
     if (w == worlds[0]) {
       base = o;
@@ -224,6 +229,36 @@ TEST(VirtualWorldTest, AmpDdpSkipsAndScalesTheSameAtEveryWorldSize) {
   EXPECT_THAT(lines[16], HasSubstr("scale 32768 | stepped"));
 }
 
+// BatchNorm's running statistics are virtual rank 0's at every W, and the
+// random crops and flips are keyed by the virtual rank: resnet_ddp's lines
+// (its throughput aside) and checkpoints are the same at W = 1, 2, 4.
+TEST(VirtualWorldTest, ResnetDdpPrintsAndSavesTheSameAtEveryWorldSize) {
+  ResnetConfig config;
+  config.virtual_world = 4;
+  config.synthetic_size = 40;  // 36 to train: 2 steps of 4 per virtual rank
+  config.image_size = 8;
+  config.batch_size = 4;
+  config.epochs = 1;
+  config.print_step_losses = true;
+  const std::vector<std::string> lines = ExpectSameAtEveryWorldSize(
+      "resnet", {1, 2, 4},
+      [&](const std::string& dir) -> RunFn {
+        return [config, dir](comm::Communicator& comm) {
+          ResnetConfig c = config;
+          c.checkpoint.dir = dir;
+          return RunResnetDdp(comm, c).status();
+        };
+      },
+      [](const std::string& line) {
+        return line.substr(0, line.find(" images/s") == std::string::npos
+                                  ? line.size()
+                                  : line.rfind(" | "));
+      });
+  ASSERT_EQ(lines.size(), 10u);  // header, 2 steps x 4, the epoch's line
+  EXPECT_THAT(lines[0], HasSubstr("resnet18, 4 virtual ranks"));
+  EXPECT_THAT(lines[8], HasSubstr("[GPU3] step 1 loss "));
+}
+
 TEST(VirtualWorldTest, DigitsDdpPrintsAndSavesTheSameAtEveryWorldSize) {
   DigitsConfig config;
   config.epochs = 2;
@@ -314,6 +349,18 @@ TEST(VirtualWorldTest, BadCombinationsAreRefusedBeforeTraining) {
       2, [amp](comm::Communicator& comm) { return RunAmpDdp(comm, amp); });
   EXPECT_EQ(hook.status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(hook.status.message(), HasSubstr("use --comm_hook=allreduce"));
+
+  ResnetConfig resnet;
+  resnet.virtual_world = 2;
+  resnet.sync_bn = true;
+  resnet.synthetic_size = 40;
+  resnet.image_size = 8;
+  resnet.batch_size = 4;
+  Outcome sync = RunSim(2, [resnet](comm::Communicator& comm) {
+    return RunResnetDdp(comm, resnet).status();
+  });
+  EXPECT_EQ(sync.status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(sync.status.message(), HasSubstr("has a SyncBatchNorm"));
 
   // Ranks started with different K: every rank refuses, naming each value.
   Outcome differ = RunSim(2, [](comm::Communicator& comm) {

@@ -17,6 +17,7 @@
 #include "tensor/ops.h"
 #include "train/parallel/core/staged_all_gather.h"
 #include "train/parallel/core/tensor_comm.h"
+#include "train/parallel/core/virtual_world.h"
 
 namespace tandem::train {
 
@@ -73,12 +74,19 @@ absl::StatusOr<float> LoaderAccuracy(Strategy& strategy,
 absl::StatusOr<Score> StridedScore(comm::Communicator& comm, Strategy& strategy,
                                    const TensorDataset& data, Device device,
                                    std::optional<DType> autocast) {
-  std::vector<int64_t> mine;
-  for (int64_t i = comm.rank(); i < data.size(); i += comm.size()) {
-    mine.push_back(i);
-  }
-  std::vector<double> counts = {0, static_cast<double>(mine.size())};
-  if (!mine.empty()) {
+  // Rank r's slice, r, r + W, ...; in the virtual world each virtual rank
+  // k's, k, k + K, ..., one batch each, so that the batches (and the bits
+  // of their logits) do not depend on W.
+  const VirtualWorld& vw = strategy.virtual_world();
+  const int64_t stride = vw.on() ? vw.size : comm.size();
+  std::vector<double> counts = {0, 0};
+  for (int64_t v = 0; v < vw.local; ++v) {
+    std::vector<int64_t> mine;
+    for (int64_t i = vw.rank_of(v); i < data.size(); i += stride) {
+      mine.push_back(i);
+    }
+    if (mine.empty()) continue;
+    counts[1] += static_cast<double>(mine.size());
     TANDEM_ASSIGN_OR_RETURN(
         DataLoader loader,
         DataLoader::Create(data, mine, static_cast<int64_t>(mine.size()),
@@ -88,7 +96,7 @@ absl::StatusOr<Score> StridedScore(comm::Communicator& comm, Strategy& strategy,
         Tensor logits, EvalForward(strategy, batch.features, device, autocast));
     TANDEM_ASSIGN_OR_RETURN(const int64_t correct,
                             CountCorrect(logits, batch.labels));
-    counts[0] = static_cast<double>(correct);
+    counts[0] += static_cast<double>(correct);
   }
   TANDEM_RETURN_IF_ERROR(
       AllReduceF64(comm, device, absl::MakeSpan(counts), comm::ReduceOp::kSum));

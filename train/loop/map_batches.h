@@ -39,6 +39,10 @@ struct MapBatchOptions {
   // The batches' features are converted to it (the model's dtype; the
   // samples' float32 widens exactly to f64).
   DType dtype = DType::kF32;
+  // The virtual world (docs/virtual_world.md): K > 0 gives the batches of
+  // each virtual rank this rank plays (DistributedSampler(K, k)), their
+  // augmentations keyed by the virtual rank. 0: this rank's.
+  int64_t virtual_world = 0;
 };
 
 // This rank's DistributedSampler shard of `indices` (samples of `data`,
@@ -47,7 +51,8 @@ struct MapBatchOptions {
 // threads. Epoch e's random augmentations on rank r are drawn from
 // Generator(seed * 1000003 + e * 7919 + r * 104729 + 17) (DataLoader seeds
 // each sample from it): a function of the seed, the epoch and the rank only,
-// so a resumed epoch draws the same.
+// so a resumed epoch draws the same. In the virtual world
+// (MapBatchOptions::virtual_world) the same per virtual rank r.
 class MapBatches : public EpochBatches {
  public:
   // Errors: DistributedSampler's (no indices).
@@ -59,29 +64,38 @@ class MapBatches : public EpochBatches {
   // Errors: the sample's (its file named), FailedPrecondition before
   // BeginEpoch.
   absl::StatusOr<Batch> GetBatch(int64_t step) override;
+  int64_t replicas() const override {
+    return static_cast<int64_t>(replicas_.size());
+  }
+  absl::StatusOr<Batch> GetReplicaBatch(int64_t step, int64_t v) override;
 
  private:
+  // One (virtual) rank's shard: its sampler, its rank (the augmentations'
+  // key) and the loader of the epoch BeginEpoch prepared.
+  struct Replica {
+    DistributedSampler sampler;
+    int64_t rank = 0;
+    std::optional<DataLoader> loader;
+  };
   MapBatches(std::shared_ptr<const MapDataset> data,
-             std::vector<int64_t> indices, DistributedSampler sampler, int rank,
+             std::vector<int64_t> indices, std::vector<Replica> replicas,
              const MapBatchOptions& options)
       : data_(std::move(data)),
         indices_(std::move(indices)),
-        sampler_(std::move(sampler)),
-        rank_(rank),
+        replicas_(std::move(replicas)),
         options_(options) {}
 
   std::shared_ptr<const MapDataset> data_;
   std::vector<int64_t> indices_;
-  DistributedSampler sampler_;
-  int rank_;
+  std::vector<Replica> replicas_;
   MapBatchOptions options_;
-  std::optional<DataLoader> loader_;
 };
 
 // Collective: how many of `indices` (samples of `data`) the loop's model
 // classifies right. Rank r scores indices[r], indices[r + world size], ...
-// (none when it runs out) in batches of options.batch_size, the last
-// shorter, made by options.num_workers threads from generators that
+// (none when it runs out; in the virtual world each virtual rank k it plays
+// scores indices[k], indices[k + K], ...) in batches of options.batch_size, the
+// last shorter, made by options.num_workers threads from generators that
 // Generator(0) seeds (a held-out transform draws nothing), features in
 // options.dtype; in eval mode without grad, on the loop's device under its
 // autocast, through DDP's Forward where the strategy has DDP (an eval

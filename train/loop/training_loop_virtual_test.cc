@@ -10,7 +10,7 @@
 //     plain DDP on W ranks (the test could not pass by ignoring K);
 //   - zero1, zero2 and fsdp give DDP's bits;
 //   - refusals: data built for another world, a LoopOptions::virtual_world
-//     the strategy does not play, a model with buffers (for now).
+//     the strategy does not play.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -28,7 +28,6 @@
 #include "sim/sim.h"
 #include "tensor/generator.h"
 #include "tensor/nn/layers/activation.h"
-#include "tensor/nn/layers/batch_norm.h"
 #include "tensor/nn/layers/dropout.h"
 #include "tensor/nn/layers/linear.h"
 #include "tensor/nn/layers/sequential.h"
@@ -251,21 +250,6 @@ TEST(TrainingLoopVirtualTest, LoopAndStrategyMustAgreeOnK) {
   EXPECT_THAT(s.message(),
               HasSubstr("LoopOptions::virtual_world is 4 but the strategy "
                         "plays 2 virtual ranks"));
-}
-
-TEST(TrainingLoopVirtualTest, ModelsWithBuffersAreRefusedForNow) {
-  absl::Status bn = RunWith(1, [](comm::Communicator& comm, nn::Sequential&,
-                                  const TensorDataset&, Generator&) {
-    nn::Sequential model;
-    Generator gen(2);
-    TANDEM_RETURN_IF_ERROR(model.Append(nn::Linear::Create(3, 4, gen)));
-    TANDEM_RETURN_IF_ERROR(model.Append(nn::BatchNorm2d::Create(4)));
-    return Strategy::Create(ShardMode::kNone, model, comm, SgdFactory(0.1),
-                            {.virtual_world = 2})
-        .status();
-  });
-  EXPECT_EQ(bn.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(bn.message(), HasSubstr("the model has 3 buffers"));
 }
 
 }  // namespace

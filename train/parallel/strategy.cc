@@ -13,6 +13,7 @@
 #include "tensor/nn/layers/sequential.h"
 #include "tensor/optim/clip_grad.h"
 #include "tensor/optim/param_groups.h"
+#include "train/parallel/core/tensor_comm.h"
 #include "train/parallel/sharded/shard_weight_decay.h"
 
 namespace tandem::train {
@@ -78,7 +79,62 @@ ShardOptimizerFactory AdamWFactory(optim::AdamWOptions options) {
   };
 }
 
+namespace {
+
+// The dotted name of the first SyncBatchNorm inside `m` ("" for none;
+// `path` is m's own).
+std::string FirstSyncBatchNorm(const nn::Module& m, const std::string& path) {
+  if (m.type_name() == "SyncBatchNorm")
+    return path.empty() ? "the model" : path;
+  for (const auto& [name, child] : m.NamedChildren()) {
+    std::string found =
+        FirstSyncBatchNorm(*child, path.empty() ? name : path + "." + name);
+    if (!found.empty()) return found;
+  }
+  return "";
+}
+
+}  // namespace
+
+absl::Status Strategy::SnapshotVirtualBuffers() {
+  NoGradGuard no_grad;
+  virtual_buffers_.clear();
+  for (const Tensor& b : model_->Buffers()) {
+    TANDEM_ASSIGN_OR_RETURN(Tensor copy, b.Clone());
+    virtual_buffers_.push_back(std::move(copy));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Strategy::SettleVirtualBuffers() {
+  NoGradGuard no_grad;
+  const std::vector<Tensor> buffers = model_->Buffers();
+  for (size_t i = 0; i < buffers.size() && i < virtual_buffers_.size(); ++i) {
+    TANDEM_RETURN_IF_ERROR(buffers[i].CopyFrom(virtual_buffers_[i]));
+  }
+  virtual_buffers_.clear();
+  if (comm_->size() == 1) return absl::OkStatus();
+  // Rank 0's are virtual rank 0's: every rank takes them, as DDP's buffer
+  // broadcast gives every rank rank 0's before the next forward.
+  for (const Tensor& b : buffers) {
+    Tensor host = b;
+    if (!b.device().is_cpu()) {
+      TANDEM_ASSIGN_OR_RETURN(host, b.To(Device::CPU()));
+    }
+    TANDEM_ASSIGN_OR_RETURN(comm::BufferView view, ToBufferView(host));
+    TANDEM_RETURN_IF_ERROR(comm_->Broadcast(view, 0)->Wait(absl::Minutes(30)));
+    if (!b.device().is_cpu()) TANDEM_RETURN_IF_ERROR(b.CopyFrom(host));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Strategy::FoldVirtualRank() {
+  // BatchNorm's running statistics: the first virtual rank's update is
+  // kept (on rank 0 that is virtual rank 0's, what DDP at K keeps); the
+  // others' are dropped at ReduceVirtualRanks.
+  if (virtual_folded_++ == 0 && virtual_world_.on()) {
+    TANDEM_RETURN_IF_ERROR(SnapshotVirtualBuffers());
+  }
   if (fsdp_ != nullptr && virtual_world_.on()) return fsdp_->FoldVirtualRank();
   if (virtual_grads_ == nullptr) {
     return absl::FailedPreconditionError(
@@ -89,6 +145,10 @@ absl::Status Strategy::FoldVirtualRank() {
 }
 
 absl::Status Strategy::ReduceVirtualRanks() {
+  if (virtual_world_.on()) {
+    virtual_folded_ = 0;
+    TANDEM_RETURN_IF_ERROR(SettleVirtualBuffers());
+  }
   if (fsdp_ != nullptr && virtual_world_.on()) {
     return fsdp_->FinishVirtualStep();
   }
@@ -122,13 +182,15 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
           DdpCommHookName(options.comm_hook),
           ") is not part of that order: use --comm_hook=allreduce"));
     }
-    if (!model.NamedBuffers().empty()) {
+    if (const std::string sync = FirstSyncBatchNorm(model, ""); !sync.empty()) {
       return absl::UnimplementedError(absl::StrCat(
-          "--virtual_world=", options.virtual_world, ": the model has ",
-          model.NamedBuffers().size(),
-          " buffers (first: ", model.NamedBuffers()[0].name,
-          "); BatchNorm's running statistics in the virtual world come "
-          "next: run this model without --virtual_world"));
+          "--virtual_world=", options.virtual_world,
+          ": the model has a "
+          "SyncBatchNorm (",
+          sync,
+          "), whose statistics are reduced across the real ranks, in an "
+          "order that depends on W; run without --sync_bn (each virtual "
+          "rank then normalises over its own batch, as DDP at K does)"));
     }
     // fsdp folds and reduces its units itself (FsdpOptions::virtual_world).
     std::vector<Tensor> params;

@@ -211,11 +211,11 @@ class Strategy {
   // Where this rank stands in the virtual world (off unless
   // StrategyOptions::virtual_world).
   const VirtualWorld& virtual_world() const { return virtual_world_; }
-  // The virtual world's step (every mode but pipeline): each of this rank's virtual
-  // ranks runs ZeroGrad, its forwards and backwards inside NoSync(), then
-  // FoldVirtualRank; after the last, ReduceVirtualRanks (collective) leaves
-  // in every gradient DDP's average at K virtual ranks, summed in the fixed
-  // order; then ClipGradNorm and Step as usual. FailedPrecondition when
+  // The virtual world's step (every mode but pipeline): each of this rank's
+  // virtual ranks runs ZeroGrad, its forwards and backwards inside NoSync(),
+  // then FoldVirtualRank; after the last, ReduceVirtualRanks (collective)
+  // leaves in every gradient DDP's average at K virtual ranks, summed in the
+  // fixed order; then ClipGradNorm and Step as usual. FailedPrecondition when
   // the virtual world is off, and VirtualGradSum's order errors.
   absl::Status FoldVirtualRank();
   absl::Status ReduceVirtualRanks();
@@ -343,6 +343,13 @@ class Strategy {
   std::unique_ptr<optim::Optimizer> groups_;
   VirtualWorld virtual_world_;
   std::unique_ptr<VirtualGradSum> virtual_grads_;  // when it is on
+  // The virtual world's buffers (BatchNorm's running statistics): a copy
+  // taken after the step's first virtual rank, put back after its last and
+  // broadcast from rank 0.
+  absl::Status SnapshotVirtualBuffers();
+  absl::Status SettleVirtualBuffers();
+  int64_t virtual_folded_ = 0;  // virtual ranks folded in this step
+  std::vector<Tensor> virtual_buffers_;
 };
 
 }  // namespace tandem::train

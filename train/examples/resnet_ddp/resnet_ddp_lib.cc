@@ -15,7 +15,6 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "base/status_macros.h"
-#include "comm/rank_printer.h"
 #include "tensor/amp/autocast.h"
 #include "tensor/generator.h"
 #include "tensor/nn/models/resnet.h"
@@ -27,6 +26,7 @@
 #include "train/examples/runner/rank_flags.h"
 #include "train/loop/map_batches.h"
 #include "train/loop/must_match.h"
+#include "train/loop/virtual_rank_printer.h"
 #include "train/parallel/ddp/sync_batch_norm.h"
 
 namespace tandem::train {
@@ -84,7 +84,9 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
   if (autocast.has_value()) {
     TANDEM_RETURN_IF_ERROR(amp::Autocast::Check(device.type(), *autocast));
   }
-  const int64_t world = comm.size();
+  // The replicas the data is split over: the ranks, or the virtual ranks.
+  const int64_t world =
+      config.virtual_world > 0 ? config.virtual_world : comm.size();
 
   // The images: enough for a full batch and a held-out image on every rank.
   TANDEM_ASSIGN_OR_RETURN(
@@ -104,14 +106,16 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
     return absl::InvalidArgumentError(absl::StrCat(
         "resnet_ddp: ", train_size, " training and ", val_size,
         " held-out images for ", world,
-        " rank(s) with --batch_size=", config.batch_size,
+        config.virtual_world > 0 ? " virtual rank(s)" : " rank(s)",
+        " with --batch_size=", config.batch_size,
         "; each rank needs one full batch and one "
         "held-out image: add images, lower --batch_size or use fewer ranks"));
   }
   const MapBatchOptions batching{.batch_size = config.batch_size,
                                  .seed = config.seed,
                                  .num_workers = config.num_workers,
-                                 .dtype = dtype};
+                                 .dtype = dtype,
+                                 .virtual_world = config.virtual_world};
   TANDEM_ASSIGN_OR_RETURN(
       MapBatches batches,
       MapBatches::Create(data.train, data.train_indices, comm, batching));
@@ -163,7 +167,8 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
            .autocast = autocast,
            .epoch_sums = {"loss", "count"},
            .max_steps = config.max_steps,
-           .must_match = MustMatchOnResume(identity)}));
+           .must_match = MustMatchOnResume(identity),
+           .virtual_world = config.virtual_world}));
   optim::Optimizer* sgd = loop->strategy().full_optimizer();
   std::unique_ptr<optim::LrScheduler> scheduler;
   if (config.lr_schedule == "cosine") {
@@ -179,10 +184,10 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
         checkpoint::SaveSafetensors(config.save_init, model->StateDict()));
   }
   TANDEM_RETURN_IF_ERROR(loop->Resume().status());
-  const comm::RankPrinter out(comm);
+  VirtualRankPrinter& out = loop->printer();
   out.PrintOnRank0(absl::StrFormat(
-      "resnet_ddp: %s, %d rank(s) on %s, batch %d per rank, %s%s%s, %s",
-      config.arch, world, std::string(comm.backend()), config.batch_size,
+      "resnet_ddp: %s, %s, batch %d per rank, %s%s%s, %s", config.arch,
+      WorldDescription(comm, config.virtual_world), config.batch_size,
       DTypeName(dtype), autocast.has_value() ? ", autocast bf16" : "",
       config.sync_bn ? ", SyncBatchNorm" : "", data.description));
 
@@ -205,11 +210,9 @@ absl::StatusOr<ResnetResult> RunResnetDdp(comm::Communicator& comm,
     return absl::OkStatus();
   };
   hooks.after_checked_step = [&](const StepView& s) {
-    if (config.print_step_losses) {
-      out.PrintOnAllRanks(
-          absl::StrFormat("step %d loss %.17g", s.global_step, s.loss));
-    }
-    return absl::OkStatus();
+    if (!config.print_step_losses) return absl::OkStatus();
+    return out.PrintOnRank(
+        s.rank, absl::StrFormat("step %d loss %.17g", s.global_step, s.loss));
   };
   hooks.end_epoch = [&](int64_t epoch, int64_t) -> absl::StatusOr<EpochEnd> {
     const double seconds = absl::ToDoubleSeconds(absl::Now() - epoch_start);

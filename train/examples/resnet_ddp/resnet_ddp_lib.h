@@ -93,7 +93,8 @@ namespace tandem::train {
     "cpu::KernelChoice::kPyTorch).")                                          \
   X(std::string, save_init, "", Any(), kLocal,                                \
     "FILE: rank 0 writes the initial weights there (safetensors, "            \
-    "PyTorch's state-dict names).")
+    "PyTorch's state-dict names).")                                           \
+  TANDEM_VIRTUAL_WORLD_OPTION(X)
 TANDEM_EXAMPLE_OPTIONS(ResnetOptions, TANDEM_RESNET_DDP_OPTIONS);
 
 // The options (--kernels is the process's: main sets it before any rank
