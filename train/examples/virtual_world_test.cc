@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "base/status_macros.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/options.h"
@@ -21,9 +22,11 @@
 #include "train/checkpoint/atomic_file.h"
 #include "train/checkpoint/safetensors.h"
 #include "train/checkpoint/training_checkpoint.h"
+#include "train/data/datasets/byte_corpus.h"
 #include "train/examples/amp_ddp/amp_ddp_lib.h"
 #include "train/examples/ddp_demo/ddp_demo_lib.h"
 #include "train/examples/digits_ddp/digits_ddp_lib.h"
+#include "train/examples/gpt_ddp/gpt_ddp_lib.h"
 #include "train/examples/resnet_ddp/resnet_ddp_lib.h"
 #include "train/examples/toy_ddp/toy_ddp_lib.h"
 
@@ -257,6 +260,104 @@ TEST(VirtualWorldTest, ResnetDdpPrintsAndSavesTheSameAtEveryWorldSize) {
   ASSERT_EQ(lines.size(), 10u);  // header, 2 steps x 4, the epoch's line
   EXPECT_THAT(lines[0], HasSubstr("resnet18, 4 virtual ranks"));
   EXPECT_THAT(lines[8], HasSubstr("[GPU3] step 1 loss "));
+}
+
+// A tiny GPT with dropout, AdamW, clipping, accumulation and a validation
+// loss: the same lines (throughput aside) and bytes at W = 1, 2, 4; fsdp on
+// four ranks and zero2 on two print DDP's lines and train its weights (the
+// optimizer state's layout in the file is gpt_ddp's per mode).
+GptDdpConfig TinyGpt() {
+  GptDdpConfig c;
+  c.model.vocab_size = 256;
+  c.model.block_size = 16;
+  c.model.n_layer = 2;
+  c.model.n_head = 4;
+  c.model.n_embd = 32;
+  c.model.dropout = 0.1;
+  c.block_size = 16;
+  c.batch_size = 2;
+  c.grad_accum = 2;
+  c.max_steps = 6;
+  c.warmup_steps = 2;
+  c.lr = 3e-3;
+  c.grad_clip = 0.5;
+  c.eval_every = 3;
+  c.eval_blocks = 8;
+  c.virtual_world = 4;
+  return c;
+}
+
+RunFn Gpt(const GptDdpConfig& config, const std::string& dir) {
+  return [config, dir](comm::Communicator& comm) -> absl::Status {
+    TANDEM_ASSIGN_OR_RETURN(
+        TokenBlocks data,
+        LoadByteCorpus("train/data/public_domain_english.txt",
+                       config.block_size, config.model.vocab_size));
+    GptDdpConfig c = config;
+    c.checkpoint.dir = dir;
+    return RunGptDdp(comm, c, data).status();
+  };
+}
+
+std::string WithoutThroughput(const std::string& line) {
+  const size_t at = line.find(" | tokens/s");
+  return at == std::string::npos ? line : line.substr(0, at);
+}
+
+TEST(VirtualWorldTest, GptDdpPrintsAndSavesTheSameAtEveryWorldSize) {
+  GptDdpConfig config = TinyGpt();
+  const std::vector<std::string> lines = ExpectSameAtEveryWorldSize(
+      "gpt", {1, 2, 4},
+      [&](const std::string& dir) { return Gpt(config, dir); },
+      WithoutThroughput);
+  ASSERT_EQ(lines.size(), 9u);  // header, 6 steps, 2 validations
+  EXPECT_THAT(lines[0], HasSubstr("4 virtual ranks"));
+  EXPECT_THAT(lines[4], HasSubstr("step 3 | val loss "));
+  for (auto [mode, world] : {std::pair{"fsdp", 4}, std::pair{"zero2", 2}}) {
+    SCOPED_TRACE(mode);
+    config.parallel = mode;
+    const std::string dir = TestDir(std::string("gpt_") + mode);
+    Outcome o = RunSim(world, Gpt(config, dir));
+    ASSERT_TRUE(o.status.ok()) << o.status;
+    ASSERT_EQ(o.lines.size(), lines.size());
+    for (size_t i = 1; i < lines.size(); ++i) {
+      EXPECT_EQ(WithoutThroughput(o.lines[i]), lines[i]);
+    }
+    // The weights' file, its checkpoint id aside (which hashes the run's
+    // flags, --parallel among them).
+    absl::StatusOr<checkpoint::SafetensorsContent> mine =
+        checkpoint::LoadSafetensors(dir + "/" + checkpoint::kModelFile);
+    // DDP on one rank wrote gpt_w1 above.
+    absl::StatusOr<checkpoint::SafetensorsContent> ddp =
+        checkpoint::LoadSafetensors(std::string(std::getenv("TEST_TMPDIR")) +
+                                    "/gpt_w1/" + checkpoint::kModelFile);
+    ASSERT_TRUE(mine.ok()) << mine.status();
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    ASSERT_EQ(mine->tensors.size(), ddp->tensors.size());
+    for (size_t t = 0; t < mine->tensors.size(); ++t) {
+      EXPECT_EQ(mine->tensors[t].name, ddp->tensors[t].name);
+      EXPECT_EQ(mine->tensors[t].tensor.ToVector<float>().value(),
+                ddp->tensors[t].tensor.ToVector<float>().value())
+          << mine->tensors[t].name;
+    }
+  }
+}
+
+// gpt_ddp is positioned by its global step: stopped after 3 steps at W = 4
+// and resumed at W = 2, it ends with an uninterrupted run's bytes.
+TEST(VirtualWorldTest, GptDdpStoppedAtFourRanksResumesAtTwoBitForBit) {
+  GptDdpConfig config = TinyGpt();
+  config.checkpoint.every_steps = 1;
+  const std::string straight = TestDir("gpt_straight");
+  ASSERT_TRUE(RunSim(1, Gpt(config, straight)).status.ok());
+  const std::string stopped = TestDir("gpt_stopped");
+  config.stop_after = 3;
+  ASSERT_TRUE(RunSim(4, Gpt(config, stopped)).status.ok());
+  config.stop_after = 0;
+  Outcome resumed = RunSim(2, Gpt(config, stopped));
+  ASSERT_TRUE(resumed.status.ok()) << resumed.status;
+  EXPECT_THAT(resumed.lines[0], HasSubstr("resuming from " + stopped));
+  EXPECT_EQ(CheckpointBytes(stopped), CheckpointBytes(straight));
 }
 
 TEST(VirtualWorldTest, DigitsDdpPrintsAndSavesTheSameAtEveryWorldSize) {

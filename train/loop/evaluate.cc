@@ -1,6 +1,7 @@
 #include "train/loop/evaluate.h"
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -121,7 +122,8 @@ absl::Status SumOverRanks(comm::Communicator& comm, Device device,
 
 absl::StatusOr<double> HeldOutMeanLoss(
     comm::Communicator& comm, Device device, int64_t count,
-    const std::function<absl::StatusOr<double>(int64_t item)>& loss_of) {
+    const std::function<absl::StatusOr<double>(int64_t item)>& loss_of,
+    bool fixed_order) {
   if (count < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("HeldOutMeanLoss on rank ", comm.rank(), ": ", count,
@@ -131,6 +133,7 @@ absl::StatusOr<double> HeldOutMeanLoss(
   const int64_t world = comm.size();
   const int64_t rounds = (count + world - 1) / world;
   std::vector<double> sums = {0, 0};
+  std::vector<int64_t> bits(rounds);  // fixed_order: each round's loss
   for (int64_t r = 0; r < rounds; ++r) {
     const int64_t item = comm.rank() + r * world;
     const bool mine = item < count;
@@ -139,6 +142,19 @@ absl::StatusOr<double> HeldOutMeanLoss(
       sums[0] += loss;
       sums[1] += 1;
     }
+    std::memcpy(&bits[r], &loss, sizeof(loss));
+  }
+  if (fixed_order) {
+    // Every rank's losses, then item i = rank + round * world in order.
+    std::vector<int64_t> all(bits.size() * world);
+    TANDEM_RETURN_IF_ERROR(
+        AllGatherInt64(comm, device, bits, absl::MakeSpan(all)));
+    std::vector<double> losses(count);
+    for (int64_t i = 0; i < count; ++i) {
+      std::memcpy(&losses[i], &all[(i % world) * rounds + i / world],
+                  sizeof(double));
+    }
+    return CanonicalTreeSumF64(losses) / static_cast<double>(count);
   }
   TANDEM_RETURN_IF_ERROR(SumOverRanks(comm, device, sums));
   return sums[0] / sums[1];

@@ -76,9 +76,13 @@ absl::Status SumOverRanks(comm::Communicator& comm, Device device,
 // model's eval mode and autocast are the caller's, inside loss_of. loss_of's
 // first error comes back as it is (the ranks then disagree: the caller's
 // run ends).
+// fixed_order (the virtual world): the item losses are gathered instead
+// and summed in item order by the canonical tree (virtual_world.h), so the
+// mean does not depend on the world size.
 absl::StatusOr<double> HeldOutMeanLoss(
     comm::Communicator& comm, Device device, int64_t count,
-    const std::function<absl::StatusOr<double>(int64_t item)>& loss_of);
+    const std::function<absl::StatusOr<double>(int64_t item)>& loss_of,
+    bool fixed_order = false);
 
 }  // namespace tandem::train
 

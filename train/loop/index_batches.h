@@ -39,24 +39,36 @@ class IndexBatches : public EpochBatches {
   static absl::StatusOr<IndexBatches> Create(DistributedSampler sampler,
                                              int64_t per_step,
                                              MakeBatch make_batch);
+  // The virtual world: one sampler per virtual rank this rank plays, in
+  // order (DistributedSampler(K, k)); replica v's batches come from the
+  // v-th. InvalidArgument for none, or samplers of different lengths.
+  static absl::StatusOr<IndexBatches> Create(
+      std::vector<DistributedSampler> samplers, int64_t per_step,
+      MakeBatch make_batch);
 
-  int64_t steps_per_epoch() const { return sampler_.num_samples() / per_step_; }
+  int64_t steps_per_epoch() const {
+    return samplers_[0].num_samples() / per_step_;
+  }
   absl::StatusOr<int64_t> BeginEpoch(int64_t epoch) override;
   // FailedPrecondition before BeginEpoch; OutOfRange for a step outside
   // [0, steps_per_epoch()); make_batch's errors as they are.
   absl::StatusOr<Batch> GetBatch(int64_t step) override;
+  int64_t replicas() const override {
+    return static_cast<int64_t>(samplers_.size());
+  }
+  absl::StatusOr<Batch> GetReplicaBatch(int64_t step, int64_t v) override;
 
  private:
-  IndexBatches(DistributedSampler sampler, int64_t per_step,
+  IndexBatches(std::vector<DistributedSampler> samplers, int64_t per_step,
                MakeBatch make_batch)
-      : sampler_(std::move(sampler)),
+      : samplers_(std::move(samplers)),
         per_step_(per_step),
         make_batch_(std::move(make_batch)) {}
 
-  DistributedSampler sampler_;
+  std::vector<DistributedSampler> samplers_;  // one per replica
   int64_t per_step_;
   MakeBatch make_batch_;
-  std::vector<int64_t> order_;  // the epoch's; empty before BeginEpoch
+  std::vector<std::vector<int64_t>> orders_;  // the epoch's, per replica
   bool begun_ = false;
 };
 

@@ -630,7 +630,8 @@ absl::Status TrainingLoop::Run(EpochBatches& data, const LossFn& loss_fn,
                     .batch = &virtual_batches_[v],
                     .global_step = global_step,
                     .sums = vw.on() ? &virtual_sums_[v] : &sums_,
-                    .rank = vw.rank_of(v)};
+                    .rank = vw.rank_of(v),
+                    .first_on_rank = v == 0};
       }
       const auto started = std::chrono::steady_clock::now();
       if (options_.lr_at) TANDEM_RETURN_IF_ERROR(SetLr(global_step));

@@ -276,6 +276,11 @@ struct StepView {
   // Whose step this is: the rank, or in the virtual world the virtual rank
   // (LoopOptions::virtual_world), e.g. for TrainingLoop::printer().
   int64_t rank = 0;
+  // Whether this is the first view of the step on this rank (always, when
+  // the virtual world is off): where a hook does its once-per-step work
+  // (a line of the step's mean loss, a collective evaluation), since the
+  // hooks see each virtual rank the rank plays.
+  bool first_on_rank = true;
 };
 
 // What the end_epoch hook returns: the epoch's report for the monitor

@@ -75,7 +75,8 @@
     "start from; it must describe the flags' model.")                         \
   X(std::string, export_hf, "", Any(), kLocal,                                \
     "Write the trained model here as a Hugging Face GPT-2 folder "            \
-    "(GPT2LMHeadModel.from_pretrained reads it).")
+    "(GPT2LMHeadModel.from_pretrained reads it).")                            \
+  TANDEM_VIRTUAL_WORLD_OPTION(X)
 
 namespace tandem::train {
 

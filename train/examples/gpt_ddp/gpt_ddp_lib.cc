@@ -87,7 +87,10 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   const int64_t val_blocks = std::max<int64_t>(1, data.size() / 10);
   const int64_t train_blocks = data.size() - val_blocks;
   const int64_t per_step = config.batch_size * config.grad_accum;
-  const int64_t per_rank = train_blocks / comm.size();  // drop_last
+  // The replicas the blocks are split over: the ranks, or the virtual ranks.
+  const int64_t replicas =
+      config.virtual_world > 0 ? config.virtual_world : comm.size();
+  const int64_t per_rank = train_blocks / replicas;  // drop_last
   const int64_t steps_per_epoch = per_rank / per_step;
   if (steps_per_epoch < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -96,8 +99,9 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
         data.num_tokens(), " tokens, ", val_blocks,
         " held out for validation); one step needs --batch_size x "
         "--grad_accum = ",
-        per_step, " blocks on each of ", comm.size(),
-        " ranks; use a longer text or smaller --block_size, --batch_size, "
+        per_step, " blocks on each of ", replicas,
+        config.virtual_world > 0 ? " virtual ranks" : " ranks",
+        "; use a longer text or smaller --block_size, --batch_size, "
         "--grad_accum"));
   }
 
@@ -144,6 +148,7 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   options.must_match = MustMatchOnResume(agreed);
   options.position_by_global_step = true;
   options.mean_loss_over_ranks = true;  // the printed loss
+  options.virtual_world = config.virtual_world;
   // AdamW over nanoGPT's two groups: decay on matrices and embeddings.
   TANDEM_ASSIGN_OR_RETURN(
       std::unique_ptr<TrainingLoop> loop,
@@ -168,27 +173,33 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
   // The training blocks of each epoch: the sampler's order, a step's
   // batch_size x grad_accum blocks in order (the loop cuts them into
   // grad_accum micro-batches of batch_size).
-  TANDEM_ASSIGN_OR_RETURN(
-      DistributedSampler sampler,
-      DistributedSampler::Create(train_blocks, {.num_replicas = comm.size(),
-                                                .rank = comm.rank(),
-                                                .shuffle = true,
-                                                .seed = config.seed,
-                                                .drop_last = true}));
+  // One sampler per (virtual) rank this rank plays.
+  const VirtualWorld& vw = trainer.virtual_world();
+  std::vector<DistributedSampler> samplers;
+  for (int64_t v = 0; v < vw.local; ++v) {
+    TANDEM_ASSIGN_OR_RETURN(
+        DistributedSampler sampler,
+        DistributedSampler::Create(train_blocks, {.num_replicas = replicas,
+                                                  .rank = vw.rank_of(v),
+                                                  .shuffle = true,
+                                                  .seed = config.seed,
+                                                  .drop_last = true}));
+    samplers.push_back(std::move(sampler));
+  }
   TANDEM_ASSIGN_OR_RETURN(
       IndexBatches batches,
       IndexBatches::Create(
-          std::move(sampler), per_step,
+          std::move(samplers), per_step,
           [&data](const std::vector<int64_t>& blocks) -> absl::StatusOr<Batch> {
             TANDEM_ASSIGN_OR_RETURN(TokenBatch b, data.Batch(blocks));
             return Batch{.features = std::move(b.x), .labels = std::move(b.y)};
           }));
   out.PrintOnRank0(absl::StrFormat(
-      "gpt_ddp: %s (%d tokens, %d train / %d val blocks of %d), %d rank(s) "
-      "on %s, GPT %s, %d parameters, --parallel=%s",
+      "gpt_ddp: %s (%d tokens, %d train / %d val blocks of %d), %s, GPT %s, "
+      "%d parameters, --parallel=%s",
       data.source(), data.num_tokens(), train_blocks, val_blocks,
-      config.block_size, comm.size(), std::string(comm.backend()), model_desc,
-      model->NumParameters(), config.parallel));
+      config.block_size, WorldDescription(comm, config.virtual_world),
+      model_desc, model->NumParameters(), config.parallel));
 
   // Validation: the mean loss of the first eval_blocks validation blocks,
   // split across the ranks (train/loop/evaluate.h). Collective.
@@ -211,19 +222,20 @@ absl::StatusOr<GptDdpResult> RunGptDdp(comm::Communicator& comm,
               TANDEM_ASSIGN_OR_RETURN(Tensor logits, trainer.Forward(x));
               TANDEM_ASSIGN_OR_RETURN(Tensor l, nn::Gpt::Loss(logits, y));
               return l.Item();
-            }));
+            },
+            /*fixed_order=*/vw.on()));
     model->Train();
     return loss;
   };
 
   GptDdpResult result;
-  const int64_t tokens_per_step =
-      per_step * config.block_size * static_cast<int64_t>(comm.size());
+  const int64_t tokens_per_step = per_step * config.block_size * replicas;
   LoopHooks hooks;
   hooks.step_report = [&](const StepView&, StepReport& report) {
     report.samples = tokens_per_step;  // the progress line counts tokens
   };
   hooks.after_checked_step = [&](const StepView& v) -> absl::Status {
+    if (!v.first_on_rank) return absl::OkStatus();  // once a step
     const int64_t s = v.global_step;
     result.final_loss = v.mean_loss;  // over ranks and micro-batches
     if ((s + 1) % config.log_every == 0 || s + 1 == config.max_steps) {
