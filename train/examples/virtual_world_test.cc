@@ -27,6 +27,7 @@
 #include "train/examples/ddp_demo/ddp_demo_lib.h"
 #include "train/examples/digits_ddp/digits_ddp_lib.h"
 #include "train/examples/gpt_ddp/gpt_ddp_lib.h"
+#include "train/examples/gpt_ddp/gpt_ddp_testing.h"
 #include "train/examples/resnet_ddp/resnet_ddp_lib.h"
 #include "train/examples/toy_ddp/toy_ddp_lib.h"
 
@@ -267,21 +268,8 @@ TEST(VirtualWorldTest, ResnetDdpPrintsAndSavesTheSameAtEveryWorldSize) {
 // four ranks and zero2 on two print DDP's lines and train its weights (the
 // optimizer state's layout in the file is gpt_ddp's per mode).
 GptDdpConfig TinyGpt() {
-  GptDdpConfig c;
-  c.model.vocab_size = 256;
-  c.model.block_size = 16;
-  c.model.n_layer = 2;
-  c.model.n_head = 4;
-  c.model.n_embd = 32;
-  c.model.dropout = 0.1;
-  c.block_size = 16;
+  GptDdpConfig c = TinyGptDdpConfig();
   c.batch_size = 2;
-  c.grad_accum = 2;
-  c.max_steps = 6;
-  c.warmup_steps = 2;
-  c.lr = 3e-3;
-  c.grad_clip = 0.5;
-  c.eval_every = 3;
   c.eval_blocks = 8;
   c.virtual_world = 4;
   return c;
@@ -291,8 +279,8 @@ RunFn Gpt(const GptDdpConfig& config, const std::string& dir) {
   return [config, dir](comm::Communicator& comm) -> absl::Status {
     TANDEM_ASSIGN_OR_RETURN(
         TokenBlocks data,
-        LoadByteCorpus("train/data/public_domain_english.txt",
-                       config.block_size, config.model.vocab_size));
+        LoadByteCorpus(kTestCorpus, config.block_size,
+                       config.model.vocab_size));
     GptDdpConfig c = config;
     c.checkpoint.dir = dir;
     return RunGptDdp(comm, c, data).status();

@@ -18,6 +18,7 @@
 #include "sim/output_capture.h"
 #include "sim/sim.h"
 #include "train/examples/gpt_ddp/gpt_ddp_lib.h"
+#include "train/examples/gpt_ddp/gpt_ddp_testing.h"
 
 namespace tandem::train {
 namespace {
@@ -25,25 +26,11 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
 
-constexpr char kCorpus[] = "train/data/public_domain_english.txt";
+constexpr const char* kCorpus = kTestCorpus;
 
 GptDdpConfig Tiny() {
-  GptDdpConfig c;
-  c.model.vocab_size = 256;
-  c.model.block_size = 16;
-  c.model.n_layer = 2;
-  c.model.n_head = 4;
-  c.model.n_embd = 32;
-  c.model.dropout = 0.1;
-  c.block_size = 16;
-  c.batch_size = 4;
-  c.grad_accum = 2;
-  c.max_steps = 6;
-  c.warmup_steps = 2;
-  c.lr = 3e-3;
+  GptDdpConfig c = TinyGptDdpConfig();
   c.weight_decay = 0.5;  // large enough to show in the losses
-  c.grad_clip = 0.5;     // small enough to clip
-  c.eval_every = 3;
   c.sample_tokens = 16;
   return c;
 }
