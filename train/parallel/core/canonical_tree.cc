@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "base/status_macros.h"
 
 namespace tandem::train {
 namespace {
@@ -132,25 +133,43 @@ void TreeAccumulator::Merge() {
 }
 
 absl::Status TreeAccumulator::Add(const void* leaf) {
+  const Piece whole{leaf, count_};
+  return AddPieces(absl::MakeConstSpan(&whole, 1));
+}
+
+absl::Status TreeAccumulator::AddPieces(absl::Span<const Piece> pieces) {
   if (added_ == leaves_) {
     return absl::FailedPreconditionError(
         absl::StrCat("TreeAccumulator: all ", leaves_,
                      " leaves were added; Reset before the next sum"));
   }
+  int64_t total = 0;
+  for (const Piece& p : pieces) total += p.count;
+  if (total != count_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TreeAccumulator: a leaf of ", total,
+                     " elements in pieces; expected ", count_));
+  }
+  const int64_t size = DTypeSize(dtype_);
   int64_t merges = merges_after_[static_cast<size_t>(added_)];
-  const char* bytes = static_cast<const char*>(leaf);
   if (merges > 0) {
     // The leaf is the right child of the top: add it in place, uncopied.
     char* left = slots_[stack_ - 1].data();
-    if (dtype_ == DType::kF32) {
-      AddInto<float>(left, bytes, count_);
-    } else {
-      AddInto<double>(left, bytes, count_);
+    for (const Piece& p : pieces) {
+      if (dtype_ == DType::kF32) {
+        AddInto<float>(left, static_cast<const char*>(p.data), p.count);
+      } else {
+        AddInto<double>(left, static_cast<const char*>(p.data), p.count);
+      }
+      left += p.count * size;
     }
     --merges;
   } else {
-    std::memcpy(Slot(stack_), bytes,
-                static_cast<size_t>(count_ * DTypeSize(dtype_)));
+    char* slot = Slot(stack_);
+    for (const Piece& p : pieces) {
+      if (p.count > 0) std::memcpy(slot, p.data, p.count * size);
+      slot += p.count * size;
+    }
     ++stack_;
   }
   for (; merges > 0; --merges) Merge();
@@ -165,6 +184,11 @@ absl::StatusOr<const void*> TreeAccumulator::result() const {
                      " leaves added; the sum is not complete"));
   }
   return static_cast<const void*>(slots_[0].data());
+}
+
+absl::StatusOr<void*> TreeAccumulator::mutable_result() {
+  TANDEM_RETURN_IF_ERROR(result().status());
+  return static_cast<void*>(slots_[0].data());
 }
 
 void TreeAccumulator::Reset() {

@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "base/dtype.h"
 
 namespace tandem::train {
@@ -54,11 +55,23 @@ class TreeAccumulator {
   // The next leaf: `count` elements of `dtype`, read before Add returns.
   // FailedPrecondition once every leaf was added.
   absl::Status Add(const void* leaf);
+  // The next leaf given in pieces that follow each other (a model's
+  // gradients, parameter by parameter), read in place: the same sum as Add
+  // of their concatenation. InvalidArgument unless the pieces' counts add
+  // up to `count`.
+  struct Piece {
+    const void* data = nullptr;
+    int64_t count = 0;
+  };
+  absl::Status AddPieces(absl::Span<const Piece> pieces);
 
   // After the last leaf: the sum (count elements, valid until Reset or the
   // accumulator's end). FailedPrecondition before, naming how many leaves
   // are missing.
   absl::StatusOr<const void*> result() const;
+  // The same buffer, for a caller that finishes the sum in place (the
+  // ordered all-reduce across ranks) before Reset.
+  absl::StatusOr<void*> mutable_result();
 
   // Ready for the same number of leaves again (the buffers are kept).
   void Reset();

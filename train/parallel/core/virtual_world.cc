@@ -95,8 +95,13 @@ VirtualGradSum::VirtualGradSum(comm::Communicator& comm, const VirtualWorld& vw,
       dtype_(dtype),
       numel_(numel),
       sum_(std::move(sum)),
-      leaf_(numel * DTypeSize(dtype)),
-      reduced_(numel * DTypeSize(dtype)) {}
+      // K a power of two: 1/K is exact, so scaling the sum gives the bits
+      // of summing the scaled gradients (DDP's kAvg, ddp.cc) in one pass.
+      scale_after_(VirtualScaleAfterSum(vw.size)) {}
+
+bool VirtualScaleAfterSum(int64_t virtual_world) {
+  return virtual_world > 0 && (virtual_world & (virtual_world - 1)) == 0;
+}
 
 absl::Status VirtualGradSum::Fold() {
   if (sum_.added() == sum_.leaves()) {
@@ -105,23 +110,36 @@ absl::Status VirtualGradSum::Fold() {
         " virtual ranks of this step were folded; Reduce first"));
   }
   const double scale = 1.0 / static_cast<double>(vw_.size);
-  char* out = leaf_.data();
+  const int64_t size = DTypeSize(dtype_);
+  // The gradients are read where they are (CPU); a device's are copied to
+  // the host first, a missing one reads zeros.
+  std::vector<TreeAccumulator::Piece> pieces;
+  int64_t offset = 0;
   for (const Tensor& p : params_) {
-    const int64_t bytes = p.nbytes();
+    const int64_t n = p.numel();
     Tensor g = p.grad();
     if (!g.defined()) {
-      std::memset(out, 0, bytes);
+      if (static_cast<int64_t>(zeros_.size()) < n * size) {
+        zeros_.assign(n * size, 0);
+      }
+      pieces.push_back({zeros_.data(), n});
     } else {
       // DDP's scaling of a rank's gradient before its all-reduce.
-      TANDEM_RETURN_IF_ERROR(ScaleInPlace(g, scale));
+      if (!scale_after_) TANDEM_RETURN_IF_ERROR(ScaleInPlace(g, scale));
       if (g.device() != Device::CPU()) {
-        TANDEM_ASSIGN_OR_RETURN(g, g.To(Device::CPU()));
+        if (host_.size() < static_cast<size_t>(numel_ * size)) {
+          host_.resize(numel_ * size);
+        }
+        TANDEM_ASSIGN_OR_RETURN(const Tensor h, g.To(Device::CPU()));
+        std::memcpy(host_.data() + offset * size, h.raw_data(), n * size);
+        pieces.push_back({host_.data() + offset * size, n});
+      } else {
+        pieces.push_back({g.raw_data(), n});
       }
-      std::memcpy(out, g.raw_data(), bytes);
     }
-    out += bytes;
+    offset += n;
   }
-  return sum_.Add(leaf_.data());
+  return sum_.AddPieces(pieces);
 }
 
 absl::Status VirtualGradSum::Reduce() {
@@ -131,12 +149,12 @@ absl::Status VirtualGradSum::Reduce() {
                      sum_.leaves() - sum_.added(), " of the ", vw_.local,
                      " virtual ranks this rank plays were not folded yet"));
   }
-  TANDEM_ASSIGN_OR_RETURN(const void* subtree, sum_.result());
-  std::memcpy(reduced_.data(), subtree, reduced_.size());
-  sum_.Reset();
+  // The rank's subtree, completed in place by the tree over ranks.
+  TANDEM_ASSIGN_OR_RETURN(void* sum, sum_.mutable_result());
   TANDEM_RETURN_IF_ERROR(comm::OrderedAllReduce(
-      comm_, comm::HostView(reduced_.data(), numel_, dtype_), &workspace_));
-  const char* in = reduced_.data();
+      comm_, comm::HostView(sum, numel_, dtype_), &workspace_));
+  const double scale = 1.0 / static_cast<double>(vw_.size);
+  const char* in = static_cast<const char*>(sum);
   for (const Tensor& p : params_) {
     const int64_t bytes = p.nbytes();
     Tensor g = p.grad();
@@ -152,8 +170,10 @@ absl::Status VirtualGradSum::Reduce() {
           Tensor::FromBuffer(in, p.numel(), dtype_, p.shape()));
       TANDEM_RETURN_IF_ERROR(g.CopyFrom(host));
     }
+    if (scale_after_) TANDEM_RETURN_IF_ERROR(ScaleInPlace(g, scale));
     in += bytes;
   }
+  sum_.Reset();
   return absl::OkStatus();
 }
 

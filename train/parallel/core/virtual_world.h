@@ -66,15 +66,25 @@ absl::StatusOr<std::vector<double>> GatherVirtualRankValues(
 // The canonical tree sum of `values` (at least one), in f64.
 double CanonicalTreeSumF64(absl::Span<const double> values);
 
+// Whether the 1/K of the gradients' average is applied once to the sum
+// (K a power of two: multiplying by 2^-k is exact, so the bits are those of
+// summing the scaled gradients, short of subnormals, as DDP's kAvg) rather
+// than to each virtual rank's gradient before it is folded (any other K,
+// DDP's ScaleInPlace by 1/K). fsdp's virtual world follows the same rule.
+bool VirtualScaleAfterSum(int64_t virtual_world);
+
 // Folds the gradients of the virtual ranks this rank plays into their
 // subtree, then completes the sum across ranks with the ordered all-reduce:
 // after Reduce every parameter's grad() holds
 //   tree over k of (g_k * (1 / K))
 // where g_k is virtual rank k's gradient, scaled as DDP scales a rank's
-// gradient before its all-reduce (ScaleInPlace by 1 / world size). The bits
-// are the same at every allowed W. Parameters' gradients travel through a
-// host buffer (the ordered collective runs on host memory), so any device
-// works. One per rank; its thread only; collective in Reduce.
+// gradient before its all-reduce (ScaleInPlace by 1 / world size; for a
+// power-of-two K the sum is scaled instead, the same bits:
+// VirtualScaleAfterSum). The bits are the same at every allowed W. The
+// gradients on the CPU are folded where they are, without a copy. Parameters'
+// gradients travel through a host buffer (the ordered collective runs on host
+// memory), so any device works. One per rank; its thread only; collective in
+// Reduce.
 class VirtualGradSum {
  public:
   // `params`: the tensors whose gradients are summed (the model's
@@ -112,8 +122,9 @@ class VirtualGradSum {
   DType dtype_;
   int64_t numel_;
   TreeAccumulator sum_;
-  std::vector<char> leaf_;     // one virtual rank's scaled gradients
-  std::vector<char> reduced_;  // the subtree, then the sum over ranks
+  bool scale_after_;         // VirtualScaleAfterSum(K)
+  std::vector<char> zeros_;  // a missing gradient's leaf
+  std::vector<char> host_;   // a device's gradients, copied to the host
   comm::OrderedSumWorkspace workspace_;
 };
 

@@ -18,6 +18,7 @@
 #include "tensor/autograd/autograd.h"
 #include "tensor/ops.h"
 #include "tensor/optim/clip_grad.h"
+#include "train/parallel/core/virtual_world.h"
 #include "train/parallel/sharded/fsdp.h"
 
 namespace tandem::train {
@@ -42,8 +43,11 @@ absl::Status FullyShardedDataParallel::FoldVirtualRank() {
     if (g.dtype() != u.master_dtype) {
       TANDEM_ASSIGN_OR_RETURN(g, g.To(u.master_dtype));
     }
-    // DDP's scaling of a rank's gradient before its all-reduce.
-    TANDEM_RETURN_IF_ERROR(ScaleInPlace(g, scale));
+    // DDP's scaling of a rank's gradient before its all-reduce (for a
+    // power-of-two K, of the sum instead: VirtualScaleAfterSum).
+    if (!VirtualScaleAfterSum(virtual_local_ * world_size_)) {
+      TANDEM_RETURN_IF_ERROR(ScaleInPlace(g, scale));
+    }
     if (g.device() != Device::CPU()) {
       TANDEM_ASSIGN_OR_RETURN(g, g.To(Device::CPU()));
     }
@@ -74,18 +78,23 @@ absl::Status FullyShardedDataParallel::FinishVirtualStep() {
           absl::StrCat("FullyShardedDataParallel on rank ", rank_, ": ",
                        UnitName(u), " folded no virtual rank in this step"));
     }
-    TANDEM_ASSIGN_OR_RETURN(const void* subtree, u.virtual_sum->result());
+    TANDEM_ASSIGN_OR_RETURN(void* subtree, u.virtual_sum->mutable_result());
+    char* sum = static_cast<char*>(subtree);
     const int64_t count = u.full_grad.numel();  // N * shard, padded
-    const int64_t bytes = count * DTypeSize(u.master_dtype);
-    char* sum = virtual_workspace_.Scratch(1, bytes);
-    std::memcpy(sum, subtree, bytes);
-    u.virtual_sum->Reset();
     // N * shard is a multiple of the world size: reduced in place.
     TANDEM_RETURN_IF_ERROR(Annotate(
         comm::OrderedAllReduce(*comm_,
                                comm::HostView(sum, count, u.master_dtype),
                                &virtual_workspace_),
         absl::StrCat("ordered all-reduce of ", UnitName(u))));
+    if (VirtualScaleAfterSum(virtual_local_ * world_size_)) {
+      TANDEM_ASSIGN_OR_RETURN(
+          const Tensor whole,
+          Tensor::FromBuffer(sum, count, u.master_dtype, {count}));
+      TANDEM_RETURN_IF_ERROR(ScaleInPlace(
+          whole, 1.0 / static_cast<double>(virtual_local_ * world_size_)));
+      std::memcpy(sum, whole.raw_data(), count * DTypeSize(u.master_dtype));
+    }
     // Each parameter's part of the 2-norm, from its whole gradient, as
     // optim::ClipGradNorm computes it on an unsharded model.
     for (const FlatParamMember& m : u.group.members()) {
@@ -105,6 +114,7 @@ absl::Status FullyShardedDataParallel::FinishVirtualStep() {
     }
     // Added like any gradient: the shard's grad is zeroed by the user.
     TANDEM_RETURN_IF_ERROR(AddInPlace(u.shard_grad, mine));
+    u.virtual_sum->Reset();
   }
   return absl::OkStatus();
 }
