@@ -108,6 +108,38 @@ TEST(TreeAccumulatorTest, RanksComposeAtEveryAllowedWorldSize) {
   }
 }
 
+// A leaf given in pieces (a model's gradients, parameter by parameter,
+// read where they lie) sums as the whole leaf; pieces that do not add up to
+// the count are refused; mutable_result is the same sum.
+TEST(TreeAccumulatorTest, PiecesSumAsTheWholeLeaf) {
+  constexpr int64_t kCount = 300;
+  for (int64_t n : {1, 2, 5, 8}) {
+    const auto leaves = Leaves(n, kCount);
+    absl::StatusOr<TreeAccumulator> acc =
+        TreeAccumulator::Create(n, DType::kF32, kCount);
+    ASSERT_TRUE(acc.ok());
+    for (const auto& l : leaves) {
+      // Three pieces of 7, 0 and 293 elements.
+      const TreeAccumulator::Piece pieces[] = {
+          {l.data(), 7}, {l.data() + 7, 0}, {l.data() + 7, kCount - 7}};
+      ASSERT_TRUE(acc->AddPieces(pieces).ok());
+    }
+    absl::StatusOr<void*> sum = acc->mutable_result();
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    const float* f = static_cast<const float*>(*sum);
+    EXPECT_EQ(std::vector<float>(f, f + kCount), TreeOf(leaves, kCount)) << n;
+  }
+  absl::StatusOr<TreeAccumulator> acc =
+      TreeAccumulator::Create(2, DType::kF32, 4);
+  ASSERT_TRUE(acc.ok());
+  const float x[4] = {1, 2, 3, 4};
+  const TreeAccumulator::Piece short_leaf[] = {{x, 3}};
+  EXPECT_EQ(acc->AddPieces(short_leaf).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(acc->mutable_result().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(TreeAccumulatorTest, ResetAndMisuse) {
   absl::StatusOr<TreeAccumulator> acc =
       TreeAccumulator::Create(3, DType::kF64, 2);

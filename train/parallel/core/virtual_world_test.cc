@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sim/sim.h"
+#include "tensor/ops.h"
 #include "tensor/tensor.h"
 
 namespace tandem::train {
@@ -118,14 +119,21 @@ std::vector<std::vector<float>> SummedAt(int64_t k, int w) {
   return out;
 }
 
-TEST(VirtualGradSumTest, SameBitsAtEveryAllowedWorldSize) {
-  constexpr int64_t kK = 8;
+// K = 8 scales the sum once (VirtualScaleAfterSum), K = 6 each virtual
+// rank's gradient before it is folded: both give the tree over the scaled
+// gradients, bit for bit, at every allowed W.
+void ExpectSameBitsAtEveryAllowedWorldSize(int64_t kK) {
   // The reference: each virtual rank's terms times 1/K, summed by the tree.
   std::vector<std::vector<float>> leaves;
   std::vector<const void*> ptrs;
   for (int64_t v = 0; v < kK; ++v) {
     std::vector<float> t = comm::OrderSensitiveTerms<float>(v, kCount);
-    for (float& x : t) x = static_cast<float>(x * (1.0 / kK));
+    // Scaled by DDP's kernel, as VirtualGradSum scales (or, for a power of
+    // two, exactly).
+    absl::StatusOr<Tensor> tt = Tensor::FromVector(t);
+    ASSERT_TRUE(tt.ok());
+    ASSERT_TRUE(ScaleInPlace(*tt, 1.0 / static_cast<double>(kK)).ok());
+    t = tt->ToVector<float>().value();
     leaves.push_back(t);
   }
   for (const auto& l : leaves) ptrs.push_back(l.data());
@@ -139,12 +147,19 @@ TEST(VirtualGradSumTest, SameBitsAtEveryAllowedWorldSize) {
     for (int64_t i = 0; i < kCount; ++i) left[i] += l[i];
   }
   ASSERT_NE(left, want);
-  for (int w : {1, 2, 4, 8}) {
+  for (int64_t w : AllowedWorldSizes(kK)) {
     SCOPED_TRACE(w);
-    for (const std::vector<float>& got : SummedAt(kK, w)) {
+    for (const std::vector<float>& got : SummedAt(kK, static_cast<int>(w))) {
       EXPECT_EQ(got, want);
     }
   }
+}
+
+TEST(VirtualGradSumTest, SameBitsAtEveryAllowedWorldSize) {
+  EXPECT_TRUE(VirtualScaleAfterSum(8));
+  ExpectSameBitsAtEveryAllowedWorldSize(8);
+  EXPECT_FALSE(VirtualScaleAfterSum(6));
+  ExpectSameBitsAtEveryAllowedWorldSize(6);
 }
 
 TEST(VirtualGradSumTest, ReduceBeforeEveryFoldIsRefused) {
