@@ -316,5 +316,38 @@ TEST(FsdpTest, BadInputsAreClearErrors) {
   ASSERT_TRUE(result.status().ok()) << result.status();
 }
 
+// The virtual world's calls: refused outside it; inside it, a fold needs
+// a backward first, FinishVirtualStep needs every virtual rank folded, and
+// the norm is the 2-norm only.
+TEST(FsdpTest, VirtualWorldCallsInTheirOrderOnly) {
+  sim::RunResult result =
+      sim::Run(2, [](int, comm::Communicator& comm) -> absl::Status {
+        TANDEM_ASSIGN_OR_RETURN(auto plain_model, Mlp());
+        TANDEM_ASSIGN_OR_RETURN(
+            auto plain, FullyShardedDataParallel::Create(*plain_model, comm));
+        EXPECT_THAT(plain->FoldVirtualRank().message(),
+                    HasSubstr("outside the virtual world"));
+        EXPECT_EQ(plain->FinishVirtualStep().code(),
+                  absl::StatusCode::kFailedPrecondition);
+
+        TANDEM_ASSIGN_OR_RETURN(auto model, Mlp());
+        TANDEM_ASSIGN_OR_RETURN(
+            auto fsdp, FullyShardedDataParallel::Create(*model, comm,
+                                                        {.virtual_world = 4}));
+        EXPECT_THAT(fsdp->FoldVirtualRank().message(),
+                    HasSubstr("has no gradient to fold"));
+        TANDEM_ASSIGN_OR_RETURN(Tensor x, Features(4, 5, 3));
+        TANDEM_ASSIGN_OR_RETURN(Tensor y, fsdp->Forward(x));
+        TANDEM_ASSIGN_OR_RETURN(Tensor loss, Loss(y));
+        TANDEM_RETURN_IF_ERROR(fsdp->Backward(loss));
+        TANDEM_RETURN_IF_ERROR(fsdp->FoldVirtualRank());
+        // One of this rank's two virtual ranks folded: the sum is not complete.
+        EXPECT_EQ(fsdp->FinishVirtualStep().code(),
+                  absl::StatusCode::kFailedPrecondition);
+        return absl::OkStatus();
+      });
+  ASSERT_TRUE(result.status().ok()) << result.status();
+}
+
 }  // namespace
 }  // namespace tandem::train
