@@ -277,10 +277,9 @@ GptDdpConfig TinyGpt() {
 
 RunFn Gpt(const GptDdpConfig& config, const std::string& dir) {
   return [config, dir](comm::Communicator& comm) -> absl::Status {
-    TANDEM_ASSIGN_OR_RETURN(
-        TokenBlocks data,
-        LoadByteCorpus(kTestCorpus, config.block_size,
-                       config.model.vocab_size));
+    TANDEM_ASSIGN_OR_RETURN(TokenBlocks data,
+                            LoadByteCorpus(kTestCorpus, config.block_size,
+                                           config.model.vocab_size));
     GptDdpConfig c = config;
     c.checkpoint.dir = dir;
     return RunGptDdp(comm, c, data).status();
