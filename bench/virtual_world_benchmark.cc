@@ -161,14 +161,17 @@ absl::StatusOr<double> StepSeconds(const std::string& name, int world,
           batches.push_back(std::move(b));
         }
         FixedBatches data(std::move(batches), warmup + steps);
+        // Field by field: GCC 12 -O2 warns falsely on designated initialisers
+        // of a LoopOptions.
+        train::LoopOptions options;
+        options.who = "virtual_world_benchmark";
+        options.epochs = 1;
+        options.grad_accum = accum;
+        options.virtual_world = k;
         TANDEM_ASSIGN_OR_RETURN(auto loop,
                                 train::TrainingLoop::Create(
                                     comm, *m.module, train::ShardMode::kNone,
-                                    train::SgdFactory(1e-4),
-                                    {.who = "virtual_world_benchmark",
-                                     .epochs = 1,
-                                     .grad_accum = accum,
-                                     .virtual_world = k}));
+                                    train::SgdFactory(1e-4), options));
         train::LoopHooks hooks;
         hooks.after_step = [&](const train::StepView& s) {
           if (rank == 0 && s.first_on_rank && s.step >= warmup) {

@@ -65,6 +65,16 @@ absl::StatusOr<std::unique_ptr<nn::Sequential>> Model(Generator& drop) {
   return model;
 }
 
+// LoopOptions field by field: GCC 12 -O2 warns falsely
+// (maybe-uninitialized) on designated initialisers of a LoopOptions.
+LoopOptions Options(int64_t epochs, int64_t k) {
+  LoopOptions o;
+  o.who = "test";
+  o.epochs = epochs;
+  o.virtual_world = k;
+  return o;
+}
+
 struct Seen {
   int64_t global_step;
   int64_t rank;
@@ -97,17 +107,16 @@ Outcome Train(int world, int64_t k, ShardMode mode = ShardMode::kNone) {
         TANDEM_ASSIGN_OR_RETURN(
             SampledBatches batches,
             SampledBatches::Create(data, comm, kBatch, /*drop_last=*/false, k));
+        LoopOptions options = Options(2, k);
+        options.max_grad_norm = 0.5;
+        options.epoch_sums = {"loss"};
+        options.grad_accum = 2;
+        options.reseed_each_step = &drop;
+        options.step_seed = 3;
         TANDEM_ASSIGN_OR_RETURN(
-            auto loop, TrainingLoop::Create(comm, *model, mode,
-                                            SgdFactory(0.2, {.momentum = 0.9}),
-                                            {.who = "test",
-                                             .epochs = 2,
-                                             .max_grad_norm = 0.5,
-                                             .epoch_sums = {"loss"},
-                                             .grad_accum = 2,
-                                             .reseed_each_step = &drop,
-                                             .step_seed = 3,
-                                             .virtual_world = k}));
+            auto loop,
+            TrainingLoop::Create(comm, *model, mode,
+                                 SgdFactory(0.2, {.momentum = 0.9}), options));
         LoopHooks hooks;
         hooks.after_step = [&](const StepView& s) {
           (*s.sums)[0] += s.loss;
@@ -220,9 +229,8 @@ TEST(TrainingLoopVirtualTest, DataForAnotherWorldIsRefused) {
             SampledBatches batches,
             SampledBatches::Create(data, comm, kBatch, false /* no K */));
         TANDEM_ASSIGN_OR_RETURN(
-            auto loop, TrainingLoop::Create(
-                           comm, model, ShardMode::kNone, SgdFactory(0.1),
-                           {.who = "test", .epochs = 1, .virtual_world = 4}));
+            auto loop, TrainingLoop::Create(comm, model, ShardMode::kNone,
+                                            SgdFactory(0.1), Options(1, 4)));
         return loop->Run(batches, CrossEntropyLoss());
       });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -242,8 +250,7 @@ TEST(TrainingLoopVirtualTest, LoopAndStrategyMustAgreeOnK) {
             std::unique_ptr<Strategy> strategy,
             Strategy::Create(ShardMode::kNone, model, comm, SgdFactory(0.1),
                              {.virtual_world = 2}));
-        TrainingLoop loop(comm, model, *strategy,
-                          {.who = "test", .epochs = 1, .virtual_world = 4});
+        TrainingLoop loop(comm, model, *strategy, Options(1, 4));
         return loop.Run(batches, CrossEntropyLoss());
       });
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
