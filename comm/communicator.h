@@ -92,6 +92,13 @@ class Communicator {
   // (sim and mpi: the host, the default; nccl: the rank's GPU).
   virtual CommDevice device() const { return CommDevice::Host(); }
 
+  // Whether AllReduce and ReduceScatter take ReduceOp::kTreeSum: an engine
+  // that reduces every rank's buffer in one place and sums them in the
+  // canonical tree order over ranks (sim). comm::OrderedAllReduce uses it
+  // where it is offered and builds the same bits from Send/Recv elsewhere.
+  // Engines without it reject kTreeSum (Unimplemented, every rank alike).
+  virtual bool native_tree_sum() const { return false; }
+
   // In place: every rank's `buf` ends up holding the elementwise reduction of
   // all ranks' `buf`. Avg on an integer dtype is an argument error.
   [[nodiscard]] virtual std::unique_ptr<Work> AllReduce(BufferView buf,

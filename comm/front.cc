@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "comm/fingerprint.h"
 #include "comm/types.h"
@@ -27,6 +28,14 @@ std::unique_ptr<Work> EngineFront::Issue(const Operation& op,
   if (valid.ok() && two_buffers) {
     valid = ValidateMemorySpace(kind, "recv", op.recv, memory_space(), name,
                                 rank());
+  }
+  if (valid.ok() && op.fp.reduce_op == ReduceOp::kTreeSum &&
+      !native_tree_sum()) {
+    valid = absl::UnimplementedError(absl::StrCat(
+        OpKindName(kind), " on rank ", rank(), ": the '", name,
+        "' engine has no native tree_sum (only sim's does); "
+        "comm::OrderedAllReduce / OrderedReduceScatter give the same sum on "
+        "every engine"));
   }
   if (valid.ok()) valid = CheckOperation(op);
   if (!valid.ok()) return MakeRejectedWork(std::move(valid), op.fp, size());

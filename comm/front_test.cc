@@ -82,6 +82,23 @@ TEST(EngineFrontTest, ArgumentErrorsNeverReachTheEngine) {
   EXPECT_TRUE(e.posted.empty());
 }
 
+TEST(EngineFrontTest, TreeSumOnlyReachesAnEngineThatOffersIt) {
+  RecordingEngine e;  // native_tree_sum() is false
+  std::vector<float> a(4), b(2);
+  absl::Status all_reduce =
+      e.AllReduce(HostView(absl::MakeSpan(a)), ReduceOp::kTreeSum)->Wait();
+  EXPECT_EQ(all_reduce.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(all_reduce.message(), HasSubstr("'recording' engine has no "
+                                              "native tree_sum"));
+  EXPECT_THAT(all_reduce.message(), HasSubstr("comm::OrderedAllReduce"));
+  absl::Status reduce_scatter =
+      e.ReduceScatter(HostView(absl::MakeSpan(a)), HostView(absl::MakeSpan(b)),
+                      ReduceOp::kTreeSum)
+          ->Wait();
+  EXPECT_EQ(reduce_scatter.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(e.posted.empty());
+}
+
 // A per-operation engine that records which of its Post* each call reached.
 class PerOperationEngine final : public PerOperationFront {
  public:

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -168,10 +169,49 @@ void KernelTwoSources(int64_t count, const void* src0, const void* src1,
   }
 }
 
+// Writes one block's results (`acc`, m elements of the accumulation type) to
+// every destination at element `base`: streamed past the cache for many
+// destinations, otherwise stored with the next destinations prefetched.
+// Inlined: a simulated rank's fiber may have as little as 16 KiB of stack,
+// which Kernel's accumulator block nearly fills; no frame on top of it.
+template <typename Tr>
+__attribute__((always_inline)) inline void StoreBlock(
+    const typename Tr::Acc* acc, int64_t m, int64_t base,
+    absl::Span<void* const> dsts) {
+  using S = typename Tr::Storage;
+  const int64_t block_bytes = m * static_cast<int64_t>(sizeof(S));
+  const size_t ndst = dsts.size();
+  if (ndst >= kStreamDestinations) {
+    // Converted once, then streamed to every destination. Per thread
+    // rather than on the stack: a simulated rank's fiber may have as
+    // little as 16 KiB, and acc already takes up to that. No fiber switch
+    // can happen inside this call.
+    alignas(64) static thread_local S result[kBlock];
+    for (int64_t j = 0; j < m; ++j) result[j] = Tr::Store(acc[j]);
+    for (void* d : dsts)
+      StreamCopy(static_cast<S*>(d) + base, result, block_bytes);
+    StreamFence();
+    return;
+  }
+  for (size_t r = 0; r < std::min(ndst, kAhead); ++r) {
+    Prefetch(static_cast<S*>(dsts[r]) + base, block_bytes, true);
+  }
+  for (size_t r = 0; r < ndst; ++r) {
+    if (r + kAhead < ndst) {
+      Prefetch(static_cast<S*>(dsts[r + kAhead]) + base, block_bytes, true);
+    }
+    S* out = static_cast<S*>(dsts[r]) + base;
+    for (int64_t j = 0; j < m; ++j) out[j] = Tr::Store(acc[j]);
+  }
+}
+
+// Never inlined: its accumulator block (8-16 KiB) must not land in a
+// caller's frame too (a fiber of 16 KiB holds one such frame, not two).
 template <typename Tr, typename Op>
-void Kernel(int64_t count, absl::Span<const void* const> srcs,
-            absl::Span<void* const> dsts, Op op, bool avg,
-            typename Tr::Acc divisor) {
+__attribute__((noinline)) void Kernel(int64_t count,
+                                      absl::Span<const void* const> srcs,
+                                      absl::Span<void* const> dsts, Op op,
+                                      bool avg, typename Tr::Acc divisor) {
   using S = typename Tr::Storage;
   using A = typename Tr::Acc;
   const size_t nsrc = srcs.size();
@@ -208,29 +248,62 @@ void Kernel(int64_t count, absl::Span<const void* const> srcs,
     if (avg) {
       for (int64_t j = 0; j < m; ++j) acc[j] = acc[j] / divisor;
     }
-    const size_t ndst = dsts.size();
-    if (ndst >= kStreamDestinations) {
-      // Converted once, then streamed to every destination. Per thread
-      // rather than on the stack: a simulated rank's fiber may have as
-      // little as 16 KiB, and acc already takes up to that. No fiber switch
-      // can happen inside this call.
-      alignas(64) static thread_local S result[kBlock];
-      for (int64_t j = 0; j < m; ++j) result[j] = Tr::Store(acc[j]);
-      for (void* d : dsts)
-        StreamCopy(static_cast<S*>(d) + base, result, block_bytes);
-      StreamFence();
-      continue;
-    }
-    for (size_t r = 0; r < std::min(ndst, kAhead); ++r) {
-      Prefetch(static_cast<S*>(dsts[r]) + base, block_bytes, true);
-    }
-    for (size_t r = 0; r < ndst; ++r) {
-      if (r + kAhead < ndst) {
-        Prefetch(static_cast<S*>(dsts[r + kAhead]) + base, block_bytes, true);
-      }
-      S* out = static_cast<S*>(dsts[r]) + base;
-      for (int64_t j = 0; j < m; ++j) out[j] = Tr::Store(acc[j]);
-    }
+    StoreBlock<Tr>(acc, m, base, dsts);
+  }
+}
+
+// The canonical tree over the sources, in order (comm/ordered/ordered_sum.h):
+// T(lo, hi) is source lo when hi - lo == 1, otherwise T(lo, mid) + T(mid, hi)
+// with mid = lo + (hi - lo) / 2. Two sources are one add, Kernel's sum.
+// Per block of kTreeBlock elements, node (lo, hi) is computed into `out` and
+// its right child into `scratch` (deeper nodes in the blocks after it), all
+// in the accumulation type; per-thread buffers, not the stack (a simulated
+// rank's fiber may have 16 KiB; no fiber switch happens inside this call).
+constexpr int64_t kTreeBlock = 512;
+
+template <typename Tr>
+void TreeNode(absl::Span<const void* const> srcs, size_t lo, size_t hi,
+              int64_t base, int64_t m, typename Tr::Acc* out,
+              typename Tr::Acc* scratch) {
+  using S = typename Tr::Storage;
+  const S* first = static_cast<const S*>(srcs[lo]) + base;
+  if (hi - lo == 1) {
+    for (int64_t j = 0; j < m; ++j) out[j] = Tr::Load(first[j]);
+    return;
+  }
+  const size_t mid = lo + (hi - lo) / 2;
+  if (hi - lo == 2) {
+    const S* second = static_cast<const S*>(srcs[mid]) + base;
+    for (int64_t j = 0; j < m; ++j)
+      out[j] = Tr::Load(first[j]) + Tr::Load(second[j]);
+    return;
+  }
+  TreeNode<Tr>(srcs, lo, mid, base, m, out, scratch + kTreeBlock);
+  TreeNode<Tr>(srcs, mid, hi, base, m, scratch, scratch + kTreeBlock);
+  for (int64_t j = 0; j < m; ++j) out[j] = out[j] + scratch[j];
+}
+
+// Not inlined into Dispatch, so that its frame never adds to Kernel's.
+template <typename Tr>
+__attribute__((noinline)) void TreeKernel(int64_t count,
+                                          absl::Span<const void* const> srcs,
+                                          absl::Span<void* const> dsts) {
+  using A = typename Tr::Acc;
+  if (srcs.size() <= 2) {
+    Kernel<Tr>(count, srcs, dsts, SumOp(), false, A(1));
+    return;
+  }
+  int64_t depth = 0;
+  while ((size_t{1} << depth) < srcs.size()) ++depth;
+  // The node, then one block per level below it.
+  static thread_local std::vector<A> work;
+  const size_t need = static_cast<size_t>((depth + 1) * kTreeBlock);
+  if (work.size() < need) work.resize(need);
+  for (int64_t base = 0; base < count; base += kTreeBlock) {
+    const int64_t m = std::min(kTreeBlock, count - base);
+    TreeNode<Tr>(srcs, 0, srcs.size(), base, m, work.data(),
+                 work.data() + kTreeBlock);
+    StoreBlock<Tr>(work.data(), m, base, dsts);
   }
 }
 
@@ -254,6 +327,9 @@ void Dispatch(ReduceOp op, int64_t count, absl::Span<const void* const> srcs,
     case ReduceOp::kMin:
       Kernel<Tr>(count, srcs, dsts, MinOp(), false, A(1));
       return;
+    case ReduceOp::kTreeSum:
+      TreeKernel<Tr>(count, srcs, dsts);
+      return;
   }
 }
 
@@ -276,6 +352,7 @@ void DispatchInt(ReduceOp op, int64_t count, absl::Span<const void* const> srcs,
       Kernel<Plain<T, T>>(count, srcs, dsts, MinOp(), false, T(1));
       return;
     case ReduceOp::kAvg:
+    case ReduceOp::kTreeSum:
       return;  // rejected before dispatch
   }
 }
@@ -303,6 +380,11 @@ absl::Status ReduceInto(DType dtype, ReduceOp op, int64_t count,
         "ReduceInto: avg needs a floating-point dtype and a divisor >= 1; "
         "found ",
         DTypeName(dtype), " and divisor ", avg_divisor));
+  }
+  if (op == ReduceOp::kTreeSum && !IsFloatingPoint(dtype)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReduceInto: tree_sum needs a floating-point dtype; found ",
+        DTypeName(dtype)));
   }
   if (count == 0 || dsts.empty()) return absl::OkStatus();
   // One source written back onto itself: nothing changes (x / 1 == x).

@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "base/half.h"
+#include "comm/tree_sum_reference.h"
 #include "comm/types.h"
 #include "gtest/gtest.h"
 
@@ -260,6 +261,53 @@ TEST(ReduceTest, ManyDestinationsGetTheSerialResultAtAnyAlignment) {
   }
 }
 
+TEST(ReduceTest, TreeSumIsTheCanonicalTreeNotRankOrder) {
+  std::mt19937 gen(11);
+  std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
+  const int64_t count = 1300;  // past two of the tree's blocks
+  for (int n : {1, 2, 3, 5, 6, 8}) {
+    std::vector<std::vector<float>> bufs(n, std::vector<float>(count));
+    for (auto& b : bufs) {
+      for (float& x : b) x = dist(gen) * std::pow(10.0f, float(gen() % 7) - 3);
+    }
+    std::vector<float> tree(count);
+    for (int64_t i = 0; i < count; ++i)
+      tree[i] = TreeSumReference<float>(bufs, 0, n, i);
+    const std::vector<float> serial =
+        Serial(bufs, [](float a, float b) { return a + b; });
+    // Rank order and the tree agree up to two sources; from three on these
+    // values make them differ somewhere.
+    EXPECT_EQ(n <= 2, std::memcmp(tree.data(), serial.data(),
+                                  count * sizeof(float)) == 0)
+        << n << " sources";
+    ASSERT_TRUE(ReduceVectors(DType::kF32, ReduceOp::kTreeSum, bufs, 1).ok());
+    for (const auto& b : bufs) {
+      ASSERT_EQ(std::memcmp(b.data(), tree.data(), count * sizeof(float)), 0)
+          << n << " sources";
+    }
+  }
+}
+
+TEST(ReduceTest, TreeSumOfHalvesIsTheF32TreeRoundedOnce) {
+  const int n = 5;
+  const int64_t count = 600;
+  std::vector<std::vector<uint16_t>> bufs(n, std::vector<uint16_t>(count));
+  std::vector<std::vector<float>> wide(n, std::vector<float>(count));
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < count; ++i) {
+      bufs[r][i] = half::BF16FromF32(0.37f * float((r * 131 + i * 17) % 97) -
+                                     float(r == 2 ? 300 : 1));
+      wide[r][i] = half::F32FromBF16(bufs[r][i]);
+    }
+  }
+  ASSERT_TRUE(ReduceVectors(DType::kBF16, ReduceOp::kTreeSum, bufs, 1).ok());
+  for (int64_t i = 0; i < count; ++i) {
+    ASSERT_EQ(bufs[0][i],
+              half::BF16FromF32(TreeSumReference<float>(wide, 0, n, i)))
+        << i;
+  }
+}
+
 TEST(ReduceTest, BadArguments) {
   std::vector<int32_t> a(4);
   const void* srcs[] = {a.data()};
@@ -270,6 +318,9 @@ TEST(ReduceTest, BadArguments) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReduceInto(DType::kI32, ReduceOp::kSum, 4, {}, dsts, 1).code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      ReduceInto(DType::kI32, ReduceOp::kTreeSum, 4, srcs, dsts, 1).code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

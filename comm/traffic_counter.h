@@ -8,6 +8,10 @@
 //   RunStep(counter);                 // a model wrapped around `counter`
 //   int64_t bytes = counter.bytes;
 //
+// It does not forward native_tree_sum(): ordered sums through a counter run
+// comm/ordered's Send/Recv algorithm, whose bytes are what a real network
+// carries (and which tests use to check sim's native tree_sum against).
+//
 // Used by benchmarks and tests that measure traffic per step. Thread
 // safety: belongs to the rank's thread, like the communicator it wraps,
 // which must outlive it.

@@ -18,6 +18,8 @@ std::string ReduceOpName(ReduceOp op) {
       return "min";
     case ReduceOp::kProd:
       return "prod";
+    case ReduceOp::kTreeSum:
+      return "tree_sum";
   }
   return absl::StrCat("reduce_op(", static_cast<int>(op), ")");
 }
@@ -29,6 +31,7 @@ bool IsValidReduceOp(ReduceOp op) {
     case ReduceOp::kMax:
     case ReduceOp::kMin:
     case ReduceOp::kProd:
+    case ReduceOp::kTreeSum:
       return true;
   }
   return false;

@@ -45,13 +45,20 @@ constexpr DType DTypeOf() {
 //   kAvg is Sum divided by the world size; it is an error on integer dtypes.
 //   f16 and bf16 are combined in f32 and rounded once at the end.
 //   Integer Sum and Prod wrap around (two's complement), as in NCCL.
-enum class ReduceOp : int8_t { kSum, kAvg, kMax, kMin, kProd };
+//   kTreeSum is the sum taken in one fixed order, the canonical tree over
+//   ranks (comm/ordered/ordered_sum.h), floating-point dtypes only. It is
+//   not one of kAllReduceOps: only an engine that reduces every rank's
+//   buffer in one place offers it (Communicator::native_tree_sum(): sim);
+//   the others reject it, and comm::OrderedAllReduce builds the same bits
+//   from Send/Recv there.
+enum class ReduceOp : int8_t { kSum, kAvg, kMax, kMin, kProd, kTreeSum };
 
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAvg,
                                              ReduceOp::kMax, ReduceOp::kMin,
                                              ReduceOp::kProd};
 
-// "sum", "avg", "max", "min", "prod"; "reduce_op(<n>)" when invalid.
+// "sum", "avg", "max", "min", "prod", "tree_sum"; "reduce_op(<n>)" when
+// invalid.
 std::string ReduceOpName(ReduceOp op);
 bool IsValidReduceOp(ReduceOp op);
 

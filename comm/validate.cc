@@ -82,7 +82,15 @@ absl::Status ValidateReduceOp(OpKind op, ReduceOp reduce_op, DType dtype,
   if (!IsValidReduceOp(reduce_op)) {
     return absl::InvalidArgumentError(absl::StrCat(
         Where(op, rank), "unknown reduce op ", ReduceOpName(reduce_op),
-        "; expected sum, avg, max, min or prod"));
+        "; expected sum, avg, max, min, prod or tree_sum"));
+  }
+  if (reduce_op == ReduceOp::kTreeSum && !IsFloatingPoint(dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(op, rank),
+                     "reduce op tree_sum needs a floating-point dtype "
+                     "(f32, f64, f16, bf16); found ",
+                     DTypeName(dtype),
+                     ". Integer sums do not depend on the order: use sum"));
   }
   if (reduce_op == ReduceOp::kAvg && !IsFloatingPoint(dtype)) {
     return absl::InvalidArgumentError(

@@ -98,6 +98,9 @@ class SimCommunicator final : public comm::EngineFront {
   int rank() const override { return rank_; }
   int size() const override { return group_.world_size(); }
   std::string_view backend() const override { return "sim"; }
+  // Every rank's buffer is in reach of the slot's tasks, so they sum in the
+  // canonical tree order as cheaply as in rank order (comm::ReduceInto).
+  bool native_tree_sum() const override { return true; }
 
   // The reference Split: an AllGather of (color, key) over this
   // communicator (fingerprinted and bounded like any collective), then one

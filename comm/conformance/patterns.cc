@@ -59,6 +59,7 @@ A Combine(ReduceOp op, A a, A b) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
+    case ReduceOp::kTreeSum:
       return a + b;
     case ReduceOp::kProd:
       return a * b;
@@ -76,6 +77,7 @@ Pattern PatternFor(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAvg:
+    case ReduceOp::kTreeSum:
       return Pattern::kSum;
     case ReduceOp::kMax:
     case ReduceOp::kMin:

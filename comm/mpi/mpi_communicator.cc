@@ -60,6 +60,8 @@ MPI_Op ToMpiOp(ReduceOp op) {
       return MPI_MIN;
     case ReduceOp::kProd:
       return MPI_PROD;
+    case ReduceOp::kTreeSum:
+      break;  // rejected by the front: MPI has no fixed-order sum
   }
   return MPI_OP_NULL;
 }

@@ -81,6 +81,8 @@ TEST(MpiCommunicatorTest, AllReduceEveryOpOnFloatsAndIntegers) {
           for (int k = 1; k <= n; ++k) want *= base * k;
           break;
         }
+        case ReduceOp::kTreeSum:  // not among kAllReduceOps
+          FAIL() << "tree_sum is not one of kAllReduceOps";
       }
       ASSERT_EQ(f[i], want) << ReduceOpName(op) << " element " << i;
     }
@@ -90,6 +92,13 @@ TEST(MpiCommunicatorTest, AllReduceEveryOpOnFloatsAndIntegers) {
                   ->Wait()
                   .ok());
   for (int64_t v : ints) EXPECT_EQ(v, int64_t{n} * (n - 1) / 2);
+  // MPI has no fixed-order sum: comm::OrderedAllReduce builds it instead.
+  EXPECT_FALSE(comm->native_tree_sum());
+  std::vector<float> g(4, 1.0f);
+  EXPECT_EQ(comm->AllReduce(HostView(absl::MakeSpan(g)), ReduceOp::kTreeSum)
+                ->Wait()
+                .code(),
+            absl::StatusCode::kUnimplemented);
 }
 
 TEST(MpiCommunicatorTest, HalfPrecisionReducesInF32AndRoundsOnce) {

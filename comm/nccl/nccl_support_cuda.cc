@@ -94,6 +94,8 @@ ncclRedOp_t ToNcclOp(ReduceOp op) {
       return ncclMin;
     case ReduceOp::kProd:
       return ncclProd;
+    case ReduceOp::kTreeSum:
+      break;  // rejected by the front: NCCL has no fixed-order sum
   }
   return ncclSum;  // unreachable: validated before
 }

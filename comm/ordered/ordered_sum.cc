@@ -10,54 +10,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "base/status_macros.h"
+#include "comm/reduce.h"
 #include "comm/work.h"
 
 namespace tandem::comm {
 namespace {
 
-// Elements per pass: a few of these per tree level stay in L1/L2.
-constexpr int64_t kChunk = 1024;
-
 bool Supported(DType dtype) {
   return dtype == DType::kF32 || dtype == DType::kF64;
-}
-
-// The canonical tree of leaves [lo, hi) over elements [begin, begin + n):
-// a leaf is returned as it is; an inner node is written to `buf`, its
-// right child computed in `scratch` (and deeper nodes in the chunks after
-// it). Every buffer holds kChunk elements.
-template <typename T>
-const T* Tree(const T* const* leaves, int64_t lo, int64_t hi, int64_t begin,
-              int64_t n, T* buf, T* scratch) {
-  if (hi - lo == 1) return leaves[lo] + begin;
-  const int64_t mid = lo + (hi - lo) / 2;
-  const T* left = Tree(leaves, lo, mid, begin, n, buf, scratch + kChunk);
-  const T* right = Tree(leaves, mid, hi, begin, n, scratch, scratch + kChunk);
-  for (int64_t i = 0; i < n; ++i) buf[i] = left[i] + right[i];
-  return buf;
-}
-
-template <typename T>
-void TreeSum(int64_t count, absl::Span<const void* const> leaf_ptrs,
-             void* out_ptr) {
-  const int64_t n_leaves = static_cast<int64_t>(leaf_ptrs.size());
-  std::vector<const T*> leaves(leaf_ptrs.size());
-  for (size_t i = 0; i < leaf_ptrs.size(); ++i) {
-    leaves[i] = static_cast<const T*>(leaf_ptrs[i]);
-  }
-  int64_t depth = 0;
-  while ((int64_t{1} << depth) < n_leaves) ++depth;
-  // One result chunk, then a buffer per level below the root.
-  std::vector<T> work(static_cast<size_t>((depth + 2) * kChunk));
-  T* out = static_cast<T*>(out_ptr);
-  for (int64_t begin = 0; begin < count; begin += kChunk) {
-    const int64_t n = std::min(kChunk, count - begin);
-    // Every leaf's chunk is read before `out`'s is written, so `out` may be
-    // one of the leaves.
-    const T* sum = Tree(leaves.data(), 0, n_leaves, begin, n, work.data(),
-                        work.data() + kChunk);
-    if (sum != out + begin) std::memmove(out + begin, sum, n * sizeof(T));
-  }
 }
 
 absl::Status CheckView(const Communicator& comm, const char* what,
@@ -110,12 +70,10 @@ absl::Status CanonicalTreeSum(DType dtype, int64_t count,
         " elements of ", DTypeName(dtype),
         "; expected at least one leaf, a count >= 0 and f32 or f64"));
   }
-  if (dtype == DType::kF32) {
-    TreeSum<float>(count, leaves, out);
-  } else {
-    TreeSum<double>(count, leaves, out);
-  }
-  return absl::OkStatus();
+  void* dst[] = {out};
+  // The tree is comm::ReduceInto's kTreeSum: one kernel for this sum and
+  // for the engines that offer it natively (sim).
+  return ReduceInto(dtype, ReduceOp::kTreeSum, count, leaves, dst, 1);
 }
 
 char* OrderedSumWorkspace::Scratch(int slot, int64_t bytes) {
@@ -144,6 +102,10 @@ absl::Status OrderedReduceScatter(Communicator& comm, BufferView send,
         "dtype"));
   }
   if (c == 0) return absl::OkStatus();
+  if (comm.native_tree_sum()) {
+    return Finish(comm.ReduceScatter(send, recv, ReduceOp::kTreeSum), comm,
+                  kWhat, "the engine's tree_sum");
+  }
   OrderedSumWorkspace own;
   if (workspace == nullptr) workspace = &own;
   const int64_t bytes = c * DTypeSize(recv.dtype);
@@ -179,6 +141,10 @@ absl::Status OrderedAllReduce(Communicator& comm, BufferView buf,
   TANDEM_RETURN_IF_ERROR(CheckView(comm, kWhat, buf, "buf"));
   const int64_t world = comm.size();
   if (world == 1 || buf.count == 0) return absl::OkStatus();
+  if (comm.native_tree_sum()) {
+    return Finish(comm.AllReduce(buf, ReduceOp::kTreeSum), comm, kWhat,
+                  "the engine's tree_sum");
+  }
   OrderedSumWorkspace own;
   if (workspace == nullptr) workspace = &own;
   const int64_t segment = (buf.count + world - 1) / world;

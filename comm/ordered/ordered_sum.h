@@ -18,8 +18,11 @@
 // that is a power of two dividing K and for W = K. The virtual world is
 // built on that.
 //
-// The collectives are built once from Send/Recv and AllGather, so every
-// engine computes the same bits (the conformance suite checks it):
+// An engine that reduces every rank's buffer in one place (sim) computes
+// the tree itself: AllReduce / ReduceScatter with ReduceOp::kTreeSum
+// (Communicator::native_tree_sum()), the kernel CanonicalTreeSum runs too.
+// Everywhere else the collectives are built from Send/Recv and AllGather, so
+// every engine computes the same bits (the conformance suite checks it):
 //   - OrderedReduceScatter: the buffer cut into W segments; in round i
 //     (1 <= i < W) rank r sends segment (r + i) mod W to its owner and
 //     receives its own from rank (r - i) mod W (a pairwise exchange, as

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "comm/ordered/order_sensitive_terms.h"
+#include "comm/tree_sum_reference.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -27,15 +28,6 @@ std::vector<std::vector<T>> Leaves(int64_t n, int64_t count) {
       leaves[l][i] = OrderSensitiveTerm<T>(l, i);
   }
   return leaves;
-}
-
-// The tree written as the definition says, one element at a time.
-template <typename T>
-T Reference(const std::vector<std::vector<T>>& leaves, int64_t lo, int64_t hi,
-            int64_t i) {
-  if (hi - lo == 1) return leaves[lo][i];
-  const int64_t mid = lo + (hi - lo) / 2;
-  return Reference(leaves, lo, mid, i) + Reference(leaves, mid, hi, i);
 }
 
 template <typename T>
@@ -71,8 +63,8 @@ TEST(CanonicalTreeSumTest, EqualsTheDefinitionAcrossChunks) {
       const std::vector<float> fs = Sum(f, count);
       const std::vector<double> ds = Sum(d, count);
       for (int64_t i = 0; i < count; ++i) {
-        ASSERT_EQ(fs[i], Reference(f, 0, n, i)) << n << " " << i;
-        ASSERT_EQ(ds[i], Reference(d, 0, n, i)) << n << " " << i;
+        ASSERT_EQ(fs[i], TreeSumReference(f, 0, n, i)) << n << " " << i;
+        ASSERT_EQ(ds[i], TreeSumReference(d, 0, n, i)) << n << " " << i;
       }
     }
   }
