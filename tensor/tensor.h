@@ -229,6 +229,10 @@ class Tensor {
   // IT IN PLACE (so a view into a flat bucket receives the gradients).
   // Shape and dtype must match this tensor; an undefined tensor clears.
   absl::Status set_grad(const Tensor& grad) const;
+  // Whether the gradient buffer is `view`'s memory (the same storage at the
+  // same offset, as set_grad(view) leaves it), without reading it: a
+  // gradient marked zero is not filled. False without a gradient.
+  bool GradIsViewOf(const Tensor& view) const;
   // Drops the gradient (like zero_grad(set_to_none=True)).
   void ClearGrad() const;
   // Fills an existing gradient with zeros in place, keeping its aliasing

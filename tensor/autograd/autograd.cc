@@ -445,6 +445,13 @@ Tensor Tensor::grad() const {
 
 bool Tensor::has_grad() const { return impl_ && impl_->grad.defined(); }
 
+bool Tensor::GradIsViewOf(const Tensor& view) const {
+  if (!has_grad() || !view.defined()) return false;
+  const Tensor& g = impl_->grad;
+  return g.storage() == view.storage() &&
+         g.storage_offset() == view.storage_offset();
+}
+
 absl::Status Tensor::set_grad(const Tensor& grad) const {
   if (!impl_) {
     return absl::FailedPreconditionError("set_grad on an undefined tensor");

@@ -372,6 +372,9 @@ TEST(MarkGradZeroTest, OverwritesStaleMemoryWithTheExactGradient) {
     EXPECT_EQ(Values(w_buffer), dw) << rows;  // written in place, no NaN
     EXPECT_EQ(Values(b_buffer), db) << rows;
     EXPECT_TRUE(marked.w.grad().SharesStorageWith(w_buffer));
+    EXPECT_TRUE(marked.w.GradIsViewOf(w_buffer));
+    EXPECT_FALSE(marked.w.GradIsViewOf(b_buffer));
+    EXPECT_FALSE(fresh.w.GradIsViewOf(w_buffer));
 
     // A second backward accumulates as usual.
     ASSERT_TRUE(Backward(marked).ok());
@@ -381,6 +384,9 @@ TEST(MarkGradZeroTest, OverwritesStaleMemoryWithTheExactGradient) {
 
     // Read before any backward wrote it: zeros, in the buffer itself.
     marked.w.MarkGradZero();
+    // Asking whether it is the buffer does not read (fill) it.
+    EXPECT_TRUE(marked.w.GradIsViewOf(w_buffer));
+    EXPECT_EQ(Values(w_buffer), twice) << rows;
     EXPECT_THAT(Values(marked.w.grad()), Each(0.f));
     EXPECT_THAT(Values(w_buffer), Each(0.f));
     ASSERT_TRUE(Backward(marked).ok());

@@ -1,7 +1,6 @@
 #include "train/loop/evaluate.h"
 
 #include <cstdint>
-#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -133,7 +132,7 @@ absl::StatusOr<double> HeldOutMeanLoss(
   const int64_t world = comm.size();
   const int64_t rounds = (count + world - 1) / world;
   std::vector<double> sums = {0, 0};
-  std::vector<int64_t> bits(rounds);  // fixed_order: each round's loss
+  std::vector<double> mine_losses(rounds);  // fixed_order: each round's
   for (int64_t r = 0; r < rounds; ++r) {
     const int64_t item = comm.rank() + r * world;
     const bool mine = item < count;
@@ -142,17 +141,16 @@ absl::StatusOr<double> HeldOutMeanLoss(
       sums[0] += loss;
       sums[1] += 1;
     }
-    std::memcpy(&bits[r], &loss, sizeof(loss));
+    mine_losses[r] = loss;
   }
   if (fixed_order) {
     // Every rank's losses, then item i = rank + round * world in order.
-    std::vector<int64_t> all(bits.size() * world);
+    std::vector<double> all(mine_losses.size() * world);
     TANDEM_RETURN_IF_ERROR(
-        AllGatherInt64(comm, device, bits, absl::MakeSpan(all)));
+        AllGatherF64Bits(comm, device, mine_losses, absl::MakeSpan(all)));
     std::vector<double> losses(count);
     for (int64_t i = 0; i < count; ++i) {
-      std::memcpy(&losses[i], &all[(i % world) * rounds + i / world],
-                  sizeof(double));
+      losses[i] = all[(i % world) * rounds + i / world];
     }
     return CanonicalTreeSumF64(losses) / static_cast<double>(count);
   }

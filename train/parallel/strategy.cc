@@ -98,8 +98,23 @@ std::string FirstSyncBatchNorm(const nn::Module& m, const std::string& path) {
 
 absl::Status Strategy::SnapshotVirtualBuffers() {
   NoGradGuard no_grad;
+  const std::vector<Tensor> buffers = model_->Buffers();
+  // The last step's copies are reused (no allocation per step) while the
+  // module's buffers keep their shapes.
+  bool reuse = virtual_buffers_.size() == buffers.size();
+  for (size_t i = 0; reuse && i < buffers.size(); ++i) {
+    reuse = virtual_buffers_[i].shape() == buffers[i].shape() &&
+            virtual_buffers_[i].dtype() == buffers[i].dtype() &&
+            virtual_buffers_[i].device() == buffers[i].device();
+  }
+  if (reuse) {
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      TANDEM_RETURN_IF_ERROR(virtual_buffers_[i].CopyFrom(buffers[i]));
+    }
+    return absl::OkStatus();
+  }
   virtual_buffers_.clear();
-  for (const Tensor& b : model_->Buffers()) {
+  for (const Tensor& b : buffers) {
     TANDEM_ASSIGN_OR_RETURN(Tensor copy, b.Clone());
     virtual_buffers_.push_back(std::move(copy));
   }
@@ -112,7 +127,6 @@ absl::Status Strategy::SettleVirtualBuffers() {
   for (size_t i = 0; i < buffers.size() && i < virtual_buffers_.size(); ++i) {
     TANDEM_RETURN_IF_ERROR(buffers[i].CopyFrom(virtual_buffers_[i]));
   }
-  virtual_buffers_.clear();
   if (comm_->size() == 1) return absl::OkStatus();
   // Rank 0's are virtual rank 0's: every rank takes them, as DDP's buffer
   // broadcast gives every rank rank 0's before the next forward.
@@ -200,7 +214,13 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
     if (mode != ShardMode::kFsdp) {
       TANDEM_ASSIGN_OR_RETURN(
           t->virtual_grads_,
-          VirtualGradSum::Create(comm, t->virtual_world_, std::move(params)));
+          VirtualGradSum::Create(
+              comm, t->virtual_world_, std::move(params),
+              // ZeRO reads the gradients from DDP's flat buckets, so the
+              // sum is copied back there; elsewhere the grads are views of
+              // the tree's own buffers (no leaf copied).
+              /*grads_in_place=*/mode != ShardMode::kZero1 &&
+                  mode != ShardMode::kZero2));
     }
   } else {
     t->virtual_world_.first = comm.rank();
@@ -245,6 +265,10 @@ absl::StatusOr<std::unique_ptr<Strategy>> Strategy::Create(
   }
   DdpOptions ddp_options;
   ddp_options.comm_hook = options.comm_hook;
+  // The virtual world's gradients are views of its summation tree (ZeRO
+  // reads DDP's buckets, so there they stay DDP's).
+  ddp_options.no_sync_keeps_gradients =
+      t->virtual_grads_ != nullptr && mode == ShardMode::kNone;
   TANDEM_ASSIGN_OR_RETURN(
       t->ddp_, DistributedDataParallel::Create(model, comm, ddp_options));
   if (mode == ShardMode::kNone) {

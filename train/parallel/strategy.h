@@ -169,9 +169,12 @@ struct StrategyOptions {
   // The virtual world (docs/virtual_world.md): > 0 makes this rank play
   // K / W of K virtual ranks, whose gradients FoldVirtualRank and
   // ReduceVirtualRanks sum in the fixed order; 0: off (PyTorch's DDP,
-  // unchanged). Create refuses a world size that cannot play K
-  // (CheckVirtualWorld), the sharded modes (not yet in this mode), and a
-  // model with buffers (BatchNorm's running statistics: not yet).
+  // unchanged). Every mode takes it: none (DDP), zero1 and zero2 sum the
+  // whole gradient and take their slices at Step, fsdp sums unit by unit
+  // (FsdpOptions::virtual_world). BatchNorm's buffers are virtual rank 0's
+  // after each step, as DDP's buffer broadcast leaves them. Create refuses
+  // a world size that cannot play K (CheckVirtualWorld), SyncBatchNorm and
+  // compressing comm hooks, naming the values.
   int64_t virtual_world = 0;
 };
 

@@ -1,8 +1,11 @@
 #include "train/parallel/core/canonical_tree.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -48,7 +51,7 @@ void Schedule(int64_t lo, int64_t hi, std::vector<int64_t>& merges_after) {
 }
 
 template <typename T>
-void AddInto(char* left, const char* right, int64_t count) {
+void AddSpan(char* left, const char* right, int64_t count) {
   T* l = reinterpret_cast<T*>(left);
   const T* r = reinterpret_cast<const T*>(right);
   for (int64_t i = 0; i < count; ++i) l[i] = l[i] + r[i];
@@ -98,7 +101,8 @@ absl::Status CheckVirtualWorld(int64_t virtual_world, int64_t world_size) {
 
 absl::StatusOr<TreeAccumulator> TreeAccumulator::Create(int64_t leaves,
                                                         DType dtype,
-                                                        int64_t count) {
+                                                        int64_t count,
+                                                        Allocator allocate) {
   if (leaves < 1 || count < 0 ||
       (dtype != DType::kF32 && dtype != DType::kF64)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -106,30 +110,64 @@ absl::StatusOr<TreeAccumulator> TreeAccumulator::Create(int64_t leaves,
         DTypeName(dtype),
         "; expected at least one leaf, a count >= 0 and f32 or f64"));
   }
-  return TreeAccumulator(leaves, dtype, count);
+  return TreeAccumulator(leaves, dtype, count, std::move(allocate));
 }
 
-TreeAccumulator::TreeAccumulator(int64_t leaves, DType dtype, int64_t count)
-    : leaves_(leaves), dtype_(dtype), count_(count) {
+TreeAccumulator::TreeAccumulator(int64_t leaves, DType dtype, int64_t count,
+                                 Allocator allocate)
+    : leaves_(leaves),
+      dtype_(dtype),
+      count_(count),
+      allocate_(std::move(allocate)) {
   Schedule(0, leaves, merges_after_);
 }
 
-char* TreeAccumulator::Slot(size_t depth) {
-  if (slots_.size() <= depth) slots_.resize(depth + 1);
-  std::vector<char>& slot = slots_[depth];
-  slot.resize(static_cast<size_t>(count_ * DTypeSize(dtype_)));
-  return slot.data();
+absl::Status TreeAccumulator::CheckRoom() const {
+  if (added_ == leaves_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("TreeAccumulator: all ", leaves_,
+                     " leaves were added; Reset before the next sum"));
+  }
+  return absl::OkStatus();
 }
 
-void TreeAccumulator::Merge() {
-  char* left = slots_[stack_ - 2].data();
-  const char* right = slots_[stack_ - 1].data();
-  if (dtype_ == DType::kF32) {
-    AddInto<float>(left, right, count_);
-  } else {
-    AddInto<double>(left, right, count_);
+absl::StatusOr<int> TreeAccumulator::Acquire() {
+  if (!free_.empty()) {
+    const int b = free_.back();
+    free_.pop_back();
+    return b;
   }
-  --stack_;
+  // At least one element, so that every buffer has an address of its own.
+  const int64_t bytes = std::max<int64_t>(1, count_) * DTypeSize(dtype_);
+  char* memory = nullptr;
+  if (allocate_ != nullptr) {
+    TANDEM_ASSIGN_OR_RETURN(void* got, allocate_(bytes));
+    memory = static_cast<char*>(got);
+  } else {
+    owned_.push_back(std::make_unique<char[]>(static_cast<size_t>(bytes)));
+    memory = owned_.back().get();
+  }
+  buffers_.push_back(memory);
+  return static_cast<int>(buffers_.size()) - 1;
+}
+
+void TreeAccumulator::AddInto(int left, const char* right, int64_t count,
+                              int64_t at) {
+  char* l = buffers_[left] + at * DTypeSize(dtype_);
+  if (dtype_ == DType::kF32) {
+    AddSpan<float>(l, right, count);
+  } else {
+    AddSpan<double>(l, right, count);
+  }
+}
+
+void TreeAccumulator::Merges(int64_t merges) {
+  for (; merges > 0; --merges) {
+    const int right = stack_.back();
+    stack_.pop_back();
+    AddInto(stack_.back(), buffers_[right], count_, 0);
+    free_.push_back(right);
+  }
 }
 
 absl::Status TreeAccumulator::Add(const void* leaf) {
@@ -138,11 +176,7 @@ absl::Status TreeAccumulator::Add(const void* leaf) {
 }
 
 absl::Status TreeAccumulator::AddPieces(absl::Span<const Piece> pieces) {
-  if (added_ == leaves_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("TreeAccumulator: all ", leaves_,
-                     " leaves were added; Reset before the next sum"));
-  }
+  TANDEM_RETURN_IF_ERROR(CheckRoom());
   int64_t total = 0;
   for (const Piece& p : pieces) total += p.count;
   if (total != count_) {
@@ -154,25 +188,54 @@ absl::Status TreeAccumulator::AddPieces(absl::Span<const Piece> pieces) {
   int64_t merges = merges_after_[static_cast<size_t>(added_)];
   if (merges > 0) {
     // The leaf is the right child of the top: add it in place, uncopied.
-    char* left = slots_[stack_ - 1].data();
+    int64_t at = 0;
     for (const Piece& p : pieces) {
-      if (dtype_ == DType::kF32) {
-        AddInto<float>(left, static_cast<const char*>(p.data), p.count);
-      } else {
-        AddInto<double>(left, static_cast<const char*>(p.data), p.count);
-      }
-      left += p.count * size;
+      AddInto(stack_.back(), static_cast<const char*>(p.data), p.count, at);
+      at += p.count;
     }
     --merges;
   } else {
-    char* slot = Slot(stack_);
-    for (const Piece& p : pieces) {
-      if (p.count > 0) std::memcpy(slot, p.data, p.count * size);
-      slot += p.count * size;
+    int slot = next_;
+    next_ = -1;
+    if (slot < 0) {
+      TANDEM_ASSIGN_OR_RETURN(slot, Acquire());
     }
-    ++stack_;
+    char* out = buffers_[slot];
+    for (const Piece& p : pieces) {
+      if (p.count > 0) std::memcpy(out, p.data, p.count * size);
+      out += p.count * size;
+    }
+    stack_.push_back(slot);
   }
-  for (; merges > 0; --merges) Merge();
+  Merges(merges);
+  ++added_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> TreeAccumulator::NextLeafBuffer() {
+  if (next_ < 0) {
+    TANDEM_ASSIGN_OR_RETURN(next_, Acquire());
+  }
+  return static_cast<void*>(buffers_[next_]);
+}
+
+absl::Status TreeAccumulator::AddWritten() {
+  TANDEM_RETURN_IF_ERROR(CheckRoom());
+  if (next_ < 0) {
+    return absl::FailedPreconditionError(
+        "TreeAccumulator::AddWritten: no leaf was written; call "
+        "NextLeafBuffer() and write the leaf there first");
+  }
+  int64_t merges = merges_after_[static_cast<size_t>(added_)];
+  if (merges > 0) {
+    // Added to the top at once; the buffer stays the next leaf's.
+    AddInto(stack_.back(), buffers_[next_], count_, 0);
+    --merges;
+  } else {
+    stack_.push_back(next_);
+    next_ = -1;
+  }
+  Merges(merges);
   ++added_;
   return absl::OkStatus();
 }
@@ -183,17 +246,23 @@ absl::StatusOr<const void*> TreeAccumulator::result() const {
         absl::StrCat("TreeAccumulator: ", added_, " of ", leaves_,
                      " leaves added; the sum is not complete"));
   }
-  return static_cast<const void*>(slots_[0].data());
+  return static_cast<const void*>(buffers_[stack_[0]]);
 }
 
 absl::StatusOr<void*> TreeAccumulator::mutable_result() {
   TANDEM_RETURN_IF_ERROR(result().status());
-  return static_cast<void*>(slots_[0].data());
+  return static_cast<void*>(buffers_[stack_[0]]);
 }
 
 void TreeAccumulator::Reset() {
+  if (next_ >= 0) free_.push_back(next_);
+  next_ = -1;
+  // The bottom last, so that the result's buffer is the next leaf's.
+  for (auto it = stack_.rbegin(); it != stack_.rend(); ++it) {
+    free_.push_back(*it);
+  }
+  stack_.clear();
   added_ = 0;
-  stack_ = 0;
 }
 
 }  // namespace tandem::train

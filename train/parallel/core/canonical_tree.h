@@ -23,6 +23,8 @@
 #define TANDEM_TRAIN_PARALLEL_CORE_CANONICAL_TREE_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -43,14 +45,26 @@ std::vector<int64_t> AllowedWorldSizes(int64_t virtual_world);
 absl::Status CheckVirtualWorld(int64_t virtual_world, int64_t world_size);
 
 // Folds `leaves` equal-length buffers, given in order, into their canonical
-// tree sum, keeping at most one buffer per level of the tree (each leaf is
-// copied unless it is added at once). The same bits as CanonicalTreeSum
-// over all the leaves at once. One per rank and sum; not thread-safe.
+// tree sum, keeping at most one buffer per level of the tree plus one for
+// the next leaf. The same bits as CanonicalTreeSum over all the leaves at
+// once. Two ways to give a leaf:
+//   - Add / AddPieces: read from the caller's memory (copied unless it is
+//     added at once);
+//   - NextLeafBuffer then AddWritten: the caller writes the leaf into the
+//     accumulator's own buffer (a model whose gradients are views of it),
+//     and no leaf is ever copied: it is kept where it is or added at once.
+// Buffers come from `allocate` (Create's argument; default: owned memory)
+// and are reused from sum to sum. One per rank and sum; not thread-safe.
 class TreeAccumulator {
  public:
+  // Memory for one buffer of `bytes`, alive as long as the accumulator
+  // (the allocator's owner keeps it; a gradient may view it).
+  using Allocator = std::function<absl::StatusOr<void*>(int64_t bytes)>;
+
   // leaves >= 1, dtype f32 or f64, count >= 0; InvalidArgument otherwise.
   static absl::StatusOr<TreeAccumulator> Create(int64_t leaves, DType dtype,
-                                                int64_t count);
+                                                int64_t count,
+                                                Allocator allocate = nullptr);
 
   // The next leaf: `count` elements of `dtype`, read before Add returns.
   // FailedPrecondition once every leaf was added.
@@ -65,33 +79,50 @@ class TreeAccumulator {
   };
   absl::Status AddPieces(absl::Span<const Piece> pieces);
 
-  // After the last leaf: the sum (count elements, valid until Reset or the
-  // accumulator's end). FailedPrecondition before, naming how many leaves
-  // are missing.
+  // Where the next leaf may be written in place (count elements, contents
+  // undefined): the same buffer until AddWritten or Add*; after Reset, the
+  // last sum's result buffer first. Errors: the allocator's.
+  absl::StatusOr<void*> NextLeafBuffer();
+  // Takes what the caller wrote into NextLeafBuffer() as the next leaf.
+  // FailedPrecondition without a NextLeafBuffer() since the last leaf, or
+  // once every leaf was added.
+  absl::Status AddWritten();
+
+  // After the last leaf: the sum (count elements, valid until the next
+  // leaf after Reset, or the accumulator's end). FailedPrecondition before,
+  // naming how many leaves are missing.
   absl::StatusOr<const void*> result() const;
   // The same buffer, for a caller that finishes the sum in place (the
   // ordered all-reduce across ranks) before Reset.
   absl::StatusOr<void*> mutable_result();
 
-  // Ready for the same number of leaves again (the buffers are kept).
+  // Ready for the same number of leaves again (the buffers are kept; the
+  // result stays readable, and is the next NextLeafBuffer()).
   void Reset();
 
   int64_t leaves() const { return leaves_; }
   int64_t added() const { return added_; }
 
  private:
-  TreeAccumulator(int64_t leaves, DType dtype, int64_t count);
-  void Merge();  // the stack's top two: left = left + right, pop right
-  char* Slot(size_t depth);
+  TreeAccumulator(int64_t leaves, DType dtype, int64_t count,
+                  Allocator allocate);
+  absl::Status CheckRoom() const;
+  absl::StatusOr<int> Acquire();  // a free buffer (allocated when none)
+  void AddInto(int left, const char* right, int64_t count, int64_t at);
+  void Merges(int64_t merges);  // the stack's top two, `merges` times
 
   int64_t leaves_;
   DType dtype_;
   int64_t count_;
+  Allocator allocate_;
   // merges_after_[i]: the tree's additions that complete once leaf i is in.
   std::vector<int64_t> merges_after_;
   int64_t added_ = 0;
-  size_t stack_ = 0;                      // partial sums held
-  std::vector<std::vector<char>> slots_;  // slots_[d]: stack entry d
+  std::vector<std::unique_ptr<char[]>> owned_;  // the default allocator's
+  std::vector<char*> buffers_;                  // every buffer, by index
+  std::vector<int> stack_;                      // partial sums, bottom first
+  std::vector<int> free_;                       // reused last-in first-out
+  int next_ = -1;                               // NextLeafBuffer()'s, or -1
 };
 
 }  // namespace tandem::train

@@ -6,6 +6,8 @@
 #include "train/parallel/core/canonical_tree.h"
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -138,6 +140,49 @@ TEST(TreeAccumulatorTest, PiecesSumAsTheWholeLeaf) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(acc->mutable_result().status().code(),
             absl::StatusCode::kFailedPrecondition);
+}
+
+// Leaves written into the accumulator's own buffers: no copy, the same
+// bits, at most depth + 2 buffers (one per level and the next leaf's), all
+// from the caller's allocator, and the result's buffer is the next step's
+// first leaf buffer (the virtual world keeps gradients bound there).
+TEST(TreeAccumulatorTest, LeavesWrittenInPlaceSumAsTheWholeTree) {
+  const int64_t count = 37;
+  for (int64_t n = 1; n <= 9; ++n) {
+    const std::vector<std::vector<float>> leaves = Leaves(n, count);
+    std::vector<std::unique_ptr<float[]>> given;
+    absl::StatusOr<TreeAccumulator> acc = TreeAccumulator::Create(
+        n, DType::kF32, count, [&](int64_t bytes) -> absl::StatusOr<void*> {
+          EXPECT_EQ(bytes, count * 4);
+          given.push_back(std::make_unique<float[]>(count));
+          return static_cast<void*>(given.back().get());
+        });
+    ASSERT_TRUE(acc.ok());
+    for (int step = 0; step < 2; ++step) {
+      for (int64_t l = 0; l < n; ++l) {
+        if (l == 2 && step == 1) {
+          // A leaf read from the caller's memory mixes with written ones.
+          ASSERT_TRUE(acc->Add(leaves[l].data()).ok());
+          continue;
+        }
+        absl::StatusOr<void*> buf = acc->NextLeafBuffer();
+        ASSERT_TRUE(buf.ok());
+        std::memcpy(*buf, leaves[l].data(), count * sizeof(float));
+        ASSERT_TRUE(acc->AddWritten().ok()) << n << " " << l;
+      }
+      const float* sum = static_cast<const float*>(*acc->result());
+      EXPECT_EQ(std::vector<float>(sum, sum + count), TreeOf(leaves, count))
+          << n << " leaves, step " << step;
+      int64_t depth = 0;
+      while ((int64_t{1} << depth) < n) ++depth;
+      EXPECT_LE(static_cast<int64_t>(given.size()), depth + 2) << n;
+      acc->Reset();
+      EXPECT_EQ(*acc->NextLeafBuffer(), static_cast<const void*>(sum));
+    }
+  }
+  absl::StatusOr<TreeAccumulator> acc =
+      TreeAccumulator::Create(1, DType::kF32, 1);
+  EXPECT_EQ(acc->AddWritten().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(TreeAccumulatorTest, ResetAndMisuse) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,6 +46,19 @@ absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
   TANDEM_ASSIGN_OR_RETURN(Tensor host_recv, device_recv.To(Device::CPU()));
   const int64_t* out = host_recv.data<int64_t>();
   std::copy(out, out + host_recv.numel(), recv.begin());
+  return absl::OkStatus();
+}
+
+absl::Status AllGatherF64Bits(comm::Communicator& comm, Device device,
+                              absl::Span<const double> send,
+                              absl::Span<double> recv) {
+  static_assert(sizeof(double) == sizeof(int64_t));
+  std::vector<int64_t> send_bits(send.size());
+  std::memcpy(send_bits.data(), send.data(), send.size() * sizeof(double));
+  std::vector<int64_t> recv_bits(recv.size());
+  TANDEM_RETURN_IF_ERROR(
+      AllGatherInt64(comm, device, send_bits, absl::MakeSpan(recv_bits)));
+  std::memcpy(recv.data(), recv_bits.data(), recv.size() * sizeof(double));
   return absl::OkStatus();
 }
 

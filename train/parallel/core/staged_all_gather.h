@@ -34,6 +34,13 @@ absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
                             absl::Span<int64_t> recv,
                             absl::Duration timeout = absl::InfiniteDuration());
 
+// The same for doubles, gathered bit for bit (as their 64 bits: nothing is
+// converted or rounded on the way), e.g. per-rank losses that a fixed-order
+// sum then adds.
+absl::Status AllGatherF64Bits(comm::Communicator& comm, Device device,
+                              absl::Span<const double> send,
+                              absl::Span<double> recv);
+
 // In place: values[i] becomes op over every rank's values[i] (int64
 // arithmetic, as comm/reduce.h defines it). Staged like AllGatherInt64.
 // O(values) per rank whatever the world size, unlike an all-gather (O(values

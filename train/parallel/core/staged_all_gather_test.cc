@@ -1,5 +1,6 @@
 #include "train/parallel/core/staged_all_gather.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -28,6 +29,23 @@ TEST(StagedAllGatherTest, GathersEveryRanksValuesInRankOrderOnTheCpu) {
   ASSERT_TRUE(result.status().ok()) << result.status();
   for (const std::vector<int64_t>& g : got) {
     EXPECT_THAT(g, ElementsAre(0, 0, 1, -10, 2, -20));
+  }
+}
+
+TEST(StagedAllGatherTest, DoublesArriveBitForBit) {
+  std::vector<std::vector<double>> got(2);
+  sim::RunResult result = sim::Run(2, [&](int rank, comm::Communicator& comm) {
+    const std::vector<double> mine = {
+        rank == 0 ? -0.0 : 0.1, std::numeric_limits<double>::denorm_min()};
+    got[rank].resize(4);
+    return AllGatherF64Bits(comm, Device::CPU(), mine,
+                            absl::MakeSpan(got[rank]));
+  });
+  ASSERT_TRUE(result.status().ok()) << result.status();
+  for (const std::vector<double>& g : got) {
+    EXPECT_TRUE(std::signbit(g[0]));  // -0 stays -0
+    EXPECT_EQ(g[1], std::numeric_limits<double>::denorm_min());
+    EXPECT_EQ(g[2], 0.1);
   }
 }
 

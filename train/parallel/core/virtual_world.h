@@ -80,11 +80,20 @@ bool VirtualScaleAfterSum(int64_t virtual_world);
 // where g_k is virtual rank k's gradient, scaled as DDP scales a rank's
 // gradient before its all-reduce (ScaleInPlace by 1 / world size; for a
 // power-of-two K the sum is scaled instead, the same bits:
-// VirtualScaleAfterSum). The bits are the same at every allowed W. The
-// gradients on the CPU are folded where they are, without a copy. Parameters'
-// gradients travel through a host buffer (the ordered collective runs on host
-// memory), so any device works. One per rank; its thread only; collective in
-// Reduce.
+// VirtualScaleAfterSum). The bits are the same at every allowed W.
+//
+// Where the gradients live (CPU, `grads_in_place`): the parameters' grads
+// are made views of the tree's own buffers (TreeAccumulator::NextLeafBuffer),
+// marked zero, so each virtual rank's backward writes its leaf where the
+// tree keeps it: no leaf is copied, only the tree's additions touch memory,
+// and after Reduce the grads view the sum itself (no copy back). A gradient
+// found elsewhere at Fold (replaced by someone, or the first step, before
+// Fold bound them) is read where it is, as without the option. Without the
+// option (ZeRO reads its gradients from DDP's flat buckets) or on a device,
+// the leaves are read where they are and the sum is copied back into each
+// parameter's own grad. Gradients on a device travel through a host buffer
+// (the ordered collective runs on host memory), so any device works. One
+// per rank; its thread only; collective in Reduce.
 class VirtualGradSum {
  public:
   // `params`: the tensors whose gradients are summed (the model's
@@ -93,13 +102,15 @@ class VirtualGradSum {
   // off.
   static absl::StatusOr<std::unique_ptr<VirtualGradSum>> Create(
       comm::Communicator& comm, const VirtualWorld& vw,
-      std::vector<Tensor> params);
+      std::vector<Tensor> params, bool grads_in_place = true);
 
   // After one virtual rank's backward (its micro-batches all accumulated):
-  // scales every gradient by 1 / K in place and folds it in as the next
-  // leaf (a parameter without a gradient: zeros). The caller zeroes the
-  // gradients before the next virtual rank's backward. FailedPrecondition
-  // when every local virtual rank was folded already.
+  // scales every gradient by 1 / K in place (any other K than a power of
+  // two) and folds it in as the next leaf (a parameter without a gradient:
+  // zeros); then, in place, binds the grads to the next leaf's buffer,
+  // marked zero. The caller zeroes the gradients before the next virtual
+  // rank's backward (marking them zero suffices). FailedPrecondition when
+  // every local virtual rank was folded already.
   absl::Status Fold();
 
   // After the last local virtual rank: the ordered all-reduce of this
@@ -110,21 +121,35 @@ class VirtualGradSum {
   absl::Status Reduce();
 
   int64_t numel() const { return numel_; }
+  // Whether the grads are views of the tree's buffer for the next leaf
+  // (or, after Reduce, of the sum), for tests.
+  bool grads_bound() const;
 
  private:
   VirtualGradSum(comm::Communicator& comm, const VirtualWorld& vw,
                  std::vector<Tensor> params, DType dtype, int64_t numel,
-                 TreeAccumulator sum);
+                 bool grads_in_place);
+  // A flat CPU buffer for the tree, and every parameter's view of it.
+  absl::StatusOr<void*> NewBuffer(int64_t bytes);
+  // Makes the grads views of the buffer at `data` (one of the tree's);
+  // marks them zero when `mark_zero`.
+  absl::Status BindGrads(const void* data, bool mark_zero);
+  // The folded leaf, read where the grads are (the copying path).
+  absl::Status FoldCopying(double scale);
 
   comm::Communicator& comm_;
   VirtualWorld vw_;
   std::vector<Tensor> params_;
   DType dtype_;
   int64_t numel_;
-  TreeAccumulator sum_;
-  bool scale_after_;         // VirtualScaleAfterSum(K)
-  std::vector<char> zeros_;  // a missing gradient's leaf
-  std::vector<char> host_;   // a device's gradients, copied to the host
+  bool in_place_;  // grads_in_place and every parameter on the CPU
+  std::optional<TreeAccumulator> sum_;
+  bool scale_after_;                        // VirtualScaleAfterSum(K)
+  std::vector<Tensor> flats_;               // the tree's buffers (in place)
+  std::vector<std::vector<Tensor>> views_;  // views_[b][i]: param i in b
+  int bound_ = -1;                          // the flats_ the grads view, or -1
+  std::vector<char> zeros_;                 // a missing gradient's leaf
+  std::vector<char> host_;  // a device's gradients, copied to the host
   comm::OrderedSumWorkspace workspace_;
 };
 

@@ -84,7 +84,12 @@ constexpr int64_t kCount = 37;  // not a multiple of any world size
 
 // Every rank's gradients after VirtualGradSum at K = `k` on `w` ranks, where
 // virtual rank v's gradient of the two parameters is OrderSensitiveTerms(v).
-std::vector<std::vector<float>> SummedAt(int64_t k, int w) {
+// `write_in_place`: each virtual rank's gradient is written into the grads
+// where they are (as a backward writes them: from the second virtual rank
+// on, into the tree's own buffer), for two steps; otherwise new gradient
+// tensors are installed (the copying path).
+std::vector<std::vector<float>> SummedAt(int64_t k, int w,
+                                         bool write_in_place = false) {
   std::mutex mu;
   std::vector<std::vector<float>> out(w);
   sim::RunResult r = sim::Run(w, [&](int rank, comm::Communicator& comm) {
@@ -94,20 +99,36 @@ std::vector<std::vector<float>> SummedAt(int64_t k, int w) {
     TANDEM_ASSIGN_OR_RETURN(Tensor b, Tensor::Zeros({kCount - 20}));
     TANDEM_ASSIGN_OR_RETURN(auto grads,
                             VirtualGradSum::Create(comm, vw, {a, b}));
-    for (int64_t v = 0; v < vw.local; ++v) {
-      const std::vector<float> terms =
-          comm::OrderSensitiveTerms<float>(vw.rank_of(v), kCount);
-      TANDEM_ASSIGN_OR_RETURN(
-          Tensor ga,
-          Tensor::FromVector(
-              std::vector<float>(terms.begin(), terms.begin() + 20), {5, 4}));
-      TANDEM_ASSIGN_OR_RETURN(Tensor gb, Tensor::FromVector(std::vector<float>(
-                                             terms.begin() + 20, terms.end())));
-      TANDEM_RETURN_IF_ERROR(a.set_grad(ga));
-      TANDEM_RETURN_IF_ERROR(b.set_grad(gb));
-      TANDEM_RETURN_IF_ERROR(grads->Fold());
+    const int steps = write_in_place ? 2 : 1;
+    for (int step = 0; step < steps; ++step) {
+      for (int64_t v = 0; v < vw.local; ++v) {
+        const std::vector<float> terms =
+            comm::OrderSensitiveTerms<float>(vw.rank_of(v), kCount);
+        TANDEM_ASSIGN_OR_RETURN(
+            Tensor ga,
+            Tensor::FromVector(
+                std::vector<float>(terms.begin(), terms.begin() + 20), {5, 4}));
+        TANDEM_ASSIGN_OR_RETURN(
+            Tensor gb, Tensor::FromVector(std::vector<float>(terms.begin() + 20,
+                                                             terms.end())));
+        if (write_in_place && a.has_grad()) {
+          TANDEM_RETURN_IF_ERROR(a.grad().CopyFrom(ga));
+          TANDEM_RETURN_IF_ERROR(b.grad().CopyFrom(gb));
+        } else {
+          TANDEM_RETURN_IF_ERROR(a.set_grad(ga));
+          TANDEM_RETURN_IF_ERROR(b.set_grad(gb));
+        }
+        TANDEM_RETURN_IF_ERROR(grads->Fold());
+        // After a fold the grads view the next leaf's buffer.
+        if (v + 1 < vw.local && !grads->grads_bound()) {
+          return absl::InternalError("the grads are not the tree's buffer");
+        }
+      }
+      TANDEM_RETURN_IF_ERROR(grads->Reduce());
+      if (!grads->grads_bound()) {
+        return absl::InternalError("the grads do not view the sum");
+      }
     }
-    TANDEM_RETURN_IF_ERROR(grads->Reduce());
     TANDEM_ASSIGN_OR_RETURN(std::vector<float> va, a.grad().ToVector<float>());
     TANDEM_ASSIGN_OR_RETURN(std::vector<float> vb, b.grad().ToVector<float>());
     va.insert(va.end(), vb.begin(), vb.end());
@@ -150,6 +171,10 @@ void ExpectSameBitsAtEveryAllowedWorldSize(int64_t kK) {
   for (int64_t w : AllowedWorldSizes(kK)) {
     SCOPED_TRACE(w);
     for (const std::vector<float>& got : SummedAt(kK, static_cast<int>(w))) {
+      EXPECT_EQ(got, want);
+    }
+    for (const std::vector<float>& got :
+         SummedAt(kK, static_cast<int>(w), /*write_in_place=*/true)) {
       EXPECT_EQ(got, want);
     }
   }

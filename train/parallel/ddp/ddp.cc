@@ -365,6 +365,10 @@ void DistributedDataParallel::OnGradReady(int64_t index) {
   // The module was run directly (no step open): local gradients only.
   if (step_ == DdpStepState::kIdle) return;
   ParamState& p = params_[index];
+  if (step_ == DdpStepState::kArmedLocal && options_.no_sync_keeps_gradients) {
+    p.has_local_grad = true;
+    return;
+  }
   absl::Status s = EnsureGradIsView(p);
   if (!s.ok()) {
     if (hook_error_.ok()) hook_error_ = Annotate(s, rank_, p.name);

@@ -110,6 +110,12 @@ struct DdpOptions {
   // How each bucket travels (train/parallel/ddp/comm_hook.h): the plain
   // all-reduce, or PyTorch's fp16/bf16 compression hooks (half the bytes).
   DdpCommHook comm_hook = DdpCommHook::kAllReduce;
+  // A backward under NoSync leaves each gradient where it is instead of
+  // moving it into its bucket view (a synchronised backward still moves
+  // it). For the virtual world, whose gradients are views of its own
+  // summation tree and never reduced by DDP (train/parallel/core/
+  // virtual_world.h): without it every backward would copy them back.
+  bool no_sync_keeps_gradients = false;
 };
 
 // One gradient bucket: a FlatParamGroup (flat_param.h) of parameters and the

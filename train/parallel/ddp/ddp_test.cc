@@ -916,6 +916,47 @@ TEST(DdpNoSyncTest, AccumulatesLocallyThenReducesTheSum) {
   }
 }
 
+// DdpOptions::no_sync_keeps_gradients (the virtual world's): a gradient kept
+// in a buffer of the caller's stays there through a NoSync backward, and a
+// synchronised backward after it still reduces the accumulated sum.
+TEST(DdpNoSyncTest, KeepsGradientsWhereTheyAreWhenAsked) {
+  std::vector<std::vector<float>> plain(2), kept(2);
+  for (const bool keep : {false, true}) {
+    sim::RunResult result =
+        sim::Run(2, [&](int rank, comm::Communicator& comm) -> absl::Status {
+          TANDEM_ASSIGN_OR_RETURN(auto model, Mlp(3, 4, 2, 1));
+          DdpOptions options;
+          options.no_sync_keeps_gradients = keep;
+          TANDEM_ASSIGN_OR_RETURN(
+              auto ddp, DistributedDataParallel::Create(*model, comm, options));
+          const Tensor w = model->Parameters()[3];
+          TANDEM_ASSIGN_OR_RETURN(Tensor own, Tensor::Zeros(w.shape()));
+          TANDEM_RETURN_IF_ERROR(w.set_grad(own));
+          TANDEM_ASSIGN_OR_RETURN(Tensor x0, Features(2, 3, 10 + rank));
+          TANDEM_ASSIGN_OR_RETURN(Tensor x1, Features(2, 3, 20 + rank));
+          {
+            auto no_sync = ddp->NoSync();
+            TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x0));
+            TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+            TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+          }
+          if (w.GradIsViewOf(own) != keep) {
+            return absl::InternalError(absl::StrCat(
+                "keep=", keep, ": the gradient ", keep ? "left" : "stayed in",
+                " the caller's buffer"));
+          }
+          TANDEM_ASSIGN_OR_RETURN(Tensor y, ddp->Forward(x1));
+          TANDEM_ASSIGN_OR_RETURN(Tensor loss, SquareLoss(y));
+          TANDEM_RETURN_IF_ERROR(ddp->Backward(loss));
+          (keep ? kept : plain)[rank] = Values(w.grad());
+          return absl::OkStatus();
+        });
+    ASSERT_OK(result.status());
+  }
+  EXPECT_EQ(kept, plain);
+  EXPECT_EQ(kept[0], kept[1]);
+}
+
 // Module::MarkGradsZero in place of ZeroGrad (what train::Strategy does for
 // DDP): the same gradients bit for bit, also for a parameter a synchronised
 // step leaves unused after a NoSync step gave it a local gradient (its
