@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -66,14 +67,10 @@ absl::StatusOr<Entry> ParseEntry(const std::string& name, const JsonValue& v,
       dtype_it->second.kind != JsonValue::Kind::kString) {
     return Bad(source, absl::StrCat(who, " has no string \"dtype\""));
   }
-  bool known = false;
-  for (DType d : kAllDTypes) {
-    if (dtype_it->second.string == SafetensorsDTypeName(d)) {
-      e.dtype = d;
-      known = true;
-    }
-  }
-  if (!known) {
+  const std::optional<DType> dtype =
+      SafetensorsDTypeFromName(dtype_it->second.string);
+  if (dtype.has_value()) e.dtype = *dtype;
+  if (!dtype.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "safetensors file ", std::string(source), ": ", who, " has dtype ",
         JsonQuote(dtype_it->second.string),
@@ -124,6 +121,13 @@ absl::StatusOr<Entry> ParseEntry(const std::string& name, const JsonValue& v,
 }
 
 }  // namespace
+
+std::optional<DType> SafetensorsDTypeFromName(std::string_view name) {
+  for (DType d : kAllDTypes) {
+    if (name == SafetensorsDTypeName(d)) return d;
+  }
+  return std::nullopt;
+}
 
 std::string_view SafetensorsDTypeName(DType dtype) {
   switch (dtype) {

@@ -32,6 +32,7 @@
 #define TANDEM_TRAIN_CHECKPOINT_SAFETENSORS_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -53,6 +54,9 @@ struct SafetensorsContent {
 
 // The format's dtype name ("F32", "BF16", ...).
 std::string_view SafetensorsDTypeName(DType dtype);
+// The dtype of such a name; nullopt for a name tandem does not support
+// (F32, F64, F16, BF16, I64 and I32 are).
+std::optional<DType> SafetensorsDTypeFromName(std::string_view name);
 
 // The file's bytes for `tensors` (any device: non-CPU tensors are copied to
 // the host) and `metadata`. InvalidArgument for an undefined tensor, an empty
