@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -47,6 +48,28 @@ absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
   const int64_t* out = host_recv.data<int64_t>();
   std::copy(out, out + host_recv.numel(), recv.begin());
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(
+    comm::Communicator& comm, Device device, const std::string& mine) {
+  std::vector<int64_t> lengths(static_cast<size_t>(comm.size()));
+  const int64_t length = static_cast<int64_t>(mine.size());
+  TANDEM_RETURN_IF_ERROR(AllGatherInt64(
+      comm, device, absl::MakeSpan(&length, 1), absl::MakeSpan(lengths)));
+  int64_t longest = 0;
+  for (int64_t n : lengths) longest = std::max(longest, n);
+  const int64_t words = (longest + 7) / 8;
+  std::vector<int64_t> send(static_cast<size_t>(words), 0);
+  if (!mine.empty()) std::memcpy(send.data(), mine.data(), mine.size());
+  std::vector<int64_t> all(static_cast<size_t>(words * comm.size()));
+  TANDEM_RETURN_IF_ERROR(
+      AllGatherInt64(comm, device, send, absl::MakeSpan(all)));
+  std::vector<std::string> out;
+  for (int r = 0; r < comm.size(); ++r) {
+    const char* bytes = reinterpret_cast<const char*>(all.data() + r * words);
+    out.emplace_back(bytes, static_cast<size_t>(lengths[r]));
+  }
+  return out;
 }
 
 absl::Status AllGatherF64Bits(comm::Communicator& comm, Device device,

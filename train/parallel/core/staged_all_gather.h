@@ -16,6 +16,8 @@
 #define TANDEM_TRAIN_PARALLEL_CORE_STAGED_ALL_GATHER_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -40,6 +42,12 @@ absl::Status AllGatherInt64(comm::Communicator& comm, Device device,
 absl::Status AllGatherF64Bits(comm::Communicator& comm, Device device,
                               absl::Span<const double> send,
                               absl::Span<double> recv);
+
+// Every rank's `mine` (any bytes, any length), in rank order: the lengths
+// gathered first, then the bytes padded to the longest. Staged like
+// AllGatherInt64.
+absl::StatusOr<std::vector<std::string>> AllGatherStrings(
+    comm::Communicator& comm, Device device, const std::string& mine);
 
 // In place: values[i] becomes op over every rank's values[i] (int64
 // arithmetic, as comm/reduce.h defines it). Staged like AllGatherInt64.

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -46,6 +47,24 @@ TEST(StagedAllGatherTest, DoublesArriveBitForBit) {
     EXPECT_TRUE(std::signbit(g[0]));  // -0 stays -0
     EXPECT_EQ(g[1], std::numeric_limits<double>::denorm_min());
     EXPECT_EQ(g[2], 0.1);
+  }
+}
+
+TEST(StagedAllGatherTest, StringsOfAnyLengthInRankOrder) {
+  std::vector<std::vector<std::string>> got(3);
+  sim::RunResult result = sim::Run(3, [&](int rank, comm::Communicator& comm) {
+    const std::string mine[] = {"", std::string("a\0b", 3),
+                                "a longer string than a word"};
+    absl::StatusOr<std::vector<std::string>> all =
+        AllGatherStrings(comm, Device::CPU(), mine[rank]);
+    if (!all.ok()) return all.status();
+    got[rank] = *all;
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(result.status().ok()) << result.status();
+  for (const std::vector<std::string>& g : got) {
+    EXPECT_THAT(g, ElementsAre("", std::string("a\0b", 3),
+                               "a longer string than a word"));
   }
 }
 
