@@ -78,8 +78,13 @@ struct MinOp {
   }
 };
 
-// 2048 accumulators: 8 KiB in f32, 16 KiB in f64/i64, well inside L1.
+// The most elements a block holds (StoreBlock's per-thread staging).
 constexpr int64_t kBlock = 2048;
+// Kernel's accumulator block on the stack: at most 8 KiB whatever the type
+// (2048 f32, 1024 f64/i64), well inside L1, and half of the smallest stack a
+// simulated rank's fiber may have (16 KiB; a 16 KiB f64 block overflowed
+// it).
+constexpr int64_t kAccBlockBytes = 8 << 10;
 
 // Buffers are fetched this many ahead of the one being read or written.
 // Each buffer is a short run on its own pages (thousands of small ones in a
@@ -221,9 +226,11 @@ __attribute__((noinline)) void Kernel(int64_t count,
                          divisor);
     return;
   }
-  alignas(64) A acc[kBlock];
-  for (int64_t base = 0; base < count; base += kBlock) {
-    const int64_t m = std::min(kBlock, count - base);
+  constexpr int64_t kAcc =
+      std::min(kBlock, kAccBlockBytes / static_cast<int64_t>(sizeof(A)));
+  alignas(64) A acc[kAcc];
+  for (int64_t base = 0; base < count; base += kAcc) {
+    const int64_t m = std::min(kAcc, count - base);
     const S* s0 = static_cast<const S*>(srcs[0]) + base;
     if (nsrc >= 2) {
       const S* s1 = static_cast<const S*>(srcs[1]) + base;

@@ -98,6 +98,33 @@ TEST(SimFiberStackTest, ManyRanksAllReduceOnTheSmallestFiberStacks) {
   EXPECT_TRUE(result.ok()) << result.status();
 }
 
+// The same in f64 and in every op, on 3 ranks (the kernels' general path):
+// an 8-byte accumulator block must fit the smallest stack as well.
+TEST(SimFiberStackTest, DoubleAllReducesOfEveryOpOnTheSmallestFiberStacks) {
+  Options options;
+  options.ranks = RankExecution::kFibers;
+  options.stack_bytes = 16 << 10;
+  RunResult result = sim::Run(
+      3,
+      [](int rank, comm::Communicator& comm) -> absl::Status {
+        for (comm::ReduceOp op : comm::kAllReduceOps) {
+          std::vector<double> v(5000, static_cast<double>(rank + 1));
+          if (absl::Status s =
+                  comm.AllReduce(comm::HostView(absl::MakeSpan(v)), op)->Wait();
+              !s.ok()) {
+            return s;
+          }
+        }
+        std::vector<double> t(5000, 1.0);
+        return comm
+            .AllReduce(comm::HostView(absl::MakeSpan(t)),
+                       comm::ReduceOp::kTreeSum)
+            ->Wait();
+      },
+      options);
+  EXPECT_TRUE(result.ok()) << result.status();
+}
+
 TEST_P(SimRunTest, RejectsANegativeStackSize) {
   Options options;
   options.stack_bytes = -1;
